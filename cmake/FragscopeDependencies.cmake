@@ -1,0 +1,49 @@
+# Third-party dependencies. Abseil and GoogleTest are required; Google Benchmark only for bench/;
+# CUDA and LibTorch are optional and detected (FRAGSCOPE_WITH_* = AUTO), or forced ON/OFF.
+find_package(absl REQUIRED)
+find_package(Threads REQUIRED)
+if(FRAGSCOPE_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+if(FRAGSCOPE_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED)
+endif()
+
+# --- CUDA toolkit (headers and cudart; no GPU needed to build) ---
+set(FRAGSCOPE_HAVE_CUDA OFF)
+if(NOT FRAGSCOPE_WITH_CUDA STREQUAL "OFF")
+  if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+    set(CUDAToolkit_ROOT /usr/local/cuda)
+  endif()
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    set(FRAGSCOPE_HAVE_CUDA ON)
+  elseif(FRAGSCOPE_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "FRAGSCOPE_WITH_CUDA=ON but no CUDA toolkit was found")
+  endif()
+endif()
+
+# --- LibTorch, from the installed torch wheel (pinned torch==2.11.0) ---
+set(FRAGSCOPE_HAVE_TORCH OFF)
+if(FRAGSCOPE_HAVE_CUDA AND NOT FRAGSCOPE_WITH_TORCH STREQUAL "OFF")
+  if(NOT DEFINED Torch_DIR)
+    find_package(Python3 COMPONENTS Interpreter QUIET)
+    if(Python3_Interpreter_FOUND)
+      execute_process(
+        COMMAND ${Python3_EXECUTABLE} -c "import torch; print(torch.utils.cmake_prefix_path)"
+        OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
+        RESULT_VARIABLE _torch_rc)
+      if(_torch_rc EQUAL 0 AND _torch_prefix)
+        list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
+      endif()
+    endif()
+  endif()
+  find_package(Torch QUIET)
+  if(Torch_FOUND)
+    set(FRAGSCOPE_HAVE_TORCH ON)
+  elseif(FRAGSCOPE_WITH_TORCH STREQUAL "ON")
+    message(FATAL_ERROR "FRAGSCOPE_WITH_TORCH=ON but LibTorch was not found "
+                        "(pip install torch==2.11.0, or set Torch_DIR)")
+  endif()
+endif()
