@@ -19,17 +19,17 @@ namespace fragscope {
 
 // The kinds of event. The numeric values are part of the .fslog format: never renumber.
 enum class EventKind : uint8_t {
-  kAlloc = 1,          // a block was handed out
-  kFreeRequested = 2,  // the user freed a block; it may wait for stream events before reuse
-  kFreeCompleted = 3,  // the block went back to the pool (after merging with free neighbours)
-  kSegmentAlloc = 4,   // a device allocation (cudaMalloc) became a segment
-  kSegmentFree = 5,    // a segment was returned to the device (cudaFree)
-  kSegmentMap = 6,     // pages were mapped into an expandable segment
-  kSegmentUnmap = 7,   // pages were unmapped from an expandable segment
-  kOom = 8,            // an allocation failed after the whole retry ladder
-  kEmptyCache = 9,     // empty_cache() (or the OOM retry's full release) ran
-  kOptionsChange = 10, // the allocator's options were replaced (not emitted by the core)
-  kMarker = 11,        // a user annotation such as "step 12 / forward" (not emitted by the core)
+  kAlloc = 1,           // a block was handed out
+  kFreeRequested = 2,   // the user freed a block; it may wait for stream events before reuse
+  kFreeCompleted = 3,   // the block went back to the pool (after merging with free neighbours)
+  kSegmentAlloc = 4,    // a device allocation (cudaMalloc) became a segment
+  kSegmentFree = 5,     // a segment was returned to the device (cudaFree)
+  kSegmentMap = 6,      // pages were mapped into an expandable segment
+  kSegmentUnmap = 7,    // pages were unmapped from an expandable segment
+  kOom = 8,             // an allocation failed after the whole retry ladder
+  kEmptyCache = 9,      // empty_cache() (or the OOM retry's full release) ran
+  kOptionsChange = 10,  // the allocator's options were replaced (not emitted by the core)
+  kMarker = 11,         // a user annotation such as "step 12 / forward" (not emitted by the core)
 };
 
 std::string_view EventKindName(EventKind kind);
@@ -46,14 +46,16 @@ enum EventFlag : uint8_t {
   kEventFlagExpandable = 1 << 3,
   // kOom: the request would have fit in the free cached bytes had they been contiguous.
   kEventFlagWouldFitIfContiguous = 1 << 4,
+  // kEmptyCache: this release is the OOM retry ladder's last step (counts num_alloc_retries).
+  kEventFlagOomRetry = 1 << 5,
 };
 
 // One allocator event. Fields not listed for a kind are zero.
 struct AllocatorEvent {
   EventKind kind = EventKind::kAlloc;
   PoolKind pool = PoolKind::kSmall;
-  uint8_t flags = 0;        // EventFlag bits
-  uint8_t merged_count = 0; // kFreeCompleted: free neighbours absorbed (0..2)
+  uint8_t flags = 0;         // EventFlag bits
+  uint8_t merged_count = 0;  // kFreeCompleted: free neighbours absorbed (0..2)
   int32_t device = 0;
   // Block address (alloc/free_*), segment or mapped-range address (segment_*); 0 for kOom.
   DevicePtr ptr = 0;

@@ -1,1 +1,357 @@
-// placeholder
+// CachingAllocator: construction, the allocation path, free, and the small public operations.
+// The free/release machinery is in caching_allocator_release.cc, invariants and snapshots in
+// caching_allocator_inspect.cc.
+#include "allocator/caching_allocator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "allocator/size_policy.h"
+
+namespace fragscope {
+namespace {
+
+// PyTorch refuses requests of 1 EiB or more before touching the allocator.
+constexpr uint64_t kOneExaByte = uint64_t{1} << 60;
+
+}  // namespace
+
+CachingAllocator::CachingAllocator(DeviceBackend& backend, AllocatorOptions options)
+    : backend_(backend) {
+  const double fraction = options.per_process_memory_fraction;
+  SetOptions(std::move(options));
+  if (fraction < 1.0) {
+    absl::Status status = SetMemoryFraction(fraction);
+    FRAGSCOPE_CHECK(status.ok());  // the option parser validated the range
+  }
+}
+
+CachingAllocator::~CachingAllocator() = default;
+
+void CachingAllocator::Emit(const AllocatorEvent& event) {
+  stats_.OnEvent(event);
+  for (AllocatorObserver* observer : observers_) observer->OnEvent(event);
+}
+
+AllocatorEvent CachingAllocator::BlockEvent(EventKind kind, const Block& block) const {
+  AllocatorEvent e;
+  e.kind = kind;
+  e.pool = block.pool;
+  e.device = backend_.device();
+  e.ptr = block.ptr;
+  e.bytes = block.size;
+  e.stream = block.stream;
+  e.segment = block.segment->base;
+  return e;
+}
+
+absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId stream) {
+  if (size == 0) return DevicePtr{0};
+  if (size >= kOneExaByte) {
+    OomReport report;
+    report.requested_bytes = size;
+    report.device = backend_.device();
+    report.too_large = true;
+    return MakeOomStatus(report);
+  }
+  Lock lock(&mu_);
+  ProcessEventsLocked();
+  const uint64_t rounded = RoundSize(size, options_);
+  const PoolKind kind = PoolFor(rounded);
+  BlockPool& pool = PoolOf(kind);
+  const uint64_t segment_size = SegmentSizeFor(rounded, options_);
+
+  Block* block = FindFreeBlockLocked(pool, stream, rounded);
+  if (block == nullptr && RunFreeMemoryCallbacksLocked()) {
+    block = FindFreeBlockLocked(pool, stream, rounded);
+  }
+  if (block == nullptr) {
+    if (GcEnabledLocked()) GarbageCollectCachedBlocksLocked();
+    // The retry ladder. A backend error other than out-of-memory stops it at once.
+    absl::Status error;
+    block = AllocateSegmentLocked(kind, stream, segment_size, &error);
+    if (block == nullptr && error.ok() &&
+        ReleaseAvailableCachedBlocksLocked(pool, stream, rounded)) {
+      block = AllocateSegmentLocked(kind, stream, segment_size, &error);
+    }
+    if (block == nullptr && error.ok()) {
+      ReleaseCachedBlocksLocked(/*oom_retry=*/true);
+      block = AllocateSegmentLocked(kind, stream, segment_size, &error);
+    }
+    if (!error.ok()) return error;
+    if (block == nullptr) return OutOfMemoryLocked(size, rounded, segment_size, stream);
+  }
+  return HandOutLocked(block, rounded, size);
+}
+
+Block* CachingAllocator::FindFreeBlockLocked(BlockPool& pool, StreamId stream, uint64_t rounded) {
+  if (GcEnabledLocked()) pool.TickGcClock();
+  auto it = pool.LowerBound(stream, rounded);
+  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  Block* block = *it;
+  // PyTorch rejects here rather than trying the next candidate (pytorch#189504).
+  if (OversizeRuleRejects(block->size, rounded, options_)) return nullptr;
+  pool.Erase(it);
+  return block;
+}
+
+bool CachingAllocator::RunFreeMemoryCallbacksLocked() {
+  bool freed = false;
+  for (const auto& callback : free_memory_callbacks_) freed |= callback();
+  return freed;
+}
+
+Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
+                                               uint64_t segment_size, absl::Status* error) {
+  if (allowed_maximum_bytes_.has_value() &&
+      reserved_bytes_ + segment_size > *allowed_maximum_bytes_) {
+    return nullptr;
+  }
+  absl::StatusOr<DevicePtr> ptr = backend_.Malloc(segment_size);
+  if (!ptr.ok()) {
+    if (!absl::IsResourceExhausted(ptr.status())) *error = ptr.status();
+    return nullptr;
+  }
+  reserved_bytes_ += segment_size;
+  auto [it, inserted] = segments_.try_emplace(*ptr);
+  FRAGSCOPE_CHECK(inserted);  // the backend handed out a live address twice
+  Segment& segment = it->second;
+  segment.base = *ptr;
+  segment.size = segment_size;
+  segment.stream = stream;
+  segment.pool = pool;
+  segment.id = next_segment_id_++;
+
+  Block* block = arena_.New();
+  block->ptr = *ptr;
+  block->size = segment_size;
+  block->stream = stream;
+  block->segment = &segment;
+  block->segment_id = segment.id;
+  block->pool = pool;
+  segment.head = block;
+
+  AllocatorEvent e = BlockEvent(EventKind::kSegmentAlloc, *block);
+  if (segment_size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
+  Emit(e);
+  return block;
+}
+
+DevicePtr CachingAllocator::HandOutLocked(Block* block, uint64_t rounded, uint64_t requested) {
+  const bool was_split = block->IsSplit();
+  uint64_t remainder_bytes = 0;
+  if (ShouldSplit(block->size, rounded, block->pool, options_)) {
+    Block* remainder = block;
+    block = SplitFront(remainder, rounded, arena_);
+    remainder_bytes = remainder->size;
+    PoolOf(remainder->pool).Insert(remainder);
+  }
+  block->allocated = true;
+  block->requested_size = requested;
+  active_.emplace(block->ptr, block);
+
+  AllocatorEvent e = BlockEvent(EventKind::kAlloc, *block);
+  e.requested_bytes = requested;
+  e.split_bytes = remainder_bytes;
+  if (was_split) e.flags |= kEventFlagBlockWasSplit;
+  if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
+  Emit(e);
+  return block->ptr;
+}
+
+absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t rounded,
+                                                 uint64_t segment_size, StreamId stream) {
+  const DeviceMemInfo info = backend_.MemInfo();
+  const DeviceStats& stats = stats_.stats();
+  OomReport r;
+  r.requested_bytes = requested;
+  r.rounded_bytes = rounded;
+  r.segment_bytes = segment_size;
+  r.stream = stream;
+  r.device = backend_.device();
+  r.device_total_bytes = info.total_bytes;
+  r.device_free_bytes = info.free_bytes;
+  r.allowed_bytes = allowed_maximum_bytes_.value_or(0);
+  r.allocated_bytes = static_cast<uint64_t>(stats.allocated_bytes[0].current);
+  r.reserved_bytes = reserved_bytes_;
+  const PoolKind kind = PoolFor(rounded);
+  for (const BlockPool* pool : {&small_pool_, &large_pool_}) {
+    for (const Block* b : *pool) {
+      r.free_cached_bytes += b->size;
+      ++r.free_cached_fragments;
+      r.largest_free_cached_block = std::max(r.largest_free_cached_block, b->size);
+      if (pool->kind() == kind && b->stream == stream && b->size >= rounded &&
+          OversizeRuleRejects(b->size, rounded, options_)) {
+        r.oversize_rejected_bytes += b->size;
+      }
+    }
+  }
+  for (const auto& [ptr, b] : active_) {
+    if (!b->allocated) r.pending_free_bytes += b->size;
+  }
+
+  AllocatorEvent e;
+  e.kind = EventKind::kOom;
+  e.pool = kind;
+  e.device = r.device;
+  e.bytes = rounded;
+  e.requested_bytes = requested;
+  e.stream = stream;
+  e.device_free_bytes = r.device_free_bytes;
+  e.device_total_bytes = r.device_total_bytes;
+  e.reserved_bytes = r.reserved_bytes;
+  e.allocated_bytes = r.allocated_bytes;
+  if (r.would_fit_in_free_cached()) e.flags |= kEventFlagWouldFitIfContiguous;
+  Emit(e);
+  return MakeOomStatus(r);
+}
+
+absl::StatusOr<Block*> CachingAllocator::FindActiveBlockLocked(DevicePtr ptr) const {
+  if (auto it = active_.find(ptr); it != active_.end()) return it->second;
+  // Not the start of an active block: say what it is.
+  auto seg = segments_.upper_bound(ptr);
+  if (seg != segments_.begin()) {
+    --seg;
+    const Segment& segment = seg->second;
+    if (ptr < segment.base + segment.size) {
+      for (const Block* b = segment.head; b != nullptr; b = b->next) {
+        if (ptr < b->ptr || ptr >= b->end()) continue;
+        if (ptr != b->ptr) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "0x%x is not the start of an allocation: it lies %d bytes into the %s block at "
+              "0x%x of %d bytes",
+              ptr, ptr - b->ptr, b->allocated ? "allocated" : "free", b->ptr, b->size));
+        }
+        return absl::InvalidArgumentError(
+            absl::StrFormat("double free: 0x%x is a free block of %d bytes in the segment at 0x%x",
+                            ptr, b->size, segment.base));
+      }
+    }
+  }
+  return absl::NotFoundError(absl::StrFormat("invalid device pointer: 0x%x", ptr));
+}
+
+absl::Status CachingAllocator::Free(DevicePtr ptr) {
+  if (ptr == 0) return absl::OkStatus();
+  Lock lock(&mu_);
+  absl::StatusOr<Block*> found = FindActiveBlockLocked(ptr);
+  if (!found.ok()) return found.status();
+  Block* block = *found;
+  if (!block->allocated) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "double free: 0x%x was already freed and is waiting for events on other streams", ptr));
+  }
+  block->allocated = false;
+  AllocatorEvent e = BlockEvent(EventKind::kFreeRequested, *block);
+  e.requested_bytes = block->requested_size;
+  if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
+  Emit(e);
+  if (block->stream_uses.empty()) {
+    FreeBlockLocked(block);
+    return absl::OkStatus();
+  }
+  InsertEventsLocked(block);
+  return absl::OkStatus();
+}
+
+absl::Status CachingAllocator::RecordStream(DevicePtr ptr, StreamId stream) {
+  Lock lock(&mu_);
+  // A view at an offset protects its whole block (pytorch#27366): resolve interior pointers.
+  Block* block = nullptr;
+  if (auto it = active_.find(ptr); it != active_.end()) {
+    block = it->second;
+  } else if (auto seg = segments_.upper_bound(ptr); seg != segments_.begin()) {
+    for (Block* b = std::prev(seg)->second.head; b != nullptr; b = b->next) {
+      if (ptr >= b->ptr && ptr < b->end()) {
+        if (b->allocated) block = b;
+        break;
+      }
+    }
+  }
+  if (block == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("record_stream on 0x%x, which is not inside an allocated block", ptr));
+  }
+  if (!block->allocated) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("record_stream on 0x%x, which was already freed", ptr));
+  }
+  if (stream == block->stream) return absl::OkStatus();
+  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
+      block->stream_uses.end()) {
+    block->stream_uses.push_back(stream);
+  }
+  return absl::OkStatus();
+}
+
+void CachingAllocator::EmptyCache() {
+  Lock lock(&mu_);
+  ReleaseCachedBlocksLocked(/*oom_retry=*/false);
+}
+
+absl::Status CachingAllocator::SetMemoryFraction(double fraction) {
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Invalid fraction value: %g. Allowed range: 0~1", fraction));
+  }
+  Lock lock(&mu_);
+  if (fraction == 1.0) {
+    allowed_maximum_bytes_.reset();
+    return absl::OkStatus();
+  }
+  const double total = static_cast<double>(backend_.MemInfo().total_bytes);
+  allowed_maximum_bytes_ = static_cast<uint64_t>(std::llround(fraction * total));
+  return absl::OkStatus();
+}
+
+double CachingAllocator::GetMemoryFraction() const {
+  Lock lock(&mu_);
+  if (!allowed_maximum_bytes_.has_value()) return 1.0;
+  const uint64_t total = backend_.MemInfo().total_bytes;
+  return total == 0 ? 0.0 : static_cast<double>(*allowed_maximum_bytes_) / total;
+}
+
+void CachingAllocator::SetOptions(AllocatorOptions options) {
+  Lock lock(&mu_);
+  options_ = std::move(options);
+  stats_.mutable_stats().max_split_size =
+      options_.max_split_size_set() ? static_cast<int64_t>(options_.max_split_size_bytes) : -1;
+}
+
+AllocatorOptions CachingAllocator::options() const {
+  Lock lock(&mu_);
+  return options_;
+}
+
+void CachingAllocator::AddFreeMemoryCallback(std::function<bool()> callback) {
+  Lock lock(&mu_);
+  free_memory_callbacks_.push_back(std::move(callback));
+}
+
+void CachingAllocator::AddObserver(AllocatorObserver* observer) {
+  Lock lock(&mu_);
+  observers_.push_back(observer);
+}
+
+void CachingAllocator::RemoveObserver(AllocatorObserver* observer) {
+  Lock lock(&mu_);
+  observers_.erase(std::remove(observers_.begin(), observers_.end(), observer), observers_.end());
+}
+
+DeviceStats CachingAllocator::GetStats() const {
+  Lock lock(&mu_);
+  return stats_.stats();
+}
+
+void CachingAllocator::ResetPeakStats() {
+  Lock lock(&mu_);
+  stats_.mutable_stats().ResetPeak();
+}
+
+void CachingAllocator::ResetAccumulatedStats() {
+  Lock lock(&mu_);
+  stats_.mutable_stats().ResetAccumulated();
+}
+
+}  // namespace fragscope

@@ -1,1 +1,204 @@
-// placeholder
+// CachingAllocator: the free path (merging, stream events) and everything that returns memory
+// to the device (release of oversize blocks, empty_cache, garbage collection).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "allocator/caching_allocator.h"
+
+namespace fragscope {
+namespace {
+
+// Backend failures while freeing cannot be returned to anyone (they happen inside Allocate's
+// retry ladder or EmptyCache); they are reported on stderr and the memory is written off.
+void ReportBackendError(const char* what, const absl::Status& status) {
+  std::fprintf(stderr, "fragscope: %s failed: %s\n", what, std::string(status.message()).c_str());
+}
+
+}  // namespace
+
+void CachingAllocator::FreeBlockLocked(Block* block) {
+  FRAGSCOPE_DCHECK(!block->allocated && block->event_count == 0 && block->stream_uses.empty());
+  const DevicePtr original_ptr = block->ptr;
+  const uint64_t original_size = block->size;
+  const uint64_t requested = block->requested_size;
+  active_.erase(original_ptr);
+
+  BlockPool& pool = PoolOf(block->pool);
+  uint8_t merged_count = 0;
+  uint64_t merged_bytes = 0;
+  for (Block* neighbour : {block->prev, block->next}) {
+    // Only free blocks merge: not allocated, not waiting for events (PyTorch's try_merge_blocks).
+    if (neighbour == nullptr || neighbour->allocated || neighbour->event_count > 0 ||
+        !neighbour->stream_uses.empty()) {
+      continue;
+    }
+    pool.Erase(neighbour);
+    merged_bytes += MergeInto(block, neighbour, arena_);
+    ++merged_count;
+  }
+  block->requested_size = 0;
+  pool.Insert(block);
+
+  AllocatorEvent e = BlockEvent(EventKind::kFreeCompleted, *block);
+  e.ptr = original_ptr;
+  e.bytes = original_size;
+  e.requested_bytes = requested;
+  e.merged_count = merged_count;
+  e.split_bytes = merged_bytes;
+  e.result_bytes = block->size;
+  if (block->IsSplit()) e.flags |= kEventFlagResultIsSplit;
+  Emit(e);
+}
+
+void CachingAllocator::InsertEventsLocked(Block* block) {
+  // See Note [Stream-ordered reuse] in caching_allocator.h: one event per stream that used the
+  // block; the block rejoins the pool when all have completed.
+  auto streams = std::move(block->stream_uses);
+  block->stream_uses.clear();
+  for (StreamId stream : streams) {
+    absl::StatusOr<EventHandle> event = backend_.RecordEvent(stream);
+    if (!event.ok()) {
+      // Without an event we cannot know when the other stream is done: never reuse the block.
+      ReportBackendError("recording a stream event (the block is leaked)", event.status());
+      ++block->event_count;
+      continue;
+    }
+    ++block->event_count;
+    pending_events_[stream].emplace_back(*event, block);
+  }
+}
+
+void CachingAllocator::ProcessEventsLocked() {
+  if (pending_events_.empty()) return;
+  for (auto it = pending_events_.begin(); it != pending_events_.end();) {
+    auto& queue = it->second;
+    while (!queue.empty()) {
+      auto [event, block] = queue.front();
+      absl::StatusOr<bool> done = backend_.EventDone(event);
+      if (!done.ok()) ReportBackendError("querying a stream event", done.status());
+      if (!done.ok() || !*done) break;
+      backend_.ReleaseEvent(event);
+      queue.pop_front();
+      if (--block->event_count == 0) FreeBlockLocked(block);
+    }
+    if (queue.empty()) {
+      pending_events_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void CachingAllocator::SynchronizeAndFreeEventsLocked() {
+  for (auto& [stream, queue] : pending_events_) {
+    for (auto [event, block] : queue) {
+      absl::Status status = backend_.SynchronizeEvent(event);
+      if (!status.ok()) ReportBackendError("synchronizing a stream event", status);
+      backend_.ReleaseEvent(event);
+      if (--block->event_count == 0) FreeBlockLocked(block);
+    }
+  }
+  pending_events_.clear();
+}
+
+void CachingAllocator::ReleaseBlockLocked(Block* block) {
+  FRAGSCOPE_DCHECK(!block->IsSplit() && !block->allocated);
+  PoolOf(block->pool).Erase(block);
+  AllocatorEvent e = BlockEvent(EventKind::kSegmentFree, *block);
+  if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
+  Emit(e);
+  absl::Status status = backend_.Free(block->ptr);
+  if (!status.ok()) ReportBackendError("device free", status);
+  reserved_bytes_ -= block->size;
+  segments_.erase(block->ptr);
+  arena_.Delete(block);
+}
+
+bool CachingAllocator::ReleaseAvailableCachedBlocksLocked(BlockPool& pool, StreamId stream,
+                                                          uint64_t rounded) {
+  if (!options_.max_split_size_set()) return false;
+  const uint64_t max_split = options_.max_split_size_bytes;
+  const uint64_t key_size = std::max(rounded, max_split);
+  auto it = pool.LowerBound(stream, key_size);
+  if (it != pool.end() && (*it)->stream == stream && !(*it)->IsSplit()) {
+    ReleaseBlockLocked(*it);
+    return true;
+  }
+  // No single block is large enough: release oversize blocks of this stream, largest first,
+  // until enough is freed. (Collected first: releasing invalidates btree iterators.)
+  // Deviation: PyTorch would also hand a split oversize block to release_block, which is only
+  // possible when max_split_size is not a multiple of 2 MiB; fragscope skips split blocks.
+  std::vector<Block*> victims;
+  uint64_t released = 0;
+  while (it != pool.begin() && released < key_size) {
+    --it;
+    Block* block = *it;
+    if (block->stream != stream || block->size < max_split) break;
+    if (block->IsSplit()) continue;
+    victims.push_back(block);
+    released += block->size;
+  }
+  for (Block* block : victims) ReleaseBlockLocked(block);
+  return released >= key_size;
+}
+
+void CachingAllocator::ReleaseCachedBlocksLocked(bool oom_retry) {
+  SynchronizeAndFreeEventsLocked();
+  const uint64_t reserved_before = reserved_bytes_;
+  std::vector<Block*> victims;
+  for (BlockPool* pool : {&large_pool_, &small_pool_}) {
+    victims.clear();
+    for (Block* block : *pool) {
+      if (!block->IsSplit()) victims.push_back(block);
+    }
+    for (Block* block : victims) ReleaseBlockLocked(block);
+  }
+  AllocatorEvent e;
+  e.kind = EventKind::kEmptyCache;
+  e.device = backend_.device();
+  e.reserved_bytes = reserved_before - reserved_bytes_;  // bytes released
+  if (oom_retry) e.flags |= kEventFlagOomRetry;
+  Emit(e);
+}
+
+void CachingAllocator::GarbageCollectCachedBlocksLocked() {
+  // PyTorch's garbage_collect_cached_blocks: without synchronizing, free unsplit large blocks
+  // that have gone unused for at least the average age, pass after pass, until reserved memory
+  // is back under threshold * allowed maximum.
+  const auto threshold = static_cast<uint64_t>(options_.garbage_collection_threshold *
+                                               static_cast<double>(*allowed_maximum_bytes_));
+  if (reserved_bytes_ <= threshold) return;
+  const uint64_t target = reserved_bytes_ - threshold;
+  const uint64_t clock = large_pool_.gc_clock();
+  auto age = [clock](const Block* b) { return static_cast<double>(clock - b->gc_count_base); };
+
+  double total_age = 0.0;
+  int64_t freeable = 0;
+  for (const Block* block : large_pool_) {
+    if (block->IsSplit()) continue;
+    total_age += age(block);
+    ++freeable;
+  }
+  uint64_t reclaimed = 0;
+  bool freed_any = true;
+  std::vector<Block*> victims;
+  while (reclaimed < target && freed_any && freeable > 0) {
+    const double age_threshold = total_age / static_cast<double>(freeable);
+    victims.clear();
+    // Free every block at least as old as the average; do not stop at the target, so GC does
+    // not trigger again right away.
+    for (Block* block : large_pool_) {
+      if (!block->IsSplit() && age(block) >= age_threshold) victims.push_back(block);
+    }
+    freed_any = !victims.empty();
+    for (Block* block : victims) {
+      reclaimed += block->size;
+      total_age -= age(block);
+      --freeable;
+      ReleaseBlockLocked(block);
+    }
+  }
+}
+
+}  // namespace fragscope

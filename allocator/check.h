@@ -20,8 +20,8 @@ namespace fragscope::internal {
 }
 }  // namespace fragscope::internal
 
-#define FRAGSCOPE_CHECK(cond)                                               \
-  do {                                                                      \
+#define FRAGSCOPE_CHECK(cond)                                                   \
+  do {                                                                          \
     if (!(cond)) ::fragscope::internal::CheckFailed(__FILE__, __LINE__, #cond); \
   } while (false)
 

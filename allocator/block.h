@@ -1,0 +1,147 @@
+// Block and Segment: the data the caching allocator manages, and the pure split/merge surgery.
+//
+// A Segment is one device allocation (cudaMalloc). It is carved into Blocks that tile it exactly,
+// in address order, linked by prev/next:
+//
+//   segment.base                                             segment.base + segment.size
+//   |<- Block (allocated) ->|<- Block (free) ->|<- Block (allocated) ->|
+//   head                     prev/next links ...                      tail
+//
+// Invariants (checked by CachingAllocator::CheckInvariants):
+//  - The blocks of a segment tile [base, base + size) without gaps or overlap.
+//  - Two free blocks of one segment are never adjacent: freeing merges with free neighbours.
+//    (Exception: a block waiting for stream events is not free yet and does not merge.)
+//  - Every block of a segment has the segment's stream, pool and id.
+//
+// Note [Block ownership]: Blocks are owned by a BlockArena (an object free list), never
+// allocated with new/delete on the hot path. A Block is in exactly one of: its pool's free set
+// (free), the allocator's active map (allocated, or freed but waiting for stream events).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "allocator/check.h"
+#include "allocator/types.h"
+
+namespace fragscope {
+
+struct Segment {
+  DevicePtr base = 0;
+  uint64_t size = 0;
+  StreamId stream = 0;
+  PoolKind pool = PoolKind::kSmall;
+  // Monotonic creation number; orders best fit among equal sizes (PyTorch's registration_counter).
+  uint64_t id = 0;
+  // The lowest-address block. Invariant: head->ptr == base && head->prev == nullptr.
+  struct Block* head = nullptr;
+};
+
+struct Block {
+  DevicePtr ptr = 0;
+  uint64_t size = 0;
+  // The caller's request; meaningful only while the block is active.
+  uint64_t requested_size = 0;
+  StreamId stream = 0;
+  Segment* segment = nullptr;
+  // Copy of segment->id, kept here so the free-set comparator touches one cache line.
+  uint64_t segment_id = 0;
+  Block* prev = nullptr;  // lower-address neighbour in the same segment
+  Block* next = nullptr;  // higher-address neighbour in the same segment
+  PoolKind pool = PoolKind::kSmall;
+  bool allocated = false;
+  // Outstanding stream events that must complete before the block may be reused.
+  int32_t event_count = 0;
+  // Streams other than `stream` that used the block (record_stream). Cleared at free.
+  std::vector<StreamId> stream_uses;
+  // The pool's GC clock when the block last became free (PyTorch's gc_count_base).
+  uint64_t gc_count_base = 0;
+
+  bool IsSplit() const { return prev != nullptr || next != nullptr; }
+  DevicePtr end() const { return ptr + size; }
+};
+
+// An object pool of Blocks: allocation and release are O(1) and touch no global allocator after
+// warm-up. Not thread-safe (used under the allocator lock).
+class BlockArena {
+ public:
+  BlockArena() = default;
+  BlockArena(const BlockArena&) = delete;
+  BlockArena& operator=(const BlockArena&) = delete;
+
+  Block* New() {
+    Block* block;
+    if (free_.empty()) {
+      block = &storage_.emplace_back();
+    } else {
+      block = free_.back();
+      free_.pop_back();
+    }
+    return block;
+  }
+
+  // REQUIRES: block came from New() and is linked nowhere.
+  void Delete(Block* block) {
+    *block = Block{};
+    free_.push_back(block);
+  }
+
+  size_t live_count() const { return storage_.size() - free_.size(); }
+
+ private:
+  std::deque<Block> storage_;  // stable addresses
+  std::vector<Block*> free_;
+};
+
+// Splits `block` so that its first `size` bytes become a new block, which is returned; `block`
+// keeps the remainder at the higher address (PyTorch's alloc_found_block layout). Segment head is
+// updated.
+// REQUIRES: 0 < size < block->size; block is not in any pool set (its key changes).
+inline Block* SplitFront(Block* block, uint64_t size, BlockArena& arena) {
+  FRAGSCOPE_DCHECK(size > 0 && size < block->size);
+  Block* front = arena.New();
+  front->ptr = block->ptr;
+  front->size = size;
+  front->stream = block->stream;
+  front->segment = block->segment;
+  front->segment_id = block->segment_id;
+  front->pool = block->pool;
+  front->prev = block->prev;
+  front->next = block;
+  if (front->prev != nullptr) {
+    front->prev->next = front;
+  } else {
+    block->segment->head = front;
+  }
+  block->prev = front;
+  block->ptr += size;
+  block->size -= size;
+  return front;
+}
+
+// Merges `src` into its neighbour `dst`: dst grows to cover both, src is unlinked and returned
+// to the arena. Returns the bytes absorbed.
+// REQUIRES: src is dst->prev or dst->next; neither is in any pool set.
+inline uint64_t MergeInto(Block* dst, Block* src, BlockArena& arena) {
+  const uint64_t absorbed = src->size;
+  if (dst->prev == src) {
+    FRAGSCOPE_DCHECK(src->end() == dst->ptr);
+    dst->ptr = src->ptr;
+    dst->prev = src->prev;
+    if (dst->prev != nullptr) {
+      dst->prev->next = dst;
+    } else {
+      dst->segment->head = dst;
+    }
+  } else {
+    FRAGSCOPE_DCHECK(dst->next == src && dst->end() == src->ptr);
+    dst->next = src->next;
+    if (dst->next != nullptr) dst->next->prev = dst;
+  }
+  dst->size += absorbed;
+  arena.Delete(src);
+  return absorbed;
+}
+
+}  // namespace fragscope

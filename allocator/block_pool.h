@@ -1,0 +1,88 @@
+// BlockPool: the free blocks of one pool (small or large), ordered for best fit.
+//
+// Order: (stream, size, segment id, address). lower_bound(stream, size) therefore finds the
+// smallest free block on the stream that is large enough, preferring the oldest segment, then the
+// lowest address: PyTorch's BlockComparatorSize with its registration_counter (2.11). Blocks never
+// cross streams: a lookup that lands on another stream's block finds nothing.
+//
+// The pool only stores pointers; it never splits, merges or frees blocks (see block.h).
+// Invariant: every block in the set is free (not allocated, no pending events) and its key fields
+// do not change while it is in the set.
+#pragma once
+
+#include <cstdint>
+#include <tuple>
+
+#include "absl/container/btree_set.h"
+#include "allocator/block.h"
+#include "allocator/types.h"
+
+namespace fragscope {
+
+struct BlockOrder {
+  using is_transparent = void;
+  // A search key: the smallest possible key of (stream, size).
+  struct Key {
+    StreamId stream;
+    uint64_t size;
+  };
+  static auto Tie(const Block* b) { return std::tie(b->stream, b->size, b->segment_id, b->ptr); }
+  bool operator()(const Block* a, const Block* b) const { return Tie(a) < Tie(b); }
+  bool operator()(const Block* a, const Key& k) const {
+    return std::tie(a->stream, a->size) < std::tie(k.stream, k.size);
+  }
+  bool operator()(const Key& k, const Block* b) const {
+    return std::tie(k.stream, k.size) <= std::tie(b->stream, b->size);
+  }
+};
+
+class BlockPool {
+ public:
+  using Set = absl::btree_set<Block*, BlockOrder>;
+  using iterator = Set::iterator;
+
+  explicit BlockPool(PoolKind kind) : kind_(kind) {}
+
+  PoolKind kind() const { return kind_; }
+
+  // The best-fit position for (stream, size): the first block not ordered before the key. The
+  // block there may belong to another stream; callers check.
+  iterator LowerBound(StreamId stream, uint64_t size) {
+    return blocks_.lower_bound(BlockOrder::Key{stream, size});
+  }
+
+  // REQUIRES: block is free and not in the set. Stamps the GC clock into the block.
+  void Insert(Block* block) {
+    block->gc_count_base = gc_clock_;
+    const bool inserted = blocks_.insert(block).second;
+    FRAGSCOPE_DCHECK(inserted);
+    (void)inserted;
+  }
+  // REQUIRES: block is in the set.
+  void Erase(Block* block) {
+    const size_t erased = blocks_.erase(block);
+    FRAGSCOPE_DCHECK(erased == 1);
+    (void)erased;
+  }
+  iterator Erase(iterator it) { return blocks_.erase(it); }
+  bool Contains(Block* block) const { return blocks_.contains(block); }
+
+  iterator begin() { return blocks_.begin(); }
+  iterator end() { return blocks_.end(); }
+  Set::const_iterator begin() const { return blocks_.begin(); }
+  Set::const_iterator end() const { return blocks_.end(); }
+  size_t size() const { return blocks_.size(); }
+  bool empty() const { return blocks_.empty(); }
+
+  // The garbage-collection clock: the number of lookups in this pool while GC is enabled
+  // (PyTorch's get_free_blocks_call_count). A free block's age is clock - gc_count_base.
+  uint64_t gc_clock() const { return gc_clock_; }
+  void TickGcClock() { ++gc_clock_; }
+
+ private:
+  PoolKind kind_;
+  Set blocks_;
+  uint64_t gc_clock_ = 0;
+};
+
+}  // namespace fragscope

@@ -1,0 +1,184 @@
+// CachingAllocator: PyTorch's CUDA caching allocator (DeviceCachingAllocator), decision for
+// decision, over a DeviceBackend. One instance serves one device.
+//
+// The policy (shared/reference/pytorch_allocator.md §2), in one place:
+//  - Requests are rounded (size_policy.h) and served from the small (<= 1 MiB) or large pool.
+//  - Best fit on the request's stream: smallest sufficient free block, oldest segment, lowest
+//    address (block_pool.h). Blocks never cross streams.
+//  - Oversize rules: with max_split_size set, a block >= max_split_size never serves a smaller
+//    request, and serves a larger one only within max_non_split_rounding bytes. The lookup
+//    rejects rather than trying the next candidate, as PyTorch does.
+//  - A found block is split when the remainder is worth keeping (ShouldSplit); the front part
+//    is handed out, the remainder returns to the pool.
+//  - No block: run the free-memory callbacks and look again; GC old cached blocks (when a memory
+//    fraction and garbage_collection_threshold are set); device malloc a new segment; on
+//    failure release oversize cached blocks (only with max_split_size set) and malloc again;
+//    then release every unsplit cached block after synchronizing all stream events and malloc
+//    once more (counted in num_alloc_retries); then fail with an OOM status.
+//  - Free: the block's allocated bytes drop at once; if other streams used it (RecordStream) it
+//    waits for events recorded on those streams before it merges with free neighbours and
+//    returns to the pool. Pending events are polled at the start of every Allocate.
+//  - Only whole unsplit segments are ever returned to the device (EmptyCache, OOM retry, GC).
+//    Free memory inside a split segment stays reserved: PyTorch's "reserved but unallocated".
+//
+// Every state change is emitted as an AllocatorEvent to observers (StatsTracker first); see
+// Note [Instrumentation is layered on] in allocator_events.h.
+//
+// Thread safety: all public methods are thread-safe; one absl::Mutex per allocator, never
+// recursive, never released inside an operation. Observers run under it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "allocator/allocator_events.h"
+#include "allocator/allocator_options.h"
+#include "allocator/allocator_snapshot.h"
+#include "allocator/block.h"
+#include "allocator/block_pool.h"
+#include "allocator/device_backend.h"
+#include "allocator/device_stats.h"
+#include "allocator/oom_report.h"
+
+namespace fragscope {
+
+class CachingAllocator {
+ public:
+  // REQUIRES: backend outlives the allocator.
+  CachingAllocator(DeviceBackend& backend, AllocatorOptions options);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Allocates `size` bytes usable on `stream`. size == 0 returns 0 (PyTorch returns a null data
+  // pointer for empty tensors). An out-of-memory failure is kResourceExhausted with PyTorch's
+  // message and an OomReport payload (see GetOomReport); backend errors other than OOM are
+  // returned as they are.
+  absl::StatusOr<DevicePtr> Allocate(uint64_t size, StreamId stream);
+
+  // Frees a pointer returned by Allocate. Unknown pointers, interior pointers and double frees
+  // are kInvalidArgument / kNotFound errors that say which, and change nothing. Freeing 0 is a
+  // no-op.
+  absl::Status Free(DevicePtr ptr);
+
+  // Marks the block at `ptr` as used on `stream`: when freed, it is reused only after the work
+  // queued on `stream` up to the free has completed. Uses on the allocation stream are ignored.
+  absl::Status RecordStream(DevicePtr ptr, StreamId stream);
+
+  // Returns every unsplit cached segment to the device, after synchronizing pending events.
+  void EmptyCache();
+
+  // Caps reserved memory at round(fraction * device total); 1.0 removes the cap.
+  // REQUIRES: 0 <= fraction <= 1, else kInvalidArgument.
+  absl::Status SetMemoryFraction(double fraction);
+  double GetMemoryFraction() const;
+
+  // Replaces the options (torch._C._accelerator_setAllocatorSettings). Takes effect for the next
+  // decision; existing blocks keep their sizes.
+  void SetOptions(AllocatorOptions options);
+  AllocatorOptions options() const;
+
+  // Registers a callback run when no cached block fits, before allocating new device memory
+  // (PyTorch's FreeCudaMemoryCallbacksRegistry). It returns true if it freed anything. It runs
+  // under the allocator lock and must not call back into this allocator.
+  void AddFreeMemoryCallback(std::function<bool()> callback);
+
+  // REQUIRES: observer outlives the allocator or is removed first; see AllocatorObserver.
+  void AddObserver(AllocatorObserver* observer);
+  void RemoveObserver(AllocatorObserver* observer);
+
+  DeviceStats GetStats() const;
+  void ResetPeakStats();
+  void ResetAccumulatedStats();
+
+  // The segments and their blocks, in address order, with PyTorch's field names and states.
+  AllocatorSnapshot Snapshot() const;
+
+  // The size of the largest free cached block on any stream (PyTorch's cacheInfo, without the
+  // device-free initial guess).
+  uint64_t LargestFreeCachedBlock() const;
+
+  // Verifies every structural and statistical invariant; returns the first violation. Meant for
+  // tests and debug builds: O(blocks).
+  absl::Status CheckInvariants() const;
+
+  int device() const { return backend_.device(); }
+  DeviceBackend& backend() { return backend_; }
+
+ private:
+  using Lock = absl::MutexLock;
+
+  BlockPool& PoolOf(PoolKind kind) { return kind == PoolKind::kSmall ? small_pool_ : large_pool_; }
+  const BlockPool& PoolOf(PoolKind kind) const {
+    return kind == PoolKind::kSmall ? small_pool_ : large_pool_;
+  }
+  void Emit(const AllocatorEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AllocatorEvent BlockEvent(EventKind kind, const Block& block) const;
+
+  // --- Allocation path (caching_allocator.cc) ---
+  Block* FindFreeBlockLocked(BlockPool& pool, StreamId stream, uint64_t rounded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RunFreeMemoryCallbacksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Device-mallocs a new segment of `segment_size` and returns its single free block, or
+  // nullptr on out-of-memory (other backend errors go to *error).
+  Block* AllocateSegmentLocked(PoolKind pool, StreamId stream, uint64_t segment_size,
+                               absl::Status* error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  DevicePtr HandOutLocked(Block* block, uint64_t rounded, uint64_t requested)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status OutOfMemoryLocked(uint64_t requested, uint64_t rounded, uint64_t segment_size,
+                                 StreamId stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Block*> FindActiveBlockLocked(DevicePtr ptr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Free and release paths (caching_allocator_release.cc) ---
+  // Merges a free block with its free neighbours and returns it to the pool.
+  void FreeBlockLocked(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InsertEventsLocked(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ProcessEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SynchronizeAndFreeEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns an unsplit free block's segment to the device.
+  void ReleaseBlockLocked(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ReleaseAvailableCachedBlocksLocked(BlockPool& pool, StreamId stream, uint64_t rounded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseCachedBlocksLocked(bool oom_retry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void GarbageCollectCachedBlocksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool GcEnabledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return allowed_maximum_bytes_.has_value() && options_.garbage_collection_threshold > 0.0;
+  }
+
+  DeviceBackend& backend_;
+  mutable absl::Mutex mu_;
+  AllocatorOptions options_ ABSL_GUARDED_BY(mu_);
+  BlockArena arena_ ABSL_GUARDED_BY(mu_);
+  BlockPool small_pool_ ABSL_GUARDED_BY(mu_){PoolKind::kSmall};
+  BlockPool large_pool_ ABSL_GUARDED_BY(mu_){PoolKind::kLarge};
+  // Allocated blocks and freed blocks waiting for stream events, by address.
+  absl::flat_hash_map<DevicePtr, Block*> active_ ABSL_GUARDED_BY(mu_);
+  // Every live segment by base address: ordered for interior-pointer lookups and snapshots,
+  // node-stable because blocks point into it.
+  std::map<DevicePtr, Segment> segments_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_segment_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per-stream FIFO of (event, block) for blocks freed after use on that stream. Per-stream
+  // queues avoid head-of-line blocking (pytorch#71616).
+  absl::flat_hash_map<StreamId, std::deque<std::pair<EventHandle, Block*>>> pending_events_
+      ABSL_GUARDED_BY(mu_);
+  // Bytes obtained from the device (PyTorch's total_allocated_memory).
+  uint64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set when a memory fraction < 1 is in force.
+  std::optional<uint64_t> allowed_maximum_bytes_ ABSL_GUARDED_BY(mu_);
+  StatsTracker stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<AllocatorObserver*> observers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<bool()>> free_memory_callbacks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fragscope

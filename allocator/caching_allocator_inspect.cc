@@ -1,0 +1,164 @@
+// CachingAllocator: read-only inspection (snapshot, cache info) and the invariant checker.
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "allocator/caching_allocator.h"
+
+namespace fragscope {
+
+AllocatorSnapshot CachingAllocator::Snapshot() const {
+  Lock lock(&mu_);
+  AllocatorSnapshot snapshot;
+  snapshot.segments.reserve(segments_.size());
+  for (const auto& [base, segment] : segments_) {
+    SegmentInfo info;
+    info.device = backend_.device();
+    info.address = base;
+    info.stream = segment.stream;
+    info.segment_type = segment.pool;
+    for (const Block* b = segment.head; b != nullptr; b = b->next) {
+      BlockInfo block;
+      block.address = b->ptr;
+      block.size = b->size;
+      if (b->allocated) {
+        block.state = BlockState::kActiveAllocated;
+      } else if (b->event_count > 0) {
+        block.state = BlockState::kActivePendingFree;
+      } else {
+        block.state = BlockState::kInactive;
+      }
+      if (block.state != BlockState::kInactive) {
+        block.requested_size = b->requested_size;
+        info.active_size += b->size;
+        info.requested_size += b->requested_size;
+        if (b->allocated) info.allocated_size += b->size;
+      }
+      info.total_size += b->size;
+      info.blocks.push_back(block);
+    }
+    snapshot.segments.push_back(std::move(info));
+  }
+  return snapshot;
+}
+
+uint64_t CachingAllocator::LargestFreeCachedBlock() const {
+  Lock lock(&mu_);
+  uint64_t largest = 0;
+  for (const BlockPool* pool : {&small_pool_, &large_pool_}) {
+    for (const Block* b : *pool) largest = std::max(largest, b->size);
+  }
+  return largest;
+}
+
+absl::Status CachingAllocator::CheckInvariants() const {
+  Lock lock(&mu_);
+  auto fail = [](auto&&... args) {
+    return absl::InternalError(absl::StrFormat(std::forward<decltype(args)>(args)...));
+  };
+  // Recomputed statistics, indexed [all, small, large].
+  int64_t allocation[3] = {}, active[3] = {}, segment_count[3] = {}, inactive_split[3] = {};
+  int64_t allocated_bytes[3] = {}, active_bytes[3] = {}, requested_bytes[3] = {};
+  int64_t reserved_bytes[3] = {}, inactive_split_bytes[3] = {};
+  auto add = [](int64_t(&a)[3], PoolKind pool, int64_t v) {
+    a[0] += v;
+    a[pool == PoolKind::kSmall ? 1 : 2] += v;
+  };
+  uint64_t reserved = 0;
+  size_t free_blocks = 0, active_blocks = 0;
+
+  for (const auto& [base, segment] : segments_) {
+    if (segment.head == nullptr || segment.head->ptr != base || segment.head->prev != nullptr) {
+      return fail("segment 0x%x: head block does not start the segment", base);
+    }
+    reserved += segment.size;
+    add(segment_count, segment.pool, 1);
+    add(reserved_bytes, segment.pool, static_cast<int64_t>(segment.size));
+    DevicePtr expected = base;
+    bool previous_free = false;
+    for (const Block* b = segment.head; b != nullptr; b = b->next) {
+      if (b->ptr != expected) return fail("segment 0x%x: gap or overlap at 0x%x", base, b->ptr);
+      if (b->size == 0 || b->size % kMinBlockBytes != 0) {
+        return fail("block 0x%x: size %d is not a positive multiple of 512", b->ptr, b->size);
+      }
+      if (b->next != nullptr && b->next->prev != b) return fail("block 0x%x: broken links", b->ptr);
+      if (b->segment != &segment || b->segment_id != segment.id || b->stream != segment.stream ||
+          b->pool != segment.pool) {
+        return fail("block 0x%x: segment, stream or pool differs from its segment's", b->ptr);
+      }
+      expected = b->end();
+      const bool is_free = !b->allocated && b->event_count == 0;
+      if (is_free) {
+        ++free_blocks;
+        if (!PoolOf(b->pool).Contains(const_cast<Block*>(b))) {
+          return fail("free block 0x%x is missing from its pool", b->ptr);
+        }
+        if (previous_free) return fail("free block 0x%x touches a free neighbour", b->ptr);
+        if (b->IsSplit()) {
+          add(inactive_split, b->pool, 1);
+          add(inactive_split_bytes, b->pool, static_cast<int64_t>(b->size));
+        }
+      } else {
+        ++active_blocks;
+        auto it = active_.find(b->ptr);
+        if (it == active_.end() || it->second != b) {
+          return fail("active block 0x%x is missing from the active map", b->ptr);
+        }
+        add(active, b->pool, 1);
+        add(active_bytes, b->pool, static_cast<int64_t>(b->size));
+        add(requested_bytes, b->pool, static_cast<int64_t>(b->requested_size));
+        if (b->allocated) {
+          add(allocation, b->pool, 1);
+          add(allocated_bytes, b->pool, static_cast<int64_t>(b->size));
+        }
+      }
+      previous_free = is_free;
+    }
+    if (expected != base + segment.size) return fail("segment 0x%x: blocks do not cover it", base);
+  }
+  if (free_blocks != small_pool_.size() + large_pool_.size()) {
+    return fail("pools hold %d blocks but segments have %d free blocks",
+                small_pool_.size() + large_pool_.size(), free_blocks);
+  }
+  if (active_blocks != active_.size()) {
+    return fail("active map holds %d blocks but segments have %d", active_.size(), active_blocks);
+  }
+  if (reserved != reserved_bytes_) {
+    return fail("reserved bytes %d != sum of segments %d", reserved_bytes_, reserved);
+  }
+  if (arena_.live_count() != free_blocks + active_blocks) {
+    return fail("%d blocks live in the arena but %d are in segments", arena_.live_count(),
+                free_blocks + active_blocks);
+  }
+  const DeviceStats& s = stats_.stats();
+  struct Check {
+    const char* name;
+    const StatArray& stat;
+    const int64_t* expected;
+  };
+  const Check checks[] = {
+      {"allocation", s.allocation, allocation},
+      {"active", s.active, active},
+      {"segment", s.segment, segment_count},
+      {"inactive_split", s.inactive_split, inactive_split},
+      {"allocated_bytes", s.allocated_bytes, allocated_bytes},
+      {"active_bytes", s.active_bytes, active_bytes},
+      {"requested_bytes", s.requested_bytes, requested_bytes},
+      {"reserved_bytes", s.reserved_bytes, reserved_bytes},
+      {"inactive_split_bytes", s.inactive_split_bytes, inactive_split_bytes},
+  };
+  static constexpr const char* kTypes[] = {"all", "small_pool", "large_pool"};
+  for (const Check& c : checks) {
+    for (size_t i = 0; i < kNumStatTypes; ++i) {
+      if (c.stat[i].current != c.expected[i]) {
+        return fail("stat %s.%s.current is %d but the blocks say %d", c.name, kTypes[i],
+                    c.stat[i].current, c.expected[i]);
+      }
+      if (c.stat[i].peak < c.stat[i].current) {
+        return fail("stat %s.%s: peak below current", c.name, kTypes[i]);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fragscope

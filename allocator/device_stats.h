@@ -1,0 +1,92 @@
+// DeviceStats: PyTorch's allocator statistics, with exactly its keys and semantics
+// (shared/reference/pytorch_allocator.md §4), derived from allocator events.
+//
+// DeviceStats is a plain struct you can copy and compare. StatsTracker is the AllocatorObserver
+// that keeps one up to date; the allocator owns one and feeds it every event first. The same
+// tracker recomputes the stats offline from an event log, which is how the analyzer checks a log
+// against the stats a job reported.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "allocator/allocator_events.h"
+#include "allocator/types.h"
+
+namespace fragscope {
+
+// One statistic. Invariant: current == allocated - freed (since the last accumulated reset,
+// counting the current value at reset as the new baseline), peak >= current.
+struct Stat {
+  int64_t current = 0;
+  int64_t peak = 0;
+  int64_t allocated = 0;  // cumulative increases
+  int64_t freed = 0;      // cumulative decreases
+
+  void Update(int64_t delta) {
+    current += delta;
+    if (delta > 0) {
+      allocated += delta;
+    } else {
+      freed += -delta;
+    }
+    if (current > peak) peak = current;
+  }
+  void ResetAccumulated() { allocated = freed = 0; }
+  void ResetPeak() { peak = current; }
+  friend bool operator==(const Stat&, const Stat&) = default;
+};
+
+// Index into the per-pool stat arrays: "all", "small_pool", "large_pool".
+enum class StatType : uint8_t { kAll = 0, kSmallPool = 1, kLargePool = 2 };
+inline constexpr int kNumStatTypes = 3;
+using StatArray = std::array<Stat, kNumStatTypes>;
+
+struct DeviceStats {
+  StatArray allocation;              // allocated blocks (count), -1 at the free request
+  StatArray segment;                 // device allocations (count)
+  StatArray active;                  // allocated or pending-free blocks (count)
+  StatArray inactive_split;          // free blocks inside split segments (count)
+  StatArray allocated_bytes;         // sum of allocated block sizes
+  StatArray reserved_bytes;          // bytes obtained from the device
+  StatArray active_bytes;            // sum of active block sizes
+  StatArray inactive_split_bytes;    // sum of free block sizes inside split segments
+  StatArray requested_bytes;         // sum of callers' requests for active blocks
+  Stat oversize_allocations;         // allocated blocks >= max_split_size
+  Stat oversize_segments;            // segments >= max_split_size
+  int64_t num_alloc_retries = 0;     // allocations that needed the full cache release
+  int64_t num_ooms = 0;              // out-of-memory failures
+  int64_t num_sync_all_streams = 0;  // full event synchronizations (empty_cache, OOM retry)
+  int64_t num_device_alloc = 0;      // device mallocs and expandable maps
+  int64_t num_device_free = 0;       // device frees and expandable unmaps
+  int64_t max_split_size = -1;       // the option's value; -1 when unlimited (PyTorch: SIZE_MAX)
+
+  void ResetAccumulated();
+  void ResetPeak();
+  friend bool operator==(const DeviceStats&, const DeviceStats&) = default;
+};
+
+// The stats as torch.cuda.memory_stats() flattens them: ("allocation.all.current", 3), ... in
+// PyTorch's key order.
+std::vector<std::pair<std::string, int64_t>> FlattenStats(const DeviceStats& stats);
+
+// Keeps DeviceStats from events (see Note [Instrumentation is layered on]).
+class StatsTracker final : public AllocatorObserver {
+ public:
+  void OnEvent(const AllocatorEvent& event) override;
+  const DeviceStats& stats() const { return stats_; }
+  DeviceStats& mutable_stats() { return stats_; }
+
+ private:
+  // Applies delta to the "all" entry and the pool's entry of `array`.
+  static void Update(StatArray& array, PoolKind pool, int64_t delta) {
+    array[0].Update(delta);
+    array[pool == PoolKind::kSmall ? 1u : 2u].Update(delta);
+  }
+  DeviceStats stats_;
+};
+
+}  // namespace fragscope

@@ -1,0 +1,58 @@
+// OomReport: an out-of-memory failure as data.
+//
+// CachingAllocator::Allocate returns kResourceExhausted whose message is PyTorch's OOM text
+// (shared/reference/pytorch_allocator.md §5) followed by what PyTorch does not say: the largest
+// free cached block, the number of free cached fragments, and whether the request would have fit
+// in the free cached bytes had they been contiguous. The same facts travel as a status payload,
+// so callers never parse the message.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "allocator/types.h"
+
+namespace fragscope {
+
+struct OomReport {
+  uint64_t requested_bytes = 0;  // the caller's request
+  uint64_t rounded_bytes = 0;    // the block size it needed
+  uint64_t segment_bytes = 0;    // the device allocation that failed ("Tried to allocate")
+  StreamId stream = 0;
+  int32_t device = 0;
+  uint64_t device_total_bytes = 0;
+  uint64_t device_free_bytes = 0;
+  uint64_t allowed_bytes = 0;  // memory-fraction cap; 0 = none
+  uint64_t allocated_bytes = 0;
+  uint64_t reserved_bytes = 0;
+  // Free cached memory at the failure (after the retry ladder released what it could).
+  uint64_t free_cached_bytes = 0;
+  uint64_t free_cached_fragments = 0;
+  uint64_t largest_free_cached_block = 0;
+  // Free cached blocks on the request's stream and pool that were large enough but barred by the
+  // oversize rules (max_split_size).
+  uint64_t oversize_rejected_bytes = 0;
+  // Blocks freed but waiting for stream events.
+  uint64_t pending_free_bytes = 0;
+  bool too_large = false;  // request >= 1 EiB: PyTorch's "more than 1EB" error
+
+  // The request would have fit in the free cached bytes had they been one contiguous block.
+  bool would_fit_in_free_cached() const { return rounded_bytes <= free_cached_bytes; }
+  // ... in the free cached bytes plus the device's free memory (perfect packing).
+  bool would_fit_with_device_free() const {
+    return rounded_bytes <= free_cached_bytes + device_free_bytes;
+  }
+};
+
+// PyTorch's message for `report`, then fragscope's extra sentence.
+std::string FormatOomMessage(const OomReport& report);
+
+// A kResourceExhausted status carrying `report` as payload.
+absl::Status MakeOomStatus(const OomReport& report);
+
+// The report inside a status made by MakeOomStatus, if any.
+std::optional<OomReport> GetOomReport(const absl::Status& status);
+
+}  // namespace fragscope

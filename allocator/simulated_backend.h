@@ -1,0 +1,93 @@
+// SimulatedBackend: a device that exists only in host memory bookkeeping.
+//
+// What it models:
+//  - Capacity: Malloc fails with kResourceExhausted once the granular bytes in use plus
+//    `external_bytes` (memory held outside the allocator: other processes, the CUDA context,
+//    NCCL) would exceed capacity. Allocations are accounted in 2 MiB granules, as the CUDA driver
+//    does for large allocations.
+//  - Deterministic addresses: the lowest-address first fit in a virtual range starting at
+//    kBaseAddress, so the same call sequence always yields the same addresses.
+//  - Fault injection: fail the next N mallocs, or every malloc of at least some size.
+//  - Streams: work is "outstanding" on a stream until CompleteStream(); an event recorded while
+//    a stream has outstanding work stays pending until the stream completes (or the event is
+//    synchronized, which completes the stream's work, like cudaEventSynchronize).
+//
+// No device memory exists: pointers must not be dereferenced.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "allocator/device_backend.h"
+
+namespace fragscope {
+
+class SimulatedBackend final : public DeviceBackend {
+ public:
+  static constexpr DevicePtr kBaseAddress = DevicePtr{0x7f0000000000};
+  static constexpr uint64_t kGranularityBytes = 2 * kMiB;
+
+  explicit SimulatedBackend(uint64_t capacity_bytes, int device = 0);
+
+  absl::StatusOr<DevicePtr> Malloc(uint64_t bytes) override;
+  absl::Status Free(DevicePtr ptr) override;
+  DeviceMemInfo MemInfo() override;
+  absl::StatusOr<EventHandle> RecordEvent(StreamId stream) override;
+  absl::StatusOr<bool> EventDone(EventHandle event) override;
+  absl::Status SynchronizeEvent(EventHandle event) override;
+  void ReleaseEvent(EventHandle event) override;
+  int device() const override { return device_; }
+  std::string name() const override;
+
+  // --- Simulation controls ---
+  // Bytes held outside the allocator (reduces what Malloc can get and what MemInfo reports free).
+  void set_external_bytes(uint64_t bytes) { external_bytes_ = bytes; }
+  // The next `count` Malloc calls fail with kResourceExhausted regardless of capacity.
+  void FailNextMallocs(int count) { fail_next_mallocs_ = count; }
+  // Every Malloc of at least `bytes` fails (kUnlimitedBytes disables).
+  void FailMallocsAtLeast(uint64_t bytes) { fail_at_least_bytes_ = bytes; }
+  // Marks `stream` as having (or not having) queued work. Events recorded while it is busy stay
+  // pending until CompleteStream(stream).
+  void SetStreamBusy(StreamId stream, bool busy);
+  void CompleteStream(StreamId stream) { SetStreamBusy(stream, false); }
+
+  uint64_t capacity_bytes() const { return capacity_bytes_; }
+  uint64_t used_bytes() const { return used_bytes_; }  // granular bytes held by Malloc
+  int64_t malloc_calls() const { return malloc_calls_; }
+  int64_t free_calls() const { return free_calls_; }
+  size_t live_events() const { return events_.size(); }
+
+ private:
+  static uint64_t Granular(uint64_t bytes) {
+    return (bytes + kGranularityBytes - 1) / kGranularityBytes * kGranularityBytes;
+  }
+
+  struct Event {
+    StreamId stream;
+    uint64_t epoch;  // the stream's epoch when recorded
+  };
+
+  uint64_t capacity_bytes_;
+  int device_;
+  uint64_t used_bytes_ = 0;
+  uint64_t external_bytes_ = 0;
+  int fail_next_mallocs_ = 0;
+  uint64_t fail_at_least_bytes_ = kUnlimitedBytes;
+  int64_t malloc_calls_ = 0;
+  int64_t free_calls_ = 0;
+  // Live ranges by address -> granular size; used for address-ordered first fit.
+  absl::btree_map<DevicePtr, uint64_t> live_;
+  // A stream's work completes in epochs: busy streams have completed_epoch < current epoch.
+  struct StreamState {
+    uint64_t epoch = 0;            // incremented when the stream becomes busy
+    uint64_t completed_epoch = 0;  // epochs <= this are done
+  };
+  absl::flat_hash_map<StreamId, StreamState> streams_;
+  absl::flat_hash_map<EventHandle, Event> events_;
+  EventHandle next_event_ = 1;
+};
+
+}  // namespace fragscope
