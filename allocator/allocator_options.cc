@@ -1,1 +1,414 @@
-// placeholder
+// ParseAllocatorOptions / FormatAllocatorOptions: one table of named options (kOptions below,
+// like mimalloc's options[]) drives both directions.
+//
+// Parsing follows PyTorch's newest AcceleratorAllocatorConfig::parseArgs (generic keys) and
+// CUDAAllocatorConfig::parseArgs (CUDA keys), run on one string:
+//   1. large_segment_size_mb is applied first wherever it appears, because the limits of
+//      max_split_size_mb and max_non_split_rounding_mb depend on it; then
+//      max_non_split_rounding defaults to the (possibly changed) large segment size.
+//   2. Every other entry is applied in order; a repeated key overrides the earlier value
+//      (roundup_power2_divisions lists are applied on top of each other, as in PyTorch).
+//   3. An unknown key fails with PyTorch's CUDA-parser text
+//      "Unrecognized key 'foo' in CUDA allocator config.".
+// Sizes given in MB are clamped to SIZE_MAX / 1 MiB before the multiplication into bytes, as
+// PyTorch does, so they never overflow; a number that does not fit in 64 bits is an error.
+#include "allocator/allocator_options.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "allocator/alloc_conf_syntax.h"
+#include "allocator/check.h"
+#include "allocator/roundup_power2_divisions.h"
+
+namespace fragscope {
+namespace {
+
+using alloc_conf::Entry;
+using alloc_conf::FormatDouble;
+using alloc_conf::SingleValue;
+using alloc_conf::Token;
+using alloc_conf::ValueError;
+
+// Largest MB count whose byte size fits in 64 bits (PyTorch's max_allowed_*_size_mb).
+constexpr uint64_t kMaxMegabytes = std::numeric_limits<uint64_t>::max() / kMiB;
+// PyTorch's CUDAAllocatorConfig::pinned_max_register_threads().
+constexpr uint64_t kMaxPinnedRegisterThreads = 128;
+
+// `placement` values; adding a policy is one line here.
+struct PlacementName {
+  std::string_view name;
+  PlacementPolicy policy;
+};
+constexpr PlacementName kPlacementNames[] = {
+    {"best_fit", PlacementPolicy::kBestFit},
+};
+
+// --- Per-key parse and format functions -------------------------------------------------------
+// A parse function applies one entry to the options; a format function returns the value text
+// for the options, or "" when the option has its default (then the key is left out).
+
+enum class Bound : uint8_t { kInclusive, kExclusive };
+
+// Reads the MB count of a size key, which must be >= min_mb (kInclusive) or > min_mb, clamped
+// to kMaxMegabytes.
+absl::StatusOr<uint64_t> ReadMegabytes(const Entry& entry, uint64_t min_mb, Bound bound) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
+  FRAGSCOPE_ASSIGN_OR_RETURN(const uint64_t mb, alloc_conf::ToUint64(entry, *value));
+  const bool strict = bound == Bound::kExclusive;
+  if (strict ? mb <= min_mb : mb < min_mb) {
+    return ValueError(entry, value->text,
+                      absl::StrCat("is too small, must be ", strict ? "> " : ">= ", min_mb));
+  }
+  return std::min(mb, kMaxMegabytes);
+}
+
+absl::Status ParseLargeSegmentSize(const Entry& entry, AllocatorOptions& options) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(const uint64_t mb,
+                             ReadMegabytes(entry, kMinLargeAllocBytes / kMiB, Bound::kExclusive));
+  options.large_segment_size_bytes = mb * kMiB;
+  return absl::OkStatus();
+}
+
+absl::Status ParseMaxSplitSize(const Entry& entry, AllocatorOptions& options) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(
+      const uint64_t mb,
+      ReadMegabytes(entry, options.large_segment_size_bytes / kMiB, Bound::kInclusive));
+  options.max_split_size_bytes = mb * kMiB;
+  return absl::OkStatus();
+}
+
+absl::Status ParseMaxNonSplitRounding(const Entry& entry, AllocatorOptions& options) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(
+      const uint64_t mb,
+      ReadMegabytes(entry, options.large_segment_size_bytes / kMiB, Bound::kInclusive));
+  options.max_non_split_rounding_bytes = mb * kMiB;
+  return absl::OkStatus();
+}
+
+std::string FormatLargeSegmentSize(const AllocatorOptions& options) {
+  if (options.large_segment_size_bytes == kDefaultLargeSegmentBytes) return "";
+  return absl::StrCat(options.large_segment_size_bytes / kMiB);
+}
+
+std::string FormatMaxSplitSize(const AllocatorOptions& options) {
+  if (!options.max_split_size_set()) return "";
+  return absl::StrCat(options.max_split_size_bytes / kMiB);
+}
+
+std::string FormatMaxNonSplitRounding(const AllocatorOptions& options) {
+  if (options.max_non_split_rounding_bytes == options.large_segment_size_bytes) return "";
+  return absl::StrCat(options.max_non_split_rounding_bytes / kMiB);
+}
+
+// A double key whose valid range is described by `range`, e.g. "(0.0, 1.0)".
+template <double AllocatorOptions::*kField, bool (*kInRange)(double)>
+absl::Status ParseFraction(const Entry& entry, AllocatorOptions& options, std::string_view range) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
+  FRAGSCOPE_ASSIGN_OR_RETURN(const double fraction, alloc_conf::ToFiniteDouble(entry, *value));
+  if (!kInRange(fraction)) {
+    return ValueError(entry, value->text,
+                      absl::StrCat("is invalid, set it in ", alloc_conf::ToAbsl(range)));
+  }
+  options.*kField = fraction;
+  return absl::OkStatus();
+}
+
+bool InOpenUnitInterval(double x) { return x > 0.0 && x < 1.0; }
+bool InClosedUnitInterval(double x) { return x >= 0.0 && x <= 1.0; }
+
+absl::Status ParseGarbageCollectionThreshold(const Entry& entry, AllocatorOptions& options) {
+  return ParseFraction<&AllocatorOptions::garbage_collection_threshold, InOpenUnitInterval>(
+      entry, options, "(0.0, 1.0)");
+}
+
+absl::Status ParsePerProcessMemoryFraction(const Entry& entry, AllocatorOptions& options) {
+  return ParseFraction<&AllocatorOptions::per_process_memory_fraction, InClosedUnitInterval>(
+      entry, options, "[0.0, 1.0]");
+}
+
+std::string FormatGarbageCollectionThreshold(const AllocatorOptions& options) {
+  const double threshold = options.garbage_collection_threshold;
+  return threshold == 0.0 ? "" : FormatDouble(threshold);
+}
+
+std::string FormatPerProcessMemoryFraction(const AllocatorOptions& options) {
+  const double fraction = options.per_process_memory_fraction;
+  return fraction == 1.0 ? "" : FormatDouble(fraction);
+}
+
+absl::Status ParseRoundupOption(const Entry& entry, AllocatorOptions& options) {
+  return ApplyRoundupPower2Divisions(entry, options.roundup_power2_divisions);
+}
+
+std::string FormatRoundupOption(const AllocatorOptions& options) {
+  return FormatRoundupPower2Divisions(options.roundup_power2_divisions);
+}
+
+// Every boolean key defaults to False.
+template <bool AllocatorOptions::*kField>
+absl::Status ParseBool(const Entry& entry, AllocatorOptions& options) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
+  FRAGSCOPE_ASSIGN_OR_RETURN(options.*kField, alloc_conf::ToBool(entry, *value));
+  return absl::OkStatus();
+}
+
+template <bool AllocatorOptions::*kField>
+std::string FormatBool(const AllocatorOptions& options) {
+  return options.*kField ? "True" : "";
+}
+
+// PyTorch (non-ROCm) accepts native and cudaMallocAsync. Its check that a runtime value matches
+// the backend chosen at load time has no counterpart here.
+absl::Status ParseBackend(const Entry& entry, AllocatorOptions& options) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
+  if (value->text != "native" && value->text != "cudaMallocAsync") {
+    return ValueError(entry, value->text,
+                      "is not a known allocator backend, options are native and cudaMallocAsync");
+  }
+  options.backend = value->text;
+  return absl::OkStatus();
+}
+
+std::string FormatBackend(const AllocatorOptions& options) {
+  return options.backend == "native" ? "" : options.backend;
+}
+
+absl::Status ParsePinnedNumRegisterThreads(const Entry& entry, AllocatorOptions& options) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
+  FRAGSCOPE_ASSIGN_OR_RETURN(const uint64_t threads, alloc_conf::ToUint64(entry, *value));
+  if (!std::has_single_bit(threads)) return ValueError(entry, value->text, "is not a power of 2");
+  if (threads > kMaxPinnedRegisterThreads) {
+    return ValueError(entry, value->text,
+                      absl::StrCat("is too large, must be <= ", kMaxPinnedRegisterThreads));
+  }
+  options.pinned_num_register_threads = static_cast<uint32_t>(threads);
+  return absl::OkStatus();
+}
+
+std::string FormatPinnedNumRegisterThreads(const AllocatorOptions& options) {
+  const uint32_t threads = options.pinned_num_register_threads;
+  return threads == 1 ? "" : absl::StrCat(threads);
+}
+
+absl::Status ParsePinnedReserveSegmentSize(const Entry& entry, AllocatorOptions& options) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
+  FRAGSCOPE_ASSIGN_OR_RETURN(const uint64_t mb, alloc_conf::ToUint64(entry, *value));
+  if (mb == 0) return ValueError(entry, value->text, "is invalid, must be > 0");
+  options.pinned_reserve_segment_size_mb = mb;
+  return absl::OkStatus();
+}
+
+std::string FormatPinnedReserveSegmentSize(const AllocatorOptions& options) {
+  const uint64_t mb = options.pinned_reserve_segment_size_mb;
+  return mb == 0 ? "" : absl::StrCat(mb);
+}
+
+// PyTorch's CUDAAllocatorConfig::parseReserveSpec: "<fraction>" or "<GiB>G" (or 'g'), positive
+// and finite. nullopt otherwise; PyTorch then warns and keeps its default.
+std::optional<ExpandableSegmentsReserve> ParseReserveSpec(std::string_view text) {
+  const bool is_gib = !text.empty() && (text.back() == 'G' || text.back() == 'g');
+  if (is_gib) text.remove_suffix(1);
+  const std::optional<double> value = alloc_conf::ParseDecimal(text);
+  if (!value.has_value() || !std::isfinite(*value) || *value <= 0.0) return std::nullopt;
+  return ExpandableSegmentsReserve{.is_fraction = !is_gib, .value = *value};
+}
+
+std::string FormatReserveSpec(const ExpandableSegmentsReserve& spec) {
+  return absl::StrCat(FormatDouble(spec.value), spec.is_fraction ? "" : "G");
+}
+
+std::string ReserveWarning(const Entry& entry, std::string_view value) {
+  return absl::StrCat(entry.key.text, ": ignoring invalid value '", alloc_conf::ToAbsl(value),
+                      "' (expected a positive, finite fraction like 0.5 or an absolute size "
+                      "like 40G); using default");
+}
+
+absl::Status ParseExpandableSegmentsReserve(const Entry& entry, AllocatorOptions& options) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
+  if (std::optional<ExpandableSegmentsReserve> spec = ParseReserveSpec(value->text)) {
+    options.expandable_segments_reserve = *spec;
+  } else {
+    options.warnings.push_back(ReserveWarning(entry, value->text));
+  }
+  return absl::OkStatus();
+}
+
+std::string FormatExpandableSegmentsReserve(const AllocatorOptions& options) {
+  const auto& spec = options.expandable_segments_reserve;
+  return spec.has_value() ? FormatReserveSpec(*spec) : "";
+}
+
+// The list replaces any earlier one; a malformed item is skipped with a warning, as in PyTorch.
+absl::Status ParseExpandableSegmentsReserveByClass(const Entry& entry, AllocatorOptions& options) {
+  if (!entry.is_list) {
+    return ValueError(entry, entry.value.text, "is not a list, expected [class:reserve,...]");
+  }
+  std::map<std::string, ExpandableSegmentsReserve> by_class;
+  for (const alloc_conf::ListItem& item : entry.items) {
+    if (std::optional<ExpandableSegmentsReserve> spec = ParseReserveSpec(item.value.text)) {
+      by_class[item.key.text] = *spec;
+    } else {
+      options.warnings.push_back(ReserveWarning(entry, item.value.text));
+    }
+  }
+  options.expandable_segments_reserve_by_class = std::move(by_class);
+  return absl::OkStatus();
+}
+
+std::string FormatExpandableSegmentsReserveByClass(const AllocatorOptions& options) {
+  if (options.expandable_segments_reserve_by_class.empty()) return "";
+  std::vector<std::string> items;
+  for (const auto& [name, spec] : options.expandable_segments_reserve_by_class) {
+    items.push_back(absl::StrCat(name, ":", FormatReserveSpec(spec)));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+absl::Status ParsePlacement(const Entry& entry, AllocatorOptions& options) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
+  for (const PlacementName& placement : kPlacementNames) {
+    if (placement.name == value->text) {
+      options.placement = placement.policy;
+      return absl::OkStatus();
+    }
+  }
+  std::vector<std::string> names;
+  for (const PlacementName& placement : kPlacementNames) names.emplace_back(placement.name);
+  return ValueError(
+      entry, value->text,
+      absl::StrCat("is not a placement policy, options are ", absl::StrJoin(names, ", ")));
+}
+
+std::string FormatPlacement(const AllocatorOptions& options) {
+  if (options.placement == PlacementPolicy::kBestFit) return "";
+  return std::string(PlacementPolicyName(options.placement));
+}
+
+// --- The option table ---------------------------------------------------------------------------
+
+// How PyTorch's CUDA parser counts a key towards its warning "backend:cudaMallocAsync ignores
+// ...": it counts its own keys (except backend) but skips the generic ones, so in the newest
+// source max_split_size_mb does not trigger the warning while pinned_num_register_threads does.
+enum class AsyncWarning : uint8_t { kNo, kYes };
+
+struct OptionDef {
+  std::string_view name;   // the key, as FormatAllocatorOptions writes it
+  std::string_view alias;  // another accepted spelling (PyTorch's hipify aliases), or ""
+  AsyncWarning async_warning;
+  absl::Status (*parse)(const Entry& entry, AllocatorOptions& options);
+  std::string (*format)(const AllocatorOptions& options);
+};
+
+template <bool AllocatorOptions::*kField>
+constexpr OptionDef BoolOption(std::string_view name, std::string_view alias, AsyncWarning warn) {
+  return {name, alias, warn, ParseBool<kField>, FormatBool<kField>};
+}
+
+// In FormatAllocatorOptions order. large_segment_size_mb must stay first (see
+// ParseAllocatorOptions).
+constexpr OptionDef kOptions[] = {
+    // Generic keys (PyTorch's AcceleratorAllocatorConfig).
+    {"large_segment_size_mb", "", AsyncWarning::kNo, ParseLargeSegmentSize, FormatLargeSegmentSize},
+    {"max_split_size_mb", "", AsyncWarning::kNo, ParseMaxSplitSize, FormatMaxSplitSize},
+    {"max_non_split_rounding_mb", "", AsyncWarning::kNo, ParseMaxNonSplitRounding,
+     FormatMaxNonSplitRounding},
+    {"garbage_collection_threshold", "", AsyncWarning::kNo, ParseGarbageCollectionThreshold,
+     FormatGarbageCollectionThreshold},
+    {"roundup_power2_divisions", "", AsyncWarning::kNo, ParseRoundupOption, FormatRoundupOption},
+    BoolOption<&AllocatorOptions::expandable_segments>("expandable_segments", "",
+                                                       AsyncWarning::kNo),
+    BoolOption<&AllocatorOptions::pinned_use_background_threads>("pinned_use_background_threads",
+                                                                 "", AsyncWarning::kNo),
+    // CUDA keys (PyTorch's CUDAAllocatorConfig).
+    {"backend", "", AsyncWarning::kNo, ParseBackend, FormatBackend},
+    BoolOption<&AllocatorOptions::release_lock_on_cudamalloc>(
+        "release_lock_on_cudamalloc", "release_lock_on_hipmalloc", AsyncWarning::kYes),
+    {"per_process_memory_fraction", "", AsyncWarning::kYes, ParsePerProcessMemoryFraction,
+     FormatPerProcessMemoryFraction},
+    BoolOption<&AllocatorOptions::throw_on_cudamalloc_oom>("throw_on_cudamalloc_oom", "",
+                                                           AsyncWarning::kYes),
+    BoolOption<&AllocatorOptions::graph_capture_record_stream_reuse>(
+        "graph_capture_record_stream_reuse", "", AsyncWarning::kYes),
+    {"expandable_segments_reserve", "", AsyncWarning::kYes, ParseExpandableSegmentsReserve,
+     FormatExpandableSegmentsReserve},
+    {"expandable_segments_reserve_by_class", "", AsyncWarning::kYes,
+     ParseExpandableSegmentsReserveByClass, FormatExpandableSegmentsReserveByClass},
+    BoolOption<&AllocatorOptions::pinned_use_cuda_host_register>(
+        "pinned_use_cuda_host_register", "pinned_use_hip_host_register", AsyncWarning::kYes),
+    {"pinned_num_register_threads", "", AsyncWarning::kYes, ParsePinnedNumRegisterThreads,
+     FormatPinnedNumRegisterThreads},
+    {"pinned_reserve_segment_size_mb", "", AsyncWarning::kYes, ParsePinnedReserveSegmentSize,
+     FormatPinnedReserveSegmentSize},
+    BoolOption<&AllocatorOptions::pinned_free_catch_all>("pinned_free_catch_all", "",
+                                                         AsyncWarning::kYes),
+    // fragscope extension (not a PyTorch key).
+    {"placement", "", AsyncWarning::kNo, ParsePlacement, FormatPlacement},
+};
+constexpr const OptionDef& kLargeSegmentSizeOption = kOptions[0];
+
+const OptionDef* FindOption(std::string_view key) {
+  for (const OptionDef& def : kOptions) {
+    if (def.name == key || (!def.alias.empty() && def.alias == key)) return &def;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string_view PlacementPolicyName(PlacementPolicy policy) {
+  for (const PlacementName& placement : kPlacementNames) {
+    if (placement.policy == policy) return placement.name;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<AllocatorOptions> ParseAllocatorOptions(std::string_view conf) {
+  FRAGSCOPE_ASSIGN_OR_RETURN(const std::vector<Entry> entries, alloc_conf::SplitConfig(conf));
+  AllocatorOptions options;
+  options.source = std::string(conf);
+
+  for (const Entry& entry : entries) {
+    if (entry.key.text == kLargeSegmentSizeOption.name) {
+      FRAGSCOPE_RETURN_IF_ERROR(kLargeSegmentSizeOption.parse(entry, options));
+    }
+  }
+  options.max_non_split_rounding_bytes = options.large_segment_size_bytes;
+
+  bool async_warning = false;
+  for (const Entry& entry : entries) {
+    const OptionDef* def = FindOption(entry.key.text);
+    if (def == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Unrecognized key '", entry.key.text, "' in CUDA allocator config."));
+    }
+    if (def == &kLargeSegmentSizeOption) continue;
+    FRAGSCOPE_RETURN_IF_ERROR(def->parse(entry, options));
+    async_warning |= def->async_warning == AsyncWarning::kYes;
+  }
+  if (options.backend == "cudaMallocAsync" && async_warning) {
+    options.warnings.push_back(
+        "backend:cudaMallocAsync ignores max_split_size_mb,roundup_power2_divisions, and "
+        "garbage_collect_threshold.");
+  }
+  return options;
+}
+
+std::string FormatAllocatorOptions(const AllocatorOptions& options) {
+  std::vector<std::string> parts;
+  for (const OptionDef& def : kOptions) {
+    std::string value = def.format(options);
+    if (!value.empty()) parts.push_back(absl::StrCat(alloc_conf::ToAbsl(def.name), ":", value));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+}  // namespace fragscope

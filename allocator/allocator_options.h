@@ -5,14 +5,22 @@
 // global state (house style rule 14). Defaults reproduce PyTorch's defaults, so a
 // default-constructed AllocatorOptions makes the same decisions as PyTorch's native allocator.
 //
-// Validation follows PyTorch (shared/reference/pytorch_allocator.md §7): the same limits, and an
-// error naming the key and the value for anything invalid or unknown.
+// Validation follows PyTorch (shared/reference/pytorch_allocator.md §7 and the newest
+// c10/core/AllocatorConfig.cpp, c10/cuda/CUDAAllocatorConfig.cpp): the same keys, limits and
+// defaults, and an error naming the key and the value for anything invalid or unknown. The
+// syntax is checked more strictly than PyTorch does (see allocator/alloc_conf_syntax.h).
+//
+// fragscope extension: the key `placement` (values: best_fit) picks the free-block search
+// policy. PyTorch rejects it as an unknown key; do not put it in a real PYTORCH_CUDA_ALLOC_CONF.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "allocator/types.h"
@@ -24,15 +32,33 @@ enum class PlacementPolicy : uint8_t {
   kBestFit = 0,  // smallest fitting block on the stream, oldest segment, lowest address (PyTorch)
 };
 
+// The `placement` value naming `policy` ("best_fit").
+std::string_view PlacementPolicyName(PlacementPolicy policy);
+
+// A virtual-address reserve for one expandable segment (PyTorch's ExpandableSegmentReserveSpec):
+// a fraction of the device's total memory ("0.5") or an absolute size in GiB ("40G").
+struct ExpandableSegmentsReserve {
+  bool is_fraction = true;
+  double value = 0.0;  // Invariant: finite and > 0.
+
+  friend bool operator==(const ExpandableSegmentsReserve&,
+                         const ExpandableSegmentsReserve&) = default;
+};
+
 struct AllocatorOptions {
   // Blocks of at least this size are never split, and serve only requests within
   // max_non_split_rounding_bytes of their size. kUnlimitedBytes = off (PyTorch's default).
+  // Invariant: kUnlimitedBytes or >= large_segment_size_bytes.
   uint64_t max_split_size_bytes = kUnlimitedBytes;
-  // Tolerance for serving a request >= max_split_size from a larger oversize block.
+  // Tolerance for serving a request >= max_split_size from a larger oversize block. Defaults to
+  // large_segment_size_bytes (also when large_segment_size_mb changes it), as in PyTorch.
+  // Invariant: >= large_segment_size_bytes.
   uint64_t max_non_split_rounding_bytes = kDefaultLargeSegmentBytes;
   // Segment size for requests in (1 MiB, 10 MiB), and the expandable large-pool page.
+  // Invariant: > kMinLargeAllocBytes.
   uint64_t large_segment_size_bytes = kDefaultLargeSegmentBytes;
   // Divisions per power-of-two interval, indexed by clamp(log2(size) - 20, 0, 15); 0 or 1 = off.
+  // Read it through RoundupPower2DivisionsFor(). Invariant: each entry is 0 or a power of 2.
   std::array<uint32_t, kRoundupPower2Intervals> roundup_power2_divisions{};
   // Reclaim unused cached large blocks once reserved exceeds this fraction of the allowed
   // maximum. 0 = off; only effective with per_process_memory_fraction < 1.
@@ -46,24 +72,51 @@ struct AllocatorOptions {
   // "native" or "cudaMallocAsync". fragscope only implements native; the value is recorded.
   std::string backend = "native";
 
+  // PyTorch 2026 keys, validated like PyTorch and recorded.
+  // Reject an allocation up front when it would exceed per_process_memory_fraction.
+  bool throw_on_cudamalloc_oom = false;
+  // Reuse record_stream'ed blocks during graph capture using the graph's topology.
+  bool graph_capture_record_stream_reuse = false;
+  // VA reserve of expandable segments on untagged streams; nullopt = PyTorch's 9/8 x memory.
+  std::optional<ExpandableSegmentsReserve> expandable_segments_reserve;
+  // VA reserve per stream class ("expandable_segments_reserve_by_class:[name:0.5,other:40G]").
+  std::map<std::string, ExpandableSegmentsReserve> expandable_segments_reserve_by_class;
+
   // Host (pinned) allocator keys: validated like PyTorch and recorded, otherwise unused.
   bool pinned_use_cuda_host_register = false;
-  uint32_t pinned_num_register_threads = 1;
+  uint32_t pinned_num_register_threads = 1;  // Invariant: a power of 2, <= 128.
   bool pinned_use_background_threads = false;
+  uint64_t pinned_reserve_segment_size_mb = 0;  // 0 = unset; a parsed value is > 0.
+  bool pinned_free_catch_all = false;
 
   // The string these options were parsed from ("" for defaults).
   std::string source;
+  // What PyTorch would print with TORCH_WARN while parsing `source` (an ignored invalid
+  // expandable-segment reserve, native options given with backend:cudaMallocAsync).
+  std::vector<std::string> warnings;
 
   bool max_split_size_set() const { return max_split_size_bytes != kUnlimitedBytes; }
+
+  // Compares every field, `source` and `warnings` included.
+  friend bool operator==(const AllocatorOptions&, const AllocatorOptions&) = default;
 };
 
-// Parses a PYTORCH_CUDA_ALLOC_CONF-syntax string. An empty string gives the defaults.
+// Parses a PYTORCH_CUDA_ALLOC_CONF-syntax string. An empty string gives the defaults; keys
+// that are absent keep their defaults (PyTorch's runtime re-parse keeps some CUDA keys from the
+// previous string instead; a fresh parse like this one matches PyTorch's first parse).
 // Errors are kInvalidArgument and name the key and value, e.g.
-// "max_split_size_mb: value 2 is too small, must be >= 20".
+// "max_split_size_mb: 2 is too small, must be >= 20", or the offset of a syntax error.
 absl::StatusOr<AllocatorOptions> ParseAllocatorOptions(std::string_view conf);
 
 // The canonical PYTORCH_CUDA_ALLOC_CONF string for `options` (only non-default keys, fixed
-// order). ParseAllocatorOptions(FormatAllocatorOptions(o)) reproduces o (except `source`).
+// order). ParseAllocatorOptions(FormatAllocatorOptions(o)) reproduces o (except `source` and
+// `warnings`). REQUIRES: `options` satisfies the invariants above, and its MB-valued fields are
+// whole MiB (always true of parsed options).
 std::string FormatAllocatorOptions(const AllocatorOptions& options);
+
+// The roundup_power2_divisions entry for a block of `size_bytes`: index
+// clamp(floor(log2(size_bytes)) - 20, 0, 15), so sizes below 2 MiB (and 0) use entry 0 and
+// sizes from 32 GiB up use entry 15 (PyTorch's AllocatorConfig::roundup_power2_divisions(size)).
+uint32_t RoundupPower2DivisionsFor(const AllocatorOptions& options, uint64_t size_bytes);
 
 }  // namespace fragscope
