@@ -11,7 +11,7 @@
 //  - The blocks of a segment tile [base, base + size) without gaps or overlap.
 //  - Two free blocks of one segment are never adjacent: freeing merges with free neighbours.
 //    (Exception: a block waiting for stream events is not free yet and does not merge.)
-//  - Every block of a segment has the segment's stream, pool and id.
+//  - Every block of a segment has the segment's stream and pool.
 //
 // Note [Block ownership]: Blocks are owned by a BlockArena (an object free list), never
 // allocated with new/delete on the hot path. A Block is in exactly one of: its pool's free set
@@ -32,7 +32,7 @@ struct Segment {
   uint64_t size = 0;
   StreamId stream = 0;
   PoolKind pool = PoolKind::kSmall;
-  // Monotonic creation number; orders best fit among equal sizes (PyTorch's registration_counter).
+  // Monotonic creation number (for reports: segment age).
   uint64_t id = 0;
   // The lowest-address block. Invariant: head->ptr == base && head->prev == nullptr.
   struct Block* head = nullptr;
@@ -45,8 +45,6 @@ struct Block {
   uint64_t requested_size = 0;
   StreamId stream = 0;
   Segment* segment = nullptr;
-  // Copy of segment->id, kept here so the free-set comparator touches one cache line.
-  uint64_t segment_id = 0;
   Block* prev = nullptr;  // lower-address neighbour in the same segment
   Block* next = nullptr;  // higher-address neighbour in the same segment
   PoolKind pool = PoolKind::kSmall;
@@ -105,7 +103,6 @@ inline Block* SplitFront(Block* block, uint64_t size, BlockArena& arena) {
   front->size = size;
   front->stream = block->stream;
   front->segment = block->segment;
-  front->segment_id = block->segment_id;
   front->pool = block->pool;
   front->prev = block->prev;
   front->next = block;

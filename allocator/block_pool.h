@@ -1,9 +1,11 @@
 // BlockPool: the free blocks of one pool (small or large), ordered for best fit.
 //
-// Order: (stream, size, segment id, address). lower_bound(stream, size) therefore finds the
-// smallest free block on the stream that is large enough, preferring the oldest segment, then the
-// lowest address: PyTorch's BlockComparatorSize with its registration_counter (2.11). Blocks never
-// cross streams: a lookup that lands on another stream's block finds nothing.
+// Order: (stream, size, address). lower_bound(stream, size) therefore finds the smallest free
+// block on the stream that is large enough, and among equal sizes the lowest address: PyTorch's
+// BlockComparatorSize. (The reference mentions a per-segment registration_counter in the key;
+// traces recorded from PyTorch 2.11 on an H200 show ties broken by address, and replaying them
+// matches only with this order: see tests/allocator/pytorch_oracle_test.cc.) Blocks never cross
+// streams: a lookup that lands on another stream's block finds nothing.
 //
 // The pool only stores pointers; it never splits, merges or frees blocks (see block.h).
 // Invariant: every block in the set is free (not allocated, no pending events) and its key fields
@@ -26,7 +28,7 @@ struct BlockOrder {
     StreamId stream;
     uint64_t size;
   };
-  static auto Tie(const Block* b) { return std::tie(b->stream, b->size, b->segment_id, b->ptr); }
+  static auto Tie(const Block* b) { return std::tie(b->stream, b->size, b->ptr); }
   bool operator()(const Block* a, const Block* b) const { return Tie(a) < Tie(b); }
   bool operator()(const Block* a, const Key& k) const {
     return std::tie(a->stream, a->size) < std::tie(k.stream, k.size);

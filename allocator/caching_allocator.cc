@@ -128,7 +128,6 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
   block->size = segment_size;
   block->stream = stream;
   block->segment = &segment;
-  block->segment_id = segment.id;
   block->pool = pool;
   segment.head = block;
 

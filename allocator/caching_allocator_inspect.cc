@@ -81,8 +81,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
         return fail("block 0x%x: size %d is not a positive multiple of 512", b->ptr, b->size);
       }
       if (b->next != nullptr && b->next->prev != b) return fail("block 0x%x: broken links", b->ptr);
-      if (b->segment != &segment || b->segment_id != segment.id || b->stream != segment.stream ||
-          b->pool != segment.pool) {
+      if (b->segment != &segment || b->stream != segment.stream || b->pool != segment.pool) {
         return fail("block 0x%x: segment, stream or pool differs from its segment's", b->ptr);
       }
       expected = b->end();

@@ -30,11 +30,24 @@ absl::StatusOr<DevicePtr> SimulatedBackend::Malloc(uint64_t bytes) {
         absl::StrFormat("simulated device out of memory: %d bytes requested, %d free", bytes,
                         MemInfo().free_bytes));
   }
-  // Lowest-address gap that fits.
   DevicePtr candidate = kBaseAddress;
-  for (const auto& [ptr, size] : live_) {
-    if (ptr - candidate >= granular) break;
-    candidate = ptr + size;
+  if (!scripted_.empty()) {
+    candidate = scripted_.front();
+    scripted_.pop_front();
+    auto next = live_.lower_bound(candidate);
+    const bool overlaps_next = next != live_.end() && next->first < candidate + granular;
+    const bool overlaps_prev =
+        next != live_.begin() && std::prev(next)->first + std::prev(next)->second > candidate;
+    if (candidate == 0 || overlaps_next || overlaps_prev) {
+      return absl::InternalError(absl::StrFormat(
+          "scripted address 0x%x for %d bytes overlaps a live allocation", candidate, bytes));
+    }
+  } else {
+    // Lowest-address gap that fits.
+    for (const auto& [ptr, size] : live_) {
+      if (ptr - candidate >= granular) break;
+      candidate = ptr + size;
+    }
   }
   live_.emplace(candidate, granular);
   used_bytes_ += granular;
@@ -56,6 +69,10 @@ absl::Status SimulatedBackend::Free(DevicePtr ptr) {
 DeviceMemInfo SimulatedBackend::MemInfo() {
   const uint64_t held = used_bytes_ + external_bytes_;
   return {held >= capacity_bytes_ ? 0 : capacity_bytes_ - held, capacity_bytes_};
+}
+
+void SimulatedBackend::ScriptAddresses(std::vector<DevicePtr> addresses) {
+  scripted_.assign(addresses.begin(), addresses.end());
 }
 
 void SimulatedBackend::SetStreamBusy(StreamId stream, bool busy) {

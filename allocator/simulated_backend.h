@@ -6,7 +6,9 @@
 //    NCCL) would exceed capacity. Allocations are accounted in 2 MiB granules, as the CUDA driver
 //    does for large allocations.
 //  - Deterministic addresses: the lowest-address first fit in a virtual range starting at
-//    kBaseAddress, so the same call sequence always yields the same addresses.
+//    kBaseAddress, so the same call sequence always yields the same addresses. A replay can
+//    instead script the addresses a real device returned (ScriptAddresses), so that address-
+//    ordered decisions (best-fit ties) come out as they did on the device.
 //  - Fault injection: fail the next N mallocs, or every malloc of at least some size.
 //  - Streams: work is "outstanding" on a stream until CompleteStream(); an event recorded while
 //    a stream has outstanding work stays pending until the stream completes (or the event is
@@ -16,7 +18,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
@@ -47,6 +51,9 @@ class SimulatedBackend final : public DeviceBackend {
   void set_external_bytes(uint64_t bytes) { external_bytes_ = bytes; }
   // The next `count` Malloc calls fail with kResourceExhausted regardless of capacity.
   void FailNextMallocs(int count) { fail_next_mallocs_ = count; }
+  // The next Malloc calls return these addresses, in order, instead of first-fit ones (an
+  // address that would overlap a live allocation is an error). Afterwards first fit resumes.
+  void ScriptAddresses(std::vector<DevicePtr> addresses);
   // Every Malloc of at least `bytes` fails (kUnlimitedBytes disables).
   void FailMallocsAtLeast(uint64_t bytes) { fail_at_least_bytes_ = bytes; }
   // Marks `stream` as having (or not having) queued work. Events recorded while it is busy stay
@@ -80,6 +87,7 @@ class SimulatedBackend final : public DeviceBackend {
   int64_t free_calls_ = 0;
   // Live ranges by address -> granular size; used for address-ordered first fit.
   absl::btree_map<DevicePtr, uint64_t> live_;
+  std::deque<DevicePtr> scripted_;
   // A stream's work completes in epochs: busy streams have completed_epoch < current epoch.
   struct StreamState {
     uint64_t epoch = 0;            // incremented when the stream becomes busy

@@ -123,12 +123,16 @@ TEST_F(CachingAllocatorTest, BestFitPicksTheSmallestSufficientBlock) {
   EXPECT_EQ(Alloc(15 * kMiB), b);
 }
 
-TEST_F(CachingAllocatorTest, BestFitPrefersTheOlderSegmentAmongEqualSizes) {
+TEST_F(CachingAllocatorTest, BestFitPrefersTheLowerAddressAmongEqualSizes) {
+  // Scripted device addresses: the second segment lies below the first.
+  backend_->ScriptAddresses(
+      {SimulatedBackend::kBaseAddress + kGiB, SimulatedBackend::kBaseAddress});
   const DevicePtr first = Alloc(12 * kMiB);
   const DevicePtr second = Alloc(12 * kMiB);
-  Free(second);
+  EXPECT_LT(second, first);
   Free(first);
-  EXPECT_EQ(Alloc(12 * kMiB), first);
+  Free(second);
+  EXPECT_EQ(Alloc(12 * kMiB), second);
 }
 
 TEST_F(CachingAllocatorTest, FreeMergesWithBothNeighbours) {
