@@ -10,9 +10,15 @@
 // The pool only stores pointers; it never splits, merges or frees blocks (see block.h).
 // Invariant: every block in the set is free (not allocated, no pending events) and its key fields
 // do not change while it is in the set.
+//
+// A sentinel block with the largest possible key always sits at the end of the set, so the btree
+// never empties: a warm malloc+free that takes a pool's only block and puts a remainder back
+// would otherwise free and reallocate the root node every time. end() is the sentinel; callers
+// never see it.
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <tuple>
 
 #include "absl/container/btree_set.h"
@@ -43,12 +49,17 @@ class BlockPool {
   using Set = absl::btree_set<Block*, BlockOrder>;
   using iterator = Set::iterator;
 
-  explicit BlockPool(PoolKind kind) : kind_(kind) {}
+  explicit BlockPool(PoolKind kind) : kind_(kind) {
+    sentinel_.stream = sentinel_.size = sentinel_.ptr = ~uint64_t{0};
+    blocks_.insert(&sentinel_);
+  }
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
 
   PoolKind kind() const { return kind_; }
 
-  // The best-fit position for (stream, size): the first block not ordered before the key. The
-  // block there may belong to another stream; callers check.
+  // The best-fit position for (stream, size): the first block not ordered before the key, or
+  // end(). The block there may belong to another stream; callers check.
   iterator LowerBound(StreamId stream, uint64_t size) {
     return blocks_.lower_bound(BlockOrder::Key{stream, size});
   }
@@ -70,11 +81,11 @@ class BlockPool {
   bool Contains(Block* block) const { return blocks_.contains(block); }
 
   iterator begin() { return blocks_.begin(); }
-  iterator end() { return blocks_.end(); }
+  iterator end() { return std::prev(blocks_.end()); }
   Set::const_iterator begin() const { return blocks_.begin(); }
-  Set::const_iterator end() const { return blocks_.end(); }
-  size_t size() const { return blocks_.size(); }
-  bool empty() const { return blocks_.empty(); }
+  Set::const_iterator end() const { return std::prev(blocks_.end()); }
+  size_t size() const { return blocks_.size() - 1; }
+  bool empty() const { return size() == 0; }
 
   // The garbage-collection clock: the number of lookups in this pool while GC is enabled
   // (PyTorch's get_free_blocks_call_count). A free block's age is clock - gc_count_base.
@@ -83,6 +94,7 @@ class BlockPool {
 
  private:
   PoolKind kind_;
+  Block sentinel_;
   Set blocks_;
   uint64_t gc_clock_ = 0;
 };

@@ -18,7 +18,7 @@ constexpr uint64_t kOneExaByte = uint64_t{1} << 60;
 }  // namespace
 
 CachingAllocator::CachingAllocator(DeviceBackend& backend, AllocatorOptions options)
-    : backend_(backend) {
+    : backend_(backend), device_(backend.device()) {
   const double fraction = options.per_process_memory_fraction;
   SetOptions(std::move(options));
   if (fraction < 1.0) {
@@ -35,15 +35,24 @@ void CachingAllocator::Emit(const AllocatorEvent& event) {
 }
 
 AllocatorEvent CachingAllocator::BlockEvent(EventKind kind, const Block& block) const {
-  AllocatorEvent e;
-  e.kind = kind;
-  e.pool = block.pool;
-  e.device = backend_.device();
-  e.ptr = block.ptr;
-  e.bytes = block.size;
-  e.stream = block.stream;
-  e.segment = block.segment->base;
-  return e;
+  // Every field spelled out: zero-initializing the whole struct first compiles to `rep stos`,
+  // which alone cost ~20 % of a warm malloc+free pair.
+  return AllocatorEvent{.kind = kind,
+                        .pool = block.pool,
+                        .flags = 0,
+                        .merged_count = 0,
+                        .device = device_,
+                        .ptr = block.ptr,
+                        .bytes = block.size,
+                        .requested_bytes = 0,
+                        .stream = block.stream,
+                        .segment = block.segment->base,
+                        .split_bytes = 0,
+                        .result_bytes = 0,
+                        .device_free_bytes = 0,
+                        .device_total_bytes = 0,
+                        .reserved_bytes = 0,
+                        .allocated_bytes = 0};
 }
 
 absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId stream) {
@@ -51,7 +60,7 @@ absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId str
   if (size >= kOneExaByte) {
     OomReport report;
     report.requested_bytes = size;
-    report.device = backend_.device();
+    report.device = device_;
     report.too_large = true;
     return MakeOomStatus(report);
   }
@@ -168,7 +177,7 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
   r.rounded_bytes = rounded;
   r.segment_bytes = segment_size;
   r.stream = stream;
-  r.device = backend_.device();
+  r.device = device_;
   r.device_total_bytes = info.total_bytes;
   r.device_free_bytes = info.free_bytes;
   r.allowed_bytes = allowed_maximum_bytes_.value_or(0);

@@ -24,8 +24,8 @@
 // Every state change is emitted as an AllocatorEvent to observers (StatsTracker first); see
 // Note [Instrumentation is layered on] in allocator_events.h.
 //
-// Thread safety: all public methods are thread-safe; one absl::Mutex per allocator, never
-// recursive, never released inside an operation. Observers run under it.
+// Thread safety: all public methods are thread-safe; one mutex per allocator (allocator/mutex.h),
+// never recursive, never released inside an operation. Observers run under it.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +40,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "allocator/allocator_events.h"
 #include "allocator/allocator_options.h"
 #include "allocator/allocator_snapshot.h"
@@ -48,6 +47,7 @@
 #include "allocator/block_pool.h"
 #include "allocator/device_backend.h"
 #include "allocator/device_stats.h"
+#include "allocator/mutex.h"
 #include "allocator/oom_report.h"
 
 namespace fragscope {
@@ -112,11 +112,11 @@ class CachingAllocator {
   // tests and debug builds: O(blocks).
   absl::Status CheckInvariants() const;
 
-  int device() const { return backend_.device(); }
+  int device() const { return device_; }
   DeviceBackend& backend() { return backend_; }
 
  private:
-  using Lock = absl::MutexLock;
+  using Lock = MutexLock;
 
   BlockPool& PoolOf(PoolKind kind) { return kind == PoolKind::kSmall ? small_pool_ : large_pool_; }
   const BlockPool& PoolOf(PoolKind kind) const {
@@ -157,7 +157,8 @@ class CachingAllocator {
   }
 
   DeviceBackend& backend_;
-  mutable absl::Mutex mu_;
+  const int device_;  // cached: BlockEvent runs on every operation
+  mutable Mutex mu_;
   AllocatorOptions options_ ABSL_GUARDED_BY(mu_);
   BlockArena arena_ ABSL_GUARDED_BY(mu_);
   BlockPool small_pool_ ABSL_GUARDED_BY(mu_){PoolKind::kSmall};

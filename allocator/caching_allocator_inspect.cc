@@ -12,7 +12,7 @@ AllocatorSnapshot CachingAllocator::Snapshot() const {
   snapshot.segments.reserve(segments_.size());
   for (const auto& [base, segment] : segments_) {
     SegmentInfo info;
-    info.device = backend_.device();
+    info.device = device_;
     info.address = base;
     info.stream = segment.stream;
     info.segment_type = segment.pool;

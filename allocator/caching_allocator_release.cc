@@ -156,7 +156,7 @@ void CachingAllocator::ReleaseCachedBlocksLocked(bool oom_retry) {
   }
   AllocatorEvent e;
   e.kind = EventKind::kEmptyCache;
-  e.device = backend_.device();
+  e.device = device_;
   e.reserved_bytes = reserved_before - reserved_bytes_;  // bytes released
   if (oom_retry) e.flags |= kEventFlagOomRetry;
   Emit(e);

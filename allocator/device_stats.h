@@ -26,14 +26,12 @@ struct Stat {
   int64_t allocated = 0;  // cumulative increases
   int64_t freed = 0;      // cumulative decreases
 
+  // Branch-free: runs ~10 times per allocator operation.
   void Update(int64_t delta) {
     current += delta;
-    if (delta > 0) {
-      allocated += delta;
-    } else {
-      freed += -delta;
-    }
-    if (current > peak) peak = current;
+    allocated += delta > 0 ? delta : 0;
+    freed += delta < 0 ? -delta : 0;
+    peak = current > peak ? current : peak;
   }
   void ResetAccumulated() { allocated = freed = 0; }
   void ResetPeak() { peak = current; }

@@ -1,1 +1,54 @@
-// placeholder
+#include "analysis/cli/command_line.h"
+
+#include <string_view>
+
+#include "absl/strings/str_format.h"
+#include "analysis/cli/dump_command.h"
+#include "analysis/cli/estimate_command.h"
+
+namespace fragscope::cli {
+namespace {
+
+using CommandFn = int (*)(const std::vector<std::string>&, std::ostream&, std::ostream&);
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  CommandFn run;
+};
+
+// One line per subcommand; `fragscope help` prints this table.
+constexpr Command kCommands[] = {
+    {"demo", "simulate a transformer training job and explain its memory", RunDemoCommand},
+    {"estimate", "theoretical memory footprint of training or inference", RunEstimateCommand},
+    {"dump", "print the records of an .fslog event log", RunDumpCommand},
+};
+
+void PrintUsage(std::ostream& out) {
+  out << "usage: fragscope COMMAND [ARGS...]   (fragscope COMMAND --help for details)\n\n"
+         "Explains CUDA out-of-memory errors of PyTorch jobs: why they happened and which\n"
+         "allocator setting avoids them.\n\ncommands:\n";
+  for (const Command& c : kCommands) out << absl::StrFormat("  %-10s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int RunCommandLine(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty()) {
+    PrintUsage(err);
+    return 2;
+  }
+  const std::string& name = args[0];
+  if (name == "help" || name == "--help" || name == "-h") {
+    PrintUsage(out);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (c.name == name) return c.run({args.begin() + 1, args.end()}, out, err);
+  }
+  err << "fragscope: unknown command '" << name << "'\n\n";
+  PrintUsage(err);
+  return 2;
+}
+
+}  // namespace fragscope::cli

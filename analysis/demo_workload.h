@@ -1,0 +1,48 @@
+// DemoWorkload: a built-in generator of a realistic transformer training allocation trace.
+//
+// It emits the tensor lifetimes of mixed-precision (bf16) training with AdamW of a GPT-style
+// model, step by step: persistent weights, gradients and optimizer states (fp32 master weights,
+// exp_avg, exp_avg_sq) created at the first step; per layer, forward activations kept until that
+// layer's backward; backward temporaries; the optimizer's per-parameter temporaries; and the
+// logits and loss. Sequence lengths vary from step to step, which is what fragments PyTorch's
+// cache in NLP training (pytorch#31252): each step's activations have other sizes, and the holes
+// they leave do not fit the next step's.
+//
+// The trace is deterministic for a given config (seeded), and it carries markers
+// ("step 3 / forward") so analyses can say in which phase a block was allocated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fragscope {
+
+struct DemoWorkloadConfig {
+  int layers = 24;
+  int hidden = 1024;
+  int heads = 16;
+  int vocab = 50257;
+  int micro_batch = 8;
+  // Sequence lengths drawn uniformly per step.
+  std::vector<int> seq_lens = {256, 384, 512, 640, 768, 896, 1024};
+  int steps = 12;
+  uint64_t seed = 1;
+  // Without flash attention the b*heads*s*s score and probability tensors are materialized.
+  bool flash_attention = false;
+};
+
+struct WorkloadOp {
+  enum class Kind : uint8_t { kAlloc, kFree, kMark };
+  Kind kind = Kind::kAlloc;
+  uint64_t id = 0;     // tensor id (kAlloc, kFree)
+  uint64_t bytes = 0;  // kAlloc
+  std::string text;    // kMark
+};
+
+std::vector<WorkloadOp> GenerateDemoWorkload(const DemoWorkloadConfig& config);
+
+// Parameters of the config's model (for reports).
+uint64_t DemoModelParameters(const DemoWorkloadConfig& config);
+
+}  // namespace fragscope

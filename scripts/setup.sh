@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what fragscope's build needs and is missing on a fresh Debian 12 machine: Abseil,
+# GoogleTest, Google Benchmark, CMake, Ninja, clang (fuzzers), and the pinned torch==2.11.0 wheel
+# (LibTorch for the hooks; its nvidia-* dependencies provide the libraries torch links against).
+# The CUDA 13 toolkit is expected at /usr/local/cuda (it is on the project's machines); without
+# it the CUDA and LibTorch parts are skipped and the core still builds.
+# Idempotent: installs nothing that is already there.
+set -euo pipefail
+
+packages=(libabsl-dev googletest libgtest-dev libgmock-dev libbenchmark-dev cmake ninja-build
+          clang python3-pip)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ "${FRAGSCOPE_SKIP_TORCH:-0}" != "1" ] && [ -d /usr/local/cuda ]; then
+  if ! python3 -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.11.0')" \
+      2>/dev/null; then
+    echo "setup: installing torch==2.11.0 (LibTorch for fragscope's hooks)"
+    python3 -m pip install --quiet torch==2.11.0
+  fi
+fi
