@@ -30,14 +30,23 @@ if(FRAGSCOPE_HAVE_CUDA AND NOT FRAGSCOPE_WITH_TORCH STREQUAL "OFF")
   if(NOT DEFINED Torch_DIR)
     find_package(Python3 COMPONENTS Interpreter QUIET)
     if(Python3_Interpreter_FOUND)
+      # Locate the wheel without importing torch: `import torch` needs every nvidia-* runtime
+      # library, the CMake package does not.
       execute_process(
-        COMMAND ${Python3_EXECUTABLE} -c "import torch; print(torch.utils.cmake_prefix_path)"
+        COMMAND ${Python3_EXECUTABLE} -c
+                "import importlib.util, os; s = importlib.util.find_spec('torch'); print(os.path.join(os.path.dirname(s.origin), 'share', 'cmake'))"
         OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
         RESULT_VARIABLE _torch_rc)
       if(_torch_rc EQUAL 0 AND _torch_prefix)
         list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
       endif()
     endif()
+  endif()
+  # TorchConfig detects the local GPUs (a try_run of a CUDA program) unless an architecture list
+  # is given, and that fails on machines without one. fragscope compiles no CUDA kernels, so any
+  # list will do.
+  if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    set(ENV{TORCH_CUDA_ARCH_LIST} "9.0")
   endif()
   find_package(Torch QUIET)
   if(Torch_FOUND)

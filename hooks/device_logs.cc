@@ -1,0 +1,67 @@
+#include "hooks/device_logs.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "hooks/hook_config.h"
+#include "hooks/process_exit.h"
+
+namespace fragscope::hooks {
+
+DeviceLogs::DeviceLogs(std::string pattern, EventLogWriterOptions options)
+    : pattern_(std::move(pattern)), options_(options) {}
+
+DeviceLogs::~DeviceLogs() {
+  absl::MutexLock lock(&mu_);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    writers_[static_cast<size_t>(d)].store(nullptr, std::memory_order_release);
+    owned_[static_cast<size_t>(d)].reset();
+  }
+}
+
+EventLogWriter* DeviceLogs::Get(int device) const {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return writers_[static_cast<size_t>(device)].load(std::memory_order_acquire);
+}
+
+EventLogWriter* DeviceLogs::GetOrOpen(int device,
+                                      const std::function<EventLogHeaderInfo()>& make_info) {
+  if (!enabled() || device < 0 || device >= kMaxDevices) return nullptr;
+  if (EventLogWriter* writer = Get(device)) return writer;
+  absl::MutexLock lock(&mu_);
+  const auto index = static_cast<size_t>(device);
+  if (owned_[index] != nullptr) return owned_[index].get();
+  if (failed_[index]) return nullptr;
+  absl::StatusOr<std::string> pattern = ExpandDeviceLogPattern(pattern_, device);
+  absl::StatusOr<std::unique_ptr<EventLogWriter>> writer =
+      pattern.ok() ? EventLogWriter::Open(*pattern, make_info(), options_)
+                   : absl::StatusOr<std::unique_ptr<EventLogWriter>>(pattern.status());
+  if (!writer.ok()) {
+    failed_[index] = true;
+    std::fprintf(stderr, "fragscope: cannot open the event log for device %d (%s): %s\n", device,
+                 pattern_.c_str(), std::string(writer.status().message()).c_str());
+    return nullptr;
+  }
+  owned_[index] = *std::move(writer);
+  writers_[index].store(owned_[index].get(), std::memory_order_release);
+  // The writer registered its atexit flush; registering ours after it makes the hooks stop before
+  // that flush runs (atexit handlers run in reverse order). See Note [Nothing after exit began].
+  WatchProcessExit();
+  return owned_[index].get();
+}
+
+void DeviceLogs::MarkAll(std::string_view text) {
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (EventLogWriter* writer = Get(d)) writer->Mark(text);
+  }
+}
+
+absl::Status DeviceLogs::FlushAll() {
+  absl::Status first;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (EventLogWriter* writer = Get(d)) first.Update(writer->Flush());
+  }
+  return first;
+}
+
+}  // namespace fragscope::hooks

@@ -1,0 +1,63 @@
+// DeviceLogs: one EventLogWriter per CUDA device of this process, opened on first use.
+//
+// Every hook mode writes through this: the replace mode (one writer observing each device's
+// CachingAllocator), the observe mode (PyTorch's trace entries, converted) and the interposer.
+// A device's log is opened the first time the device is used, so a process that sees eight GPUs
+// but uses one writes one file. The file name comes from the pattern (hook_config.h: %p %r %d).
+//
+// An open failure is reported once on stderr and turns logging off for that device only; the job
+// keeps running (the log is an observer, never a reason to fail an allocation).
+//
+// Thread safety: all methods are thread-safe. Get() is one atomic load. Writers live as long as
+// this object; the hooks' process-wide instances are never destroyed (see process_exit.h).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "allocator/event_log_writer.h"
+
+namespace fragscope::hooks {
+
+// Device indices 0..kMaxDevices-1 are supported by every hook.
+inline constexpr int kMaxDevices = 64;
+
+class DeviceLogs {
+ public:
+  // pattern "" disables logging. REQUIRES: a non-empty pattern is valid (LoadHookConfig checks).
+  explicit DeviceLogs(std::string pattern, EventLogWriterOptions options = {});
+  ~DeviceLogs();
+  DeviceLogs(const DeviceLogs&) = delete;
+  DeviceLogs& operator=(const DeviceLogs&) = delete;
+
+  bool enabled() const { return !pattern_.empty(); }
+  const std::string& pattern() const { return pattern_; }
+
+  // The device's writer, opened now with make_info() if it is not yet; nullptr when logging is off,
+  // the device is out of range, or the open failed (reported once).
+  EventLogWriter* GetOrOpen(int device, const std::function<EventLogHeaderInfo()>& make_info);
+  // The device's writer if it is open, else nullptr.
+  EventLogWriter* Get(int device) const;
+
+  // A marker in every open log.
+  void MarkAll(std::string_view text);
+  // Flushes every open log; the first error.
+  absl::Status FlushAll();
+
+ private:
+  std::string pattern_;
+  EventLogWriterOptions options_;
+  absl::Mutex mu_;
+  std::array<std::unique_ptr<EventLogWriter>, kMaxDevices> owned_ ABSL_GUARDED_BY(mu_);
+  std::array<bool, kMaxDevices> failed_ ABSL_GUARDED_BY(mu_){};
+  std::array<std::atomic<EventLogWriter*>, kMaxDevices> writers_{};
+};
+
+}  // namespace fragscope::hooks

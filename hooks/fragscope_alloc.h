@@ -1,0 +1,90 @@
+/* The C ABI of libfragscope_alloc.so: fragscope's caching allocator as a PyTorch pluggable CUDA
+ * allocator (torch.cuda.memory.CUDAPluggableAllocator), plus stats, snapshot and log control.
+ *
+ * Setup (Python):
+ *   a = torch.cuda.memory.CUDAPluggableAllocator("libfragscope_alloc.so",
+ *                                                "fragscope_malloc", "fragscope_free")
+ *   torch.cuda.memory.change_current_allocator(a)      # before any CUDA tensor exists
+ * or simply fragscope.use_allocator(conf=..., log=...) (hooks/python/fragscope), which also
+ * installs the optional hooks below. C++ jobs call fragscope::torch_hooks::UseFragscopeAllocator().
+ *
+ * Configuration, read once, at the first call that needs an allocator (or fragscope_configure):
+ *   FRAGSCOPE_ALLOC_CONF  PYTORCH_CUDA_ALLOC_CONF syntax ("max_split_size_mb:128,...").
+ *   FRAGSCOPE_LOG         .fslog path pattern: %p pid, %r rank, %d device, %% a percent sign.
+ *                         Without %d, device N > 0 writes "<stem>.devN<ext>".
+ * A bad FRAGSCOPE_ALLOC_CONF or an unopenable log is reported once on stderr, naming the key and
+ * value, and every later fragscope_malloc returns NULL: fragscope never runs a job under a
+ * configuration other than the one asked for.
+ *
+ * Contract of every function: thread-safe, never throws (errors become NULL / -1 / 0 and a message
+ * available from fragscope_last_error()), never blocks on file I/O under an allocator lock.
+ */
+#ifndef FRAGSCOPE_HOOKS_FRAGSCOPE_ALLOC_H_
+#define FRAGSCOPE_HOOKS_FRAGSCOPE_ALLOC_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The CUDA runtime's own definition (driver_types.h); repeating an identical typedef is valid C11
+ * and C++, so this header works with or without the CUDA headers. */
+typedef struct CUstream_st* cudaStream_t;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* --- The pluggable-allocator ABI (MallocFuncType / FreeFuncType of PyTorch) --------------------
+ * fragscope_malloc: `size` bytes usable on `stream` of `device`. size 0 returns NULL (PyTorch's
+ * empty tensors have a null data pointer). Out of memory returns NULL after printing fragscope's
+ * OOM report on stderr. NOTE: PyTorch's CUDAPluggableAllocator does not check for NULL; the tensor
+ * gets a null data pointer and the first kernel touching it fails with an illegal memory access.
+ * The LibTorch registration (torch_allocator.h) turns NULL into c10::OutOfMemoryError instead.
+ * fragscope_free: `ptr` from fragscope_malloc; `size`, `device` and `stream` are ignored (the
+ * allocator knows the block). NULL is a no-op. Unknown pointers are reported on stderr once. */
+void* fragscope_malloc(size_t size, int device, cudaStream_t stream);
+void fragscope_free(void* ptr, size_t size, int device, cudaStream_t stream);
+
+/* --- Optional hooks (set_init_fn, set_reset_fn, set_memory_fraction_fn, set_record_stream_fn) --
+ */
+void fragscope_init(int device_count); /* creates nothing: allocators are lazy */
+void fragscope_empty_cache(void);      /* torch.cuda.empty_cache(): every device */
+void fragscope_set_memory_fraction(double fraction, int device);
+void fragscope_record_stream(void* ptr, cudaStream_t stream);
+
+/* --- Configuration ----------------------------------------------------------------------------
+ * Replaces the environment: conf (NULL = FRAGSCOPE_ALLOC_CONF, "" = PyTorch defaults) and
+ * log_pattern (NULL = FRAGSCOPE_LOG, "" = no log). Returns 0, or -1 (see fragscope_last_error) if
+ * the conf is invalid or an allocator already exists (configure before the first allocation). */
+int fragscope_configure(const char* conf, const char* log_pattern);
+/* The last error of this thread, or of the configuration; "" if none. Valid until the next call on
+ * this thread. */
+const char* fragscope_last_error(void);
+
+/* --- Statistics: PyTorch's torch.cuda.memory_stats() keys and semantics --------------------- */
+int fragscope_stat_count(void);            /* number of keys (fixed) */
+const char* fragscope_stat_key(int index); /* "allocation.all.current", ...; NULL if bad */
+/* Fills values[0..min(capacity, count)) in key order for `device` (zeros for a device fragscope
+ * has not allocated on). Returns the number of keys, or -1 for a negative device. */
+int fragscope_stat_values(int device, int64_t* values, int capacity);
+int64_t fragscope_stat(int device, const char* key); /* one value; 0 for unknown keys */
+void fragscope_reset_peak_stats(int device);
+void fragscope_reset_accumulated_stats(int device);
+
+/* Text outputs, snprintf-style: write at most len-1 bytes plus a NUL and return the full length
+ * (call with len 0 to size the buffer). */
+size_t fragscope_memory_summary(int device, char* buf, size_t len); /* torch.cuda.memory_summary */
+/* {"device":0,"segments":[{"address":...,"total_size":...,"blocks":[...]}]}: the field names of
+ * torch.cuda.memory_snapshot(). */
+size_t fragscope_snapshot_json(int device, char* buf, size_t len);
+
+/* --- Event log ------------------------------------------------------------------------------ */
+/* A phase annotation ("step 12 / forward") in every open device log; no-op without a log. */
+void fragscope_mark(const char* text);
+/* Writes everything recorded so far to the log files. 0, or -1 on a write error. */
+int fragscope_flush(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FRAGSCOPE_HOOKS_FRAGSCOPE_ALLOC_H_ */

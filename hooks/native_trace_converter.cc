@@ -1,0 +1,138 @@
+#include "hooks/native_trace_converter.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "allocator/size_policy.h"
+
+namespace fragscope::hooks {
+namespace {
+
+uint64_t SaturatingSub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+}  // namespace
+
+NativeTraceConverter::NativeTraceConverter(AllocatorOptions options, uint64_t device_total_bytes)
+    : options_(std::move(options)), device_total_bytes_(device_total_bytes) {}
+
+DevicePtr NativeTraceConverter::SegmentOf(DevicePtr ptr) const {
+  auto it = segments_.upper_bound(ptr);
+  if (it == segments_.begin()) return 0;
+  --it;
+  return ptr < it->first + it->second ? it->first : 0;
+}
+
+void NativeTraceConverter::RemoveRange(DevicePtr begin, uint64_t bytes) {
+  const DevicePtr end = begin + bytes;
+  auto it = segments_.upper_bound(begin);
+  if (it != segments_.begin()) --it;
+  while (it != segments_.end() && it->first < end) {
+    const DevicePtr base = it->first;
+    const DevicePtr limit = base + it->second;
+    if (limit <= begin) {
+      ++it;
+      continue;
+    }
+    it = segments_.erase(it);
+    if (base < begin) segments_.emplace(base, begin - base);
+    if (limit > end) {
+      segments_.emplace(end, limit - end);
+      break;  // ranges do not overlap: nothing else reaches below `end`
+    }
+  }
+}
+
+void NativeTraceConverter::FillBlock(const NativeTraceEntry& entry, AllocatorEvent* event) const {
+  const uint64_t rounded = entry.size == 0 ? 0 : RoundSize(entry.size, options_);
+  event->pool = PoolFor(rounded);
+  event->ptr = entry.addr;
+  event->bytes = rounded;
+  event->requested_bytes = entry.size;
+  event->segment = SegmentOf(entry.addr);
+  if (options_.max_split_size_set() && rounded >= options_.max_split_size_bytes &&
+      entry.action != NativeTraceAction::kFreeCompleted) {
+    event->flags |= kEventFlagOversize;
+  }
+}
+
+bool NativeTraceConverter::Convert(const NativeTraceEntry& entry, AllocatorEvent* event) {
+  *event = AllocatorEvent{};
+  event->device = entry.device;
+  event->stream = entry.stream;
+  switch (entry.action) {
+    case NativeTraceAction::kAlloc:
+      event->kind = EventKind::kAlloc;
+      FillBlock(entry, event);
+      allocated_bytes_ += event->bytes;
+      return true;
+    case NativeTraceAction::kFreeRequested:
+      event->kind = EventKind::kFreeRequested;
+      FillBlock(entry, event);
+      allocated_bytes_ = SaturatingSub(allocated_bytes_, event->bytes);
+      return true;
+    case NativeTraceAction::kFreeCompleted:
+      event->kind = EventKind::kFreeCompleted;
+      FillBlock(entry, event);
+      return true;
+    case NativeTraceAction::kSegmentAlloc:
+    case NativeTraceAction::kSegmentMap: {
+      const bool map = entry.action == NativeTraceAction::kSegmentMap;
+      event->kind = map ? EventKind::kSegmentMap : EventKind::kSegmentAlloc;
+      event->ptr = entry.addr;
+      event->bytes = entry.size;
+      if (map) {
+        event->flags |= kEventFlagExpandable;
+        event->pool = entry.size % options_.large_segment_size_bytes == 0 ? PoolKind::kLarge
+                                                                          : PoolKind::kSmall;
+      } else {
+        event->pool = entry.size <= kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge;
+        if (options_.max_split_size_set() && entry.size >= options_.max_split_size_bytes) {
+          event->flags |= kEventFlagOversize;
+        }
+      }
+      RemoveRange(entry.addr, entry.size);  // a stale range (missed free) must not overlap
+      segments_.emplace(entry.addr, entry.size);
+      reserved_bytes_ += entry.size;
+      return true;
+    }
+    case NativeTraceAction::kSegmentFree:
+    case NativeTraceAction::kSegmentUnmap: {
+      const bool unmap = entry.action == NativeTraceAction::kSegmentUnmap;
+      event->kind = unmap ? EventKind::kSegmentUnmap : EventKind::kSegmentFree;
+      event->ptr = entry.addr;
+      event->bytes = entry.size;
+      if (unmap) {
+        event->flags |= kEventFlagExpandable;
+        event->pool = entry.size % options_.large_segment_size_bytes == 0 ? PoolKind::kLarge
+                                                                          : PoolKind::kSmall;
+      } else {
+        event->pool = entry.size <= kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge;
+        if (options_.max_split_size_set() && entry.size >= options_.max_split_size_bytes) {
+          event->flags |= kEventFlagOversize;
+        }
+      }
+      RemoveRange(entry.addr, entry.size);
+      reserved_bytes_ = SaturatingSub(reserved_bytes_, entry.size);
+      return true;
+    }
+    case NativeTraceAction::kOom:
+      event->kind = EventKind::kOom;
+      event->pool = PoolFor(entry.size);
+      event->bytes = entry.size;
+      event->requested_bytes = entry.size;
+      event->device_free_bytes = entry.addr;
+      event->device_total_bytes = device_total_bytes_;
+      event->reserved_bytes = reserved_bytes_;
+      event->allocated_bytes = allocated_bytes_;
+      if (SaturatingSub(reserved_bytes_, allocated_bytes_) >= entry.size) {
+        event->flags |= kEventFlagWouldFitIfContiguous;
+      }
+      return true;
+    case NativeTraceAction::kSnapshot:
+    case NativeTraceAction::kUnknown:
+      break;
+  }
+  return false;
+}
+
+}  // namespace fragscope::hooks

@@ -1,0 +1,35 @@
+// The C++ side of libfragscope_alloc.so: the process-wide registry behind the C ABI of
+// fragscope_alloc.h, and the entry points that choose its device backend.
+//
+// Production jobs never call these: the C ABI creates a CudaBackend per device on first use. Tests
+// (and tools that want a fake device) install another factory, e.g. SimulatedBackend, before the
+// first allocation, then drive the unchanged C ABI.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "hooks/allocator_registry.h"
+
+namespace fragscope::hooks {
+
+// The registry behind the C ABI; created on first use, never destroyed.
+AllocatorRegistry& PluggableRegistry();
+
+// The default backend factory: a SimulatedBackend of that capacity when the environment variable
+// FRAGSCOPE_SIMULATED_DEVICE_BYTES is set (a dry run: the pointers are not device memory and must
+// never be dereferenced), else CudaBackend::Create (an error when built without CUDA).
+BackendFactory DefaultBackendFactory();
+
+// Installs the factory for the C ABI's devices. kFailedPrecondition once any allocation happened.
+absl::Status SetPluggableBackendFactory(BackendFactory factory);
+
+// Tests only: forgets every allocator, log and configuration (the environment is read again on the
+// next call) and installs `factory` (empty = DefaultBackendFactory()).
+// REQUIRES: no pointer from fragscope_malloc is live and no other thread is inside the C ABI.
+void ResetPluggableAllocatorForTesting(BackendFactory factory = nullptr);
+
+// Records `message` as this thread's fragscope_last_error().
+void SetLastError(std::string message);
+
+}  // namespace fragscope::hooks
