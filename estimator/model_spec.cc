@@ -1,0 +1,118 @@
+#include "estimator/model_spec.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace fragscope::estimator {
+namespace {
+
+absl::Status FieldError(absl::string_view field, int64_t value, absl::string_view requirement) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " = ", value, " ", requirement));
+}
+
+absl::Status RequireNonNegative(absl::string_view field, int64_t value) {
+  if (value < 0) return FieldError(field, value, "must not be negative");
+  return absl::OkStatus();
+}
+
+absl::Status RequirePositive(absl::string_view field, int64_t value) {
+  if (value <= 0) return FieldError(field, value, "must be positive");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateModelSpec(const ModelSpec& spec) {
+  const std::pair<absl::string_view, int64_t> non_negative[] = {
+      {"num_layers", spec.num_layers},     {"hidden_size", spec.hidden_size},
+      {"num_heads", spec.num_heads},       {"num_kv_heads", spec.num_kv_heads},
+      {"head_dim", spec.head_dim},         {"ffn_size", spec.ffn_size},
+      {"vocab_size", spec.vocab_size},     {"max_positions", spec.max_positions},
+      {"num_experts", spec.num_experts},   {"experts_top_k", spec.experts_top_k},
+      {"moe_ffn_size", spec.moe_ffn_size}, {"parameter_count", spec.parameter_count}};
+  for (const auto& [field, value] : non_negative) {
+    if (absl::Status status = RequireNonNegative(field, value); !status.ok()) return status;
+  }
+  if (!spec.has_architecture()) {
+    if (spec.parameter_count <= 0) {
+      return absl::InvalidArgumentError(
+          "model spec has neither an architecture (num_layers = 0) nor a parameter_count");
+    }
+    return absl::OkStatus();
+  }
+  const std::pair<absl::string_view, int64_t> positive[] = {{"hidden_size", spec.hidden_size},
+                                                            {"num_heads", spec.num_heads},
+                                                            {"vocab_size", spec.vocab_size}};
+  for (const auto& [field, value] : positive) {
+    if (absl::Status status = RequirePositive(field, value); !status.ok()) return status;
+  }
+  if (spec.head_dim == 0 && spec.hidden_size % spec.num_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_heads = ", spec.num_heads, " does not divide hidden_size = ", spec.hidden_size,
+        " (give head_dim explicitly if the model's is not h / a)"));
+  }
+  if (spec.kv_heads() > spec.num_heads || spec.num_heads % spec.kv_heads() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("num_kv_heads = ", spec.kv_heads(),
+                                                   " must divide num_heads = ", spec.num_heads,
+                                                   " (each query group has the same size)"));
+  }
+  if (spec.position_embedding == PositionKind::kLearned && spec.max_positions <= 0) {
+    return FieldError("max_positions", spec.max_positions,
+                      "must be positive for a learned position embedding");
+  }
+  if (spec.is_moe()) {
+    if (spec.experts_top_k <= 0 || spec.experts_top_k > spec.num_experts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("experts_top_k = ", spec.experts_top_k,
+                       " must be in [1, num_experts = ", spec.num_experts, "]"));
+    }
+  } else if (spec.experts_top_k != 0) {
+    return FieldError("experts_top_k", spec.experts_top_k, "needs num_experts > 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireArchitecture(const ModelSpec& spec, absl::string_view purpose) {
+  if (spec.has_architecture()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      purpose, " need the architecture (num_layers, hidden_size, num_heads, ...), but the model '",
+      spec.name, "' is a bare parameter_count; use a preset or a JSON spec"));
+}
+
+absl::string_view NormKindName(NormKind kind) {
+  return kind == NormKind::kRmsNorm ? "rmsnorm" : "layernorm";
+}
+
+absl::string_view PositionKindName(PositionKind kind) {
+  switch (kind) {
+    case PositionKind::kRotary:
+      return "rotary";
+    case PositionKind::kLearned:
+      return "learned";
+    case PositionKind::kAlibi:
+      return "alibi";
+  }
+  return "?";
+}
+
+absl::StatusOr<NormKind> ParseNormKind(absl::string_view text, absl::string_view field) {
+  const std::string name = absl::AsciiStrToLower(text);
+  if (name == "layernorm" || name == "layer_norm") return NormKind::kLayerNorm;
+  if (name == "rmsnorm" || name == "rms_norm") return NormKind::kRmsNorm;
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": unknown norm '", text, "' (expected layernorm or rmsnorm)"));
+}
+
+absl::StatusOr<PositionKind> ParsePositionKind(absl::string_view text, absl::string_view field) {
+  const std::string name = absl::AsciiStrToLower(text);
+  if (name == "rotary" || name == "rope" || name == "none") return PositionKind::kRotary;
+  if (name == "learned" || name == "absolute") return PositionKind::kLearned;
+  if (name == "alibi") return PositionKind::kAlibi;
+  return absl::InvalidArgumentError(absl::StrCat(field, ": unknown position embedding '", text,
+                                                 "' (expected rotary, learned or alibi)"));
+}
+
+}  // namespace fragscope::estimator

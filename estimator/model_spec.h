@@ -1,0 +1,76 @@
+// ModelSpec: the architecture of a decoder-only transformer, as far as memory is concerned.
+//
+// A spec is either an architecture (num_layers > 0 and the fields below) or a bare parameter
+// count (parameter_count > 0, num_layers == 0), or both: then the given count replaces the
+// architectural total and every per-GPU parameter share is scaled by given / architectural.
+// Terms that need the architecture (activations, KV cache, FLOPs) fail with an error naming the
+// missing field when only a count is known.
+//
+// Zero-valued optional fields take the usual defaults, resolved by the accessors below:
+//   num_kv_heads 0 -> num_heads (MHA); head_dim 0 -> hidden_size / num_heads;
+//   ffn_size 0 -> 4 * hidden_size; moe_ffn_size 0 -> ffn_size.
+// Field names equal the JSON keys of model_spec_json.h, so an error naming a field names the key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace fragscope::estimator {
+
+enum class NormKind : uint8_t { kLayerNorm, kRmsNorm };
+enum class PositionKind : uint8_t { kRotary, kLearned, kAlibi };
+
+struct ModelSpec {
+  std::string name;
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;  // query groups g; 0 -> num_heads
+  int64_t head_dim = 0;      // 0 -> hidden_size / num_heads
+  int64_t ffn_size = 0;      // 0 -> 4 * hidden_size
+  bool gated_mlp = false;    // SwiGLU/GeGLU: three f x h matrices instead of two
+  int64_t vocab_size = 0;
+  bool tied_embeddings = true;           // output layer shares the input embedding
+  NormKind norm = NormKind::kLayerNorm;  // LayerNorm has weight+bias, RMSNorm weight only
+  bool linear_biases = true;             // biases on every linear layer (GPT-2/3, OPT, BLOOM)
+  PositionKind position_embedding = PositionKind::kLearned;
+  int64_t max_positions = 0;    // rows of the learned position table (kLearned only)
+  bool embedding_norm = false;  // a norm right after the embedding (BLOOM)
+  int64_t num_experts = 0;      // routed experts per layer; 0 = dense MLP
+  int64_t experts_top_k = 0;    // experts active per token
+  int64_t moe_ffn_size = 0;     // expert FFN size; 0 -> ffn_size
+  int64_t parameter_count = 0;  // > 0: a given count (see above)
+
+  bool has_architecture() const { return num_layers > 0; }
+  bool is_moe() const { return num_experts > 0; }
+  int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  int64_t head_dimension() const {
+    return head_dim > 0 ? head_dim : (num_heads > 0 ? hidden_size / num_heads : 0);
+  }
+  int64_t ffn() const { return ffn_size > 0 ? ffn_size : 4 * hidden_size; }
+  int64_t expert_ffn() const { return moe_ffn_size > 0 ? moe_ffn_size : ffn(); }
+  // a * d_h: width of the query projection (== hidden_size unless head_dim is explicit).
+  int64_t query_width() const { return num_heads * head_dimension(); }
+  // g * d_h: width of each of the K and V projections.
+  int64_t kv_width() const { return kv_heads() * head_dimension(); }
+};
+
+// Checks ranges and divisibility; the error names the offending field and its value, e.g.
+// "num_kv_heads = 6 must divide num_heads = 32".
+//   REQUIRES nothing; safe on any spec.
+absl::Status ValidateModelSpec(const ModelSpec& spec);
+
+// Returns an error naming num_layers when the spec has no architecture; `purpose` says what needed
+// it ("activations", "the KV cache").
+absl::Status RequireArchitecture(const ModelSpec& spec, absl::string_view purpose);
+
+absl::string_view NormKindName(NormKind kind);
+absl::string_view PositionKindName(PositionKind kind);
+absl::StatusOr<NormKind> ParseNormKind(absl::string_view text, absl::string_view field);
+absl::StatusOr<PositionKind> ParsePositionKind(absl::string_view text, absl::string_view field);
+
+}  // namespace fragscope::estimator

@@ -1,0 +1,129 @@
+#include "estimator/parallel_layout.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+
+#include "estimator/term.h"
+
+namespace fragscope::estimator {
+namespace {
+
+absl::Status NotDividing(absl::string_view field, int64_t value, absl::string_view what,
+                         int64_t target) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " = ", value, " does not divide ", what, " = ", target));
+}
+
+}  // namespace
+
+absl::Status ValidateParallelLayout(const ParallelLayout& layout, const ModelSpec& spec,
+                                    LayoutUse use) {
+  const std::pair<absl::string_view, int64_t> sizes[] = {{"tp", layout.tp},
+                                                         {"pp", layout.pp},
+                                                         {"dp", layout.dp},
+                                                         {"ep", layout.ep},
+                                                         {"vpp", layout.vpp}};
+  for (const auto& [field, value] : sizes) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " = ", value, " must be >= 1"));
+    }
+  }
+  if (layout.num_microbatches < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("microbatches = ", layout.num_microbatches, " must not be negative"));
+  }
+  if (layout.dp % layout.ep != 0) return NotDividing("ep", layout.ep, "dp", layout.dp);
+  if (layout.vpp > 1 && layout.pp == 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vpp = ", layout.vpp, " needs pp > 1 (interleaving splits pipeline stages)"));
+  }
+  if (!spec.has_architecture()) {
+    if (layout.ep > 1) {
+      return absl::InvalidArgumentError("ep > 1 needs an MoE architecture, not a bare count");
+    }
+    return absl::OkStatus();
+  }
+  if (spec.num_heads % layout.tp != 0) {
+    return NotDividing("tp", layout.tp, "num_heads", spec.num_heads);
+  }
+  const int64_t g = spec.kv_heads();
+  if (g % layout.tp != 0 && (use == LayoutUse::kTraining || layout.tp % g != 0)) {
+    return NotDividing("tp", layout.tp, "num_kv_heads", g);
+  }
+  if (spec.ffn() % layout.tp != 0) return NotDividing("tp", layout.tp, "ffn_size", spec.ffn());
+  if (layout.pp > spec.num_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pp = ", layout.pp, " exceeds num_layers = ", spec.num_layers));
+  }
+  if (layout.vpp > 1 && spec.num_layers % (layout.pp * layout.vpp) != 0) {
+    return NotDividing("pp * vpp", layout.pp * layout.vpp, "num_layers", spec.num_layers);
+  }
+  if (layout.ep > 1) {
+    if (!spec.is_moe()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ep = ", layout.ep, " needs an MoE model (num_experts > 0)"));
+    }
+    if (spec.num_experts % layout.ep != 0) {
+      return NotDividing("ep", layout.ep, "num_experts", spec.num_experts);
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t LayersOnFirstStage(const ModelSpec& spec, const ParallelLayout& layout) {
+  return (spec.num_layers + layout.pp - 1) / layout.pp;
+}
+
+ParameterShard ShardParameters(const ModelSpec& spec, const ParameterCount& count,
+                               const ParallelLayout& layout) {
+  ParameterShard shard;
+  const double t = static_cast<double>(layout.tp);
+  const double p = static_cast<double>(layout.pp);
+  if (!count.architectural) {
+    shard.tensor_parallel = static_cast<double>(count.total) / (t * p);
+    shard.formula = "P / (tp * pp)";
+    shard.values = absl::StrFormat("%s / (%d * %d)", FormatCount(static_cast<double>(count.total)),
+                                   layout.tp, layout.pp);
+    return shard;
+  }
+  const double scale = count.given_count_scale();
+  const double layers = static_cast<double>(LayersOnFirstStage(spec, layout));
+  const bool last_stage_too = layout.pp == 1;
+  const double split_per_layer =
+      static_cast<double>(count.attention_weights + count.attention_column_biases +
+                          count.mlp_weights + count.mlp_column_biases);
+  const double replicated_per_layer = static_cast<double>(
+      count.layer_norms + count.attention_row_biases + count.mlp_row_biases + count.router);
+  const double output = last_stage_too ? static_cast<double>(count.output_layer) : 0.0;
+  const double final_norm = last_stage_too ? static_cast<double>(count.final_norm) : 0.0;
+  const double embedding = static_cast<double>(count.embedding);
+  const double outside_replicated =
+      static_cast<double>(count.position_embedding + count.embedding_norm) + final_norm;
+
+  shard.tensor_parallel = scale * (layers * split_per_layer + embedding + output) / t;
+  shard.replicated = scale * (layers * replicated_per_layer + outside_replicated);
+  shard.expert = scale * layers * static_cast<double>(count.expert_parameters) /
+                 (t * static_cast<double>(layout.ep));
+  shard.formula =
+      "(L_s * block_split + V h + out) / tp + L_s * block_replicated + outside_replicated";
+  shard.values = absl::StrFormat(
+      "(%s * %s + %s + %s) / %d + %s * %s + %s", FormatNumber(layers), FormatCount(split_per_layer),
+      FormatCount(embedding), FormatCount(output), layout.tp, FormatNumber(layers),
+      FormatCount(replicated_per_layer), FormatCount(outside_replicated));
+  if (count.expert_parameters > 0) {
+    shard.formula += " + L_s * experts / (tp * ep)";
+    shard.values += absl::StrFormat(" + %s * %s / (%d * %d)", FormatNumber(layers),
+                                    FormatCount(static_cast<double>(count.expert_parameters)),
+                                    layout.tp, layout.ep);
+  }
+  if (scale != 1.0) {
+    shard.formula = "(given P / architectural P) * [" + shard.formula + "]";
+    shard.values = absl::StrFormat("%s * [%s]", FormatNumber(scale), shard.values);
+  }
+  return shard;
+}
+
+}  // namespace fragscope::estimator

@@ -1,0 +1,62 @@
+// Term: one traceable line of an estimate. See Note [Every number traceable] below.
+//
+// Note [Every number traceable]
+// Each term carries the symbolic formula, the same formula with the values substituted, and the
+// source it comes from (paper, file, or "fragscope" where the estimator makes its own modelling
+// choice). Reports print the value; `--explain` prints the three strings. A term is never a
+// hidden factor on another term: the CUDA context, library workspace and the 1.2x inference rule
+// are terms of their own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace fragscope::estimator {
+
+// Where a memory term lives. Host terms (CPU offload) are reported but never counted against
+// the GPU.
+enum class Placement : uint8_t { kDevice, kHost };
+
+enum class Unit : uint8_t { kBytes, kSeconds, kFlops, kCount };
+
+struct Term {
+  std::string key;    // stable machine name, e.g. "optimizer_states"
+  std::string label;  // human label, e.g. "optimizer states (AdamW m, v; fp32)"
+  double value = 0;   // in `unit`
+  Unit unit = Unit::kBytes;
+  Placement placement = Placement::kDevice;
+  std::string formula;  // symbolic, e.g. "P_local x 8 / d"
+  std::string values;   // `formula` with numbers substituted
+  std::string source;   // where the formula comes from
+};
+
+// The result of one estimate: memory terms per GPU (most-loaded rank) plus derived quantities
+// (parameter counts, times) that are not memory.
+struct MemoryEstimate {
+  std::string model_name;
+  std::string workload;            // one-line description of the configuration
+  int64_t total_parameters = 0;    // whole model
+  double parameters_on_gpu = 0;    // on the most-loaded rank (pipeline stage 0)
+  std::vector<Term> terms;         // unit kBytes only
+  std::vector<Term> quantities;    // everything else (counts, FLOPs, seconds)
+  std::vector<std::string> notes;  // caveats that apply to this configuration
+
+  // Sum of the device terms, in bytes.
+  double DeviceBytes() const;
+  // Sum of the host terms, in bytes.
+  double HostBytes() const;
+  // The term with `key`, or nullptr.
+  const Term* Find(absl::string_view key) const;
+};
+
+// Number formatting shared by formulas and reports.
+// FormatCount(13015864320) == "13,015,864,320"; non-integers are rounded to the nearest integer.
+std::string FormatCount(double value);
+// Integers print as FormatCount does; other values with up to 6 significant digits (0.5, 1.4375,
+// 6.75). Used inside `values` strings.
+std::string FormatNumber(double value);
+
+}  // namespace fragscope::estimator

@@ -1,0 +1,293 @@
+#include "estimator/training_memory.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+#include "estimator/activation_memory.h"
+#include "estimator/lora.h"
+#include "estimator/optimizer_states.h"
+#include "estimator/overheads.h"
+#include "estimator/parallel_layout.h"
+#include "estimator/parameter_count.h"
+#include "estimator/status_macros.h"
+
+namespace fragscope::estimator {
+namespace {
+
+// Parameters of one kind on this GPU and the data-parallel degree ZeRO shards them over.
+struct Group {
+  std::string symbol;  // "P_local", "P_dense", "P_expert", "P_lora"
+  double params = 0;
+  double shard_degree = 1;
+};
+
+// A model-state term: sum over groups of params * bytes (/ degree when sharded).
+Term StateTerm(std::string key, std::string label, const std::vector<Group>& groups,
+               double bytes_per_param, bool sharded, std::string source) {
+  Term term;
+  term.key = std::move(key);
+  term.label = std::move(label);
+  term.source = std::move(source);
+  std::vector<std::string> formulas;
+  std::vector<std::string> values;
+  for (const Group& group : groups) {
+    if (group.params == 0) continue;
+    const bool divide = sharded && group.shard_degree > 1;
+    term.value += group.params * bytes_per_param / (divide ? group.shard_degree : 1.0);
+    formulas.push_back(
+        absl::StrCat(group.symbol, " * ", FormatNumber(bytes_per_param),
+                     divide ? (group.symbol == "P_expert" ? " / (d/ep)" : " / d") : ""));
+    values.push_back(
+        absl::StrCat(FormatCount(group.params), " * ", FormatNumber(bytes_per_param),
+                     divide ? absl::StrCat(" / ", FormatNumber(group.shard_degree)) : ""));
+  }
+  term.formula = formulas.empty() ? "0" : absl::StrJoin(formulas, " + ");
+  term.values = values.empty() ? "0" : absl::StrJoin(values, " + ");
+  return term;
+}
+
+// Moves `term` to the host when `offload` (label and placement).
+Term Place(Term term, bool offload) {
+  if (offload && term.value > 0) {
+    term.placement = Placement::kHost;
+    term.key = absl::StrCat("host_", term.key);
+    term.label = absl::StrCat(term.label, " [CPU offload]");
+    absl::StrAppend(&term.source, "; offloaded: ZeRO-Offload (Ren et al. arXiv:2101.06840)");
+  }
+  return term;
+}
+
+std::string Workload(const TrainingConfig& c, int zero_stage) {
+  const ParallelLayout& l = c.layout;
+  std::string precision = c.precision == Precision::kFp32
+                              ? "fp32"
+                              : absl::StrCat(PrecisionName(c.precision), " mixed precision, ",
+                                             GradientRegimeName(c.gradients), " gradients");
+  std::string sharding = c.distributed_optimizer ? "Megatron distributed optimizer"
+                                                 : absl::StrCat("ZeRO-", zero_stage);
+  if (c.offload_optimizer) absl::StrAppend(&sharding, " + optimizer offload");
+  if (c.offload_params) absl::StrAppend(&sharding, " + parameter offload");
+  std::string lora;
+  if (c.lora.enabled()) {
+    lora = absl::StrCat(c.lora.qlora ? ", QLoRA" : ", LoRA", " r=", c.lora.rank, " on ",
+                        LoraTargetsName(c.lora.targets));
+  }
+  return absl::StrFormat(
+      "training: %s, %s, %s%s; tp %d x pp %d x dp %d = %d GPU%s%s%s%s; seq %d, micro-batch %d, "
+      "recompute %s%s",
+      precision, OptimizerName(c.optimizer), sharding, lora, l.tp, l.pp, l.dp, l.gpus(),
+      l.gpus() == 1 ? "" : "s", l.ep > 1 ? absl::StrCat(", ep ", l.ep) : "",
+      l.vpp > 1 ? absl::StrCat(", vpp ", l.vpp) : "",
+      l.sequence_parallel ? ", sequence parallel" : "", c.seq_len, c.micro_batch,
+      RecomputeName(c.recompute), c.flash_attention ? ", flash attention" : "");
+}
+
+}  // namespace
+
+absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
+                                                const TrainingConfig& config) {
+  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const ParameterCount count, CountParameters(spec));
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ValidateTrainingConfig(config));
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
+      ValidateParallelLayout(config.layout, spec, LayoutUse::kTraining));
+  const ParallelLayout& layout = config.layout;
+  const int zero = config.distributed_optimizer ? 1 : config.zero_stage;
+  const ParameterShard shard = ShardParameters(spec, count, layout);
+  const double d = static_cast<double>(layout.dp);
+  const double d_expert = static_cast<double>(layout.dp / layout.ep);
+  const bool mixed = config.precision != Precision::kFp32;
+  const double weight_bytes = WeightBytes(config.precision);
+
+  MemoryEstimate estimate;
+  estimate.model_name = spec.name;
+  estimate.workload = Workload(config, zero);
+  estimate.total_parameters = count.total;
+  estimate.parameters_on_gpu = shard.total();
+
+  std::vector<Group> base = {{"P_dense", shard.dense(), d}, {"P_expert", shard.expert, d_expert}};
+  if (shard.expert == 0) base = {{"P_local", shard.dense(), d}};
+  std::vector<Group> trainable = base;
+  const char* const zero_source = "ZeRO paper arXiv:1910.02054 sec. 5 (P_os, P_g, P_p)";
+
+  if (config.lora.enabled()) {
+    if (!spec.has_architecture()) {
+      return absl::InvalidArgumentError("lora-rank needs an architecture, not a bare count");
+    }
+    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const int64_t per_layer,
+                                         LoraParametersPerLayer(spec, config.lora));
+    const double layers = static_cast<double>(LayersOnFirstStage(spec, layout));
+    const double lora_local =
+        static_cast<double>(per_layer) * layers / static_cast<double>(layout.tp);
+    trainable = {{"P_lora", lora_local, d}};
+    // Frozen base weights.
+    if (config.lora.qlora) {
+      const double t = static_cast<double>(layout.tp);
+      const int64_t mlp_matrices = spec.gated_mlp ? 3 : 2;
+      const double linear_local =
+          count.given_count_scale() * layers *
+          (static_cast<double>(count.attention_weights + count.mlp_weights + count.router) / t +
+           static_cast<double>(spec.num_experts * mlp_matrices * spec.hidden_size *
+                               spec.expert_ffn()) /
+               (t * static_cast<double>(layout.ep)));
+      const double nf4 = Nf4BytesPerWeight(config.lora.double_quant);
+      Term quantized = StateTerm(
+          "weights_nf4", "weights (frozen block linears, NF4)", {{"P_linear", linear_local, d}},
+          nf4, zero == 3, "QLoRA, Dettmers et al. arXiv:2305.14314 (NF4 + absmax constants)");
+      Term rest = StateTerm(
+          "weights", absl::StrCat("weights (frozen rest, ", PrecisionName(config.precision), ")"),
+          {{"P_rest", shard.total() - linear_local, d}}, weight_bytes, zero == 3,
+          "QLoRA keeps embeddings, output layer, norms and biases in 16 bits");
+      estimate.terms.push_back(Place(quantized, config.offload_params));
+      estimate.terms.push_back(Place(rest, config.offload_params));
+    } else {
+      estimate.terms.push_back(Place(
+          StateTerm("weights",
+                    absl::StrCat("weights (frozen base, ", PrecisionName(config.precision), ")"),
+                    base, weight_bytes, zero == 3,
+                    "LoRA, Hu et al. arXiv:2106.09685: the base model is frozen"),
+          config.offload_params));
+    }
+    estimate.terms.push_back(
+        Place(StateTerm("lora_weights", "LoRA adapter weights (fp32)", trainable, 4, zero == 3,
+                        "PEFT keeps adapters in fp32 (autocast_adapter_dtype)"),
+              config.offload_params));
+    estimate.quantities.push_back(
+        Term{"lora_parameters_on_gpu", "LoRA parameters on this GPU", lora_local, Unit::kCount,
+             Placement::kDevice, "lora_per_layer * L_s / tp",
+             absl::StrFormat("%s * %s / %d", FormatCount(static_cast<double>(per_layer)),
+                             FormatNumber(layers), layout.tp),
+             "Hu et al. arXiv:2106.09685: r (d_in + d_out) per matrix"});
+  } else {
+    estimate.terms.push_back(Place(
+        StateTerm("weights", absl::StrCat("weights (", PrecisionName(config.precision), ")"), base,
+                  weight_bytes, zero == 3,
+                  absl::StrCat(mixed ? "mixed precision: 16-bit working weights (Micikevicius et "
+                                       "al. arXiv:1710.03740)"
+                                     : "fp32 weights",
+                               zero == 3 ? absl::StrCat("; ", zero_source) : "")),
+        config.offload_params));
+  }
+
+  // Gradients.
+  double grad_bytes = 4;
+  std::string grad_what = "fp32";
+  if (mixed && !config.lora.enabled()) {
+    switch (config.gradients) {
+      case GradientRegime::k16Bit:
+        grad_bytes = 2;
+        grad_what = "16-bit";
+        break;
+      case GradientRegime::kFp32:
+        grad_what = "fp32 main grads";
+        break;
+      case GradientRegime::k16BitPlusFp32Copy:
+        grad_bytes = 2;
+        grad_what = "16-bit";
+        break;
+    }
+  }
+  const bool offload = config.offload_optimizer;
+  estimate.terms.push_back(Place(
+      StateTerm("gradients", absl::StrCat("gradients (", grad_what, ")"), trainable, grad_bytes,
+                zero >= 2,
+                absl::StrCat("reference/estimator.md sec. 7 (Megatron, ZeRO paper, HF anatomy)",
+                             zero >= 2 ? absl::StrCat("; ", zero_source) : "")),
+      offload));
+  if (mixed && !config.lora.enabled() && config.gradients == GradientRegime::k16BitPlusFp32Copy) {
+    estimate.terms.push_back(
+        Place(StateTerm("main_gradients", "main gradients (fp32 copy)", trainable, 4, zero >= 1,
+                        "Megatron dist_optimizer.md (fp16 row: 20 B, 4 + 16/d); DeepSpeed "
+                        "stage_1_and_2.py (18 = 2 + 4 + 4 + 8)"),
+              offload));
+  }
+  if (mixed && !config.lora.enabled()) {
+    estimate.terms.push_back(
+        Place(StateTerm("master_weights", "master weights (fp32)", trainable, 4, zero >= 1,
+                        absl::StrCat("Micikevicius et al. arXiv:1710.03740",
+                                     zero >= 1 ? absl::StrCat("; ", zero_source) : "")),
+              offload));
+  }
+
+  // Optimizer states.
+  const OptimizerStateCost optimizer = OptimizerStates(config.optimizer);
+  double optimizer_bytes_per_param = optimizer.bytes_per_param;
+  std::string optimizer_note;
+  if (optimizer.factored) {
+    double factored_total = 0;
+    double trainable_total = 0;
+    if (config.lora.enabled()) {
+      factored_total = static_cast<double>(LoraFactoredSecondMomentPerLayer(spec, config.lora));
+      FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const int64_t per_layer,
+                                           LoraParametersPerLayer(spec, config.lora));
+      trainable_total = static_cast<double>(per_layer);
+    } else if (count.architectural) {
+      factored_total = static_cast<double>(count.factored_second_moment);
+      trainable_total = static_cast<double>(count.architectural_total);
+    } else {
+      return absl::InvalidArgumentError(
+          "optimizer adafactor needs an architecture (matrix shapes)");
+    }
+    // 4 bytes per factored value, spread evenly over the trainable parameters.
+    optimizer_bytes_per_param = 4.0 * factored_total / trainable_total;
+    optimizer_note = absl::StrFormat("; 4 B x %s factored values / %s parameters",
+                                     FormatCount(factored_total), FormatCount(trainable_total));
+  }
+  estimate.terms.push_back(
+      Place(StateTerm("optimizer_states",
+                      absl::StrCat("optimizer states (", OptimizerName(config.optimizer), ": ",
+                                   optimizer.what, ")"),
+                      trainable, optimizer_bytes_per_param, zero >= 1,
+                      absl::StrCat(optimizer.source, optimizer_note,
+                                   zero >= 1 ? absl::StrCat("; ", zero_source) : "")),
+            offload));
+
+  if (zero == 3 && count.architectural) {
+    const double largest = static_cast<double>(count.largest_module) * count.given_count_scale() /
+                           static_cast<double>(layout.tp);
+    const double gathered_bytes = config.lora.enabled() ? weight_bytes : 2 * weight_bytes;
+    Term gathered;
+    gathered.key = "zero3_gathered";
+    gathered.label = "ZeRO-3 gathered parameters (largest module)";
+    gathered.value = gathered_bytes * largest;
+    gathered.formula = config.lora.enabled() ? "B_w * largest_module / tp"
+                                             : "2 B_w * largest_module / tp  (params + grads)";
+    gathered.values =
+        absl::StrFormat("%s * %s", FormatNumber(gathered_bytes), FormatCount(largest));
+    gathered.source =
+        "DeepSpeed stage3.py estimate_zero3_model_states_mem_needs (4 x largest layer)";
+    estimate.terms.push_back(gathered);
+  }
+
+  if (config.include_activations) {
+    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(std::vector<Term> activations,
+                                         ActivationTerms(spec, config));
+    for (Term& term : activations) estimate.terms.push_back(std::move(term));
+  } else {
+    estimate.notes.push_back("activations not included (model states only)");
+  }
+  for (Term& term : DeviceOverheadTerms(config.overheads))
+    estimate.terms.push_back(std::move(term));
+
+  for (Term& term : ParameterCountTerms(spec, count)) {
+    estimate.quantities.push_back(std::move(term));
+  }
+  estimate.quantities.push_back(Term{"parameters_on_gpu", "parameters on this GPU (stage 0)",
+                                     shard.total(), Unit::kCount, Placement::kDevice, shard.formula,
+                                     shard.values,
+                                     "Megatron theoretical_memory_usage.py sharding rules"});
+  if (layout.pp > 1) {
+    estimate.notes.push_back(
+        "pipeline stage 0 is reported (embedding + the most micro-batches in flight); the last "
+        "stage holds the output layer and loss instead");
+  }
+  if (config.lora.enabled() && layout.tp > 1) {
+    estimate.notes.push_back("LoRA adapters are assumed split by tp like their base matrices");
+  }
+  return estimate;
+}
+
+}  // namespace fragscope::estimator
