@@ -1,0 +1,198 @@
+// `fragscope estimate`: the issue's example, --json, --explain, --solve, and usage errors that
+// name the flag and value with exit code 2.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+#include "analysis/cli/estimate_command.h"
+#include "estimator/json_value.h"
+
+namespace fragscope::cli {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result RunEstimate(std::vector<std::string> args) {
+  std::ostringstream out;
+  std::ostringstream err;
+  const int code = RunEstimateCommand(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+bool Contains(const std::string& text, const std::string& piece) {
+  return text.find(piece) != std::string::npos;
+}
+
+const std::vector<std::string> kIssueExample = {
+    "--preset", "llama-2-13b",   "--train", "--optimizer", "adamw",     "--precision",
+    "bf16",     "--zero",        "1",       "--dp",        "8",         "--seq",
+    "4096",     "--micro-batch", "1",       "--recompute", "selective", "--gpu",
+    "h100-80gb"};
+
+TEST(EstimateCommandTest, IssueExamplePrintsTableAndVerdict) {
+  const Result r = RunEstimate(kIssueExample);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty());
+  for (const char* piece : {"llama-2-13b", "ZeRO-1", "bytes", "GiB", "share", "weights (bf16)",
+                            "gradients", "master weights", "optimizer states (adamw", "activations",
+                            "CUDA context", "total on GPU", "GPU h100-80gb"}) {
+    EXPECT_TRUE(Contains(r.out, piece)) << piece << "\n" << r.out;
+  }
+}
+
+TEST(EstimateCommandTest, JsonIsMachineReadable) {
+  std::vector<std::string> args = kIssueExample;
+  args.push_back("--json");
+  const Result r = RunEstimate(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(r.out);
+  ASSERT_TRUE(json.ok()) << json.status() << "\n" << r.out;
+  EXPECT_EQ(json->Find("model")->string_value(), "llama-2-13b");
+  EXPECT_GT(json->Find("terms")->items().size(), 5u);
+}
+
+TEST(EstimateCommandTest, ExplainPrintsFormulasAndSources) {
+  std::vector<std::string> args = kIssueExample;
+  args.push_back("--explain");
+  const Result r = RunEstimate(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "formula:"));
+  EXPECT_TRUE(Contains(r.out, "values:"));
+  EXPECT_TRUE(Contains(r.out, "source:"));
+  EXPECT_TRUE(Contains(r.out, "Korthikanti"));
+  EXPECT_TRUE(Contains(r.out, "13,015,864,320 * 2"));  // the weights term, substituted
+}
+
+TEST(EstimateCommandTest, HelpAndLists) {
+  Result r = RunEstimate({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(Contains(r.out, "Usage: fragscope estimate"));
+  r = RunEstimate({"--list-presets"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(Contains(r.out, "llama-2-70b"));
+  EXPECT_TRUE(Contains(r.out, "68,976,648,192"));
+  r = RunEstimate({"--list-gpus"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(Contains(r.out, "rtx-4090"));
+}
+
+TEST(EstimateCommandTest, InferenceWithRoofline) {
+  const Result r = RunEstimate({"--preset", "llama-2-7b", "--dtype", "fp16", "--context", "4096",
+                                "--batch", "4", "--gpu", "a100-80gb"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* piece : {"KV cache", "overhead (1.2x rule on weights)", "prefill time",
+                            "decode time per output token"}) {
+    EXPECT_TRUE(Contains(r.out, piece)) << piece << "\n" << r.out;
+  }
+}
+
+TEST(EstimateCommandTest, BareParameterCount) {
+  const Result r = RunEstimate({"--params", "70B", "--dtype", "fp16", "--context", "0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "140,000,000,000"));
+  EXPECT_TRUE(Contains(r.out, "28,000,000,000"));
+}
+
+TEST(EstimateCommandTest, SolveMaxBatchAndMinGpus) {
+  Result r =
+      RunEstimate({"--preset", "llama-2-13b", "--train", "--zero", "3", "--dp", "8", "--seq",
+                   "4096", "--recompute", "selective", "--gpu", "h100", "--solve", "max-batch"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "largest micro-batch that fits h100-80gb: ")) << r.out;
+  r = RunEstimate({"--preset", "llama-2-70b", "--train", "--zero", "3", "--recompute", "full",
+                   "--gpu", "h100", "--solve", "min-gpus", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(r.out);
+  ASSERT_TRUE(json.ok()) << json.status() << "\n" << r.out;
+  EXPECT_EQ(json->Find("solve")->string_value(), "min-gpus");
+  EXPECT_GT(json->Find("answer")->number(), 1);
+}
+
+// Every usage error: exit code 2, a message naming the flag and the value, nothing on stdout.
+void ExpectUsageError(const std::vector<std::string>& args,
+                      std::initializer_list<std::string> pieces) {
+  const Result r = RunEstimate(args);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  for (const std::string& piece : pieces) {
+    EXPECT_TRUE(Contains(r.err, piece)) << "'" << piece << "' not in: " << r.err;
+  }
+}
+
+TEST(EstimateCommandTest, BadFlagsAndValuesNameThem) {
+  ExpectUsageError({"--preset", "llama-2-7b", "--frobnicate"}, {"--frobnicate"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--train", "--tp", "abc"}, {"--tp", "abc"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--train", "--tp", "-2"}, {"--tp", "-2"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--train", "--zero", "5"}, {"--zero", "5"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--train", "--optimizer", "lion"},
+                   {"--optimizer", "lion"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--train", "--precision", "fp64"},
+                   {"--precision", "fp64"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--train", "--recompute", "some"},
+                   {"--recompute", "some"});
+  ExpectUsageError({"--preset", "llama-9-1b"}, {"--preset", "llama-9-1b"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--gpu", "tpu-v5"}, {"--gpu", "tpu-v5"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--dtype", "int3"}, {"--dtype", "int3"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--seq"}, {"--seq"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--train", "--seq", "0"}, {"--seq", "0"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--params", "lots"}, {"--params", "lots"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--tp", "2", "--tp", "4"}, {"--tp", "twice"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--json=yes"}, {"--json", "yes"});
+  ExpectUsageError({"llama-2-7b"}, {"llama-2-7b"});
+  ExpectUsageError({}, {"--preset"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--train", "--batch", "4"}, {"--batch", "inference"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--solve", "max-batch"}, {"--solve", "--gpu"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--gpu", "h100", "--solve", "everything"},
+                   {"--solve", "everything"});
+}
+
+TEST(EstimateCommandTest, SemanticErrorsNameTheField) {
+  ExpectUsageError({"--preset", "llama-2-13b", "--train", "--tp", "3"},
+                   {"--tp = 3", "num_heads = 40"});
+  ExpectUsageError({"--preset", "llama-2-70b", "--train", "--tp", "16"},
+                   {"--tp = 16", "num_kv_heads = 8"});
+  ExpectUsageError({"--params", "7B", "--train"}, {"activations", "--no-activations"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--train", "--offload-params"}, {"offload-params"});
+  ExpectUsageError(
+      {"--preset", "gpt2-small", "--train", "--lora-rank", "8", "--lora-targets", "q,gate"},
+      {"gate"});
+  ExpectUsageError({"--preset", "gpt2-small", "--train", "--lora-targets", "q,x"},
+                   {"--lora-targets", "'x'"});
+}
+
+TEST(EstimateCommandTest, BadModelJsonNamesFileFieldAndPosition) {
+  const std::string path = ::testing::TempDir() + "/fragscope_bad_spec.json";
+  {
+    std::ofstream file(path);
+    file << "{\n  \"base\": \"llama-2-7b\",\n  \"hidden_size\": -5\n}\n";
+  }
+  ExpectUsageError({"--model-json", path}, {"--model-json", path, "hidden_size", "-5"});
+  {
+    std::ofstream file(path);
+    file << "{\n  \"num_layers\": 32,\n}\n";
+  }
+  ExpectUsageError({"--model-json", path}, {"--model-json", "line 3, column 1"});
+  {
+    std::ofstream file(path);
+    file << R"({"base": "llama-2-7b", "num_heads": 48})";
+  }
+  ExpectUsageError({"--model-json", path}, {"num_heads = 48", "hidden_size = 4096"});
+  {
+    std::ofstream file(path);
+    file << R"({"base": "llama-2-70b", "num_kv_heads": 3})";
+  }
+  ExpectUsageError({"--model-json", path}, {"num_kv_heads = 3", "num_heads = 64"});
+  std::remove(path.c_str());
+  ExpectUsageError({"--model-json", "/nonexistent/x.json"}, {"/nonexistent/x.json"});
+}
+
+}  // namespace
+}  // namespace fragscope::cli

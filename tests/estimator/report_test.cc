@@ -1,0 +1,98 @@
+// Reports: the JSON parses with the estimator's own strict reader and carries every term;
+// --explain prints each term's formula, values and source.
+#include <string>
+
+#include "gtest/gtest.h"
+
+#include "estimator/gpu_presets.h"
+#include "estimator/json_value.h"
+#include "estimator/model_presets.h"
+#include "estimator/report.h"
+#include "estimator/training_memory.h"
+
+namespace fragscope::estimator {
+namespace {
+
+Report TrainingReport() {
+  TrainingConfig config;
+  config.layout.dp = 8;
+  config.zero_stage = 1;
+  config.seq_len = 4096;
+  config.recompute = Recompute::kSelective;
+  Report report;
+  report.estimate = *EstimateTraining(*FindModelPreset("llama-2-13b"), config);
+  report.has_gpu = true;
+  report.gpu = *FindGpuPreset("h100-80gb");
+  return report;
+}
+
+TEST(ReportTest, JsonIsValidAndComplete) {
+  const Report report = TrainingReport();
+  absl::StatusOr<JsonValue> json = ParseJson(RenderJson(report));
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->Find("model")->string_value(), "llama-2-13b");
+  EXPECT_EQ(json->Find("parameters")->number(), 13015864320.0);
+  const JsonValue* terms = json->Find("terms");
+  ASSERT_NE(terms, nullptr);
+  ASSERT_EQ(terms->items().size(), report.estimate.terms.size());
+  double sum = 0;
+  for (const JsonValue& term : terms->items()) {
+    for (const char* key :
+         {"key", "label", "placement", "bytes", "gib", "share", "formula", "values", "source"}) {
+      EXPECT_NE(term.Find(key), nullptr) << key;
+    }
+    sum += term.Find("bytes")->number();
+  }
+  EXPECT_NEAR(sum, json->Find("device_total_bytes")->number(), 1.0);
+  const JsonValue* gpu = json->Find("gpu");
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->Find("name")->string_value(), "h100-80gb");
+  EXPECT_EQ(gpu->Find("fits")->kind(), JsonValue::Kind::kBool);
+}
+
+TEST(ReportTest, TextShowsTermsTotalAndVerdict) {
+  const std::string text = RenderText(TrainingReport());
+  for (const char* piece :
+       {"llama-2-13b", "13,015,864,320", "weights (bf16)", "optimizer states", "activations",
+        "CUDA context", "total on GPU", "GPU h100-80gb", "GiB = 2^30 bytes"}) {
+    EXPECT_NE(text.find(piece), std::string::npos) << piece << "\n" << text;
+  }
+  EXPECT_TRUE(text.find("fits") != std::string::npos ||
+              text.find("DOES NOT FIT") != std::string::npos);
+}
+
+TEST(ReportTest, ExplainHasFormulaValuesAndSourceForEveryTerm) {
+  const Report report = TrainingReport();
+  const std::string text = RenderExplain(report);
+  for (const Term& term : report.estimate.terms) {
+    const size_t at = text.find(term.label + " = ");
+    ASSERT_NE(at, std::string::npos) << term.label;
+    const size_t formula = text.find("    formula: " + term.formula, at);
+    EXPECT_NE(formula, std::string::npos) << term.label;
+    EXPECT_NE(text.find("    source:  " + term.source, at), std::string::npos) << term.label;
+    EXPECT_FALSE(term.formula.empty()) << term.key;
+    EXPECT_FALSE(term.values.empty()) << term.key;
+    EXPECT_FALSE(term.source.empty()) << term.key;
+  }
+}
+
+TEST(ReportTest, JsonQuoteEscapes) {
+  EXPECT_EQ(JsonQuote("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
+}
+
+TEST(ReportTest, FormatSeconds) {
+  EXPECT_EQ(FormatSeconds(0.04595), "45.95 ms");
+  EXPECT_EQ(FormatSeconds(2.5), "2.5 s");
+  EXPECT_EQ(FormatSeconds(0.0005), "500 us");
+}
+
+TEST(TermTest, FormatCount) {
+  EXPECT_EQ(FormatCount(13015864320.0), "13,015,864,320");
+  EXPECT_EQ(FormatCount(999), "999");
+  EXPECT_EQ(FormatCount(-1234.4), "-1,234");
+  EXPECT_EQ(FormatNumber(1.4375), "1.4375");
+  EXPECT_EQ(FormatNumber(8), "8");
+}
+
+}  // namespace
+}  // namespace fragscope::estimator
