@@ -1,0 +1,251 @@
+// A CUDA program (linked against the stub runtime, stub_cudart.cc) run by ctest once plainly and
+// once per FRAGSCOPE_PRELOAD_MODE under LD_PRELOAD=libfragscope_preload.so. Each test checks what
+// the mode in the environment promises: interception, pass-through, caching, logging, and that
+// nothing breaks at exit.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "analysis/event_log_reader.h"
+#include "gtest/gtest.h"
+#include "tests/hooks/stub_cudart.h"
+
+namespace fragscope {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+// "none" when the interposer is not preloaded, else FRAGSCOPE_PRELOAD_MODE.
+std::string ExpectedMode() {
+  if (Env("LD_PRELOAD").find("libfragscope_preload") == std::string::npos) return "none";
+  const std::string mode = Env("FRAGSCOPE_PRELOAD_MODE");
+  return mode.empty() ? "observe" : mode;
+}
+
+template <typename Fn>
+Fn Preloaded(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
+}
+
+StubCudartCounters Counters() {
+  StubCudartCounters counters;
+  stub_cudart_counters(&counters);
+  return counters;
+}
+
+void* Stream(uintptr_t id) { return reinterpret_cast<void*>(id); }
+
+std::vector<LogEntry> ReadLog(int device) {
+  std::string path = absl::StrReplaceAll(
+      Env("FRAGSCOPE_LOG"), {{"%p", absl::StrCat(getpid())}, {"%d", absl::StrCat(device)}});
+  std::vector<LogEntry> entries;
+  absl::StatusOr<EventLogReader> reader = EventLogReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return entries;
+  LogEntry entry;
+  while (true) {
+    absl::StatusOr<bool> more = reader->Next(&entry);
+    EXPECT_TRUE(more.ok()) << more.status();
+    if (!more.ok() || !*more) break;
+    entries.push_back(entry);
+  }
+  return entries;
+}
+
+TEST(PreloadTest, InterposerIsPresentExactlyWhenPreloaded) {
+  using ModeFn = const char* (*)();
+  auto mode = Preloaded<ModeFn>("fragscope_preload_mode");
+  if (ExpectedMode() == "none") {
+    EXPECT_EQ(mode, nullptr);
+    return;
+  }
+  ASSERT_NE(mode, nullptr);
+  EXPECT_EQ(std::string(mode()), ExpectedMode());
+  // The program's own reference to cudaMalloc (versioned libcudart.so.13) binds to the interposer.
+  void* ours = dlsym(RTLD_DEFAULT, "cudaMalloc");
+  Dl_info info;
+  ASSERT_NE(dladdr(ours, &info), 0);
+  EXPECT_NE(std::string(info.dli_fname).find("libfragscope_preload"), std::string::npos)
+      << info.dli_fname;
+}
+
+TEST(PreloadTest, PassThroughKeepsTheRuntimesBehaviour) {
+  if (ExpectedMode() == "cache") GTEST_SKIP() << "cache mode serves allocations itself";
+  const StubCudartCounters before = Counters();
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 3 * kMiB), 0);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0xab, 3 * kMiB);  // real (host) memory from the stub
+  void* q = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&q, 5000, Stream(7)), 0);
+  ASSERT_EQ(cudaFreeAsync(q, Stream(7)), 0);
+  ASSERT_EQ(cudaFree(p), 0);
+  EXPECT_EQ(cudaFree(reinterpret_cast<void*>(0x1234)), 1) << "errors pass through unchanged";
+  cudaGetLastError();
+  const StubCudartCounters after = Counters();
+  EXPECT_EQ(after.malloc_calls - before.malloc_calls, 2);
+  EXPECT_EQ(after.malloc_async_calls - before.malloc_async_calls, 1);
+  EXPECT_EQ(after.free_calls - before.free_calls, 3);
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+}
+
+TEST(PreloadTest, ObserveModeLogsSegmentCallsPerDevice) {
+  if (ExpectedMode() != "observe") GTEST_SKIP() << "observe mode only";
+  using MarkFn = void (*)(const char*);
+  using FlushFn = int (*)();
+  void *a = nullptr, *b = nullptr, *c = nullptr, *huge = nullptr;
+  ASSERT_EQ(cudaSetDevice(0), 0);
+  ASSERT_EQ(cudaMalloc(&a, 2 * kMiB), 0);
+  Preloaded<MarkFn>("fragscope_preload_mark")("step 1 / forward");
+  // Inside the stub, cudaMallocAsync calls cudaMalloc again: the guard must log it once.
+  ASSERT_EQ(cudaMallocAsync(&b, 20 * kMiB, Stream(9)), 0);
+  EXPECT_EQ(cudaMalloc(&huge, size_t{1} << 40), 2) << "cudaErrorMemoryAllocation";
+  cudaGetLastError();
+  ASSERT_EQ(cudaSetDevice(1), 0);
+  ASSERT_EQ(cudaMalloc(&c, 1000), 0);
+  ASSERT_EQ(cudaFree(c), 0);
+  ASSERT_EQ(cudaSetDevice(0), 0);
+  ASSERT_EQ(cudaFreeAsync(b, Stream(9)), 0);
+  ASSERT_EQ(cudaFree(a), 0);
+  ASSERT_EQ(Preloaded<FlushFn>("fragscope_preload_flush")(), 0);
+
+  // Earlier tests of this process are in the log too: count from the marker on.
+  std::map<EventKind, int> kinds;
+  bool after_marker = false;
+  uint64_t last_alloc_before_marker = 0;
+  for (const LogEntry& e : ReadLog(0)) {
+    if (e.kind() == EventKind::kMarker) {
+      EXPECT_EQ(e.text, "step 1 / forward");
+      after_marker = true;
+      continue;
+    }
+    if (!after_marker) {
+      if (e.kind() == EventKind::kSegmentAlloc) last_alloc_before_marker = e.event().ptr;
+      continue;
+    }
+    ++kinds[e.kind()];
+    if (e.kind() == EventKind::kSegmentAlloc) {
+      EXPECT_EQ(e.event().ptr, reinterpret_cast<uint64_t>(b));
+      EXPECT_EQ(e.event().bytes, 20 * kMiB);
+      EXPECT_EQ(e.event().stream, 9u);
+      EXPECT_EQ(e.event().pool, PoolKind::kLarge);
+    }
+    if (e.kind() == EventKind::kOom) {
+      EXPECT_EQ(e.event().bytes, size_t{1} << 40);
+      EXPECT_EQ(e.event().device_total_bytes, 256 * kMiB);
+    }
+  }
+  EXPECT_TRUE(after_marker);
+  EXPECT_EQ(last_alloc_before_marker, reinterpret_cast<uint64_t>(a));
+  EXPECT_EQ(kinds[EventKind::kSegmentAlloc], 1) << "b only once: the re-entrancy guard";
+  EXPECT_EQ(kinds[EventKind::kSegmentFree], 2);
+  EXPECT_EQ(kinds[EventKind::kOom], 1);
+  std::map<EventKind, int> kinds1;
+  for (const LogEntry& e : ReadLog(1)) {
+    ++kinds1[e.kind()];
+    EXPECT_EQ(e.record.device, 1);
+  }
+  EXPECT_EQ(kinds1[EventKind::kSegmentAlloc], 1);
+  EXPECT_EQ(kinds1[EventKind::kSegmentFree], 1);
+}
+
+// Freed at exit by a static destructor, after fragscope stopped (Note [Nothing after exit began]).
+void* g_freed_at_exit = nullptr;
+struct FreeAtExit {
+  ~FreeAtExit() {
+    if (g_freed_at_exit == nullptr) return;
+    const int error = cudaFree(g_freed_at_exit);
+    if (error != 0) {
+      const char message[] = "preload_test: cudaFree at exit failed\n";
+      (void)!write(2, message, sizeof(message) - 1);
+      _exit(3);
+    }
+  }
+} g_free_at_exit;
+
+TEST(PreloadTest, CacheModeServesAndReusesBlocks) {
+  if (ExpectedMode() != "cache" || Env("EXPECT_BAD_CONF") == "1") GTEST_SKIP() << "cache mode";
+  ASSERT_EQ(cudaSetDevice(0), 0);
+  const StubCudartCounters start = Counters();
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), 0);
+  std::memset(p, 1, 1000);  // inside a real stub segment
+  StubCudartCounters now = Counters();
+  EXPECT_EQ(now.malloc_calls - start.malloc_calls, 1) << "one 2 MiB segment";
+  EXPECT_EQ(now.live_bytes - start.live_bytes, 2 * kMiB);
+
+  ASSERT_EQ(cudaFree(p), 0);
+  now = Counters();
+  EXPECT_EQ(now.free_calls, start.free_calls) << "the segment stays cached";
+  EXPECT_EQ(now.device_synchronize_calls - start.device_synchronize_calls, 1)
+      << "cudaFree keeps its implicit synchronization";
+
+  void* q = nullptr;
+  ASSERT_EQ(cudaMalloc(&q, 1500), 0);
+  EXPECT_EQ(q, p) << "served from the cache";
+  EXPECT_EQ(Counters().malloc_calls - start.malloc_calls, 1);
+
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), 0);
+  EXPECT_EQ(total_bytes, 256 * kMiB);
+  EXPECT_EQ(free_bytes, 256 * kMiB - 512 * 3) << "cached free bytes count as free";
+
+  void* r = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&r, 30 * kMiB, Stream(5)), 0);
+  EXPECT_EQ(Counters().malloc_async_calls, start.malloc_async_calls) << "not the runtime's";
+  ASSERT_EQ(cudaFreeAsync(r, Stream(5)), 0);
+  EXPECT_EQ(Counters().free_calls, start.free_calls);
+
+  EXPECT_EQ(cudaMalloc(&r, size_t{1} << 40), 2) << "OOM is cudaErrorMemoryAllocation";
+  const StubCudartCounters before_null = Counters();
+  EXPECT_EQ(cudaFree(nullptr), 0);
+  EXPECT_EQ(Counters().free_calls - before_null.free_calls, 1) << "cudaFree(NULL) passes through";
+  EXPECT_EQ(cudaFree(reinterpret_cast<void*>(0x1234)), 1) << "foreign pointers pass through";
+  cudaGetLastError();
+
+  using TextFn = size_t (*)(int, char*, size_t);
+  auto stats_text = Preloaded<TextFn>("fragscope_preload_stats_text");
+  std::string stats(stats_text(0, nullptr, 0) + 1, '\0');
+  stats_text(0, stats.data(), stats.size());
+  EXPECT_NE(stats.find("allocation.all.current 1\n"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("num_ooms 1\n"), std::string::npos) << stats;
+
+  using FlushFn = int (*)();
+  ASSERT_EQ(Preloaded<FlushFn>("fragscope_preload_flush")(), 0);
+  std::map<EventKind, int> kinds;
+  for (const LogEntry& e : ReadLog(0)) ++kinds[e.kind()];
+  EXPECT_EQ(kinds[EventKind::kSegmentAlloc], 2);
+  EXPECT_EQ(kinds[EventKind::kAlloc], 3);
+  EXPECT_EQ(kinds[EventKind::kFreeRequested], 2);
+  EXPECT_EQ(kinds[EventKind::kOom], 1);
+
+  g_freed_at_exit = q;  // still allocated: freed by g_free_at_exit's destructor
+}
+
+TEST(PreloadTest, CacheModeWithABadConfRefusesToAllocate) {
+  if (ExpectedMode() != "cache" || Env("EXPECT_BAD_CONF") != "1") {
+    GTEST_SKIP() << "cache mode with an invalid FRAGSCOPE_ALLOC_CONF only";
+  }
+  ::testing::internal::CaptureStderr();
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 1000), 3) << "cudaErrorInitializationError";
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find(absl::StrCat("FRAGSCOPE_ALLOC_CONF=\"", Env("FRAGSCOPE_ALLOC_CONF"), "\"")),
+            std::string::npos)
+      << err;
+}
+
+}  // namespace
+}  // namespace fragscope
