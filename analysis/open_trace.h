@@ -1,0 +1,45 @@
+// OpenTrace: picks the TraceSource for a file, and TraceOpener, which opens the same trace as
+// many times as a sweep needs (one source per thread).
+//
+// The format comes from the file's first bytes: the .fslog magic, a pickle protocol opcode
+// (0x80), or RMM's CSV header line; the extension (.fslog, .pickle/.pkl, .csv) only breaks ties.
+// Formats that must be decoded whole (snapshot pickle, RMM CSV) are decoded once and shared
+// read-only by every source the opener makes; .fslog sources each stream the file.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "analysis/trace_event.h"
+
+namespace fragscope {
+
+struct PyTorchSnapshot;
+struct RmmLog;
+
+struct TraceOpenOptions {
+  int device = -1;  // snapshot: which device's trace (-1: the only one)
+};
+
+// The format of `path` from its first bytes and name. Errors: unreadable, empty, unrecognized.
+absl::StatusOr<TraceFormat> DetectTraceFormat(const std::string& path);
+
+class TraceOpener {
+ public:
+  static absl::StatusOr<TraceOpener> Create(const std::string& path,
+                                            const TraceOpenOptions& options = {});
+  absl::StatusOr<std::unique_ptr<TraceSource>> Open() const;
+  TraceFormat format() const { return format_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  TraceFormat format_ = TraceFormat::kFslog;
+  TraceOpenOptions options_;
+  std::shared_ptr<const PyTorchSnapshot> snapshot_;
+  std::shared_ptr<const RmmLog> rmm_;
+};
+
+}  // namespace fragscope

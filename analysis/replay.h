@@ -1,0 +1,191 @@
+// Replayer: feeds a trace's user-level allocation sequence through fragscope's CachingAllocator on
+// a SimulatedBackend of the trace's capacity, so that the exact segment and block layout is
+// known at every event (and at every OOM), and so that a configuration the job never ran with can
+// be measured on the job's own requests (the sweep).
+//
+// What is replayed: alloc (Allocate of the caller's request on its stream), free_requested
+// (Free), oom (the failed request is tried again; if the replay serves it, the block is freed at
+// once, since the job never got it), empty_cache, options changes and markers. The trace's own
+// allocator decisions (segment_alloc/free, block addresses) are not replayed; they are what the
+// replay is compared with (fidelity_check.h).
+//
+// Note [Stream-ordered frees in a replay]
+// A block freed while other streams still used it (record_stream) goes back to the pool only
+// after events recorded on those streams complete: PyTorch writes free_requested at the free and
+// free_completed later, during the process_events() at the start of some later malloc. The
+// replay reproduces it: a free_requested whose free_completed does not follow at once is given
+// RecordStream() onto a busy pseudo-stream of its own, and that stream is completed when the
+// trace's free_completed arrives. fragscope's allocator, like PyTorch's, polls events at the start
+// of the next Allocate, so the block returns to the pool at the same point of the sequence.
+//
+// Note [Inferring empty_cache]
+// PyTorch's snapshots do not record empty_cache() calls; they show only the segment_free entries
+// it produced. The same entries come from the allocator's own OOM-retry ladder and garbage
+// collection. The replay decides at the next user-level event: segment frees followed by an
+// allocation that could not have got device memory without them (the memory fraction cap or the
+// device was full), or while garbage collection was due, came from the allocator itself and the
+// replay lets its allocator do the same; any other group was an empty_cache() and the replay calls
+// EmptyCache(). .fslog logs record empty_cache explicitly.
+//
+// Note [State before the trace]
+// A snapshot's history often starts after the model was loaded (TraceInfo::initial_segments).
+// The replay rebuilds those segments first, at their own addresses: each segment is obtained with
+// one allocation of its size, freed, and carved into its allocated blocks and free gaps in address
+// order (under default options, so that rounding cannot change the sizes); the gaps are freed
+// last. A layout the carving cannot produce (a large-pool gap of 1 MiB or less at a segment's end)
+// is reported in warnings().
+//
+// Memory: O(live blocks) (the pointer map, the allocator's own state), never O(events).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "allocator/allocator_options.h"
+#include "allocator/caching_allocator.h"
+#include "allocator/oom_report.h"
+#include "allocator/simulated_backend.h"
+#include "analysis/trace_event.h"
+
+namespace fragscope {
+
+struct ReplayConfig {
+  AllocatorOptions options;  // the settings to replay under
+  uint64_t capacity_bytes = 0;
+  // Cap on reserved memory (PyTorch's per-process memory fraction, which snapshots do not
+  // record); nullopt: the options' per_process_memory_fraction.
+  std::optional<uint64_t> allowed_bytes;
+  // Give new segments the trace's own addresses, so best-fit ties fall as on the device.
+  bool script_addresses = true;
+  // Apply the trace's options_change events (false in a sweep: the configuration is fixed).
+  bool follow_options_changes = true;
+  // Stop after the last event whose index is <= this.
+  uint64_t stop_after_index = UINT64_MAX;
+};
+
+// Where and when a live block was allocated.
+struct BlockOrigin {
+  uint64_t index = 0;    // trace event index of its alloc
+  uint64_t time_ns = 0;  // trace time of its alloc
+  uint32_t phase = 0;    // Replayer::PhaseText(phase)
+  bool before_trace = false;
+};
+
+struct ReplayOom {
+  const TraceEvent* event = nullptr;  // the trace's alloc or oom event
+  bool in_trace = false;              // the original job failed here
+  bool in_replay = false;             // the replay failed here
+  OomReport report;                   // valid when in_replay
+  uint64_t external_bytes = 0;        // device memory outside the allocator assumed at this point
+};
+
+// Callbacks of one replay. OnAllocatorEvent runs under the allocator lock: it must not call the
+// allocator. The others may inspect it (Snapshot, GetStats).
+class ReplayHooks {
+ public:
+  virtual ~ReplayHooks() = default;
+  virtual void OnTraceEvent(const TraceEvent& /*event*/) {}
+  virtual void OnAllocatorEvent(const AllocatorEvent& /*event*/) {}
+  virtual void OnOpDone(const TraceEvent& /*event*/) {}
+  virtual void OnOom(const ReplayOom& /*oom*/) {}
+  virtual void OnFinish() {}
+  // Checked after each event; true ends the replay early.
+  virtual bool Stop() const { return false; }
+};
+
+class Replayer {
+ public:
+  // REQUIRES: `source` outlives the replayer; nothing has been read from it.
+  Replayer(TraceSource& source, ReplayConfig config);
+  ~Replayer();
+
+  // Builds the device and allocator and the state before the trace. Errors: a bad capacity.
+  absl::Status Init();
+  // Replays to the end (or config.stop_after_index). Errors: the source's, or a trace that
+  // frees what it never allocated in a way the allocator refuses (reported, not fatal: see
+  // warnings()).
+  absl::Status Run(ReplayHooks* hooks);
+
+  CachingAllocator& allocator() { return *allocator_; }
+  SimulatedBackend& backend() { return *backend_; }
+  const TraceInfo& info() const { return source_.info(); }
+  const ReplayConfig& config() const { return config_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+  // Events read, and the index of the last one applied.
+  uint64_t events_read() const { return events_read_; }
+  uint64_t last_index() const { return last_index_; }
+  uint64_t last_time_ns() const { return last_time_ns_; }
+  const std::string& PhaseText(uint32_t phase) const;
+  const std::string& current_phase() const { return PhaseText(current_phase_); }
+  // Origins of the live blocks, by the replay's (allocator's) address. O(live blocks).
+  absl::flat_hash_map<DevicePtr, BlockOrigin> LiveBlockOrigins() const;
+
+ private:
+  class Forwarder;
+  struct LiveBlock {
+    DevicePtr ours = 0;           // 0: the replay failed to allocate it (OOM)
+    StreamId pending_stream = 0;  // pseudo-stream of a stream-ordered free; 0 = none
+    BlockOrigin origin;
+  };
+
+  absl::StatusOr<bool> Fetch(TraceEvent* event);
+  void Apply(TraceEvent& event, ReplayHooks* hooks);
+  void ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks);
+  void ApplyOom(const TraceEvent& event, ReplayHooks* hooks);
+  void ApplyFreeRequested(const TraceEvent& event);
+  void ApplyFreeCompleted(const TraceEvent& event);
+  // Note [Inferring empty_cache]: settles queued segment frees before a user-level event.
+  void SettleSegmentFrees(const TraceEvent& next);
+  void BuildInitialState();
+  uint32_t InternPhase(const std::string& text);
+  void RefPhase(uint32_t phase);
+  void UnrefPhase(uint32_t phase);
+  void Warn(std::string warning);
+
+  TraceSource& source_;
+  ReplayConfig config_;
+  std::unique_ptr<SimulatedBackend> backend_;
+  std::unique_ptr<CachingAllocator> allocator_;
+  std::unique_ptr<Forwarder> forwarder_;
+
+  // Live blocks by the trace's address.
+  absl::flat_hash_map<DevicePtr, LiveBlock> live_;
+  StreamId next_pseudo_stream_ = 0;
+  std::vector<StreamId> free_pseudo_streams_;  // completed, reusable: O(pending frees)
+  // One event of lookahead (free_requested peeks at the next event).
+  TraceEvent lookahead_;
+  bool have_lookahead_ = false;
+  bool source_done_ = false;
+  absl::Status source_error_;
+
+  // Segment frees read since the last user-level event (Note [Inferring empty_cache]).
+  uint64_t queued_segment_free_bytes_ = 0;
+  uint32_t queued_segment_frees_ = 0;
+  uint64_t queued_segment_alloc_bytes_ = 0;  // a segment_alloc after them, if any
+  uint64_t external_bytes_ = 0;
+
+  // Phases: interned marker texts, reference-counted by live blocks (O(live blocks)).
+  std::vector<std::string> phase_text_;
+  std::vector<uint32_t> phase_refs_;
+  std::vector<uint32_t> free_phases_;
+  absl::flat_hash_map<std::string, uint32_t> phase_ids_;
+  uint32_t current_phase_ = 0;
+
+  uint64_t events_read_ = 0;
+  uint64_t last_index_ = 0;
+  uint64_t last_time_ns_ = 0;
+  std::vector<std::string> warnings_;
+  uint64_t suppressed_warnings_ = 0;
+};
+
+// The pseudo-streams of Note [Stream-ordered frees in a replay] start here; a trace's own
+// streams never reach it.
+inline constexpr StreamId kFirstPseudoStream = StreamId{0xF5F5'0000'0000'0000};
+
+}  // namespace fragscope

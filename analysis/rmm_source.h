@@ -1,0 +1,35 @@
+// RmmSource: RMM's logging_resource_adaptor CSV (analysis/rmm_csv.h) as a TraceSource.
+//
+// RMM logs the requests its memory resource served: allocate, free, allocate failure. There are
+// no segments and no stream-ordered frees, so every free is immediate (TraceInfo::
+// records_free_completed = false) and a replay through fragscope's allocator answers "what would
+// PyTorch's caching allocator have done with this job's requests". An "allocate failure" row is
+// an OOM of the original job. The log has no device capacity: give one (--capacity).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "analysis/rmm_csv.h"
+#include "analysis/trace_event.h"
+
+namespace fragscope {
+
+class RmmSource final : public TraceSource {
+ public:
+  static absl::StatusOr<std::unique_ptr<RmmSource>> Open(const std::string& path);
+  static std::unique_ptr<RmmSource> FromLog(std::shared_ptr<const RmmLog> log,
+                                            const std::string& path);
+
+  absl::StatusOr<bool> Next(TraceEvent* event) override;
+  std::vector<std::string> warnings() const override;
+
+ private:
+  RmmSource() = default;
+
+  std::shared_ptr<const RmmLog> log_;
+  size_t pos_ = 0;
+};
+
+}  // namespace fragscope

@@ -1,0 +1,264 @@
+#include "analysis/snapshot_source.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "allocator/allocator_options.h"
+#include "allocator/size_policy.h"
+#include "analysis/pytorch_snapshot.h"
+
+namespace fragscope {
+namespace {
+
+// The settings as a PYTORCH_CUDA_ALLOC_CONF string: the recorded string when there is one, else
+// rebuilt from the typed fields (older snapshots, or settings changed through the API).
+std::string OptionsText(const PyTorchSnapshot& snapshot) {
+  if (!snapshot.allocator_settings.has_value()) return "";
+  const SnapshotAllocatorSettings& s = *snapshot.allocator_settings;
+  if (s.alloc_conf.has_value() && !s.alloc_conf->empty()) return *s.alloc_conf;
+  std::vector<std::string> parts;
+  if (s.max_split_size.has_value() && *s.max_split_size > 0) {
+    parts.push_back(absl::StrCat("max_split_size_mb:", *s.max_split_size / (1 << 20)));
+  }
+  if (s.garbage_collection_threshold.has_value() && *s.garbage_collection_threshold > 0) {
+    parts.push_back(absl::StrCat("garbage_collection_threshold:", *s.garbage_collection_threshold));
+  }
+  if (s.expandable_segments.value_or(false)) parts.push_back("expandable_segments:True");
+  return absl::StrJoin(parts, ",");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SnapshotSource>> SnapshotSource::Open(
+    const std::string& path, const SnapshotSourceOptions& options) {
+  absl::StatusOr<PyTorchSnapshot> snapshot = ReadPyTorchSnapshotFile(path);
+  if (!snapshot.ok()) return snapshot.status();
+  return FromSnapshot(std::make_shared<const PyTorchSnapshot>(std::move(*snapshot)), path, options);
+}
+
+absl::StatusOr<std::unique_ptr<SnapshotSource>> SnapshotSource::FromSnapshot(
+    std::shared_ptr<const PyTorchSnapshot> snapshot, const std::string& path,
+    const SnapshotSourceOptions& options) {
+  auto source = std::unique_ptr<SnapshotSource>(new SnapshotSource());
+  source->snapshot_ = std::move(snapshot);
+  source->info_.path = path;
+  if (absl::Status status = source->Init(options); !status.ok()) return status;
+  return source;
+}
+
+absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
+  const auto& traces = snapshot_->device_traces;
+  std::vector<size_t> non_empty;
+  for (size_t d = 0; d < traces.size(); ++d) {
+    if (!traces[d].empty()) non_empty.push_back(d);
+  }
+  if (options.device >= 0) {
+    device_ = static_cast<size_t>(options.device);
+    if (device_ >= traces.size() || traces[device_].empty()) {
+      return absl::NotFoundError(absl::StrFormat(
+          "%s: no trace for device %d (the snapshot has traces for devices: %s)", info_.path,
+          options.device, non_empty.empty() ? "none" : absl::StrJoin(non_empty, ", ")));
+    }
+  } else if (non_empty.size() > 1) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: mixed devices: the snapshot has traces for devices %s; choose one with --device N",
+        info_.path, absl::StrJoin(non_empty, ", ")));
+  } else if (non_empty.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: the snapshot has no allocation history (device_traces is empty): record it with "
+        "torch.cuda.memory._record_memory_history(enabled=\"all\") before the run",
+        info_.path));
+  } else {
+    device_ = non_empty[0];
+  }
+  info_.format = TraceFormat::kPyTorchSnapshot;
+  info_.device = static_cast<int32_t>(device_);
+  info_.device_name = "CUDA device (PyTorch snapshot)";
+  info_.allocator_options = OptionsText(*snapshot_);
+  info_.records_empty_cache = false;
+  info_.records_free_completed = true;
+  const auto& trace = traces[device_];
+  for (const SnapshotTraceEntry& e : trace) {
+    if (e.time_us.has_value()) {
+      first_time_us_ = *e.time_us;
+      info_.start_wall_ns = *e.time_us * 1000;
+      break;
+    }
+  }
+  for (const SnapshotTraceEntry& e : trace) {
+    if (e.action == TraceAction::kSegmentMap || e.action == TraceAction::kSegmentUnmap) {
+      info_.expandable_segments = true;
+    }
+  }
+  for (const SnapshotSegment& s : snapshot_->segments) {
+    if (s.is_expandable) info_.expandable_segments = true;
+  }
+  if (snapshot_->allocator_settings.has_value() &&
+      snapshot_->allocator_settings->expandable_segments.value_or(false)) {
+    info_.expandable_segments = true;
+  }
+  // Expandable segments are mapped piecemeal (segment_map): their final extents say nothing
+  // reliable about the state before the trace, and the replay does not implement them.
+  if (!info_.expandable_segments) ReconstructInitialState();
+  CollectAnnotations();
+  return absl::OkStatus();
+}
+
+void SnapshotSource::ReconstructInitialState() {
+  const auto& trace = snapshot_->device_traces[device_];
+  absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(info_.allocator_options);
+  const AllocatorOptions rounding = options.ok() ? *options : AllocatorOptions();
+  // Rewind the final segments and allocated blocks through the trace, last entry first.
+  std::map<DevicePtr, InitialSegment> segments;
+  std::map<DevicePtr, InitialBlock> blocks;
+  for (const SnapshotSegment& s : snapshot_->segments) {
+    if (s.device != static_cast<int64_t>(device_)) continue;
+    segments[s.address] = InitialSegment{s.address,
+                                         s.total_size,
+                                         s.is_large ? PoolKind::kLarge : PoolKind::kSmall,
+                                         static_cast<StreamId>(s.stream),
+                                         {}};
+    for (const SnapshotBlock& b : s.blocks) {
+      if (b.state == BlockState::kActiveAllocated) {
+        blocks[b.address] = InitialBlock{b.address, b.size, b.requested_size};
+      }
+    }
+  }
+  for (auto it = trace.rbegin(); it != trace.rend(); ++it) {
+    switch (it->action) {
+      case TraceAction::kSegmentAlloc:
+        segments.erase(it->addr);
+        break;
+      case TraceAction::kSegmentFree: {
+        const PoolKind pool = it->size == kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge;
+        segments[it->addr] =
+            InitialSegment{it->addr, it->size, pool, static_cast<StreamId>(it->stream), {}};
+        break;
+      }
+      case TraceAction::kAlloc:
+        blocks.erase(it->addr);
+        break;
+      case TraceAction::kFreeRequested:
+        blocks[it->addr] = InitialBlock{it->addr, RoundSize(it->size, rounding), it->size};
+        break;
+      default:
+        break;
+    }
+  }
+  for (auto& [address, block] : blocks) {
+    auto seg = segments.upper_bound(address);
+    if (seg == segments.begin()) continue;
+    --seg;
+    if (address >= seg->second.address + seg->second.size) continue;
+    seg->second.allocated.push_back(block);
+  }
+  for (auto& [address, segment] : segments) info_.initial_segments.push_back(std::move(segment));
+}
+
+void SnapshotSource::CollectAnnotations() {
+  const pickle::PickleValue& list = snapshot_->external_annotations;
+  if (list.kind() != pickle::PickleKind::kList) return;
+  std::vector<std::string> open;
+  for (const pickle::PickleValue& item : list.items()) {
+    if (item.kind() != pickle::PickleKind::kDict) continue;
+    const pickle::PickleValue* stage = item.Find("stage");
+    const pickle::PickleValue* name = item.Find("name");
+    const pickle::PickleValue* time = item.Find("time_us");
+    const pickle::PickleValue* device = item.Find("device");
+    if (stage == nullptr || name == nullptr || time == nullptr ||
+        stage->kind() != pickle::PickleKind::kString ||
+        name->kind() != pickle::PickleKind::kString || time->kind() != pickle::PickleKind::kInt) {
+      continue;
+    }
+    if (device != nullptr && device->kind() == pickle::PickleKind::kInt &&
+        device->int_value() != static_cast<int64_t>(device_)) {
+      continue;
+    }
+    if (stage->string_value() == "START") {
+      open.push_back(name->string_value());
+    } else {
+      auto it = std::find(open.rbegin(), open.rend(), name->string_value());
+      if (it != open.rend()) open.erase(std::next(it).base());
+    }
+    annotations_.push_back({time->int_value(), open.empty() ? "" : open.back()});
+  }
+  std::stable_sort(annotations_.begin(), annotations_.end(),
+                   [](const Annotation& a, const Annotation& b) { return a.time_us < b.time_us; });
+}
+
+absl::StatusOr<bool> SnapshotSource::Next(TraceEvent* event) {
+  const auto& trace = snapshot_->device_traces[device_];
+  while (pos_ < trace.size()) {
+    const SnapshotTraceEntry& e = trace[pos_];
+    const int64_t time_us = e.time_us.value_or(first_time_us_);
+    if (next_annotation_ < annotations_.size() &&
+        annotations_[next_annotation_].time_us <= time_us) {
+      const Annotation& a = annotations_[next_annotation_++];
+      *event = TraceEvent{};
+      event->kind = EventKind::kMarker;
+      event->index = pos_;
+      event->time_ns =
+          static_cast<uint64_t>(std::max<int64_t>(0, a.time_us - first_time_us_)) * 1000;
+      event->text = a.text.empty() ? "(outside annotated regions)" : a.text;
+      return true;
+    }
+    ++pos_;
+    EventKind kind;
+    switch (e.action) {
+      case TraceAction::kAlloc:
+        kind = EventKind::kAlloc;
+        break;
+      case TraceAction::kFreeRequested:
+        kind = EventKind::kFreeRequested;
+        break;
+      case TraceAction::kFreeCompleted:
+        kind = EventKind::kFreeCompleted;
+        break;
+      case TraceAction::kSegmentAlloc:
+        kind = EventKind::kSegmentAlloc;
+        break;
+      case TraceAction::kSegmentFree:
+        kind = EventKind::kSegmentFree;
+        break;
+      case TraceAction::kSegmentMap:
+        kind = EventKind::kSegmentMap;
+        break;
+      case TraceAction::kSegmentUnmap:
+        kind = EventKind::kSegmentUnmap;
+        break;
+      case TraceAction::kOom:
+        kind = EventKind::kOom;
+        break;
+      default:
+        continue;  // snapshot, annotate, newer actions
+    }
+    *event = TraceEvent{};
+    event->kind = kind;
+    event->index = pos_ - 1;
+    event->time_ns = static_cast<uint64_t>(std::max<int64_t>(0, time_us - first_time_us_)) * 1000;
+    event->stream = static_cast<StreamId>(e.stream);
+    event->pool = e.size <= kSmallSizeBytes ? PoolKind::kSmall : PoolKind::kLarge;
+    if (kind == EventKind::kOom) {
+      event->bytes = e.size;
+      event->requested_bytes = e.size;
+      event->device_free_bytes = e.device_free;
+    } else if (kind == EventKind::kAlloc || kind == EventKind::kFreeRequested ||
+               kind == EventKind::kFreeCompleted) {
+      event->ptr = e.addr;
+      event->requested_bytes = e.size;
+    } else {
+      event->ptr = e.addr;
+      event->bytes = e.size;
+      event->pool = e.size == kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge;
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace fragscope

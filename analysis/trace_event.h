@@ -1,0 +1,122 @@
+// TraceEvent and TraceSource: the one event stream every analysis reads, whatever file it came
+// from.
+//
+// Sources (one file each): an .fslog event log (fslog_source.h, streamed chunk by chunk), a
+// PyTorch memory snapshot pickle (snapshot_source.h, whose device_traces PyTorch writes as one
+// pickled object), and RMM's logging_resource_adaptor CSV (rmm_source.h). OpenTrace
+// (open_trace.h) picks the source from the file's first bytes or extension.
+//
+// The events keep the vocabulary of the allocator (EventKind) so that a replay can compare the
+// trace's own allocator decisions with fragscope's. What each source knows differs, and the
+// fields say so rather than guess:
+//
+//   kind            .fslog                      PyTorch snapshot              RMM CSV
+//   alloc           block ptr, block size,      block ptr, requested bytes    ptr, requested
+//                   requested, stream           (bytes = 0: unknown), stream  (bytes = 0)
+//   free_requested  block ptr                   block ptr                     ptr
+//   free_completed  block ptr                   block ptr                     (synthesized)
+//   segment_*       address, bytes              address, bytes                --
+//   oom             rounded bytes, requested,   rounded bytes (= requested),  requested
+//                   device free/total,          device free                   ("allocate
+//                   reserved, allocated                                       failure")
+//   empty_cache     yes (flag kEventFlagOomRetry  -- (inferred by the replay)  --
+//                   marks the OOM retry's)
+//   marker          text                        record_function annotations   --
+//   options_change  text                        --                            --
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "allocator/allocator_events.h"
+#include "allocator/types.h"
+
+namespace fragscope {
+
+enum class TraceFormat : uint8_t { kFslog, kPyTorchSnapshot, kRmmCsv };
+
+std::string_view TraceFormatName(TraceFormat format);
+
+struct TraceEvent {
+  EventKind kind = EventKind::kAlloc;
+  PoolKind pool = PoolKind::kSmall;
+  uint8_t flags = 0;  // EventFlag bits (fslog only)
+  // Position in the source: the record's sequence number (fslog), the entry's index in
+  // device_traces (snapshot) or the row's line (RMM). Reports cite it as "event N".
+  uint64_t index = 0;
+  // Nanoseconds since the trace's first event (0 when the source has no times).
+  uint64_t time_ns = 0;
+  DevicePtr ptr = 0;             // block or segment address
+  uint64_t bytes = 0;            // block/segment size, OOM rounded size; 0 = unknown
+  uint64_t requested_bytes = 0;  // the caller's request (alloc, free_*, oom)
+  StreamId stream = 0;
+  // kOom: what the device and the allocator reported at the failure (0 = not recorded).
+  uint64_t device_free_bytes = 0;
+  uint64_t device_total_bytes = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t allocated_bytes = 0;
+  std::string text;  // kMarker, kOptionsChange
+};
+
+// A segment that existed before the trace's first event (a snapshot whose history recording
+// started after the model was loaded), and its allocated blocks, in address order.
+struct InitialBlock {
+  DevicePtr address = 0;
+  uint64_t size = 0;
+  uint64_t requested_bytes = 0;
+};
+struct InitialSegment {
+  DevicePtr address = 0;
+  uint64_t size = 0;
+  PoolKind pool = PoolKind::kLarge;
+  StreamId stream = 0;
+  std::vector<InitialBlock> allocated;  // the rest of the segment was free
+};
+
+struct TraceInfo {
+  std::string path;
+  TraceFormat format = TraceFormat::kFslog;
+  int32_t device = 0;
+  int32_t rank = 0;
+  int32_t world_size = 0;
+  int64_t pid = 0;
+  std::string host;
+  std::string device_name;
+  // Device capacity; 0 when the source does not say (see capacity_source).
+  uint64_t capacity_bytes = 0;
+  std::string capacity_source;  // "log header", "--capacity", "OOM device_free + reserved", ...
+  // The allocator settings the trace ran with, in PYTORCH_CUDA_ALLOC_CONF syntax.
+  std::string allocator_options;
+  // Unix time of the first event in ns (0 unknown).
+  int64_t start_wall_ns = 0;
+  // The source records empty_cache() itself (fslog); otherwise the replay infers it from
+  // segment frees.
+  bool records_empty_cache = false;
+  // The source records which blocks were freed only after other streams' events
+  // (free_completed later than free_requested); false for RMM, whose frees are immediate.
+  bool records_free_completed = true;
+  // Events that use expandable segments (segment_map/unmap) were seen, or the options enable them.
+  bool expandable_segments = false;
+  std::vector<InitialSegment> initial_segments;
+};
+
+// A stream of TraceEvents. Implementations hold O(1) state beyond their read buffer, except
+// the snapshot source, which holds the decoded pickle.
+class TraceSource {
+ public:
+  virtual ~TraceSource() = default;
+  const TraceInfo& info() const { return info_; }
+  TraceInfo& mutable_info() { return info_; }
+  // The next event; false at the end. Errors are sticky and name the file and position.
+  virtual absl::StatusOr<bool> Next(TraceEvent* event) = 0;
+  // Non-fatal problems met so far (torn tail, dropped records).
+  virtual std::vector<std::string> warnings() const { return {}; }
+
+ protected:
+  TraceInfo info_;
+};
+
+}  // namespace fragscope
