@@ -502,6 +502,13 @@ absl::Status Run(const Flags& flags, std::ostream& out) {
   }
   const bool training = flags.Has("train");
   FRAGSCOPE_CLI_TRY(CheckModeFlags(flags, training));
+  // Flag values first, so that a bad value is reported even when the model is also missing.
+  absl::StatusOr<est::TrainingConfig> training_config =
+      training ? BuildTraining(flags) : est::TrainingConfig();
+  if (!training_config.ok()) return training_config.status();
+  absl::StatusOr<est::InferenceConfig> inference_config =
+      training ? est::InferenceConfig() : BuildInference(flags);
+  if (!inference_config.ok()) return inference_config.status();
   absl::StatusOr<est::ModelSpec> spec = BuildModel(flags);
   if (!spec.ok()) return spec.status();
   absl::StatusOr<std::optional<est::GpuSpec>> gpu = BuildGpu(flags);
@@ -542,8 +549,7 @@ absl::Status Run(const Flags& flags, std::ostream& out) {
   };
 
   if (training) {
-    absl::StatusOr<est::TrainingConfig> config = BuildTraining(flags);
-    if (!config.ok()) return config.status();
+    absl::StatusOr<est::TrainingConfig>& config = training_config;
     if (solve) {
       if (*solve == "min-gpus") {
         absl::StatusOr<est::GpuCountResult> r =
@@ -572,8 +578,7 @@ absl::Status Run(const Flags& flags, std::ostream& out) {
     if (!estimate.ok()) return estimate.status();
     report.estimate = *std::move(estimate);
   } else {
-    absl::StatusOr<est::InferenceConfig> config = BuildInference(flags);
-    if (!config.ok()) return config.status();
+    absl::StatusOr<est::InferenceConfig>& config = inference_config;
     est::RooflineOptions roofline;
     FRAGSCOPE_CLI_TRY(ReadDouble(flags, "mfu", 1e-6, 1, roofline.compute_efficiency));
     FRAGSCOPE_CLI_TRY(ReadDouble(flags, "bw-efficiency", 1e-6, 1, roofline.bandwidth_efficiency));

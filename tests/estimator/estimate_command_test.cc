@@ -148,6 +148,7 @@ TEST(EstimateCommandTest, BadFlagsAndValuesNameThem) {
   ExpectUsageError({"--preset", "llama-2-7b", "--json=yes"}, {"--json", "yes"});
   ExpectUsageError({"llama-2-7b"}, {"llama-2-7b"});
   ExpectUsageError({}, {"--preset"});
+  ExpectUsageError({"--tp", "x"}, {"--tp", "'x'"});
   ExpectUsageError({"--preset", "llama-2-7b", "--train", "--batch", "4"}, {"--batch", "inference"});
   ExpectUsageError({"--preset", "llama-2-7b", "--solve", "max-batch"}, {"--solve", "--gpu"});
   ExpectUsageError({"--preset", "llama-2-7b", "--gpu", "h100", "--solve", "everything"},
