@@ -1,0 +1,86 @@
+// The C ABI of libfragscope_torch.so, for the Python helper (ctypes): the LibTorch registration of
+// the replace mode and the observe mode. Every function catches everything: no exception crosses
+// the C ABI. Errors: -1 and fragscope_torch_last_error().
+#include <torch/headeronly/version.h>
+
+#include <exception>
+#include <optional>
+#include <string>
+
+#include "hooks/torch_allocator.h"
+#include "hooks/torch_observer.h"
+
+namespace {
+
+thread_local std::string t_last_error;
+
+int Result(const absl::Status& status) {
+  if (status.ok()) return 0;
+  t_last_error = std::string(status.message());
+  return -1;
+}
+
+int Failed(const char* function) {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    t_last_error = std::string(function) + ": " + e.what();
+  } catch (...) {
+    t_last_error = std::string(function) + ": unknown exception";
+  }
+  return -1;
+}
+
+#define FRAGSCOPE_STRINGIFY_INNER(x) #x
+#define FRAGSCOPE_STRINGIFY(x) FRAGSCOPE_STRINGIFY_INNER(x)
+
+}  // namespace
+
+extern "C" {
+
+// The LibTorch version this library was built against ("2.11.0"): it must match the running one.
+const char* fragscope_torch_version(void) {
+  return FRAGSCOPE_STRINGIFY(TORCH_VERSION_MAJOR) "." FRAGSCOPE_STRINGIFY(
+      TORCH_VERSION_MINOR) "." FRAGSCOPE_STRINGIFY(TORCH_VERSION_PATCH);
+}
+
+const char* fragscope_torch_last_error(void) { return t_last_error.c_str(); }
+
+// fragscope_alloc.h's fragscope_configure semantics for conf and log (NULL = environment).
+int fragscope_torch_use_allocator(const char* conf, const char* log) {
+  try {
+    fragscope::torch_hooks::UseAllocatorOptions options;
+    if (conf != nullptr) options.conf = conf;
+    if (log != nullptr) options.log = log;
+    return Result(fragscope::torch_hooks::UseFragscopeAllocator(options));
+  } catch (...) {
+    return Failed("fragscope_torch_use_allocator");
+  }
+}
+
+// NULL or "" = FRAGSCOPE_LOG.
+int fragscope_torch_observe(const char* log) {
+  try {
+    return Result(fragscope::torch_hooks::ObserveNativeAllocator(log != nullptr ? log : ""));
+  } catch (...) {
+    return Failed("fragscope_torch_observe");
+  }
+}
+
+void fragscope_torch_observe_mark(const char* text) {
+  try {
+    if (text != nullptr) fragscope::torch_hooks::ObserveMark(text);
+  } catch (...) {
+    Failed("fragscope_torch_observe_mark");
+  }
+}
+
+int fragscope_torch_observe_flush(void) {
+  try {
+    return Result(fragscope::torch_hooks::ObserveFlush());
+  } catch (...) {
+    return Failed("fragscope_torch_observe_flush");
+  }
+}
+
+}  // extern "C"
