@@ -1,0 +1,315 @@
+"""fragscope inside a PyTorch job: one or two lines per mode (see hooks/README.md).
+
+    import fragscope
+    fragscope.use_allocator(conf="max_split_size_mb:128", log="/tmp/job.%r.%d.fslog")  # replace
+    fragscope.observe(log="/tmp/job.%r.%d.fslog")                                      # observe
+    # or run the job under LD_PRELOAD=.../libfragscope_preload.so                      # interpose
+
+    fragscope.mark("step 3 / backward")   # a phase marker in the log, in every mode
+    fragscope.stats()                     # torch.cuda.memory_stats() keys, in every mode
+    print(fragscope.memory_summary())
+
+The shared libraries are found in $FRAGSCOPE_LIB_DIR, else next to this package (fragscope/lib/),
+else in a build directory of the source tree (build*/hooks/). No build step is needed for this
+module itself; torch is imported only when a function needs it.
+"""
+
+import collections
+import ctypes
+import glob
+import json
+import os
+import threading
+
+__all__ = [
+    "use_allocator",
+    "observe",
+    "mark",
+    "flush",
+    "stats",
+    "memory_summary",
+    "snapshot",
+    "reset_peak_stats",
+    "preload_mode",
+    "lib_dir",
+]
+
+_ALLOC = "libfragscope_alloc.so"
+_TORCH = "libfragscope_torch.so"
+
+_lock = threading.Lock()
+_libs = {}
+
+
+class _State:
+    mode = None  # "replace" after use_allocator
+    observing = False
+
+
+_state = _State()
+
+
+def lib_dir():
+    """The directory holding libfragscope_alloc.so (and the other hook libraries)."""
+    env = os.environ.get("FRAGSCOPE_LIB_DIR")
+    if env:
+        if not os.path.isfile(os.path.join(env, _ALLOC)):
+            raise FileNotFoundError(f"FRAGSCOPE_LIB_DIR={env} has no {_ALLOC}")
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(here, "lib")]
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))  # hooks/python/fragscope
+    candidates += sorted(glob.glob(os.path.join(repo, "build*", "hooks")))
+    for candidate in candidates:
+        if os.path.isfile(os.path.join(candidate, _ALLOC)):
+            return candidate
+    raise FileNotFoundError(
+        f"cannot find {_ALLOC}: build the hooks (cmake --build <build> --target fragscope_alloc) "
+        "and set FRAGSCOPE_LIB_DIR=<build>/hooks")
+
+
+def _load(name):
+    with _lock:
+        if name not in _libs:
+            lib = ctypes.CDLL(os.path.join(lib_dir(), name))
+            _declare(lib, name)
+            _libs[name] = lib
+        return _libs[name]
+
+
+def _declare(lib, name):
+    c = ctypes
+    if name == _ALLOC:
+        lib.fragscope_configure.argtypes = [c.c_char_p, c.c_char_p]
+        lib.fragscope_configure.restype = c.c_int
+        lib.fragscope_last_error.restype = c.c_char_p
+        lib.fragscope_stat_count.restype = c.c_int
+        lib.fragscope_stat_key.argtypes = [c.c_int]
+        lib.fragscope_stat_key.restype = c.c_char_p
+        lib.fragscope_stat_values.argtypes = [c.c_int, c.POINTER(c.c_int64), c.c_int]
+        lib.fragscope_stat_values.restype = c.c_int
+        for fn in (lib.fragscope_memory_summary, lib.fragscope_snapshot_json):
+            fn.argtypes = [c.c_int, c.c_char_p, c.c_size_t]
+            fn.restype = c.c_size_t
+        lib.fragscope_mark.argtypes = [c.c_char_p]
+        lib.fragscope_flush.restype = c.c_int
+        lib.fragscope_reset_peak_stats.argtypes = [c.c_int]
+        lib.fragscope_reset_accumulated_stats.argtypes = [c.c_int]
+        lib.fragscope_malloc.argtypes = [c.c_size_t, c.c_int, c.c_void_p]
+        lib.fragscope_malloc.restype = c.c_void_p
+        lib.fragscope_free.argtypes = [c.c_void_p, c.c_size_t, c.c_int, c.c_void_p]
+    elif name == _TORCH:
+        lib.fragscope_torch_version.restype = c.c_char_p
+        lib.fragscope_torch_last_error.restype = c.c_char_p
+        lib.fragscope_torch_use_allocator.argtypes = [c.c_char_p, c.c_char_p]
+        lib.fragscope_torch_use_allocator.restype = c.c_int
+        lib.fragscope_torch_observe.argtypes = [c.c_char_p]
+        lib.fragscope_torch_observe.restype = c.c_int
+        lib.fragscope_torch_observe_mark.argtypes = [c.c_char_p]
+        lib.fragscope_torch_observe_flush.restype = c.c_int
+
+
+def _bytes(value):
+    return None if value is None else value.encode()
+
+
+def _preload():
+    """The interposer's C API if this process runs under LD_PRELOAD=libfragscope_preload.so."""
+    process = ctypes.CDLL(None)
+    if not hasattr(process, "fragscope_preload_mode"):
+        return None
+    process.fragscope_preload_mode.restype = ctypes.c_char_p
+    process.fragscope_preload_mark.argtypes = [ctypes.c_char_p]
+    process.fragscope_preload_flush.restype = ctypes.c_int
+    for fn in (process.fragscope_preload_stats_text, process.fragscope_preload_memory_summary):
+        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+        fn.restype = ctypes.c_size_t
+    return process
+
+
+def preload_mode():
+    """"observe", "cache" or "off" under LD_PRELOAD=libfragscope_preload.so, else None."""
+    process = _preload()
+    return process.fragscope_preload_mode().decode() if process else None
+
+
+def _torch_lib_if_compatible():
+    """libfragscope_torch.so when it exists and was built for the running torch, else None."""
+    try:
+        path = os.path.join(lib_dir(), _TORCH)
+    except FileNotFoundError:
+        return None
+    if not os.path.isfile(path):
+        return None
+    import torch
+
+    lib = _load(_TORCH)
+    built = lib.fragscope_torch_version().decode()
+    running = torch.__version__.split("+")[0]
+    return lib if built == running else None
+
+
+def use_allocator(conf=None, log=None, via="auto"):
+    """Makes fragscope's caching allocator PyTorch's CUDA allocator (mode 1, replace).
+
+    Call it before any CUDA tensor exists. conf: PYTORCH_CUDA_ALLOC_CONF syntax (None: the
+    FRAGSCOPE_ALLOC_CONF environment variable). log: .fslog path pattern, %p pid, %r rank, %d
+    device (None: FRAGSCOPE_LOG; "": no log).
+
+    via="torch" registers through libfragscope_torch.so (LibTorch's createCustomAllocator): an
+    out-of-memory raises torch.OutOfMemoryError. via="ctypes" uses only
+    torch.cuda.memory.CUDAPluggableAllocator and works with any torch version, but an
+    out-of-memory is a NULL pointer PyTorch does not check (an illegal memory access follows; the
+    reason is printed on stderr). "auto" picks "torch" when libfragscope_torch.so matches the
+    running torch.
+    """
+    import torch
+
+    if torch.cuda.is_initialized():
+        raise RuntimeError(
+            "CUDA is already initialized: call fragscope.use_allocator() before the first CUDA "
+            "tensor or torch.cuda.init()")
+    if via not in ("auto", "torch", "ctypes"):
+        raise ValueError(f"via must be auto, torch or ctypes, not {via!r}")
+    torch_lib = _torch_lib_if_compatible() if via != "ctypes" else None
+    if via == "torch" and torch_lib is None:
+        raise RuntimeError(f"{_TORCH} is missing or was built for another torch version")
+    if torch_lib is not None:
+        if torch_lib.fragscope_torch_use_allocator(_bytes(conf), _bytes(log)) != 0:
+            message = torch_lib.fragscope_torch_last_error().decode()
+            raise (RuntimeError if "initialized" in message else ValueError)(message)
+    else:
+        lib = _load(_ALLOC)
+        if lib.fragscope_configure(_bytes(conf), _bytes(log)) != 0:
+            raise ValueError(lib.fragscope_last_error().decode())
+        pluggable = torch.cuda.memory.CUDAPluggableAllocator(
+            os.path.join(lib_dir(), _ALLOC), "fragscope_malloc", "fragscope_free")
+        raw = pluggable.allocator()
+
+        def address(fn):
+            return ctypes.cast(fn, ctypes.c_void_p).value
+
+        raw.set_init_fn(address(lib.fragscope_init))
+        raw.set_reset_fn(address(lib.fragscope_empty_cache))
+        raw.set_memory_fraction_fn(address(lib.fragscope_set_memory_fraction))
+        raw.set_record_stream_fn(address(lib.fragscope_record_stream))
+        torch.cuda.memory.change_current_allocator(pluggable)
+    _state.mode = "replace"
+
+
+def observe(log=None):
+    """Logs PyTorch's own allocator into .fslog files (mode 2, observe); no behaviour change.
+
+    log: path pattern, %p pid, %r rank, %d device (None: FRAGSCOPE_LOG). Initializes CUDA.
+    """
+    import torch
+
+    lib = _torch_lib_if_compatible()
+    if lib is None:
+        raise RuntimeError(
+            f"fragscope.observe needs {_TORCH} built for torch {torch.__version__} in {lib_dir()}")
+    torch.cuda.init()
+    if lib.fragscope_torch_observe(_bytes(log or "")) != 0:
+        raise RuntimeError(lib.fragscope_torch_last_error().decode())
+    _state.observing = True
+
+
+def mark(text):
+    """A phase marker ("step 3 / backward") in the logs of every active mode."""
+    data = str(text).encode()
+    if _state.mode == "replace":
+        _load(_ALLOC).fragscope_mark(data)
+    if _state.observing:
+        _load(_TORCH).fragscope_torch_observe_mark(data)
+    process = _preload()
+    if process is not None:
+        process.fragscope_preload_mark(data)
+
+
+def flush():
+    """Writes every recorded event to the log files now."""
+    ok = True
+    if _state.mode == "replace":
+        ok &= _load(_ALLOC).fragscope_flush() == 0
+    if _state.observing:
+        ok &= _load(_TORCH).fragscope_torch_observe_flush() == 0
+    process = _preload()
+    if process is not None:
+        ok &= process.fragscope_preload_flush() == 0
+    if not ok:
+        raise OSError("fragscope could not write its log (see stderr)")
+
+
+def _device(device):
+    if device is not None:
+        return device if isinstance(device, int) else device.index or 0
+    import torch
+
+    return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
+
+
+def _text(fn, device):
+    size = fn(device, None, 0)
+    buf = ctypes.create_string_buffer(size + 1)
+    fn(device, buf, size + 1)
+    return buf.value.decode()
+
+
+def _replace_stats(device):
+    lib = _load(_ALLOC)
+    count = lib.fragscope_stat_count()
+    values = (ctypes.c_int64 * count)()
+    lib.fragscope_stat_values(device, values, count)
+    pairs = [(lib.fragscope_stat_key(i).decode(), values[i]) for i in range(count)]
+    return collections.OrderedDict(sorted(pairs))
+
+
+def stats(device=None):
+    """torch.cuda.memory_stats() of the allocator in use: fragscope's in replace mode and in the
+    interposer's cache mode, PyTorch's own otherwise. Same keys, sorted as PyTorch sorts them."""
+    device = _device(device)
+    if _state.mode == "replace":
+        return _replace_stats(device)
+    process = _preload()
+    if process is not None and process.fragscope_preload_mode() == b"cache":
+        pairs = []
+        for line in _text(process.fragscope_preload_stats_text, device).splitlines():
+            key, value = line.split(" ")
+            pairs.append((key, int(value)))
+        return collections.OrderedDict(sorted(pairs))
+    import torch
+
+    return torch.cuda.memory_stats(device)
+
+
+def memory_summary(device=None):
+    """torch.cuda.memory_summary() of the allocator in use (see stats())."""
+    device = _device(device)
+    if _state.mode == "replace":
+        return _text(_load(_ALLOC).fragscope_memory_summary, device)
+    process = _preload()
+    if process is not None and process.fragscope_preload_mode() == b"cache":
+        return _text(process.fragscope_preload_memory_summary, device)
+    import torch
+
+    return torch.cuda.memory_summary(device)
+
+
+def snapshot(device=None):
+    """torch.cuda.memory_snapshot()-style segments (list of dicts) of the allocator in use."""
+    if _state.mode == "replace":
+        return json.loads(_text(_load(_ALLOC).fragscope_snapshot_json, _device(device)))["segments"]
+    import torch
+
+    return torch.cuda.memory_snapshot()
+
+
+def reset_peak_stats(device=None):
+    """torch.cuda.reset_peak_memory_stats() of the allocator in use."""
+    device = _device(device)
+    if _state.mode == "replace":
+        _load(_ALLOC).fragscope_reset_peak_stats(device)
+        return
+    import torch
+
+    torch.cuda.reset_peak_memory_stats(device)
