@@ -1,0 +1,84 @@
+// PickleArena: the mutable object graph a pickle builds while its opcodes run, and its conversion
+// to an immutable PickleValue tree. Internal to the reader (pickle_reader.cc).
+//
+// Every stack slot, memo entry and container element is a Slot: scalars inline, strings as an
+// index into the interned leaves, containers as an index into the containers. Containers stay
+// mutable while the opcodes run, so a memo reference to a list sees later APPENDs exactly as in
+// Python. Strings are interned by content, so dict keys compare by index in O(1).
+//
+// Finalize() converts depth first, finalizing each container once and sharing the result wherever
+// it is referenced, so the work is linear in the arena size however often a subtree is referenced.
+// A container met again while it is being finalized contains itself and is rejected. Each
+// container's height is recorded so that the nesting of the result is bounded by max_depth along
+// every path, not just along the first one visited.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "analysis/pickle/pickle_value.h"
+
+namespace fragscope::pickle::internal {
+
+struct Slot {
+  PickleKind kind = PickleKind::kNone;
+  uint32_t ref = 0;   // leaf index (str, bytes, big int) or container index
+  uint64_t bits = 0;  // bool, int64, or the bit pattern of a double
+};
+
+struct Container {
+  PickleKind kind;          // kList, kTuple or kDict
+  size_t offset;            // byte offset of the opcode that created it, for errors
+  std::vector<Slot> items;  // a dict holds key, value, key, value, ... in SETITEM order
+};
+
+class PickleArena {
+ public:
+  // A str, bytes or big int leaf; equal content of one kind yields the same slot. `bytes` must
+  // outlive the arena (it points into the pickle). `offset` is only for the error.
+  absl::StatusOr<Slot> NewLeaf(PickleKind kind, std::string_view bytes, size_t offset);
+  absl::StatusOr<Slot> NewContainer(PickleKind kind, std::vector<Slot> items, size_t offset);
+  // REQUIRES: `slot` is a container slot of this arena.
+  Container& container(const Slot& slot) { return containers_[slot.ref]; }
+
+  // Converts the graph reachable from `root`. Duplicate dict keys resolve as in Python: the first
+  // insertion fixes the position, the last value wins. Consumes the arena.
+  absl::StatusOr<PickleValue> Finalize(const Slot& root, size_t max_depth);
+
+ private:
+  enum class State : uint8_t { kNew, kActive, kDone };
+  // A dict key reduced to what Python's == compares: True == 1 == 1.0; strs by interned index.
+  struct KeyId {
+    uint8_t tag;
+    uint64_t value;
+    friend bool operator==(const KeyId& a, const KeyId& b) {
+      return a.tag == b.tag && a.value == b.value;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const KeyId& k) {
+      return H::combine(std::move(h), k.tag, k.value);
+    }
+  };
+
+  absl::StatusOr<PickleValue> Convert(const Slot& slot, size_t depth, size_t* height);
+  absl::StatusOr<PickleValue> ConvertContainer(uint32_t index, size_t depth, size_t* height);
+  PickleValue ConvertDict(const Container& c, std::vector<PickleValue> flat) const;
+  static KeyId KeyOf(const Slot& key);
+
+  std::vector<PickleValue> leaves_;
+  absl::flat_hash_map<std::pair<uint8_t, std::string_view>, uint32_t> interned_;
+  std::vector<Container> containers_;
+
+  // Finalize state, one entry per container.
+  size_t max_depth_ = 0;
+  std::vector<State> state_;
+  std::vector<size_t> height_;
+  std::vector<PickleValue> done_;
+};
+
+}  // namespace fragscope::pickle::internal
