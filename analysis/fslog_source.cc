@@ -1,5 +1,6 @@
 #include "analysis/fslog_source.h"
 
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -14,6 +15,9 @@ absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::Open(const std::string
   if (!reader.ok()) return reader.status();
   auto source = std::unique_ptr<FslogSource>(new FslogSource(std::move(*reader)));
   source->info_.path = path;
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  source->file_bytes_ = ec ? 0.0 : static_cast<double>(size);
   return source;
 }
 
@@ -23,6 +27,7 @@ absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::OpenBytes(std::string_
   if (!reader.ok()) return reader.status();
   auto source = std::unique_ptr<FslogSource>(new FslogSource(std::move(*reader)));
   source->info_.path = std::move(name);
+  source->file_bytes_ = static_cast<double>(bytes.size());
   return source;
 }
 

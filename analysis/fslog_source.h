@@ -27,6 +27,9 @@ class FslogSource final : public TraceSource {
 
   absl::StatusOr<bool> Next(TraceEvent* event) override;
   std::vector<std::string> warnings() const override { return reader_.warnings(); }
+  double Progress() const override {
+    return file_bytes_ == 0 ? 0.0 : static_cast<double>(reader_.offset()) / file_bytes_;
+  }
 
  private:
   explicit FslogSource(EventLogReader reader);
@@ -38,6 +41,7 @@ class FslogSource final : public TraceSource {
   uint64_t first_sequence_ = 0;
   uint64_t time_base_ns_ = 0;
   bool have_time_base_ = false;
+  double file_bytes_ = 0;
 };
 
 }  // namespace fragscope

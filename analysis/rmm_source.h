@@ -24,6 +24,9 @@ class RmmSource final : public TraceSource {
 
   absl::StatusOr<bool> Next(TraceEvent* event) override;
   std::vector<std::string> warnings() const override;
+  double Progress() const override {
+    return log_->entries.empty() ? 1.0 : static_cast<double>(pos_) / log_->entries.size();
+  }
 
  private:
   RmmSource() = default;

@@ -105,6 +105,7 @@ absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
   // Expandable segments are mapped piecemeal (segment_map): their final extents say nothing
   // reliable about the state before the trace, and the replay does not implement them.
   if (!info_.expandable_segments) ReconstructInitialState();
+  InferCapacity();
   CollectAnnotations();
   return absl::OkStatus();
 }
@@ -160,6 +161,28 @@ void SnapshotSource::ReconstructInitialState() {
   for (auto& [address, segment] : segments) info_.initial_segments.push_back(std::move(segment));
 }
 
+void SnapshotSource::InferCapacity() {
+  // Snapshots record no capacity. At an OOM the device had device_free bytes free while the
+  // allocator reserved the trace's running total: their sum is a lower bound of the capacity.
+  uint64_t reserved = 0;
+  for (const InitialSegment& s : info_.initial_segments) reserved += s.size;
+  uint64_t capacity = 0;
+  for (const SnapshotTraceEntry& e : snapshot_->device_traces[device_]) {
+    if (e.action == TraceAction::kSegmentAlloc || e.action == TraceAction::kSegmentMap) {
+      reserved += e.size;
+    } else if (e.action == TraceAction::kSegmentFree || e.action == TraceAction::kSegmentUnmap) {
+      reserved -= std::min(reserved, e.size);
+    } else if (e.action == TraceAction::kOom) {
+      capacity = std::max(capacity, e.device_free + reserved);
+    }
+  }
+  if (capacity > 0) {
+    info_.capacity_bytes = capacity;
+    info_.capacity_source =
+        "largest device free + reserved at an OOM (snapshots record no capacity)";
+  }
+}
+
 void SnapshotSource::CollectAnnotations() {
   const pickle::PickleValue& list = snapshot_->external_annotations;
   if (list.kind() != pickle::PickleKind::kList) return;
@@ -189,6 +212,11 @@ void SnapshotSource::CollectAnnotations() {
   }
   std::stable_sort(annotations_.begin(), annotations_.end(),
                    [](const Annotation& a, const Annotation& b) { return a.time_us < b.time_us; });
+}
+
+double SnapshotSource::Progress() const {
+  const size_t n = snapshot_->device_traces[device_].size();
+  return n == 0 ? 1.0 : static_cast<double>(pos_) / static_cast<double>(n);
 }
 
 absl::StatusOr<bool> SnapshotSource::Next(TraceEvent* event) {

@@ -44,6 +44,7 @@ class SnapshotSource final : public TraceSource {
       const SnapshotSourceOptions& options = {});
 
   absl::StatusOr<bool> Next(TraceEvent* event) override;
+  double Progress() const override;
 
   const std::shared_ptr<const PyTorchSnapshot>& snapshot() const { return snapshot_; }
 
@@ -55,6 +56,7 @@ class SnapshotSource final : public TraceSource {
   SnapshotSource() = default;
   absl::Status Init(const SnapshotSourceOptions& options);
   void ReconstructInitialState();
+  void InferCapacity();
   void CollectAnnotations();
 
   std::shared_ptr<const PyTorchSnapshot> snapshot_;

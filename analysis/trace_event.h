@@ -114,6 +114,8 @@ class TraceSource {
   virtual absl::StatusOr<bool> Next(TraceEvent* event) = 0;
   // Non-fatal problems met so far (torn tail, dropped records).
   virtual std::vector<std::string> warnings() const { return {}; }
+  // The fraction of the input consumed so far, in [0, 1] (for progress bars).
+  virtual double Progress() const { return 0.0; }
 
  protected:
   TraceInfo info_;

@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "absl/strings/str_format.h"
+#include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/dump_command.h"
 #include "analysis/cli/estimate_command.h"
 
@@ -22,6 +23,11 @@ constexpr Command kCommands[] = {
     {"demo", "simulate a transformer training job and explain its memory", RunDemoCommand},
     {"estimate", "theoretical memory footprint of training or inference", RunEstimateCommand},
     {"dump", "print the records of an .fslog event log", RunDumpCommand},
+    {"analyze", "explain a trace's memory use and OOMs; sweep allocator settings", RunAnalyzeCommand},
+    {"verify", "check that fragscope's allocator reproduces a trace's decisions", RunVerifyCommand},
+    {"sweep", "replay a trace under a grid of allocator settings", RunSweepCommand},
+    {"convert", "convert between .fslog, PyTorch snapshot pickle and Chrome trace JSON",
+     RunConvertCommand},
 };
 
 void PrintUsage(std::ostream& out) {

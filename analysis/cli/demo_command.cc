@@ -1,115 +1,249 @@
-// `fragscope demo`: runs the built-in transformer training workload (analysis/demo_workload.h)
-// through the faithful allocator on a simulated device and reports what the allocator did.
-#include <charconv>
-#include <string_view>
+// `fragscope demo`: the whole story on a built-in workload. A GPT-style model trains with
+// variable sequence lengths on a simulated 16 GiB GPU through fragscope's reimplementation of
+// PyTorch's caching allocator, with an event log recorded, and dies of a fragmentation OOM;
+// fragscope analyzes the log, explains the OOM, sweeps allocator settings, re-runs the job with
+// the recommended one, and writes the HTML report.
+#include <unistd.h>
 
-#include "absl/container/flat_hash_map.h"
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "allocator/caching_allocator.h"
 #include "allocator/format_size.h"
-#include "allocator/memory_summary.h"
-#include "allocator/simulated_backend.h"
+#include "analysis/analyzer.h"
+#include "analysis/cli/cli_flags.h"
 #include "analysis/cli/command_line.h"
-#include "analysis/demo_workload.h"
+#include "analysis/cli/progress_bar.h"
+#include "analysis/demo_job.h"
+#include "analysis/html_report.h"
+#include "analysis/json_report.h"
+#include "analysis/text_report.h"
 
 namespace fragscope::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: fragscope demo [--conf PYTORCH_CUDA_ALLOC_CONF] [--capacity-gib N] [--steps N]\n"
-    "                      [--micro-batch N] [--seed N]\n\n"
-    "Simulates mixed-precision AdamW training of a GPT-2-medium-sized model (355M parameters)\n"
-    "with variable sequence lengths on a simulated GPU (16 GiB by default), through fragscope's\n"
-    "reimplementation of PyTorch's caching allocator, and prints the allocator's report.\n";
+    R"usage(usage: fragscope demo [--html OUT | --no-html] [--json OUT] [--log OUT] [--conf CONF]
+                      [--capacity-gib N] [--steps N] [--micro-batch N] [--seed N] [--threads N]
 
-bool ParseInt(std::string_view text, int64_t* value) {
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *value);
-  return ec == std::errc() && end == text.data() + text.size() && *value > 0;
+Simulates mixed-precision (bf16) AdamW training of a GPT-2-medium-sized model (355M parameters,
+flash attention) with variable sequence lengths on a simulated 16 GiB GPU, through fragscope's
+reimplementation of PyTorch's caching allocator, recording an event log. The job dies of a
+fragmentation OOM; fragscope explains it, sweeps max_split_size_mb, re-runs the job with the
+setting that avoids the OOM, and writes an HTML report (fragscope-demo.html by default).
+
+  --html OUT        the HTML report's path (default fragscope-demo.html)
+  --no-html         no HTML report
+  --json OUT        also write the JSON report
+  --log OUT         keep the recorded event log (.fslog) there
+  --conf CONF       the job's PYTORCH_CUDA_ALLOC_CONF (default: PyTorch's defaults)
+)usage";
+
+// The workload that dies of fragmentation on 16 GiB (found by sweeping seeds and batch sizes;
+// tests/analysis/demo_test.cc pins the outcome).
+DemoWorkloadConfig DefaultWorkload() {
+  DemoWorkloadConfig w;
+  w.micro_batch = 10;
+  w.seed = 3;
+  w.steps = 12;
+  w.flash_attention = true;
+  return w;
+}
+
+absl::StatusOr<int64_t> PositiveFlag(const ParsedFlags& flags, std::string_view name,
+                                     int64_t fallback) {
+  const std::string* v = flags.Get(name);
+  if (v == nullptr) return fallback;
+  absl::StatusOr<uint64_t> n = ParseCount(*v, name);
+  if (!n.ok()) return n.status();
+  if (*n == 0) return absl::InvalidArgumentError(absl::StrFormat("%s must be positive", name));
+  return static_cast<int64_t>(*n);
 }
 
 }  // namespace
 
 int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string conf;
-  int64_t capacity_gib = 16;
-  DemoWorkloadConfig workload;
-  workload.micro_batch = 4;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    if (flag == "--help" || flag == "-h") {
-      out << kUsage;
-      return 0;
-    }
-    if (i + 1 >= args.size()) {
-      err << "fragscope demo: " << flag
-          << (flag.rfind("--", 0) == 0 ? " needs a value\n" : ": unexpected argument\n") << kUsage;
-      return 2;
-    }
-    const std::string& value = args[++i];
-    int64_t number = 0;
-    if (flag == "--conf") {
-      conf = value;
-      continue;
-    }
-    if (!ParseInt(value, &number)) {
-      err << "fragscope demo: " << flag << " expects a positive integer, got '" << value << "'\n";
-      return 2;
-    }
-    if (flag == "--capacity-gib") {
-      capacity_gib = number;
-    } else if (flag == "--steps") {
-      workload.steps = static_cast<int>(number);
-    } else if (flag == "--micro-batch") {
-      workload.micro_batch = static_cast<int>(number);
-    } else if (flag == "--seed") {
-      workload.seed = static_cast<uint64_t>(number);
-    } else {
-      err << "fragscope demo: unknown flag " << flag << "\n" << kUsage;
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, {{"--html"},
+                                                        {"--no-html", false},
+                                                        {"--json"},
+                                                        {"--log"},
+                                                        {"--conf"},
+                                                        {"--capacity-gib"},
+                                                        {"--steps"},
+                                                        {"--micro-batch"},
+                                                        {"--seed"},
+                                                        {"--threads"}});
+  if (!flags.ok()) {
+    err << "fragscope demo: " << flags.status().message() << "\n\n" << kUsage;
+    return 2;
+  }
+  if (flags->Has("--help")) {
+    out << kUsage;
+    return 0;
+  }
+  if (!flags->positional.empty()) {
+    err << "fragscope demo: unexpected argument '" << flags->positional[0] << "'\n\n" << kUsage;
+    return 2;
+  }
+  DemoWorkloadConfig workload = DefaultWorkload();
+  absl::StatusOr<int64_t> capacity_gib = PositiveFlag(*flags, "--capacity-gib", 16);
+  absl::StatusOr<int64_t> steps = PositiveFlag(*flags, "--steps", workload.steps);
+  absl::StatusOr<int64_t> batch = PositiveFlag(*flags, "--micro-batch", workload.micro_batch);
+  absl::StatusOr<int64_t> seed = PositiveFlag(*flags, "--seed", 3);
+  absl::StatusOr<int64_t> threads = PositiveFlag(*flags, "--threads", 0);
+  for (const absl::StatusOr<int64_t>* v : {&capacity_gib, &steps, &batch, &seed}) {
+    if (!v->ok()) {
+      err << "fragscope demo: " << v->status().message() << "\n";
       return 2;
     }
   }
+  if (!threads.ok() && flags->Has("--threads")) {
+    err << "fragscope demo: " << threads.status().message() << "\n";
+    return 2;
+  }
+  workload.steps = static_cast<int>(*steps);
+  workload.micro_batch = static_cast<int>(*batch);
+  workload.seed = static_cast<uint64_t>(*seed);
+  const std::string conf = flags->Get("--conf") != nullptr ? *flags->Get("--conf") : "";
   absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(conf);
   if (!options.ok()) {
     err << "fragscope demo: --conf: " << options.status().message() << "\n";
     return 2;
   }
+  const uint64_t capacity = static_cast<uint64_t>(*capacity_gib) * kGiB;
 
-  SimulatedBackend device(static_cast<uint64_t>(capacity_gib) * kGiB);
-  CachingAllocator allocator(device, *options);
-  const std::vector<WorkloadOp> ops = GenerateDemoWorkload(workload);
-  out << absl::StrFormat(
-      "fragscope demo: %d training steps of a %.0fM-parameter GPT-style model (bf16, AdamW),\n"
-      "micro-batch %d, variable sequence lengths, on a simulated %d GiB GPU%s\n\n",
-      workload.steps, static_cast<double>(DemoModelParameters(workload)) / 1e6,
-      workload.micro_batch, capacity_gib,
-      conf.empty() ? "" : absl::StrCat(" with PYTORCH_CUDA_ALLOC_CONF=", conf));
-
-  absl::flat_hash_map<uint64_t, DevicePtr> live;
-  std::string phase = "start";
-  for (const WorkloadOp& op : ops) {
-    if (op.kind == WorkloadOp::Kind::kMark) {
-      phase = op.text;
-      continue;
-    }
-    if (op.kind == WorkloadOp::Kind::kFree) {
-      absl::Status status = allocator.Free(live.at(op.id));
-      if (!status.ok()) {
-        err << "fragscope demo: internal error: " << status.message() << "\n";
-        return 1;
-      }
-      live.erase(op.id);
-      continue;
-    }
-    absl::StatusOr<DevicePtr> ptr = allocator.Allocate(op.bytes, 0);
-    if (!ptr.ok()) {
-      out << "The job died in " << phase << " allocating " << FormatSize(op.bytes) << ":\n\n"
-          << ptr.status().message() << "\n\n";
-      out << MemorySummary(allocator.GetStats(), 0);
-      return 0;
-    }
-    live.emplace(op.id, *ptr);
+  // 1. Run the job, recording its event log.
+  std::string log_path;
+  if (const std::string* keep = flags->Get("--log")) {
+    log_path = *keep;
+  } else {
+    log_path = (std::filesystem::temp_directory_path() /
+                absl::StrFormat("fragscope-demo-%d.fslog", getpid()))
+                   .string();
   }
-  out << "The job completed.\n\n" << MemorySummary(allocator.GetStats(), 0);
+  EventLogHeader header;
+  header.device_total_bytes = capacity;
+  header.device_name = absl::StrFormat("simulated %d GiB GPU", *capacity_gib);
+  header.host = "fragscope-demo";
+  header.allocator_options = conf;
+  header.start_monotonic_ns = 1'000'000'000;
+  absl::StatusOr<std::unique_ptr<FslogFileWriter>> log = FslogFileWriter::Open(log_path, header);
+  if (!log.ok()) {
+    err << "fragscope demo: " << log.status().message() << "\n";
+    return 1;
+  }
+  out << absl::StrFormat(
+      "fragscope demo: %d training steps of a %.0fM-parameter GPT-style model (bf16, AdamW, flash "
+      "attention),\nmicro-batch %d, sequence lengths varying per step, on a simulated %d GiB GPU"
+      "%s.\n\n",
+      workload.steps, static_cast<double>(DemoModelParameters(workload)) / 1e6,
+      workload.micro_batch, *capacity_gib,
+      conf.empty() ? "" : absl::StrCat(" with PYTORCH_CUDA_ALLOC_CONF=", conf));
+  absl::StatusOr<DemoJobResult> job = RunDemoJob(workload, *options, capacity, log->get());
+  absl::Status closed = (*log)->Close();
+  if (!job.ok() || !closed.ok()) {
+    err << "fragscope demo: " << (job.ok() ? closed : job.status()).message() << "\n";
+    return 1;
+  }
+  if (job->completed) {
+    out << absl::StrFormat("The job completed all %d steps (peak reserved %s).\n\n", workload.steps,
+                           FormatSize(job->peak_reserved_bytes));
+  } else {
+    out << absl::StrFormat("The job died after %d steps, in \"%s\":\n\n  %s\n\n",
+                           job->steps_completed, job->oom_phase, job->oom_message);
+  }
+
+  // 2. Analyze the log: explanation and sweep.
+  out << "fragscope analyze " << log_path << "\n\n";
+  AnalysisOptions analysis;
+  analysis.threads = threads.ok() ? static_cast<int>(*threads) : 0;
+  ProgressBar bar(err);
+  analysis.progress = [&](const std::string& stage, double f) { bar.Update(stage, f); };
+  absl::StatusOr<AnalysisReport> report = AnalyzeTraces({log_path}, analysis);
+  bar.Clear();
+  if (!report.ok()) {
+    err << "fragscope demo: " << report.status().message() << "\n";
+    return 1;
+  }
+  TextReportOptions text;
+  text.memory_summary = false;
+  RenderTextReport(*report, text, out);
+
+  // 3. The log ends at the OOM, so the sweep shows which settings get past it. Re-run the whole
+  // job under each of those, best first, and take the first that completes every step.
+  RankReport& rank = report->ranks[0];
+  if (!job->completed && !rank.sweep.empty()) {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < rank.sweep.size(); ++i) {
+      if (rank.sweep[i].ooms == 0 && rank.sweep[i].error.empty()) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const SweepResult& x = rank.sweep[a];
+      const SweepResult& y = rank.sweep[b];
+      return x.peak_reserved_bytes != y.peak_reserved_bytes
+                 ? x.peak_reserved_bytes < y.peak_reserved_bytes
+                 : x.device_mallocs < y.device_mallocs;
+    });
+    out << absl::StrFormat(
+        "\nThe log ends at the OOM, so the sweep shows which settings get past it. Re-running the "
+        "whole\njob (all %d steps) under each of them:\n",
+        workload.steps);
+    std::optional<size_t> fix;
+    for (size_t i : order) {
+      const SweepResult& r = rank.sweep[i];
+      absl::StatusOr<DemoJobResult> rerun = RunDemoJob(workload, r.config.options, capacity);
+      if (!rerun.ok()) continue;
+      out << absl::StrFormat(
+          "  %-28s %s\n", r.config.label,
+          rerun->completed ? absl::StrFormat("completes (peak reserved %s, peak allocated %s)",
+                                             FormatSize(rerun->peak_reserved_bytes),
+                                             FormatSize(rerun->peak_allocated_bytes))
+                           : absl::StrFormat("dies later, in \"%s\"", rerun->oom_phase));
+      if (rerun->completed && !fix.has_value()) fix = i;
+    }
+    if (fix.has_value()) {
+      rank.recommended = fix;
+      rank.recommendation = absl::StrFormat(
+          "avoids the OOM and completes all %d steps (checked by re-running the whole job), with "
+          "the lowest peak reserved memory of those that do",
+          workload.steps);
+      for (OomExplanation& x : rank.ooms) {
+        x.avoided_by = absl::StrFormat(
+            "%s avoids it, and the whole job then completes (peak reserved %s in the sweep)",
+            rank.sweep[*fix].config.label, FormatSize(rank.sweep[*fix].peak_reserved_bytes));
+      }
+      out << absl::StrFormat("\nThe fix: PYTORCH_CUDA_ALLOC_CONF=%s\n",
+                             rank.sweep[*fix].config.label);
+    } else {
+      out << "\nNo swept setting completes the whole job.\n";
+    }
+  }
+
+  // 4. Reports.
+  if (!flags->Has("--no-html")) {
+    const std::string html =
+        flags->Get("--html") != nullptr ? *flags->Get("--html") : "fragscope-demo.html";
+    if (absl::Status s = WriteHtmlReportFile(*report, html); !s.ok()) {
+      err << "fragscope demo: " << s.message() << "\n";
+      return 1;
+    }
+    out << "\nHTML report: " << html << "\n";
+  }
+  if (const std::string* json = flags->Get("--json")) {
+    std::ofstream file(*json, std::ios::trunc);
+    WriteJsonReport(*report, {}, file);
+    out << "JSON report: " << *json << "\n";
+  }
+  if (flags->Get("--log") == nullptr) {
+    std::error_code ec;
+    std::filesystem::remove(log_path, ec);
+  } else {
+    out << "Event log: " << log_path << "\n";
+  }
   return 0;
 }
 

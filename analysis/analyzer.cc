@@ -1,0 +1,292 @@
+#include "analysis/analyzer.h"
+
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "allocator/format_size.h"
+#include "allocator/memory_summary.h"
+#include "analysis/hook_list.h"
+#include "analysis/metrics.h"
+#include "analysis/model_gap.h"
+#include "analysis/oom_explainer.h"
+
+namespace fragscope {
+namespace {
+
+constexpr uint64_t kUnknownCapacityBytes = uint64_t{1} << 40;  // 1 TiB
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Captures the layout after the last event whose index is <= at (--at EVENT).
+class AtCapture final : public ReplayHooks {
+ public:
+  AtCapture(Replayer& replayer, uint64_t at) : replayer_(replayer), at_(at) {}
+  void OnTraceEvent(const TraceEvent& event) override {
+    if (!layout_.has_value() && event.index > at_) Capture();
+    prev_index_ = event.index;
+    prev_time_ns_ = event.time_ns;
+  }
+  void OnFinish() override {
+    if (!layout_.has_value()) Capture();
+  }
+  std::optional<LayoutSummary>& layout() { return layout_; }
+
+ private:
+  void Capture() {
+    layout_ = CurrentLayout(replayer_);
+    layout_->index = prev_index_;
+    layout_->time_ns = prev_time_ns_;
+  }
+  Replayer& replayer_;
+  uint64_t at_;
+  uint64_t prev_index_ = 0;
+  uint64_t prev_time_ns_ = 0;
+  std::optional<LayoutSummary> layout_;
+};
+
+// Reports the replay's progress every 64 Ki operations.
+class ProgressHook final : public ReplayHooks {
+ public:
+  ProgressHook(const TraceSource& source, const AnalysisOptions& options)
+      : source_(source), options_(options) {}
+  void OnOpDone(const TraceEvent&) override {
+    if ((++ops_ & 0xFFFF) == 0 && options_.progress)
+      options_.progress("replay", source_.Progress());
+  }
+
+ private:
+  const TraceSource& source_;
+  const AnalysisOptions& options_;
+  uint64_t ops_ = 0;
+};
+
+std::string DescribeFix(const SweepResult& r) {
+  return absl::StrFormat("%s avoids it (peak reserved %s, %d device mallocs)", r.config.label,
+                         FormatSize(r.peak_reserved_bytes), r.device_mallocs);
+}
+
+}  // namespace
+
+uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
+                         std::string* source) {
+  if (options.capacity_bytes.has_value()) {
+    *source = "--capacity";
+    return *options.capacity_bytes;
+  }
+  if (info.capacity_bytes > 0) {
+    *source = info.capacity_source.empty() ? "trace" : info.capacity_source;
+    return info.capacity_bytes;
+  }
+  *source = "not recorded in the trace: assumed 1 TiB (pass --capacity for OOM counterfactuals)";
+  return kUnknownCapacityBytes;
+}
+
+absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
+                                              const AnalysisOptions& options) {
+  ReplayConfig config;
+  std::string source;
+  config.capacity_bytes = ResolveCapacity(info, options, &source);
+  const std::string& conf = options.conf.has_value() ? *options.conf : info.allocator_options;
+  absl::StatusOr<AllocatorOptions> parsed = ParseAllocatorOptions(conf);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s '%s': %s", options.conf.has_value() ? "--conf" : "the trace's allocator settings", conf,
+        parsed.status().message()));
+  }
+  config.options = *parsed;
+  config.follow_options_changes = !options.conf.has_value();
+  if (options.allowed_bytes.has_value()) {
+    config.allowed_bytes = options.allowed_bytes;
+  } else if (options.memory_fraction.has_value()) {
+    config.allowed_bytes = static_cast<uint64_t>(*options.memory_fraction *
+                                                 static_cast<double>(config.capacity_bytes));
+  }
+  return config;
+}
+
+absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const AnalysisOptions& options) {
+  absl::StatusOr<std::unique_ptr<TraceSource>> source = opener.Open();
+  if (!source.ok()) return source.status();
+  RankReport report;
+  report.info = (*source)->info();
+  report.info.initial_segments.clear();
+  absl::StatusOr<ReplayConfig> config = MakeReplayConfig((*source)->info(), options);
+  if (!config.ok()) return config.status();
+  report.capacity_bytes = ResolveCapacity((*source)->info(), options, &report.capacity_source);
+  report.allowed_bytes = config->allowed_bytes;
+  report.options = FormatAllocatorOptions(config->options);
+
+  const auto replay_start = std::chrono::steady_clock::now();
+  Replayer replayer(**source, *config);
+  if (absl::Status s = replayer.Init(); !s.ok()) return s;
+  MetricsCollector metrics(replayer, options.timeline_points);
+  OomCollector ooms(replayer);
+  ProgressHook progress(**source, options);
+  HookList hooks;
+  hooks.Add(&metrics);
+  hooks.Add(&ooms);
+  hooks.Add(&progress);
+  std::optional<AtCapture> at;
+  if (options.at_index.has_value()) {
+    at.emplace(replayer, *options.at_index);
+    hooks.Add(&*at);
+  }
+  if (absl::Status s = replayer.Run(&hooks); !s.ok()) return s;
+  report.replay_seconds = Seconds(replay_start);
+  if (options.progress) options.progress("replay", 1.0);
+
+  report.metrics = metrics.metrics();
+  report.memory_summary = MemorySummary(report.metrics.final_stats, (*source)->info().device);
+  report.ooms = std::move(ooms.explanations());
+  report.oom_count = ooms.total();
+  report.final_layout = CurrentLayout(replayer);
+  report.final_layout.maps.clear();
+  if (at.has_value()) {
+    report.at_index = options.at_index;
+    report.at_layout = std::move(at->layout());
+  }
+  report.warnings = replayer.warnings();
+  for (const std::string& w : (*source)->warnings()) report.warnings.push_back(w);
+  if (report.metrics.events == 0) {
+    report.warnings.push_back("the trace has no events: nothing to analyze");
+  }
+
+  bool trace_has_oom = false;
+  for (const OomExplanation& x : report.ooms) trace_has_oom |= x.in_trace || x.in_replay;
+  if (options.run_sweep && report.metrics.events > 0) {
+    const auto sweep_start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<SweepConfig>> configs =
+        BuildSweepConfigs(config->options, options.sweep);
+    if (!configs.ok()) return configs.status();
+    report.sweep = RunSweep(
+        opener, *configs, {config->capacity_bytes, config->allowed_bytes}, options.threads,
+        [&](size_t done, size_t total) {
+          if (options.progress) {
+            options.progress("sweep", static_cast<double>(done) / static_cast<double>(total));
+          }
+        });
+    report.sweep_seconds = Seconds(sweep_start);
+    if (std::optional<SweepRecommendation> rec = RecommendConfig(report.sweep, trace_has_oom)) {
+      report.recommended = rec->index;
+      report.recommendation = rec->reason;
+    } else {
+      report.recommendation = "no tested configuration avoids the OOM";
+    }
+    for (OomExplanation& x : report.ooms) {
+      std::optional<size_t> fix = SmallestFixFor(report.sweep, x.event_index);
+      x.avoided_by =
+          fix.has_value() ? DescribeFix(report.sweep[*fix]) : "no tested setting avoids it";
+    }
+  }
+
+  if (options.model.has_value()) {
+    absl::StatusOr<estimator::MemoryEstimate> estimate = EstimateFromModelSpec(*options.model);
+    if (!estimate.ok()) return estimate.status();
+    const LayoutSummary* where = nullptr;
+    for (const OomExplanation& x : report.ooms) {
+      if (x.layout.has_value()) {
+        where = &*x.layout;
+        report.model_gap_where = absl::StrFormat("at the first OOM (event %d)", x.event_index);
+        break;
+      }
+    }
+    if (where == nullptr && report.at_layout.has_value()) {
+      where = &*report.at_layout;
+      report.model_gap_where = absl::StrFormat("at event %d (--at)", report.at_layout->index);
+    }
+    if (where != nullptr) {
+      report.model_gap = CompareWithModel(*estimate, *where);
+      for (OomExplanation& x : report.ooms) {
+        if (x.layout.has_value()) x.model_gap = CompareWithModel(*estimate, *x.layout).lines;
+      }
+    } else {
+      report.model_gap_where =
+          "no OOM and no --at EVENT: nothing to compare (pass --at to pick a moment)";
+    }
+  }
+  return report;
+}
+
+absl::StatusOr<AnalysisReport> AnalyzeTraces(const std::vector<std::string>& paths,
+                                             const AnalysisOptions& options) {
+  if (paths.empty()) return absl::InvalidArgumentError("no trace given");
+  std::vector<TraceOpener> openers;
+  std::map<int32_t, std::string> rank_paths;
+  std::optional<int32_t> world_size;
+  std::string world_size_path;
+  for (const std::string& path : paths) {
+    absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path, {options.device});
+    if (!opener.ok()) return opener.status();
+    if (paths.size() > 1) {
+      absl::StatusOr<std::unique_ptr<TraceSource>> probe = opener->Open();
+      if (!probe.ok()) return probe.status();
+      const TraceInfo& info = (*probe)->info();
+      if (info.format != TraceFormat::kFslog) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: several traces are analyzed as the ranks of one job, which needs .fslog logs "
+            "(they record the rank); analyze %s traces one at a time",
+            path, TraceFormatName(info.format)));
+      }
+      auto [it, inserted] = rank_paths.emplace(info.rank, path);
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "unknown rank mix: %s and %s both claim rank %d; give one log per rank of one job",
+            it->second, path, info.rank));
+      }
+      if (world_size.has_value() && *world_size != info.world_size) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "unknown rank mix: %s has world size %d but %s has %d; these logs are not from one "
+            "job",
+            world_size_path, *world_size, path, info.world_size));
+      }
+      world_size = info.world_size;
+      world_size_path = path;
+    }
+    openers.push_back(std::move(*opener));
+  }
+  AnalysisReport report;
+  for (const TraceOpener& opener : openers) {
+    absl::StatusOr<RankReport> rank = AnalyzeTrace(opener, options);
+    if (!rank.ok()) return rank.status();
+    report.ranks.push_back(std::move(*rank));
+  }
+  if (report.ranks.size() > 1) {
+    // Worst: the first to run out of memory (wall clock); else the highest peak reserved.
+    std::optional<size_t> worst;
+    int64_t worst_time = 0;
+    for (size_t i = 0; i < report.ranks.size(); ++i) {
+      const RankReport& r = report.ranks[i];
+      if (r.ooms.empty()) continue;
+      const int64_t t = r.info.start_wall_ns + static_cast<int64_t>(r.ooms.front().time_ns);
+      if (!worst.has_value() || t < worst_time) {
+        worst = i;
+        worst_time = t;
+      }
+    }
+    if (worst.has_value()) {
+      report.worst = worst;
+      report.worst_reason = absl::StrFormat("rank %d ran out of memory first (event %d)",
+                                            report.ranks[*worst].info.rank,
+                                            report.ranks[*worst].ooms.front().event_index);
+    } else {
+      size_t best = 0;
+      for (size_t i = 1; i < report.ranks.size(); ++i) {
+        if (report.ranks[i].metrics.peak_reserved_bytes >
+            report.ranks[best].metrics.peak_reserved_bytes) {
+          best = i;
+        }
+      }
+      report.worst = best;
+      report.worst_reason = absl::StrFormat(
+          "no rank ran out of memory; rank %d reserved the most (%s peak)",
+          report.ranks[best].info.rank, FormatSize(report.ranks[best].metrics.peak_reserved_bytes));
+    }
+  }
+  return report;
+}
+
+}  // namespace fragscope

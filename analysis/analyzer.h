@@ -1,0 +1,52 @@
+// Analyze: the pipeline behind `fragscope analyze` and `fragscope demo`: open a trace, replay it
+// once with metrics and OOM explanations, sweep allocator settings on the same requests, attach
+// the smallest fixing setting to each OOM and compare with the model's theoretical footprint.
+// Several traces (one per rank) are analyzed one after the other and the worst rank is named.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "analysis/open_trace.h"
+#include "analysis/replay.h"
+#include "analysis/report.h"
+#include "analysis/sweep.h"
+
+namespace fragscope {
+
+struct AnalysisOptions {
+  std::optional<uint64_t> capacity_bytes;  // overrides the trace's
+  std::optional<uint64_t> allowed_bytes;   // memory-fraction cap in bytes
+  std::optional<double> memory_fraction;   // ... or as a fraction of the capacity
+  std::optional<std::string> conf;         // replay under these settings instead of the trace's
+  std::optional<uint64_t> at_index;        // also report the layout after this event
+  int device = -1;                         // snapshot device
+  size_t timeline_points = 600;
+  bool run_sweep = true;
+  SweepSpec sweep;
+  int threads = 0;                   // sweep threads; 0 = one per core
+  std::optional<std::string> model;  // --model SPEC (model_gap.h)
+  // Progress of the current stage in [0, 1], with its name; called from the analyzing thread.
+  std::function<void(const std::string& stage, double fraction)> progress;
+};
+
+// The capacity to simulate: the flag, else the trace's (log header or inference), else 1 TiB
+// ("unlimited") with a note. Sets *source to a human explanation.
+uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
+                         std::string* source);
+
+// The replay configuration for a trace under `options`. Errors: bad settings strings.
+absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
+                                              const AnalysisOptions& options);
+
+absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const AnalysisOptions& options);
+
+// Errors: a file that cannot be read, two logs of the same rank, logs of different jobs.
+absl::StatusOr<AnalysisReport> AnalyzeTraces(const std::vector<std::string>& paths,
+                                             const AnalysisOptions& options);
+
+}  // namespace fragscope

@@ -1,0 +1,43 @@
+// ChromeTraceWriter: a replay as Chrome trace-event JSON, for Perfetto (ui.perfetto.dev) and
+// chrome://tracing: a "memory" counter track with allocated, active and reserved bytes, one
+// instant event per marker (the phase) and per OOM (with the request and cause numbers).
+//
+// Streaming: events are written as the replay produces them; counter samples that fall in the
+// same microsecond are coalesced (the last one wins), so the output stays proportional to the
+// trace's duration rather than its event count. Traces without times (RMM CSV rows in the same
+// microsecond) still get one sample per distinct timestamp.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+
+#include "allocator/device_stats.h"
+#include "analysis/replay.h"
+
+namespace fragscope {
+
+class ChromeTraceWriter final : public ReplayHooks {
+ public:
+  // REQUIRES: replayer.Init() has run; `out` outlives the writer.
+  ChromeTraceWriter(Replayer& replayer, std::ostream& out);
+
+  void OnTraceEvent(const TraceEvent& event) override;
+  void OnAllocatorEvent(const AllocatorEvent& event) override { tracker_.OnEvent(event); }
+  void OnOpDone(const TraceEvent& event) override;
+  void OnOom(const ReplayOom& oom) override;
+  void OnFinish() override;
+  uint64_t events_written() const { return written_; }
+
+ private:
+  void Begin();
+  void WriteCounter();
+
+  std::ostream& out_;
+  StatsTracker tracker_;
+  int pid_ = 0;
+  bool have_pending_ = false;
+  uint64_t pending_us_ = 0;
+  uint64_t written_ = 0;
+};
+
+}  // namespace fragscope

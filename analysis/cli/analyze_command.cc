@@ -1,0 +1,121 @@
+// `fragscope analyze`: the whole analysis of one or more traces (one per rank).
+#include <fstream>
+
+#include "absl/strings/str_format.h"
+#include "analysis/analyzer.h"
+#include "analysis/cli/analysis_commands.h"
+#include "analysis/cli/cli_flags.h"
+#include "analysis/cli/progress_bar.h"
+#include "analysis/html_report.h"
+#include "analysis/json_report.h"
+#include "analysis/text_report.h"
+
+namespace fragscope::cli {
+namespace {
+
+constexpr char kUsage[] =
+    R"usage(usage: fragscope analyze LOG... [--model SPEC] [--at EVENT] [--json OUT] [--html OUT] [options]
+
+Replays each trace (an .fslog event log, a PyTorch snapshot pickle from
+torch.cuda.memory._dump_snapshot, or an RMM logging_resource_adaptor CSV) through fragscope's
+reimplementation of PyTorch's caching allocator on a simulated device, and prints the memory
+metrics, an explanation of every out-of-memory error (capacity, fragmentation, allocator policy or
+memory held outside PyTorch, with the blocks that pin fragmented segments), and a sweep of
+allocator settings with the one that avoids the OOM. Several .fslog logs are the ranks of one job:
+each is summarized and the worst rank is named.
+
+  --model SPEC              compare with the theoretical footprint: PRESET_OR_JSON[:key=value,...]
+                            e.g. gpt2-medium:seq=1024,micro_batch=8 (keys: analysis/model_gap.h)
+  --at EVENT                also show the segment layout after trace event EVENT
+  --json OUT                write the report as JSON (schema: analysis/REPORT_SCHEMA.md)
+  --html OUT                write a self-contained HTML report
+  --capacity SIZE           device capacity (default: the log header; snapshots: inferred at OOMs)
+  --memory-fraction F       per-process memory fraction the job ran with (snapshots omit it)
+  --allowed SIZE            ... or the cap in bytes
+  --conf CONF               replay under these PYTORCH_CUDA_ALLOC_CONF settings instead
+  --device N                the device of a multi-device snapshot
+  --no-sweep                skip the settings sweep
+  --max-split-size-mb LIST  sweep grid (default 0,64,128,256,512,1024; 0 = unlimited)
+  --roundup-power2-divisions LIST   e.g. 4,8 or "[64:8,>:1]"
+  --gc-threshold LIST       e.g. 0.6,0.8 (0 = off)
+  --threads N               sweep threads (default: one per core)
+  --no-summary              omit PyTorch's memory_summary() table
+)usage";
+
+}  // namespace
+
+int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Flags({kTraceFlags,
+                                                              kSweepFlags,
+                                                              {{"--model"},
+                                                               {"--at"},
+                                                               {"--json"},
+                                                               {"--html"},
+                                                               {"--no-sweep", false},
+                                                               {"--no-summary", false}}}));
+  if (!flags.ok()) {
+    err << "fragscope analyze: " << flags.status().message() << "\n\n" << kUsage;
+    return 2;
+  }
+  if (flags->Has("--help")) {
+    out << kUsage;
+    return 0;
+  }
+  if (flags->positional.empty()) {
+    err << "fragscope analyze: no trace given\n\n" << kUsage;
+    return 2;
+  }
+  AnalysisOptions options;
+  if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
+    err << "fragscope analyze: " << s.message() << "\n";
+    return 2;
+  }
+  if (const std::string* at = flags->Get("--at")) {
+    absl::StatusOr<uint64_t> n = ParseCount(*at, "--at");
+    if (!n.ok()) {
+      err << "fragscope analyze: " << n.status().message() << "\n";
+      return 2;
+    }
+    options.at_index = *n;
+  }
+  if (const std::string* model = flags->Get("--model")) options.model = *model;
+  options.run_sweep = !flags->Has("--no-sweep");
+  ProgressBar bar(err);
+  options.progress = [&](const std::string& stage, double f) { bar.Update(stage, f); };
+
+  absl::StatusOr<AnalysisReport> report = AnalyzeTraces(flags->positional, options);
+  bar.Clear();
+  if (!report.ok()) {
+    err << "fragscope analyze: " << report.status().message() << "\n";
+    return 1;
+  }
+  bool any_events = false;
+  for (const RankReport& r : report->ranks) any_events |= r.metrics.events > 0;
+  if (!any_events) {
+    err << "fragscope analyze: " << flags->positional[0]
+        << ": the trace is empty (no allocation events): nothing to analyze\n";
+    return 1;
+  }
+  TextReportOptions text;
+  text.memory_summary = !flags->Has("--no-summary");
+  RenderTextReport(*report, text, out);
+  if (const std::string* path = flags->Get("--json")) {
+    std::ofstream file(*path, std::ios::trunc);
+    if (!file) {
+      err << "fragscope analyze: " << *path << ": cannot write\n";
+      return 1;
+    }
+    WriteJsonReport(*report, {}, file);
+    out << "\nJSON report: " << *path << "\n";
+  }
+  if (const std::string* path = flags->Get("--html")) {
+    if (absl::Status s = WriteHtmlReportFile(*report, *path); !s.ok()) {
+      err << "fragscope analyze: " << s.message() << "\n";
+      return 1;
+    }
+    out << (flags->Has("--json") ? "" : "\n") << "HTML report: " << *path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace fragscope::cli

@@ -1,0 +1,169 @@
+#include "analysis/cli/cli_flags.h"
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+
+namespace fragscope::cli {
+
+std::vector<FlagSpec> Flags(std::initializer_list<std::vector<FlagSpec>> lists) {
+  std::vector<FlagSpec> all;
+  for (const auto& list : lists) all.insert(all.end(), list.begin(), list.end());
+  return all;
+}
+
+absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
+                                       const std::vector<FlagSpec>& specs) {
+  ParsedFlags parsed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      parsed.values["--help"] = "";
+      continue;
+    }
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
+      parsed.positional.push_back(arg);
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const FlagSpec* spec = nullptr;
+    for (const FlagSpec& s : specs) {
+      if (s.name == name) spec = &s;
+    }
+    if (spec == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat("unknown flag %s", name));
+    }
+    if (!spec->takes_value) {
+      if (eq != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrFormat("%s takes no value", name));
+      }
+      parsed.values[name] = "";
+      continue;
+    }
+    if (eq != std::string::npos) {
+      parsed.values[name] = arg.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      parsed.values[name] = args[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrFormat("%s needs a value", name));
+    }
+  }
+  return parsed;
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text, std::string_view flag) {
+  size_t end = 0;
+  while (end < text.size() && ((text[end] >= '0' && text[end] <= '9') || text[end] == '.')) ++end;
+  double number = 0;
+  std::string unit = absl::AsciiStrToLower(std::string(text.substr(end)));
+  if (end == 0 || !absl::SimpleAtod(std::string(text.substr(0, end)), &number) || number < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s expects a size such as 16GiB, 80GB or 17179869184, got '%s'", flag, text));
+  }
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  if (unit == "k" || unit == "kib") scale = 1024.0;
+  if (unit == "m" || unit == "mib") scale = 1024.0 * 1024;
+  if (unit == "g" || unit == "gib") scale = 1024.0 * 1024 * 1024;
+  if (unit == "t" || unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (unit == "kb") scale = 1e3;
+  if (unit == "mb") scale = 1e6;
+  if (unit == "gb") scale = 1e9;
+  if (unit == "tb") scale = 1e12;
+  if (scale == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: unknown unit '%s' in '%s' (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)", flag,
+        text.substr(end), text));
+  }
+  return static_cast<uint64_t>(std::llround(number * scale));
+}
+
+absl::StatusOr<uint64_t> ParseCount(std::string_view text, std::string_view flag) {
+  uint64_t n = 0;
+  if (!absl::SimpleAtoi(std::string(text), &n)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s expects a non-negative integer, got '%s'", flag, text));
+  }
+  return n;
+}
+
+std::vector<std::string> SplitList(std::string_view text) {
+  std::vector<std::string> out;
+  std::string item;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(item);
+      item.clear();
+    } else {
+      item += c;
+    }
+  }
+  out.push_back(item);
+  return out;
+}
+
+absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* options) {
+  if (const std::string* v = flags.Get("--capacity")) {
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(*v, "--capacity");
+    if (!bytes.ok()) return bytes.status();
+    if (*bytes < 2 * (uint64_t{1} << 20)) {
+      return absl::InvalidArgumentError("--capacity must be at least 2MiB");
+    }
+    options->capacity_bytes = *bytes;
+  }
+  if (const std::string* v = flags.Get("--memory-fraction")) {
+    double f = 0;
+    if (!absl::SimpleAtod(*v, &f) || !(f > 0 && f <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--memory-fraction expects a number in (0, 1], got '%s'", *v));
+    }
+    options->memory_fraction = f;
+  }
+  if (const std::string* v = flags.Get("--allowed")) {
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(*v, "--allowed");
+    if (!bytes.ok()) return bytes.status();
+    options->allowed_bytes = *bytes;
+  }
+  if (const std::string* v = flags.Get("--conf")) options->conf = *v;
+  if (const std::string* v = flags.Get("--device")) {
+    absl::StatusOr<uint64_t> n = ParseCount(*v, "--device");
+    if (!n.ok()) return n.status();
+    options->device = static_cast<int>(*n);
+  }
+  if (const std::string* v = flags.Get("--threads")) {
+    absl::StatusOr<uint64_t> n = ParseCount(*v, "--threads");
+    if (!n.ok()) return n.status();
+    options->threads = static_cast<int>(*n);
+  }
+  if (const std::string* v = flags.Get("--max-split-size-mb")) {
+    options->sweep.max_split_size_mb.clear();
+    for (const std::string& item : SplitList(*v)) {
+      absl::StatusOr<uint64_t> n = ParseCount(item, "--max-split-size-mb");
+      if (!n.ok()) return n.status();
+      options->sweep.max_split_size_mb.push_back(*n);
+    }
+  }
+  if (const std::string* v = flags.Get("--roundup-power2-divisions")) {
+    options->sweep.roundup_power2_divisions = SplitList(*v);
+  }
+  if (const std::string* v = flags.Get("--gc-threshold")) {
+    options->sweep.garbage_collection_thresholds.clear();
+    for (const std::string& item : SplitList(*v)) {
+      double t = 0;
+      if (!absl::SimpleAtod(item, &t) || t < 0 || t >= 1) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--gc-threshold expects numbers in [0, 1) (0 = off), got '%s'", item));
+      }
+      options->sweep.garbage_collection_thresholds.push_back(t);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fragscope::cli

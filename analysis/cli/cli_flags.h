@@ -1,0 +1,55 @@
+// Flag parsing shared by the analyzer's commands (analyze, verify, sweep, convert, demo):
+// "--flag VALUE" or "--flag=VALUE", positional arguments, and errors that name the flag.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "analysis/analyzer.h"
+
+namespace fragscope::cli {
+
+struct FlagSpec {
+  std::string_view name;  // with the dashes: "--capacity"
+  bool takes_value = true;
+};
+
+struct ParsedFlags {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> values;  // flag -> value ("" for switches)
+  bool Has(std::string_view flag) const { return values.count(std::string(flag)) > 0; }
+  const std::string* Get(std::string_view flag) const {
+    auto it = values.find(std::string(flag));
+    return it == values.end() ? nullptr : &it->second;
+  }
+};
+
+// Errors: an unknown flag, a missing value. "--help"/"-h" is always accepted as a switch.
+absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
+                                       const std::vector<FlagSpec>& specs);
+
+// "17179869184", "16GiB", "16G" (GiB), "80GB" (10^9), "512MiB", "512M", "1.5TiB".
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text, std::string_view flag);
+absl::StatusOr<uint64_t> ParseCount(std::string_view text, std::string_view flag);
+// Comma-separated lists; commas inside [...] do not split ("4,[64:8,>:1]" is two items).
+std::vector<std::string> SplitList(std::string_view text);
+
+// The flags every trace-reading command shares.
+inline const std::vector<FlagSpec> kTraceFlags = {
+    {"--capacity"}, {"--memory-fraction"}, {"--allowed"}, {"--conf"}, {"--device"}};
+// The sweep grid flags.
+inline const std::vector<FlagSpec> kSweepFlags = {
+    {"--max-split-size-mb"}, {"--roundup-power2-divisions"}, {"--gc-threshold"}, {"--threads"}};
+
+// Applies kTraceFlags and kSweepFlags found in `flags`.
+absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* options);
+
+// Concatenation helper for spec lists.
+std::vector<FlagSpec> Flags(std::initializer_list<std::vector<FlagSpec>> lists);
+
+}  // namespace fragscope::cli

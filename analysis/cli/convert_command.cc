@@ -1,0 +1,197 @@
+// `fragscope convert IN OUT`: between the formats fragscope reads and writes. The input (any
+// trace source) is replayed through fragscope's allocator, and the replay's allocator events are
+// written out, so every output carries complete allocator decisions (segments, block sizes)
+// even when the input had none (an RMM CSV). For a trace that `fragscope verify` finds faithful
+// (any .fslog written by fragscope, PyTorch's own snapshots) they are the trace's own decisions.
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "analysis/analyzer.h"
+#include "analysis/chrome_trace.h"
+#include "analysis/cli/analysis_commands.h"
+#include "analysis/cli/cli_flags.h"
+#include "analysis/fslog_file_writer.h"
+#include "analysis/segment_map.h"
+#include "analysis/snapshot_export.h"
+
+namespace fragscope::cli {
+namespace {
+
+constexpr char kUsage[] =
+    R"usage(usage: fragscope convert IN OUT [--to fslog|pickle|chrome] [--capacity SIZE] [--device N]
+                         [--memory-fraction F | --allowed SIZE]
+
+Converts between trace formats. IN: an .fslog event log, a PyTorch snapshot pickle, or an RMM
+CSV. OUT, chosen by --to or by OUT's extension:
+  .fslog          fragscope's event log (allocator/EVENT_LOG_FORMAT.md)
+  .pickle, .pkl   a PyTorch memory snapshot (device_traces + segments) that
+                  `python -m torch.cuda._memory_viz` and pytorch.org/memory_viz open
+  .json           Chrome trace-event JSON for ui.perfetto.dev: allocated / active / reserved
+                  counters, markers and OOMs as instant events
+The input is replayed through fragscope's allocator and the replay's events are written.
+)usage";
+
+enum class OutFormat { kFslog, kPickle, kChrome };
+
+// Forwards a replay to the chosen writer.
+class ConvertHooks final : public ReplayHooks {
+ public:
+  ConvertHooks(FslogFileWriter* fslog, SnapshotExportBuilder* pickle, int64_t start_us)
+      : fslog_(fslog), pickle_(pickle), start_us_(start_us) {}
+  void OnTraceEvent(const TraceEvent& e) override {
+    time_ns_ = e.time_ns;
+    if (fslog_ == nullptr) return;
+    if (e.kind == EventKind::kMarker) fslog_->Mark(e.text, e.time_ns);
+    if (e.kind == EventKind::kOptionsChange) fslog_->OptionsChange(e.text, e.time_ns);
+  }
+  void OnAllocatorEvent(const AllocatorEvent& e) override {
+    if (fslog_ != nullptr) fslog_->Append(e, time_ns_);
+    if (pickle_ != nullptr) pickle_->AddEvent(e, start_us_ + static_cast<int64_t>(time_ns_ / 1000));
+  }
+
+ private:
+  FslogFileWriter* fslog_;
+  SnapshotExportBuilder* pickle_;
+  int64_t start_us_;
+  uint64_t time_ns_ = 0;
+};
+
+std::vector<ExportSegment> ToExport(const LayoutSummary& layout) {
+  std::vector<ExportSegment> out;
+  for (const SegmentMap& m : layout.maps) {
+    ExportSegment s{m.address, m.size, m.pool == PoolKind::kLarge, m.stream, {}};
+    for (const MapBlock& b : m.blocks) {
+      s.blocks.push_back({b.address, b.size, b.requested_bytes,
+                          b.state == MapBlockState::kAllocated     ? 0
+                          : b.state == MapBlockState::kPendingFree ? 1
+                                                                   : 2});
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Flags({kTraceFlags, {{"--to"}}}));
+  if (!flags.ok()) {
+    err << "fragscope convert: " << flags.status().message() << "\n\n" << kUsage;
+    return 2;
+  }
+  if (flags->Has("--help")) {
+    out << kUsage;
+    return 0;
+  }
+  if (flags->positional.size() != 2) {
+    err << "fragscope convert: expected IN and OUT\n\n" << kUsage;
+    return 2;
+  }
+  const std::string& in = flags->positional[0];
+  const std::string& out_path = flags->positional[1];
+  std::string to = flags->Get("--to") != nullptr ? *flags->Get("--to") : "";
+  if (to.empty()) {
+    if (absl::EndsWith(out_path, ".fslog")) to = "fslog";
+    if (absl::EndsWith(out_path, ".pickle") || absl::EndsWith(out_path, ".pkl")) to = "pickle";
+    if (absl::EndsWith(out_path, ".json")) to = "chrome";
+  }
+  OutFormat format;
+  if (to == "fslog") {
+    format = OutFormat::kFslog;
+  } else if (to == "pickle") {
+    format = OutFormat::kPickle;
+  } else if (to == "chrome") {
+    format = OutFormat::kChrome;
+  } else {
+    err << "fragscope convert: cannot tell the output format of '" << out_path
+        << "': use an .fslog, .pickle or .json name, or --to fslog|pickle|chrome\n";
+    return 2;
+  }
+  AnalysisOptions options;
+  if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
+    err << "fragscope convert: " << s.message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(in, {options.device});
+  if (!opener.ok()) {
+    err << "fragscope convert: " << opener.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<TraceSource>> source = opener->Open();
+  if (!source.ok()) {
+    err << "fragscope convert: " << source.status().message() << "\n";
+    return 1;
+  }
+  const TraceInfo& info = (*source)->info();
+  absl::StatusOr<ReplayConfig> config = MakeReplayConfig(info, options);
+  if (!config.ok()) {
+    err << "fragscope convert: " << config.status().message() << "\n";
+    return 1;
+  }
+  Replayer replayer(**source, *config);
+  if (absl::Status s = replayer.Init(); !s.ok()) {
+    err << "fragscope convert: " << s.message() << "\n";
+    return 1;
+  }
+  absl::Status status;
+  if (format == OutFormat::kChrome) {
+    std::ofstream file(out_path, std::ios::trunc);
+    if (!file) {
+      err << "fragscope convert: " << out_path << ": cannot write\n";
+      return 1;
+    }
+    ChromeTraceWriter writer(replayer, file);
+    status = replayer.Run(&writer);
+    if (status.ok()) {
+      out << absl::StrFormat("%s: %d trace events written (Chrome trace JSON)\n", out_path,
+                             writer.events_written());
+    }
+  } else if (format == OutFormat::kFslog) {
+    EventLogHeader header;
+    header.device_index = info.device;
+    header.device_total_bytes = config->capacity_bytes;
+    header.device_name = info.device_name;
+    header.host = info.host;
+    header.pid = info.pid;
+    header.rank = info.rank;
+    header.world_size = info.world_size;
+    header.allocator_options = FormatAllocatorOptions(config->options);
+    header.start_wall_ns = info.start_wall_ns;
+    header.start_monotonic_ns = 1'000'000'000;
+    absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer =
+        FslogFileWriter::Open(out_path, header);
+    if (!writer.ok()) {
+      err << "fragscope convert: " << writer.status().message() << "\n";
+      return 1;
+    }
+    ConvertHooks hooks(writer->get(), nullptr, 0);
+    status = replayer.Run(&hooks);
+    if (status.ok()) status = (*writer)->Close();
+    if (status.ok()) {
+      out << absl::StrFormat("%s: %d records\n", out_path, (*writer)->records());
+    }
+  } else {
+    SnapshotExportBuilder builder(info.device);
+    builder.SetAllocatorSettings(FormatAllocatorOptions(config->options));
+    ConvertHooks hooks(nullptr, &builder, info.start_wall_ns / 1000);
+    status = replayer.Run(&hooks);
+    if (status.ok()) {
+      builder.SetSegments(ToExport(CurrentLayout(replayer)));
+      status = builder.Write(out_path);
+    }
+    if (status.ok()) {
+      out << absl::StrFormat("%s: PyTorch snapshot with %d trace entries\n", out_path,
+                             builder.trace_entries());
+    }
+  }
+  if (!status.ok()) {
+    err << "fragscope convert: " << status.message() << "\n";
+    return 1;
+  }
+  for (const std::string& w : replayer.warnings())
+    err << "fragscope convert: warning: " << w << "\n";
+  return 0;
+}
+
+}  // namespace fragscope::cli

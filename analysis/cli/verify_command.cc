@@ -1,0 +1,123 @@
+// `fragscope verify`: replays a trace's alloc/free sequence through fragscope's allocator and
+// compares every allocator decision with the trace's own (fidelity_check.h).
+#include "absl/strings/str_format.h"
+#include "allocator/format_size.h"
+#include "analysis/analyzer.h"
+#include "analysis/cli/analysis_commands.h"
+#include "analysis/cli/cli_flags.h"
+#include "analysis/fidelity_check.h"
+#include "analysis/open_trace.h"
+#include "analysis/replay.h"
+
+namespace fragscope::cli {
+namespace {
+
+constexpr char kUsage[] =
+    R"usage(usage: fragscope verify LOG [--capacity SIZE] [--memory-fraction F | --allowed SIZE] [--device N]
+
+Feeds the trace's user-level allocations and frees through fragscope's reimplementation of
+PyTorch's caching allocator, on a simulated device that hands out the trace's own segment
+addresses, and compares every decision with the trace's: segment allocations and frees (address
+and size, in order), block addresses, and OOMs. Prints "faithful (N events)" or the first
+divergence with the trace events before it. Exit status 0 when faithful, 1 otherwise.
+
+PyTorch snapshots do not record a per-process memory fraction: for a trace that ran under
+torch.cuda.set_per_process_memory_fraction, pass --memory-fraction (or --allowed) and --capacity.
+)usage";
+
+}  // namespace
+
+int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, kTraceFlags);
+  if (!flags.ok()) {
+    err << "fragscope verify: " << flags.status().message() << "\n\n" << kUsage;
+    return 2;
+  }
+  if (flags->Has("--help")) {
+    out << kUsage;
+    return 0;
+  }
+  if (flags->positional.size() != 1) {
+    err << "fragscope verify: expected exactly one trace\n\n" << kUsage;
+    return 2;
+  }
+  AnalysisOptions options;
+  if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
+    err << "fragscope verify: " << s.message() << "\n";
+    return 2;
+  }
+  const std::string& path = flags->positional[0];
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path, {options.device});
+  if (!opener.ok()) {
+    err << "fragscope verify: " << opener.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<TraceSource>> source = opener->Open();
+  if (!source.ok()) {
+    err << "fragscope verify: " << source.status().message() << "\n";
+    return 1;
+  }
+  const TraceInfo& info = (*source)->info();
+  if (info.format == TraceFormat::kRmmCsv) {
+    err << "fragscope verify: " << path
+        << ": an RMM log records no allocator decisions (segments) to compare with; use "
+           "`fragscope analyze` to replay it\n";
+    return 1;
+  }
+  if (info.expandable_segments) {
+    err << "fragscope verify: " << path
+        << ": cannot verify: the trace uses expandable segments (segment_map/segment_unmap), "
+           "which fragscope's allocator does not implement yet\n";
+    return 1;
+  }
+  absl::StatusOr<ReplayConfig> config = MakeReplayConfig(info, options);
+  if (!config.ok()) {
+    err << "fragscope verify: " << config.status().message() << "\n";
+    return 1;
+  }
+  Replayer replayer(**source, *config);
+  if (absl::Status s = replayer.Init(); !s.ok()) {
+    err << "fragscope verify: " << s.message() << "\n";
+    return 1;
+  }
+  FidelityChecker checker;
+  if (absl::Status s = replayer.Run(&checker); !s.ok()) {
+    err << "fragscope verify: " << s.message() << "\n";
+    return 1;
+  }
+  if (replayer.events_read() == 0) {
+    err << "fragscope verify: " << path << ": the trace is empty (no events): nothing to verify\n";
+    return 1;
+  }
+  const FidelityCounts& c = checker.counts();
+  if (!checker.divergence().has_value()) {
+    out << absl::StrFormat(
+        "faithful (%d events): %d segment events, %d allocations and %d OOMs match the trace\n",
+        replayer.events_read(), c.segment_events, c.allocations, c.ooms);
+    return 0;
+  }
+  const Divergence& d = *checker.divergence();
+  if (d.expandable) {
+    out << absl::StrFormat(
+        "cannot verify past event %d: the trace uses expandable segments, which fragscope's "
+        "allocator does not implement yet (%s)\n",
+        d.event_index, d.expected);
+    return 1;
+  }
+  out << absl::StrFormat("diverged at event %d (after %d matching decisions)\n", d.event_index,
+                         c.segment_events + c.allocations + c.ooms);
+  out << "  expected (trace):   " << d.expected << "\n";
+  out << "  got (fragscope):    " << d.got << "\n";
+  out << "  the trace's events up to it:\n";
+  for (const std::string& line : d.context) out << "    " << line << "\n";
+  if (d.expected.rfind("oom", 0) == 0 && !config->allowed_bytes.has_value() &&
+      info.format == TraceFormat::kPyTorchSnapshot) {
+    out << "  hint: PyTorch ran out of memory here but the replay did not. If the job ran under "
+           "a per-process memory fraction (snapshots do not record it), pass --memory-fraction "
+           "or --allowed, and --capacity.\n";
+  }
+  for (const std::string& w : replayer.warnings()) out << "  warning: " << w << "\n";
+  return 1;
+}
+
+}  // namespace fragscope::cli

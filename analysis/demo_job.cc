@@ -1,0 +1,60 @@
+#include "analysis/demo_job.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "allocator/caching_allocator.h"
+#include "allocator/simulated_backend.h"
+
+namespace fragscope {
+
+absl::StatusOr<DemoJobResult> RunDemoJob(const DemoWorkloadConfig& workload,
+                                         const AllocatorOptions& options, uint64_t capacity_bytes,
+                                         FslogFileWriter* log) {
+  SimulatedBackend device(capacity_bytes);
+  CachingAllocator allocator(device, options);
+  if (log != nullptr) allocator.AddObserver(log);
+  DemoJobResult result;
+  absl::flat_hash_map<uint64_t, DevicePtr> live;
+  std::string phase = "start";
+  uint64_t now_ns = 0;
+  for (const WorkloadOp& op : GenerateDemoWorkload(workload)) {
+    now_ns += kDemoOpNs;
+    ++result.ops;
+    if (log != nullptr) log->set_time_ns(now_ns);
+    if (op.kind == WorkloadOp::Kind::kMark) {
+      if (absl::StrContains(op.text, "/ forward") &&
+          phase.find("/ optimizer") != std::string::npos) {
+        ++result.steps_completed;
+      }
+      phase = op.text;
+      if (log != nullptr) log->Mark(op.text, now_ns);
+      continue;
+    }
+    if (op.kind == WorkloadOp::Kind::kFree) {
+      auto it = live.find(op.id);
+      if (it == live.end()) return absl::InternalError("demo workload frees an unknown tensor");
+      if (absl::Status s = allocator.Free(it->second); !s.ok()) return s;
+      live.erase(it);
+      continue;
+    }
+    absl::StatusOr<DevicePtr> ptr = allocator.Allocate(op.bytes, 0);
+    if (!ptr.ok()) {
+      if (!absl::IsResourceExhausted(ptr.status())) return ptr.status();
+      result.oom_phase = phase;
+      result.oom_message = std::string(ptr.status().message());
+      break;
+    }
+    live.emplace(op.id, *ptr);
+  }
+  if (result.oom_message.empty()) {
+    result.completed = true;
+    ++result.steps_completed;  // the last step has no following forward marker
+  }
+  const DeviceStats stats = allocator.GetStats();
+  result.peak_reserved_bytes = static_cast<uint64_t>(stats.reserved_bytes[0].peak);
+  result.peak_allocated_bytes = static_cast<uint64_t>(stats.allocated_bytes[0].peak);
+  if (log != nullptr) allocator.RemoveObserver(log);
+  return result;
+}
+
+}  // namespace fragscope

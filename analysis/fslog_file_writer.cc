@@ -1,0 +1,78 @@
+#include "analysis/fslog_file_writer.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace fragscope {
+
+absl::StatusOr<std::unique_ptr<FslogFileWriter>> FslogFileWriter::Open(const std::string& path,
+                                                                       EventLogHeader header) {
+  if (header.clock == EventLogClock::kUnknown) header.clock = EventLogClock::kMonotonic;
+  auto writer = std::unique_ptr<FslogFileWriter>(new FslogFileWriter());
+  writer->path_ = path;
+  writer->base_ns_ = header.start_monotonic_ns;
+  writer->file_ = std::fopen(path.c_str(), "wb");
+  if (writer->file_ == nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("%s: cannot create: %s", path, std::strerror(errno)));
+  }
+  const std::string bytes = SerializeFileHeader(header);
+  if (std::fwrite(bytes.data(), 1, bytes.size(), writer->file_) != bytes.size()) {
+    return absl::DataLossError(absl::StrFormat("%s: write failed", path));
+  }
+  writer->chunk_.reserve(kMaxChunkRecords);
+  return writer;
+}
+
+FslogFileWriter::~FslogFileWriter() { (void)Close(); }
+
+LogRecord* FslogFileWriter::Reserve(size_t n) {
+  if (chunk_.size() + n > kMaxChunkRecords) FlushChunk();
+  if (chunk_.empty()) chunk_first_ = sequence_;
+  chunk_.resize(chunk_.size() + n);
+  sequence_ += n;
+  return &chunk_[chunk_.size() - n];
+}
+
+void FslogFileWriter::FlushChunk() {
+  if (chunk_.empty() || file_ == nullptr) return;
+  ChunkHeader header;
+  SealChunk(static_cast<uint32_t>(chunk_.size()), chunk_first_, chunk_.data(), &header);
+  const size_t payload = chunk_.size() * sizeof(LogRecord);
+  if (std::fwrite(&header, sizeof(header), 1, file_) != 1 ||
+      std::fwrite(chunk_.data(), 1, payload, file_) != payload) {
+    failed_ = true;
+  }
+  chunk_.clear();
+}
+
+void FslogFileWriter::Append(const AllocatorEvent& event, uint64_t timestamp_ns) {
+  EncodeEvent(event, base_ns_ + timestamp_ns, Reserve(1));
+}
+
+void FslogFileWriter::Mark(std::string_view text, uint64_t timestamp_ns) {
+  EncodeMarker(text, 0, base_ns_ + timestamp_ns, Reserve(1));
+}
+
+void FslogFileWriter::OptionsChange(std::string_view options, uint64_t timestamp_ns) {
+  LogRecord records[kMaxOptionsChangeRecords];
+  const size_t n = EncodeOptionsChange(options, base_ns_ + timestamp_ns, 0, records);
+  LogRecord* out = Reserve(n);
+  std::memcpy(static_cast<void*>(out), records, n * sizeof(LogRecord));
+}
+
+absl::Status FslogFileWriter::Close() {
+  if (file_ == nullptr) {
+    return failed_ ? absl::DataLossError(absl::StrFormat("%s: write failed", path_))
+                   : absl::OkStatus();
+  }
+  FlushChunk();
+  if (std::fclose(file_) != 0) failed_ = true;
+  file_ = nullptr;
+  return failed_ ? absl::DataLossError(absl::StrFormat("%s: write failed", path_))
+                 : absl::OkStatus();
+}
+
+}  // namespace fragscope

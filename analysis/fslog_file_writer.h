@@ -1,0 +1,56 @@
+// FslogFileWriter: writes an .fslog file synchronously, record by record, with the timestamps
+// the caller gives. EventLogWriter (allocator/event_log_writer.h) is the writer for live jobs
+// (background thread, its own clock, never blocks the allocator); this one is for offline
+// producers: `fragscope convert` (a replay's events with the trace's times), tests that build
+// hand-computed traces, and the synthetic logs of the benchmarks.
+//
+// Also an AllocatorObserver: attached to an allocator, it logs every event at the time set by
+// set_time_ns().
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "allocator/allocator_events.h"
+#include "allocator/event_log_format.h"
+
+namespace fragscope {
+
+class FslogFileWriter final : public AllocatorObserver {
+ public:
+  // Creates (truncates) `path` and writes the header. `header.clock` defaults to kMonotonic.
+  static absl::StatusOr<std::unique_ptr<FslogFileWriter>> Open(const std::string& path,
+                                                               EventLogHeader header);
+  ~FslogFileWriter() override;
+
+  void set_time_ns(uint64_t ns) { time_ns_ = ns; }
+  void OnEvent(const AllocatorEvent& event) override { Append(event, time_ns_); }
+  void Append(const AllocatorEvent& event, uint64_t timestamp_ns);
+  void Mark(std::string_view text, uint64_t timestamp_ns);
+  void OptionsChange(std::string_view options, uint64_t timestamp_ns);
+  // Writes the pending chunk and closes the file; the first write error, if any.
+  absl::Status Close();
+  uint64_t records() const { return sequence_; }
+
+ private:
+  FslogFileWriter() = default;
+  LogRecord* Reserve(size_t n);
+  void FlushChunk();
+
+  std::FILE* file_ = nullptr;
+  std::string path_;
+  uint64_t base_ns_ = 0;  // header start_monotonic_ns: record timestamps are base + time
+  uint64_t time_ns_ = 0;
+  std::vector<LogRecord> chunk_;
+  uint64_t chunk_first_ = 0;
+  uint64_t sequence_ = 0;
+  bool failed_ = false;
+};
+
+}  // namespace fragscope

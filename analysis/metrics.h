@@ -1,0 +1,79 @@
+// MemoryMetrics and MetricsCollector: what a replay measures, each metric defined in
+// analysis/METRICS.md (the names below are the ones used there, in the JSON report and in the
+// terminal summary).
+//
+// The collector keeps PyTorch's statistics from the replay's allocator events (the same
+// StatsTracker the allocator uses, seeded with the state before the trace), samples the four
+// memory curves after every user-level operation into a bounded Timeline, and records the moment
+// reserved memory first reached its peak, where the "at peak" metrics are taken (tcmalloc's
+// convention: overhead at peak demand is what must be provisioned). O(1) work per event except at
+// a new reserved peak (a scan of the free blocks).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "allocator/device_stats.h"
+#include "analysis/replay.h"
+#include "analysis/timeline.h"
+
+namespace fragscope {
+
+// The state when reserved memory first reached its peak.
+struct PeakMoment {
+  uint64_t index = 0;
+  uint64_t time_ns = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t active_bytes = 0;
+  uint64_t requested_bytes = 0;
+  uint64_t free_cached_bytes = 0;  // reserved - active
+  uint64_t largest_free_block = 0;
+  uint64_t internal_waste_bytes = 0;
+};
+
+struct MemoryMetrics {
+  uint64_t events = 0;       // trace events read
+  uint64_t allocations = 0;  // successful allocations replayed
+  uint64_t frees = 0;        // free requests replayed
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t peak_active_bytes = 0;
+  uint64_t peak_requested_bytes = 0;
+  uint64_t peak_reserved_bytes = 0;
+  uint64_t peak_internal_waste_bytes = 0;  // max over time of sum(block size - request)
+  uint64_t final_internal_waste_bytes = 0;
+  PeakMoment at_peak;
+  // Derived at the peak moment (METRICS.md):
+  uint64_t reserved_but_unallocated_at_peak = 0;  // PyTorch: reserved - allocated
+  double rmm_fragmentation_at_peak = 0.0;         // RMM: 1 - largest free / total free
+  double realized_fragmentation = 0.0;            // tcmalloc: (reserved - allocated) / allocated
+  double internal_waste_fraction_at_peak = 0.0;   // waste / allocated
+  // GMLake: peak active / peak reserved (over the whole trace).
+  double utilization = 0.0;
+  DeviceStats final_stats;
+  std::vector<TimelinePoint> timeline;
+};
+
+class MetricsCollector final : public ReplayHooks {
+ public:
+  // REQUIRES: replayer.Init() has run (the collector starts from its state).
+  explicit MetricsCollector(Replayer& replayer, size_t timeline_points = 1000);
+
+  void OnAllocatorEvent(const AllocatorEvent& event) override;
+  void OnOpDone(const TraceEvent& event) override;
+  void OnFinish() override;
+
+  const MemoryMetrics& metrics() const { return metrics_; }
+  const DeviceStats& stats() const { return tracker_.stats(); }
+  uint64_t internal_waste_bytes() const { return waste_bytes_; }
+
+ private:
+  Replayer& replayer_;
+  StatsTracker tracker_;
+  Timeline timeline_;
+  MemoryMetrics metrics_;
+  uint64_t waste_bytes_ = 0;
+  bool new_reserved_peak_ = false;
+};
+
+}  // namespace fragscope

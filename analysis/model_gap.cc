@@ -1,0 +1,192 @@
+#include "analysis/model_gap.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "allocator/format_size.h"
+#include "estimator/inference_memory.h"
+#include "estimator/model_presets.h"
+#include "estimator/model_spec_json.h"
+#include "estimator/training_config.h"
+#include "estimator/training_memory.h"
+
+namespace fragscope {
+namespace {
+
+namespace est = ::fragscope::estimator;
+
+absl::StatusOr<int64_t> PositiveInt(const std::string& key, const std::string& value) {
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(value, &n) || n <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--model: %s expects a positive integer, got '%s'", key, value));
+  }
+  return n;
+}
+
+// The estimator term a key belongs to in the comparison, or "" for terms the allocator never
+// sees (CUDA context, workspace, host terms, the 1.2x rule).
+std::string Category(const std::string& key) {
+  if (key == "weights" || key == "lora_weights") return "weights";
+  if (key == "gradients" || key == "main_gradients" || key == "lora_gradients") return "gradients";
+  if (key == "master_weights" || absl::StrContains(key, "optimizer")) return "optimizer";
+  if (absl::StartsWith(key, "activations") || key == "recompute_working_set") return "activations";
+  if (key == "kv_cache") return "kv_cache";
+  return "";
+}
+
+// The term a live block belongs to, from the marker phase it was allocated in.
+std::string CategoryOfPhase(const MapBlock& block) {
+  if (block.origin.before_trace) return "weights";
+  const std::string p = absl::AsciiStrToLower(block.phase);
+  if (absl::StrContains(p, "optim") || absl::StrContains(p, ".step")) return "optimizer";
+  if (absl::StrContains(p, "backward")) return "gradients";
+  if (absl::StrContains(p, "forward")) return "activations";
+  if (absl::StrContains(p, "prefill") || absl::StrContains(p, "decode")) return "kv_cache";
+  if (absl::StrContains(p, "init") || absl::StrContains(p, "weight") ||
+      absl::StrContains(p, "load")) {
+    return "weights";
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<est::MemoryEstimate> EstimateFromModelSpec(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  absl::StatusOr<est::ModelSpec> model =
+      absl::EndsWith(name, ".json") ? est::LoadModelSpecFile(name) : est::FindModelPreset(name);
+  if (!model.ok()) return model.status();
+  est::TrainingConfig train;
+  est::InferenceConfig infer;
+  bool training = true;
+  if (colon != std::string::npos) {
+    for (absl::string_view item : absl::StrSplit(spec.substr(colon + 1), ',', absl::SkipEmpty())) {
+      const std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+      const std::string& key = kv[0];
+      const std::string value = kv.size() > 1 ? kv[1] : "";
+      absl::Status status;
+      auto set_int = [&](int64_t* field) {
+        absl::StatusOr<int64_t> n = PositiveInt(key, value);
+        if (n.ok()) *field = *n;
+        status = n.status();
+      };
+      if (key == "train") {
+        training = true;
+      } else if (key == "infer") {
+        training = false;
+      } else if (key == "seq") {
+        set_int(&train.seq_len);
+      } else if (key == "micro_batch") {
+        set_int(&train.micro_batch);
+      } else if (key == "tp") {
+        set_int(&train.layout.tp);
+        infer.layout.tp = train.layout.tp;
+      } else if (key == "pp") {
+        set_int(&train.layout.pp);
+        infer.layout.pp = train.layout.pp;
+      } else if (key == "dp") {
+        set_int(&train.layout.dp);
+      } else if (key == "batch") {
+        set_int(&infer.batch);
+      } else if (key == "context") {
+        set_int(&infer.context);
+      } else if (key == "zero") {
+        int64_t zero = 0;
+        if (!absl::SimpleAtoi(value, &zero) || zero < 0 || zero > 3) {
+          status = absl::InvalidArgumentError("--model: zero expects 0, 1, 2 or 3");
+        }
+        train.zero_stage = static_cast<int>(zero);
+      } else if (key == "precision") {
+        absl::StatusOr<est::Precision> p = est::ParsePrecision(value, "precision");
+        if (p.ok()) train.precision = *p;
+        status = p.status();
+      } else if (key == "optimizer") {
+        absl::StatusOr<est::Optimizer> o = est::ParseOptimizer(value, "optimizer");
+        if (o.ok()) train.optimizer = *o;
+        status = o.status();
+      } else if (key == "recompute") {
+        absl::StatusOr<est::Recompute> r = est::ParseRecompute(value, "recompute");
+        if (r.ok()) train.recompute = *r;
+        status = r.status();
+      } else if (key == "flash") {
+        train.flash_attention = value != "0";
+      } else if (key == "dtype" || key == "kv_dtype") {
+        absl::StatusOr<est::DType> d = est::ParseDType(value, key);
+        if (d.ok()) (key == "dtype" ? infer.weights : infer.kv_cache) = *d;
+        status = d.status();
+      } else {
+        status = absl::InvalidArgumentError(absl::StrFormat(
+            "--model: unknown key '%s' (known: train, infer, seq, micro_batch, precision, "
+            "optimizer, zero, tp, pp, dp, recompute, flash, batch, context, dtype, kv_dtype)",
+            key));
+      }
+      if (!status.ok()) return status;
+    }
+  }
+  return training ? est::EstimateTraining(*model, train) : est::EstimateInference(*model, infer);
+}
+
+ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSummary& layout) {
+  ModelGap gap;
+  gap.model = absl::StrFormat("%s, %s", estimate.model_name, estimate.workload);
+  std::map<std::string, TermGap> terms;
+  for (const est::Term& t : estimate.terms) {
+    if (t.placement != est::Placement::kDevice) continue;
+    const std::string category = Category(t.key);
+    if (category.empty()) continue;
+    terms[category].category = category;
+    terms[category].estimated_bytes += t.value;
+    gap.theoretical_bytes += t.value;
+  }
+  for (const SegmentMap& m : layout.maps) {
+    for (const MapBlock& b : m.blocks) {
+      if (b.state != MapBlockState::kAllocated) continue;
+      gap.allocated_bytes += static_cast<double>(b.size);
+      const std::string category = CategoryOfPhase(b);
+      if (category.empty()) {
+        gap.unattributed_bytes += static_cast<double>(b.size);
+      } else {
+        terms[category].category = category;
+        terms[category].measured_bytes += static_cast<double>(b.size);
+      }
+    }
+  }
+  double worst = 0;
+  for (auto& [category, term] : terms) {
+    gap.terms.push_back(term);
+    const double excess = term.measured_bytes - term.estimated_bytes;
+    if (excess > worst) {
+      worst = excess;
+      gap.likely_term = category;
+    }
+  }
+  const double diff = gap.allocated_bytes - gap.theoretical_bytes;
+  auto size = [](double bytes) { return FormatSize(static_cast<uint64_t>(std::max(0.0, bytes))); };
+  gap.lines.push_back(absl::StrFormat(
+      "Theoretical footprint (%s): %s; allocated at this point: %s (%s%s, %+.0f%%).", gap.model,
+      size(gap.theoretical_bytes), size(gap.allocated_bytes), diff >= 0 ? "+" : "-",
+      size(std::abs(diff)),
+      gap.theoretical_bytes > 0 ? 100.0 * diff / gap.theoretical_bytes : 0.0));
+  if (!gap.likely_term.empty()) {
+    const TermGap& t = terms[gap.likely_term];
+    gap.lines.push_back(absl::StrFormat(
+        "The gap most likely sits in %s: blocks allocated in its phases hold %s against %s "
+        "estimated (heuristic: blocks are attributed by the marker phase they were allocated in).",
+        gap.likely_term, size(t.measured_bytes), size(t.estimated_bytes)));
+  } else if (gap.unattributed_bytes > 0 && gap.allocated_bytes > 0) {
+    gap.lines.push_back(
+        absl::StrFormat("%s of live blocks carry no phase that maps to a term (add markers such as "
+                        "\"step N / forward\" to attribute them).",
+                        size(gap.unattributed_bytes)));
+  }
+  return gap;
+}
+
+}  // namespace fragscope

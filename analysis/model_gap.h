@@ -1,0 +1,50 @@
+// ModelGap: how far the memory a job actually held is from the theoretical footprint of its
+// model (estimator/), and which term the difference most likely sits in.
+//
+// --model SPEC:  NAME_OR_JSON[:key=value,...]
+//   NAME_OR_JSON  an estimator preset (fragscope estimate --list-presets) or a model spec JSON
+//                 (fragscope's or a Hugging Face config.json)
+//   keys          train (default) | infer; seq, micro_batch, precision (fp32|fp16|bf16),
+//                 optimizer, zero, tp, pp, dp, recompute (none|selective|full), flash (0|1);
+//                 for inference: batch, context, dtype, kv_dtype
+//   e.g.  gpt2-medium:seq=1024,micro_batch=8   llama-2-7b:infer,batch=16,context=4096
+//
+// Attribution is a heuristic, and says so: live blocks are sorted into the estimator's terms by
+// the marker phase they were allocated in (forward -> activations, backward -> gradients,
+// optimizer/step -> optimizer state, init/weights/before the trace -> weights, prefill/decode ->
+// KV cache). The term whose measured bytes exceed its estimate the most is named. Device terms
+// that the allocator never sees (CUDA context, library workspace) are left out of the comparison.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "analysis/segment_map.h"
+#include "estimator/term.h"
+
+namespace fragscope {
+
+// The estimate for a --model SPEC. Errors name the bad key or value.
+absl::StatusOr<estimator::MemoryEstimate> EstimateFromModelSpec(const std::string& spec);
+
+struct TermGap {
+  std::string category;  // "weights", "gradients", "optimizer", "activations", "kv_cache"
+  double estimated_bytes = 0;
+  double measured_bytes = 0;  // live blocks attributed by phase
+};
+
+struct ModelGap {
+  std::string model;             // the estimate's model name and workload
+  double theoretical_bytes = 0;  // the allocator-visible device terms
+  double allocated_bytes = 0;    // what the job held
+  std::vector<TermGap> terms;
+  double unattributed_bytes = 0;   // live blocks whose phase maps to no term
+  std::string likely_term;         // "" when no term exceeds its estimate
+  std::vector<std::string> lines;  // the human explanation
+};
+
+// Compares `layout` (live blocks with phases) against `estimate`.
+ModelGap CompareWithModel(const estimator::MemoryEstimate& estimate, const LayoutSummary& layout);
+
+}  // namespace fragscope

@@ -1,0 +1,243 @@
+#include "analysis/oom_explainer.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "allocator/format_size.h"
+#include "allocator/size_policy.h"
+
+namespace fragscope {
+namespace {
+
+std::string Size(uint64_t bytes) { return FormatSize(bytes); }
+
+// The layout's numbers the classification needs.
+void FillLayoutNumbers(const LayoutSummary& layout, OomExplanation& x) {
+  x.free_cached_bytes = layout.free_cached_bytes;
+  x.holes = layout.holes;
+  x.largest_hole = layout.largest_hole;
+  x.fragmented_segment_count = layout.fragmented_segments;
+  const PoolKind pool = PoolFor(x.rounded_bytes);
+  for (const SegmentMap& m : layout.maps) {
+    if (m.stream == x.stream || m.pool != pool) continue;
+    for (const MapBlock& b : m.blocks) {
+      if (b.state == MapBlockState::kFree && b.size >= x.rounded_bytes) {
+        x.other_stream_fitting_bytes += b.size;
+      }
+    }
+  }
+}
+
+// The fragmented segments and the live blocks that pin them.
+void FillPinning(const LayoutSummary& layout, OomExplanation& x) {
+  std::vector<const SegmentMap*> fragmented;
+  for (const SegmentMap& m : layout.maps) {
+    if (m.fragmented()) fragmented.push_back(&m);
+  }
+  std::sort(fragmented.begin(), fragmented.end(), [](const SegmentMap* a, const SegmentMap* b) {
+    return a->free_bytes != b->free_bytes ? a->free_bytes > b->free_bytes : a->address < b->address;
+  });
+  std::vector<PinningBlock> pinning;
+  auto add_live = [&](const SegmentMap& m) {
+    for (const MapBlock& b : m.blocks) {
+      if (b.state == MapBlockState::kFree) continue;
+      pinning.push_back(PinningBlock{b.address, m.address, b.size, b.requested_bytes,
+                                     b.state == MapBlockState::kPendingFree, b.origin, b.phase});
+    }
+  };
+  for (size_t i = 0; i < fragmented.size() && i < OomExplanation::kMaxSegments; ++i) {
+    const SegmentMap& m = *fragmented[i];
+    uint64_t live = 0;
+    for (const MapBlock& b : m.blocks) live += b.state != MapBlockState::kFree ? 1u : 0u;
+    x.fragmented.push_back({m.address, m.size, m.free_bytes, m.holes, m.largest_hole, live});
+    add_live(m);
+  }
+  if (x.cause == OomCause::kCapacity || fragmented.empty()) {
+    pinning.clear();  // what holds the memory: the largest live blocks anywhere
+    for (const SegmentMap& m : layout.maps) add_live(m);
+  }
+  std::sort(pinning.begin(), pinning.end(), [](const PinningBlock& a, const PinningBlock& b) {
+    return a.size != b.size ? a.size > b.size : a.address < b.address;
+  });
+  if (pinning.size() > OomExplanation::kMaxPinning) pinning.resize(OomExplanation::kMaxPinning);
+  x.pinning = std::move(pinning);
+}
+
+void Classify(OomExplanation& x) {
+  const uint64_t r = x.rounded_bytes;
+  const uint64_t live = x.allocated_bytes;
+  if (live + r > x.limit_bytes) {
+    x.cause = OomCause::kCapacity;
+    x.headline = absl::StrFormat(
+        "Capacity: live tensors held %s and the request was %s; together %s, more than the "
+        "%s %s, even with perfect packing.",
+        Size(live), Size(r), Size(live + r), Size(x.limit_bytes),
+        x.allowed_bytes > 0 ? "allowed by the memory fraction" : "the device has");
+    x.evidence.push_back(absl::StrFormat("live %s + request %s = %s > limit %s", Size(live),
+                                         Size(r), Size(live + r), Size(x.limit_bytes)));
+    return;
+  }
+  if (live + r > x.available_bytes) {
+    x.cause = OomCause::kOutsidePyTorch;
+    x.headline = absl::StrFormat(
+        "Outside PyTorch: %s of device memory was held outside the allocator (other processes, "
+        "the CUDA context, NCCL, libraries); without it the request of %s would have fit.",
+        Size(x.outside_bytes), Size(r));
+    x.evidence.push_back(absl::StrFormat(
+        "device %s - free %s - reserved by the allocator %s = %s held outside PyTorch",
+        Size(x.device_total_bytes), Size(x.device_free_bytes), Size(x.reserved_bytes),
+        Size(x.outside_bytes)));
+    x.evidence.push_back(absl::StrFormat("live %s + request %s = %s <= limit %s, but > %s left",
+                                         Size(live), Size(r), Size(live + r), Size(x.limit_bytes),
+                                         Size(x.available_bytes)));
+    return;
+  }
+  x.cause = OomCause::kAllocatorPolicy;
+  if (live + x.pending_free_bytes + r > x.available_bytes) {
+    x.rule = PolicyRule::kPendingFree;
+    x.headline = absl::StrFormat(
+        "Allocator policy (pending free): %s of freed blocks were still waiting for other "
+        "streams' work (record_stream) and could not be reused; without them the request of %s "
+        "would have fit.",
+        Size(x.pending_free_bytes), Size(r));
+    x.evidence.push_back(
+        absl::StrFormat("live %s + pending free %s + request %s = %s > %s available", Size(live),
+                        Size(x.pending_free_bytes), Size(r), Size(live + x.pending_free_bytes + r),
+                        Size(x.available_bytes)));
+    return;
+  }
+  if (x.oversize_rejected_bytes > 0) {
+    x.rule = PolicyRule::kOversizeRule;
+    x.headline = absl::StrFormat(
+        "Allocator policy (max_split_size): %s of cached blocks large enough for the %s request "
+        "were refused because blocks of max_split_size or more only serve requests close to "
+        "their own size.",
+        Size(x.oversize_rejected_bytes), Size(r));
+    x.evidence.push_back(absl::StrFormat("oversize cached blocks that would fit: %s",
+                                         Size(x.oversize_rejected_bytes)));
+    return;
+  }
+  if (x.other_stream_fitting_bytes > 0) {
+    x.rule = PolicyRule::kOtherStream;
+    x.headline = absl::StrFormat(
+        "Allocator policy (other stream): %s of cached blocks large enough for the %s request "
+        "belonged to other streams; the allocator never hands a block to another stream.",
+        Size(x.other_stream_fitting_bytes), Size(r));
+    x.evidence.push_back(absl::StrFormat("free blocks >= %s on other streams: %s", Size(r),
+                                         Size(x.other_stream_fitting_bytes)));
+    return;
+  }
+  x.cause = OomCause::kFragmentation;
+  const uint64_t device_room =
+      x.available_bytes > x.reserved_bytes ? x.available_bytes - x.reserved_bytes : 0;
+  x.headline = absl::StrFormat(
+      "Fragmentation: %s was free (%s cached in %d holes + %s more the device could give) but "
+      "no hole held the %s request: the largest was %s, and a new %s segment did not fit.",
+      Size(x.free_cached_bytes + device_room), Size(x.free_cached_bytes), x.holes,
+      Size(device_room), Size(r), Size(x.largest_hole), Size(x.segment_bytes));
+  x.evidence.push_back(absl::StrFormat(
+      "live %s + pending free %s + request %s = %s <= %s available: it fits with perfect packing",
+      Size(live), Size(x.pending_free_bytes), Size(r), Size(live + x.pending_free_bytes + r),
+      Size(x.available_bytes)));
+  x.evidence.push_back(
+      absl::StrFormat("largest hole %s < request %s; reserved %s + new segment %s > %s available",
+                      Size(x.largest_hole), Size(r), Size(x.reserved_bytes), Size(x.segment_bytes),
+                      Size(x.available_bytes)));
+}
+
+}  // namespace
+
+std::string_view OomCauseName(OomCause cause) {
+  switch (cause) {
+    case OomCause::kCapacity:
+      return "capacity";
+    case OomCause::kFragmentation:
+      return "fragmentation";
+    case OomCause::kAllocatorPolicy:
+      return "allocator_policy";
+    case OomCause::kOutsidePyTorch:
+      return "outside_pytorch";
+  }
+  return "unknown";
+}
+
+std::string_view PolicyRuleName(PolicyRule rule) {
+  switch (rule) {
+    case PolicyRule::kNone:
+      return "";
+    case PolicyRule::kPendingFree:
+      return "pending_free";
+    case PolicyRule::kOversizeRule:
+      return "oversize_rule";
+    case PolicyRule::kOtherStream:
+      return "other_stream";
+  }
+  return "";
+}
+
+OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
+                          const std::string& phase, uint64_t capacity_bytes) {
+  OomExplanation x;
+  const TraceEvent& e = *oom.event;
+  x.event_index = e.index;
+  x.time_ns = e.time_ns;
+  x.phase = phase;
+  x.in_trace = oom.in_trace;
+  x.in_replay = oom.in_replay;
+  x.stream = e.stream;
+  x.requested_bytes = e.requested_bytes > 0 ? e.requested_bytes : e.bytes;
+  if (oom.in_replay) {
+    const OomReport& r = oom.report;
+    x.rounded_bytes = r.rounded_bytes;
+    x.segment_bytes = r.segment_bytes;
+    x.device_total_bytes = r.device_total_bytes;
+    x.device_free_bytes = r.device_free_bytes;
+    x.allowed_bytes = r.allowed_bytes;
+    x.reserved_bytes = r.reserved_bytes;
+    x.allocated_bytes = r.allocated_bytes;
+    x.pending_free_bytes = r.pending_free_bytes;
+    x.oversize_rejected_bytes = r.oversize_rejected_bytes;
+  } else {
+    // The job failed but the replay did not: use what the trace recorded.
+    x.rounded_bytes = e.bytes > 0 ? e.bytes : x.requested_bytes;
+    x.segment_bytes = x.rounded_bytes;
+    x.device_total_bytes = e.device_total_bytes > 0 ? e.device_total_bytes : capacity_bytes;
+    x.device_free_bytes = e.device_free_bytes;
+    x.reserved_bytes = e.reserved_bytes > 0 ? e.reserved_bytes : layout.reserved_bytes;
+    x.allocated_bytes = e.allocated_bytes > 0 ? e.allocated_bytes : layout.allocated_bytes;
+  }
+  x.reserved_but_unallocated_bytes =
+      x.reserved_bytes > x.allocated_bytes ? x.reserved_bytes - x.allocated_bytes : 0;
+  const uint64_t held = x.device_free_bytes + x.reserved_bytes;
+  x.outside_bytes = x.device_total_bytes > held ? x.device_total_bytes - held : 0;
+  x.limit_bytes =
+      x.allowed_bytes > 0 ? std::min(x.allowed_bytes, x.device_total_bytes) : x.device_total_bytes;
+  const uint64_t device_room =
+      x.device_total_bytes > x.outside_bytes ? x.device_total_bytes - x.outside_bytes : 0;
+  x.available_bytes = std::min(x.limit_bytes, device_room);
+  FillLayoutNumbers(layout, x);
+  Classify(x);
+  FillPinning(layout, x);
+  if (!oom.in_replay) {
+    x.headline = absl::StrFormat(
+        "Not reproduced: the job ran out of memory here but the replay served the request. %s",
+        x.headline);
+  }
+  if (!oom.in_trace) {
+    x.headline =
+        absl::StrFormat("The replay ran out of memory here (the job did not). %s", x.headline);
+  }
+  return x;
+}
+
+void OomCollector::OnOom(const ReplayOom& oom) {
+  ++total_;
+  if (explanations_.size() >= kMaxExplanations) return;
+  LayoutSummary layout = CurrentLayout(replayer_);
+  OomExplanation x =
+      ExplainOom(oom, layout, replayer_.current_phase(), replayer_.config().capacity_bytes);
+  if (explanations_.size() < kMaxMaps) x.layout = std::move(layout);
+  explanations_.push_back(std::move(x));
+}
+
+}  // namespace fragscope

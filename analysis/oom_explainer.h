@@ -1,0 +1,130 @@
+// OomExplanation: why one allocation ran out of memory, classified and backed by numbers.
+//
+// The four causes (issue 6), decided in this order from the allocator's state right after the
+// failure (after PyTorch's retry ladder released what it could):
+//
+//   limit      = the memory-fraction cap if one is set, else the device's capacity
+//   available  = limit, less the memory held outside the allocator (outside)
+//   live       = bytes of allocated blocks;  pending = bytes freed but waiting for stream events
+//
+//   1. capacity          live + request > limit: no packing of the live tensors could have made
+//                        room, even with nothing else on the device.
+//   2. outside PyTorch   live + request <= limit but > available: the device's free memory was
+//                        lower than the allocator's reservations explain (other processes, the
+//                        CUDA context, NCCL, libraries), and that made the difference.
+//   3. allocator policy  the request would have fit, but free memory was barred by a rule:
+//                        pending free   live + pending + request > available (record_stream);
+//                        oversize rule  a cached block big enough was refused by max_split_size;
+//                        other stream   cached blocks big enough sat on other streams.
+//   4. fragmentation     live + pending + request <= available: enough memory was free (cached
+//                        holes plus what the device still had) but no hole was big enough and
+//                        the device could not supply a new segment.
+//
+// Each explanation carries the largest hole, the number of holes, the fragmented segments and
+// the live blocks that pin them, with where each was allocated (event, time, marker phase).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/replay.h"
+#include "analysis/segment_map.h"
+
+namespace fragscope {
+
+enum class OomCause : uint8_t { kCapacity, kFragmentation, kAllocatorPolicy, kOutsidePyTorch };
+enum class PolicyRule : uint8_t { kNone, kPendingFree, kOversizeRule, kOtherStream };
+
+// "capacity", "fragmentation", "allocator_policy", "outside_pytorch".
+std::string_view OomCauseName(OomCause cause);
+// "", "pending_free", "oversize_rule", "other_stream".
+std::string_view PolicyRuleName(PolicyRule rule);
+
+struct PinningBlock {
+  DevicePtr address = 0;
+  DevicePtr segment = 0;
+  uint64_t size = 0;
+  uint64_t requested_bytes = 0;
+  bool pending_free = false;
+  BlockOrigin origin;
+  std::string phase;
+};
+
+struct FragmentedSegment {
+  DevicePtr address = 0;
+  uint64_t size = 0;
+  uint64_t free_bytes = 0;
+  uint64_t holes = 0;
+  uint64_t largest_hole = 0;
+  uint64_t live_blocks = 0;
+};
+
+struct OomExplanation {
+  uint64_t event_index = 0;
+  uint64_t time_ns = 0;
+  std::string phase;       // the marker phase the failing allocation was made in
+  bool in_trace = false;   // the original job failed here
+  bool in_replay = false;  // the replay failed here too
+  uint64_t requested_bytes = 0;
+  uint64_t rounded_bytes = 0;
+  uint64_t segment_bytes = 0;  // PyTorch's "Tried to allocate"
+  StreamId stream = 0;
+  uint64_t device_total_bytes = 0;
+  uint64_t device_free_bytes = 0;
+  uint64_t allowed_bytes = 0;  // memory-fraction cap; 0 = none
+  uint64_t limit_bytes = 0;
+  uint64_t outside_bytes = 0;
+  uint64_t available_bytes = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t pending_free_bytes = 0;
+  uint64_t reserved_but_unallocated_bytes = 0;  // PyTorch's figure in its OOM message
+  uint64_t free_cached_bytes = 0;
+  uint64_t holes = 0;
+  uint64_t largest_hole = 0;
+  uint64_t fragmented_segment_count = 0;
+  uint64_t oversize_rejected_bytes = 0;
+  uint64_t other_stream_fitting_bytes = 0;
+  OomCause cause = OomCause::kFragmentation;
+  PolicyRule rule = PolicyRule::kNone;
+  std::string headline;                       // one sentence, numbers included
+  std::vector<std::string> evidence;          // the arithmetic behind the class
+  std::vector<FragmentedSegment> fragmented;  // most free bytes first, at most kMaxSegments
+  std::vector<PinningBlock> pinning;          // largest first, at most kMaxPinning
+  std::optional<LayoutSummary> layout;        // the full segment map (first few OOMs only)
+  // Filled by later stages: the smallest tested setting that avoids it (sweep), and the
+  // distance to the theoretical footprint (--model).
+  std::string avoided_by;
+  std::vector<std::string> model_gap;
+
+  static constexpr size_t kMaxSegments = 5;
+  static constexpr size_t kMaxPinning = 12;
+};
+
+// Classifies `oom` from the layout right after it. `capacity_bytes` is the simulated device's.
+OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
+                          const std::string& phase, uint64_t capacity_bytes);
+
+// Collects an explanation for every OOM of a replay (the trace's and the replay's own), with
+// full segment maps for the first kMaxMaps.
+class OomCollector final : public ReplayHooks {
+ public:
+  static constexpr size_t kMaxMaps = 8;
+  static constexpr size_t kMaxExplanations = 1000;
+
+  explicit OomCollector(Replayer& replayer) : replayer_(replayer) {}
+  void OnOom(const ReplayOom& oom) override;
+
+  std::vector<OomExplanation>& explanations() { return explanations_; }
+  uint64_t total() const { return total_; }
+
+ private:
+  Replayer& replayer_;
+  std::vector<OomExplanation> explanations_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace fragscope

@@ -1,0 +1,53 @@
+// AnalysisReport: everything `fragscope analyze` found, as plain data. The terminal summary
+// (text_report.h), the JSON file (json_report.h, schema in REPORT_SCHEMA.md) and the HTML file
+// (html_report.h) are three renderings of it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/metrics.h"
+#include "analysis/model_gap.h"
+#include "analysis/oom_explainer.h"
+#include "analysis/segment_map.h"
+#include "analysis/sweep.h"
+#include "analysis/trace_event.h"
+
+namespace fragscope {
+
+// Bumped when a JSON field changes meaning or disappears; additions keep the version.
+inline constexpr int kReportSchemaVersion = 1;
+
+// The analysis of one trace (one rank of a job).
+struct RankReport {
+  TraceInfo info;  // initial_segments cleared
+  uint64_t capacity_bytes = 0;
+  std::string capacity_source;
+  std::optional<uint64_t> allowed_bytes;
+  std::string options;  // the allocator settings replayed, PYTORCH_CUDA_ALLOC_CONF syntax
+  MemoryMetrics metrics;
+  std::string memory_summary;  // torch.cuda.memory_summary() of the replay's final stats
+  std::vector<OomExplanation> ooms;
+  uint64_t oom_count = 0;  // all OOMs, explained or not (ooms holds the first 1000)
+  std::optional<uint64_t> at_index;
+  std::optional<LayoutSummary> at_layout;  // --at EVENT
+  LayoutSummary final_layout;              // numbers only (maps cleared)
+  std::vector<SweepResult> sweep;
+  std::optional<size_t> recommended;  // index into sweep
+  std::string recommendation;
+  std::optional<ModelGap> model_gap;
+  std::string model_gap_where;  // "at the first OOM (event 812)", ...
+  std::vector<std::string> warnings;
+  double replay_seconds = 0.0;
+  double sweep_seconds = 0.0;
+};
+
+struct AnalysisReport {
+  std::vector<RankReport> ranks;
+  std::optional<size_t> worst;  // index into ranks when there are several
+  std::string worst_reason;
+};
+
+}  // namespace fragscope

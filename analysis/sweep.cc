@@ -1,0 +1,245 @@
+#include "analysis/sweep.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "analysis/replay.h"
+
+namespace fragscope {
+namespace {
+
+// "key:value" entries of a PYTORCH_CUDA_ALLOC_CONF string, split at top-level commas.
+std::vector<std::pair<std::string, std::string>> SplitConf(const std::string& conf) {
+  std::vector<std::pair<std::string, std::string>> out;
+  int depth = 0;
+  std::string item;
+  auto flush = [&] {
+    if (item.empty()) return;
+    const size_t colon = item.find(':');
+    out.emplace_back(item.substr(0, colon),
+                     colon == std::string::npos ? "" : item.substr(colon + 1));
+    item.clear();
+  };
+  for (char c : conf) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      flush();
+    } else {
+      item += c;
+    }
+  }
+  flush();
+  return out;
+}
+
+std::string JoinConf(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : entries) parts.push_back(absl::StrCat(key, ":", value));
+  return absl::StrJoin(parts, ",");
+}
+
+void SetKey(std::vector<std::pair<std::string, std::string>>& entries, const std::string& key,
+            const std::optional<std::string>& value) {
+  entries.erase(
+      std::remove_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == key; }),
+      entries.end());
+  if (value.has_value()) entries.emplace_back(key, *value);
+}
+
+// Counts the swept settings that differ between a and b.
+int Changes(const AllocatorOptions& a, const AllocatorOptions& b) {
+  return (a.max_split_size_bytes != b.max_split_size_bytes ? 1 : 0) +
+         (a.roundup_power2_divisions != b.roundup_power2_divisions ? 1 : 0) +
+         (a.garbage_collection_threshold != b.garbage_collection_threshold ? 1 : 0);
+}
+
+// Collects a sweep replay's OOMs.
+class SweepHooks final : public ReplayHooks {
+ public:
+  explicit SweepHooks(SweepResult& result) : result_(result) {}
+  void OnOom(const ReplayOom& oom) override {
+    if (!oom.in_replay) return;
+    ++result_.ooms;
+    if (!result_.first_oom_index.has_value()) result_.first_oom_index = oom.event->index;
+    if (result_.oom_indices.size() < SweepResult::kMaxOomIndices) {
+      result_.oom_indices.push_back(oom.event->index);
+    }
+  }
+
+ private:
+  SweepResult& result_;
+};
+
+SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
+                   const SweepReplaySettings& settings) {
+  SweepResult result;
+  result.config = config;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<TraceSource>> source = opener.Open();
+  if (!source.ok()) {
+    result.error = std::string(source.status().message());
+    return result;
+  }
+  ReplayConfig replay;
+  replay.options = config.options;
+  replay.capacity_bytes = settings.capacity_bytes;
+  replay.allowed_bytes = settings.allowed_bytes;
+  replay.script_addresses = false;
+  replay.follow_options_changes = false;
+  Replayer replayer(**source, replay);
+  absl::Status status = replayer.Init();
+  SweepHooks hooks(result);
+  if (status.ok()) status = replayer.Run(&hooks);
+  if (!status.ok()) {
+    result.error = std::string(status.message());
+    return result;
+  }
+  const DeviceStats stats = replayer.allocator().GetStats();
+  result.peak_reserved_bytes = static_cast<uint64_t>(stats.reserved_bytes[0].peak);
+  result.peak_allocated_bytes = static_cast<uint64_t>(stats.allocated_bytes[0].peak);
+  result.peak_active_bytes = static_cast<uint64_t>(stats.active_bytes[0].peak);
+  result.utilization = result.peak_reserved_bytes == 0
+                           ? 0.0
+                           : static_cast<double>(result.peak_active_bytes) /
+                                 static_cast<double>(result.peak_reserved_bytes);
+  result.device_mallocs = stats.num_device_alloc;
+  result.device_frees = stats.num_device_free;
+  result.alloc_retries = stats.num_alloc_retries;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+// Orders rows that avoid the OOMs: lowest peak reserved, then fewer device mallocs.
+bool Better(const SweepResult& a, const SweepResult& b) {
+  if (a.peak_reserved_bytes != b.peak_reserved_bytes) {
+    return a.peak_reserved_bytes < b.peak_reserved_bytes;
+  }
+  if (a.device_mallocs != b.device_mallocs) return a.device_mallocs < b.device_mallocs;
+  return a.config.changes_from_trace < b.config.changes_from_trace;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOptions& base,
+                                                           const SweepSpec& spec) {
+  const std::string base_conf = FormatAllocatorOptions(base);
+  std::vector<SweepConfig> configs;
+  configs.push_back({base, base_conf.empty() ? "(default)" : base_conf, 0, true});
+  std::vector<uint64_t> splits = spec.max_split_size_mb;
+  std::vector<std::string> roundups = spec.roundup_power2_divisions;
+  std::vector<double> gcs = spec.garbage_collection_thresholds;
+  if (splits.empty()) splits = {UINT64_MAX};
+  if (roundups.empty()) roundups = {""};
+  if (gcs.empty()) gcs = {0.0};
+  for (uint64_t split : splits) {
+    for (const std::string& roundup : roundups) {
+      for (double gc : gcs) {
+        auto entries = SplitConf(base_conf);
+        if (split != UINT64_MAX) {
+          SetKey(entries, "max_split_size_mb",
+                 split == 0 ? std::nullopt : std::optional<std::string>(absl::StrCat(split)));
+        }
+        if (!roundup.empty()) SetKey(entries, "roundup_power2_divisions", roundup);
+        if (gc > 0) {
+          SetKey(entries, "garbage_collection_threshold", absl::StrCat(gc));
+          if (base.per_process_memory_fraction >= 1.0) {
+            SetKey(entries, "per_process_memory_fraction", "0.999");
+          }
+        }
+        const std::string conf = JoinConf(entries);
+        absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(conf);
+        if (!options.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrFormat("sweep configuration '%s': %s", conf, options.status().message()));
+        }
+        const std::string label = FormatAllocatorOptions(*options);
+        const bool duplicate = std::any_of(configs.begin(), configs.end(), [&](const auto& c) {
+          return FormatAllocatorOptions(c.options) == label;
+        });
+        if (duplicate) continue;
+        configs.push_back(
+            {*options, label.empty() ? "(default)" : label, Changes(base, *options), false});
+      }
+    }
+  }
+  return configs;
+}
+
+std::vector<SweepResult> RunSweep(const TraceOpener& opener,
+                                  const std::vector<SweepConfig>& configs,
+                                  const SweepReplaySettings& settings, int threads,
+                                  const std::function<void(size_t, size_t)>& progress) {
+  std::vector<SweepResult> results(configs.size());
+  size_t workers = threads > 0 ? static_cast<size_t>(threads)
+                               : std::max<size_t>(1, std::thread::hardware_concurrency());
+  workers = std::min(workers, configs.size());
+  std::atomic<size_t> next{0};
+  std::mutex progress_mu;
+  size_t finished = 0;
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < configs.size(); i = next.fetch_add(1)) {
+      results[i] = RunOne(opener, configs[i], settings);
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        progress(++finished, configs.size());
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < workers; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return results;
+}
+
+std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult>& results,
+                                                   bool trace_has_oom) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const SweepResult& r = results[i];
+    if (!r.error.empty() || r.ooms > 0) continue;
+    if (!best.has_value() || Better(r, results[*best])) best = i;
+  }
+  if (!best.has_value()) return std::nullopt;
+  const SweepResult& r = results[*best];
+  std::string reason =
+      trace_has_oom ? absl::StrFormat(
+                          "avoids every OOM with the lowest peak reserved memory among those "
+                          "that do (%d device mallocs)",
+                          r.device_mallocs)
+                    : absl::StrFormat(
+                          "the trace has no OOM; lowest peak reserved memory (%d device "
+                          "mallocs)",
+                          r.device_mallocs);
+  return SweepRecommendation{*best, std::move(reason)};
+}
+
+std::optional<size_t> SmallestFixFor(const std::vector<SweepResult>& results, uint64_t oom_index) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const SweepResult& r = results[i];
+    if (!r.error.empty() || r.config.is_trace_config) continue;
+    if (r.first_oom_index.has_value() && *r.first_oom_index <= oom_index) continue;
+    if (!best.has_value()) {
+      best = i;
+      continue;
+    }
+    const SweepResult& b = results[*best];
+    if (r.config.changes_from_trace != b.config.changes_from_trace) {
+      if (r.config.changes_from_trace < b.config.changes_from_trace) best = i;
+    } else if (Better(r, b)) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+}  // namespace fragscope

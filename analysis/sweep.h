@@ -1,0 +1,92 @@
+// Sweep: replays one trace under many allocator configurations on the simulated device, one
+// allocator per configuration and one configuration per thread at a time, and ranks them.
+//
+// The grid is the product of the lists given (max_split_size_mb, roundup_power2_divisions,
+// garbage_collection_threshold) on top of the trace's own settings; max_split_size_mb 0 means
+// unlimited, PyTorch's default. garbage_collection_threshold only acts under a memory fraction
+// (PyTorch's rule); when the trace has none, such configurations add
+// per_process_memory_fraction:0.999 and their label says so.
+//
+// Each replay runs with the trace's requests but not its addresses (segments land where the
+// simulated device puts them) and ignores the trace's own options changes. A configuration
+// "avoids the OOMs" when its replay never fails; the recommended one avoids them with the lowest
+// peak reserved memory, ties going to fewer device mallocs (each is a cudaMalloc, and frees
+// synchronize). Without OOMs in the trace, the recommendation is simply the lowest peak reserved.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "allocator/allocator_options.h"
+#include "analysis/open_trace.h"
+
+namespace fragscope {
+
+struct SweepSpec {
+  std::vector<uint64_t> max_split_size_mb = {0, 64, 128, 256, 512, 1024};  // 0 = unlimited
+  // roundup_power2_divisions values in PYTORCH_CUDA_ALLOC_CONF syntax ("4", "[64:8,>:1]");
+  // "" = the trace's own.
+  std::vector<std::string> roundup_power2_divisions = {""};
+  std::vector<double> garbage_collection_thresholds = {0.0};  // 0 = the trace's own
+};
+
+struct SweepConfig {
+  AllocatorOptions options;
+  std::string label;           // PYTORCH_CUDA_ALLOC_CONF string, "(default)" when empty
+  int changes_from_trace = 0;  // settings that differ from the trace's own
+  bool is_trace_config = false;
+};
+
+struct SweepResult {
+  SweepConfig config;
+  uint64_t peak_reserved_bytes = 0;
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t peak_active_bytes = 0;
+  double utilization = 0.0;  // peak active / peak reserved
+  int64_t device_mallocs = 0;
+  int64_t device_frees = 0;
+  int64_t alloc_retries = 0;
+  int64_t ooms = 0;                         // failures in the replay
+  std::optional<uint64_t> first_oom_index;  // trace index of the first
+  std::vector<uint64_t> oom_indices;        // the first kMaxOomIndices
+  double seconds = 0.0;
+  std::string error;  // the replay failed (the row has no figures)
+
+  static constexpr size_t kMaxOomIndices = 64;
+};
+
+struct SweepReplaySettings {
+  uint64_t capacity_bytes = 0;
+  std::optional<uint64_t> allowed_bytes;
+};
+
+// The configurations of `spec` over `base` (the trace's options). The trace's own configuration
+// is always included (first), so the table shows the baseline. Errors: invalid values, named.
+absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOptions& base,
+                                                           const SweepSpec& spec);
+
+// Replays `opener`'s trace under every configuration, `threads` at a time (0 = one per core).
+// `progress`, if set, is called with (finished, total) from the worker threads, serialized.
+std::vector<SweepResult> RunSweep(const TraceOpener& opener,
+                                  const std::vector<SweepConfig>& configs,
+                                  const SweepReplaySettings& settings, int threads,
+                                  const std::function<void(size_t, size_t)>& progress = {});
+
+struct SweepRecommendation {
+  size_t index = 0;
+  std::string reason;
+};
+
+// The recommended row, or nullopt when no configuration avoids the OOMs.
+std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult>& results,
+                                                   bool trace_has_oom);
+
+// The smallest tested change that avoids the OOM at trace event `oom_index` (no failure at or
+// before it), as the index of the row: fewest settings changed, then lowest peak reserved.
+std::optional<size_t> SmallestFixFor(const std::vector<SweepResult>& results, uint64_t oom_index);
+
+}  // namespace fragscope

@@ -1,0 +1,241 @@
+#include "analysis/text_report.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "allocator/format_size.h"
+
+namespace fragscope {
+namespace {
+
+std::string Size(uint64_t bytes) { return FormatSize(bytes); }
+
+std::string Percent(double fraction) { return absl::StrFormat("%.1f %%", 100.0 * fraction); }
+
+// Wraps `text` at `width` columns, each line prefixed by `indent`.
+void Wrapped(std::ostream& out, const std::string& text, const std::string& first_indent,
+             size_t width = 100) {
+  const std::string rest_indent(first_indent.size(), ' ');
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const std::string& indent = pos == 0 ? first_indent : rest_indent;
+    size_t room = width > indent.size() ? width - indent.size() : 20;
+    size_t end = std::min(text.size(), pos + room);
+    if (end < text.size()) {
+      const size_t space = text.rfind(' ', end);
+      if (space != std::string::npos && space > pos) end = space;
+    }
+    out << indent << text.substr(pos, end - pos) << "\n";
+    pos = end;
+    while (pos < text.size() && text[pos] == ' ') ++pos;
+  }
+}
+
+std::string Where(uint64_t index, uint64_t time_ns) {
+  return absl::StrFormat("event %d (%s)", index, FormatDuration(time_ns));
+}
+
+void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
+  out << absl::StrFormat(
+      "  #%d  %s, in \"%s\": request %s (block %s; PyTorch: \"Tried to "
+      "allocate %s\")\n",
+      number, Where(x.event_index, x.time_ns), x.phase, Size(x.requested_bytes),
+      Size(x.rounded_bytes), Size(x.segment_bytes));
+  out << absl::StrFormat("      cause: %s%s%s\n", OomCauseName(x.cause),
+                         x.rule == PolicyRule::kNone ? "" : " / ", PolicyRuleName(x.rule));
+  Wrapped(out, x.headline, "      ");
+  for (const std::string& e : x.evidence) Wrapped(out, e, "        - ");
+  out << absl::StrFormat(
+      "      reserved %s, allocated %s, reserved but unallocated %s, %d holes (largest %s)\n",
+      Size(x.reserved_bytes), Size(x.allocated_bytes), Size(x.reserved_but_unallocated_bytes),
+      x.holes, Size(x.largest_hole));
+  if (!x.fragmented.empty()) {
+    out << absl::StrFormat("      fragmented segments (%d in all; most free first):\n",
+                           x.fragmented_segment_count);
+    for (const FragmentedSegment& s : x.fragmented) {
+      out << absl::StrFormat(
+          "        0x%x  %10s: %10s free in %d hole%s (largest %s), %d live block%s pin%s "
+          "it\n",
+          s.address, Size(s.size), Size(s.free_bytes), s.holes, s.holes == 1 ? "" : "s",
+          Size(s.largest_hole), s.live_blocks, s.live_blocks == 1 ? "" : "s",
+          s.live_blocks == 1 ? "s" : "");
+    }
+  }
+  if (!x.pinning.empty()) {
+    out << (x.cause == OomCause::kCapacity || x.fragmented.empty()
+                ? "      largest live blocks (what holds the memory):\n"
+                : "      live blocks pinning those segments (largest first):\n");
+    out << "        size        requested   allocated at               phase\n";
+    for (const PinningBlock& p : x.pinning) {
+      const std::string when =
+          p.origin.before_trace ? "before the trace" : Where(p.origin.index, p.origin.time_ns);
+      std::string phase = p.origin.before_trace ? "" : p.phase;
+      if (phase.size() > 36) phase = phase.substr(0, 33) + "...";
+      out << absl::StrFormat("        %-11s %-11s %-26s %s%s\n", Size(p.size),
+                             Size(p.requested_bytes), when, phase,
+                             p.pending_free ? " [pending free]" : "");
+    }
+  }
+  for (const std::string& line : x.model_gap) Wrapped(out, line, "      model: ");
+  if (!x.avoided_by.empty()) Wrapped(out, "fix: " + x.avoided_by, "      ");
+}
+
+}  // namespace
+
+std::string FormatDuration(uint64_t ns) {
+  if (ns >= 1'000'000'000) return absl::StrFormat("%.2f s", static_cast<double>(ns) / 1e9);
+  if (ns >= 1'000'000) return absl::StrFormat("%.1f ms", static_cast<double>(ns) / 1e6);
+  if (ns >= 1'000) return absl::StrFormat("%.0f us", static_cast<double>(ns) / 1e3);
+  return absl::StrFormat("%d ns", ns);
+}
+
+void RenderSweepTable(const std::vector<SweepResult>& results,
+                      const std::optional<size_t>& recommended, const std::string& reason,
+                      std::ostream& out) {
+  out << absl::StrFormat("  %-40s %13s %7s %-16s %8s %7s\n", "configuration", "peak reserved",
+                         "util", "OOM", "mallocs", "frees");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const SweepResult& r = results[i];
+    std::string label = r.config.label;
+    if (r.config.is_trace_config) label += " [trace]";
+    if (label.size() > 40) label = label.substr(0, 37) + "...";
+    const char mark = recommended.has_value() && *recommended == i ? '*' : ' ';
+    if (!r.error.empty()) {
+      out << absl::StrFormat("%c %-40s error: %s\n", mark, label, r.error);
+      continue;
+    }
+    const std::string oom =
+        r.first_oom_index.has_value() ? absl::StrFormat("yes, event %d", *r.first_oom_index) : "no";
+    out << absl::StrFormat("%c %-40s %13s %7s %-16s %8d %7d\n", mark, label,
+                           Size(r.peak_reserved_bytes), Percent(r.utilization), oom,
+                           r.device_mallocs, r.device_frees);
+  }
+  if (recommended.has_value()) {
+    Wrapped(out,
+            absl::StrFormat("Recommended (*): PYTORCH_CUDA_ALLOC_CONF=%s  -- %s",
+                            results[*recommended].config.label == "(default)"
+                                ? "\"\""
+                                : results[*recommended].config.label,
+                            reason),
+            "  ");
+  } else {
+    Wrapped(out, "Recommended: none -- " + reason, "  ");
+  }
+}
+
+void RenderRankText(const RankReport& r, const TextReportOptions& options, std::ostream& out) {
+  const TraceInfo& info = r.info;
+  out << absl::StrFormat("fragscope analysis of %s (%s, device %d, rank %d)\n", info.path,
+                         TraceFormatName(info.format), info.device, info.rank);
+  Wrapped(out,
+          absl::StrFormat("device: %s, capacity %s (%s)%s", info.device_name,
+                          Size(r.capacity_bytes), r.capacity_source,
+                          r.allowed_bytes.has_value()
+                              ? absl::StrFormat("; memory fraction cap %s", Size(*r.allowed_bytes))
+                              : ""),
+          "  ");
+  out << absl::StrFormat("  allocator settings: %s\n",
+                         r.options.empty() ? "(PyTorch defaults)" : r.options);
+  out << absl::StrFormat("  %d events replayed in %.2f s; %d allocations, %d frees\n\n",
+                         r.metrics.events, r.replay_seconds, r.metrics.allocations,
+                         r.metrics.frees);
+  const MemoryMetrics& m = r.metrics;
+  out << "Memory (peaks over the trace)\n";
+  out << absl::StrFormat("  allocated %s   active %s   requested %s   reserved %s\n",
+                         Size(m.peak_allocated_bytes), Size(m.peak_active_bytes),
+                         Size(m.peak_requested_bytes), Size(m.peak_reserved_bytes));
+  out << absl::StrFormat("Fragmentation (at peak reserved, %s; definitions: analysis/METRICS.md)\n",
+                         Where(m.at_peak.index, m.at_peak.time_ns));
+  out << absl::StrFormat("  %-52s %s\n", "reserved but unallocated (PyTorch)",
+                         Size(m.reserved_but_unallocated_at_peak));
+  out << absl::StrFormat("  %-52s %.3f\n", "1 - largest free / total free (RMM)",
+                         m.rmm_fragmentation_at_peak);
+  out << absl::StrFormat("  %-52s %s\n", "utilization = peak active / peak reserved (GMLake)",
+                         Percent(m.utilization));
+  out << absl::StrFormat("  %-52s %s\n", "realized fragmentation at peak (tcmalloc)",
+                         Percent(m.realized_fragmentation));
+  out << absl::StrFormat(
+      "  %-52s %s (%s of allocated; peak %s)\n", "internal waste = block size - request",
+      Size(m.at_peak.internal_waste_bytes), Percent(m.internal_waste_fraction_at_peak),
+      Size(m.peak_internal_waste_bytes));
+  if (r.at_layout.has_value()) {
+    const LayoutSummary& l = *r.at_layout;
+    out << absl::StrFormat("\nLayout after event %d (%s)\n", l.index, FormatDuration(l.time_ns));
+    out << absl::StrFormat(
+        "  %d segments (%d fragmented), reserved %s, allocated %s, %s free in %d holes (largest "
+        "%s; RMM fragmentation %.3f)\n",
+        l.segments, l.fragmented_segments, Size(l.reserved_bytes), Size(l.allocated_bytes),
+        Size(l.free_cached_bytes), l.holes, Size(l.largest_hole), l.rmm_fragmentation);
+  }
+  out << "\n";
+  if (r.ooms.empty()) {
+    out << "Out of memory: none in the trace or the replay.\n";
+  } else {
+    out << absl::StrFormat("Out of memory: %d OOM%s\n", r.oom_count, r.oom_count == 1 ? "" : "s");
+    for (size_t i = 0; i < r.ooms.size(); ++i) {
+      if (i < options.max_ooms) {
+        RenderOom(r.ooms[i], i + 1, out);
+        out << "\n";
+      } else {
+        const OomExplanation& x = r.ooms[i];
+        out << absl::StrFormat("  #%d  %s: %s, request %s\n", i + 1,
+                               Where(x.event_index, x.time_ns), OomCauseName(x.cause),
+                               Size(x.requested_bytes));
+        if (i + 1 == r.ooms.size() || i >= options.max_ooms + 20) {
+          if (i + 1 < r.ooms.size()) out << "  ... (the JSON report lists every OOM)\n";
+          break;
+        }
+      }
+    }
+  }
+  if (r.model_gap.has_value()) {
+    out << "\nModel (" << r.model_gap_where << ")\n";
+    for (const std::string& line : r.model_gap->lines) Wrapped(out, line, "  ");
+  } else if (!r.model_gap_where.empty()) {
+    out << "\nModel: " << r.model_gap_where << "\n";
+  }
+  if (!r.sweep.empty()) {
+    out << absl::StrFormat(
+        "\nSweep: %d configurations replayed on the simulated device in "
+        "%.2f s (0 = unlimited max_split_size)\n",
+        r.sweep.size(), r.sweep_seconds);
+    RenderSweepTable(r.sweep, r.recommended, r.recommendation, out);
+  }
+  if (options.memory_summary) {
+    out << "\nPyTorch memory_summary() of the replay at the end of the trace:\n"
+        << r.memory_summary;
+  }
+  if (!r.warnings.empty()) {
+    out << "\nWarnings:\n";
+    for (const std::string& w : r.warnings) Wrapped(out, w, "  - ");
+  }
+}
+
+void RenderTextReport(const AnalysisReport& report, const TextReportOptions& options,
+                      std::ostream& out) {
+  if (report.ranks.size() == 1) {
+    RenderRankText(report.ranks[0], options, out);
+    return;
+  }
+  out << absl::StrFormat("fragscope analysis of %d ranks\n\n", report.ranks.size());
+  out << absl::StrFormat("  %-5s %-30s %10s %13s %13s %7s %-18s\n", "rank", "log", "events",
+                         "peak alloc", "peak reserved", "util", "OOMs");
+  for (size_t i = 0; i < report.ranks.size(); ++i) {
+    const RankReport& r = report.ranks[i];
+    std::string path = r.info.path;
+    if (path.size() > 30) path = "..." + path.substr(path.size() - 27);
+    const std::string ooms =
+        r.ooms.empty() ? "0"
+                       : absl::StrFormat("%d (%s)", r.oom_count, OomCauseName(r.ooms[0].cause));
+    out << absl::StrFormat(
+        "%c %-5d %-30s %10d %13s %13s %7s %-18s\n", report.worst == i ? '>' : ' ', r.info.rank,
+        path, r.metrics.events, Size(r.metrics.peak_allocated_bytes),
+        Size(r.metrics.peak_reserved_bytes), Percent(r.metrics.utilization), ooms);
+  }
+  if (report.worst.has_value()) {
+    out << "\nWorst rank (>): " << report.worst_reason << "\n\n";
+    RenderRankText(report.ranks[*report.worst], options, out);
+  }
+}
+
+}  // namespace fragscope

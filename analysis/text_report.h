@@ -1,0 +1,32 @@
+// The terminal rendering of an AnalysisReport: a summary in the spirit of
+// torch.cuda.memory_summary() followed by the explanation of every OOM and the sweep table,
+// readable at 100 columns. Metric names match analysis/METRICS.md.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "analysis/report.h"
+
+namespace fragscope {
+
+struct TextReportOptions {
+  bool memory_summary = true;  // append PyTorch's memory_summary() table of the replay
+  size_t max_ooms = 3;         // OOMs explained in full (the others get one line each)
+};
+
+void RenderTextReport(const AnalysisReport& report, const TextReportOptions& options,
+                      std::ostream& out);
+
+// One rank, as RenderTextReport prints it.
+void RenderRankText(const RankReport& rank, const TextReportOptions& options, std::ostream& out);
+
+// The sweep table alone (also `fragscope sweep`).
+void RenderSweepTable(const std::vector<SweepResult>& results,
+                      const std::optional<size_t>& recommended, const std::string& reason,
+                      std::ostream& out);
+
+// "1.23 s", "512 ms", "37 us": a trace time for humans.
+std::string FormatDuration(uint64_t ns);
+
+}  // namespace fragscope
