@@ -116,9 +116,9 @@ std::string TimelineSvg(const RankReport& rank) {
     absl::StrAppendFormat(
         &svg,
         "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" "
-        "stroke-dasharray=\"6,3\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\" "
-        "text-anchor=\"end\">capacity %s</text>",
-        kPlotLeft, kPlotRight, cy, cy, kPlotRight, cy - 4, FormatSize(rank.capacity_bytes));
+        "stroke-dasharray=\"6,3\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\">"
+        "capacity %s</text>",
+        kPlotLeft, kPlotRight, cy, cy, kPlotLeft + 6, cy - 4, FormatSize(rank.capacity_bytes));
   }
   for (size_t i = 0; i < rank.ooms.size() && i < 50; ++i) {
     const OomExplanation& o = rank.ooms[i];
@@ -163,7 +163,7 @@ std::string SegmentMapSvg(const OomExplanation& oom, size_t max_segments) {
   });
   const size_t shown = std::min(rows.size(), max_segments);
   const double row_h = 16, label_w = 250, top = 4;
-  const double height = top + row_h * static_cast<double>(shown) + 28;
+  const double height = top + row_h * static_cast<double>(shown) + 36;
   std::string svg = absl::StrFormat(
       "<svg class=\"chart\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" "
       "xmlns=\"http://www.w3.org/2000/svg\" font-family=\"monospace\" font-size=\"11\">",
@@ -201,10 +201,11 @@ std::string SegmentMapSvg(const OomExplanation& oom, size_t max_segments) {
   }
   absl::StrAppendFormat(&svg,
                         "<text x=\"0\" y=\"%.1f\" fill=\"#555\">%d of %d segments shown, "
-                        "fragmented first; each bar is one segment drawn to its own length. "
-                        "Blue: allocated, orange: pending free, grey: hole, red outline: pinning "
-                        "block.</text></svg>",
-                        height - 8, shown, rows.size());
+                        "fragmented first; each bar is one segment drawn to its own length.</text>"
+                        "<text x=\"0\" y=\"%.1f\" fill=\"#555\">Blue: allocated, orange: "
+                        "pending free, grey: hole, red outline: block pinning a fragmented "
+                        "segment. Hover for details.</text></svg>",
+                        height - 20, shown, rows.size(), height - 6);
   return svg;
 }
 
