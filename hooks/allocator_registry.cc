@@ -87,6 +87,7 @@ absl::StatusOr<AllocatorOptions> AllocatorRegistry::Options() {
 
 DeviceLogs* AllocatorRegistry::logs() {
   absl::MutexLock lock(&mu_);
+  if (!LoadConfigLocked().ok()) return nullptr;
   return logs_.get();
 }
 

@@ -63,6 +63,7 @@ class AllocatorRegistry {
   // The options allocators are (or will be) created with; loads the configuration if needed.
   absl::StatusOr<AllocatorOptions> Options();
 
+  // The per-device logs (loads the configuration if needed); nullptr when it is invalid.
   DeviceLogs* logs() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

@@ -43,6 +43,7 @@ EventLogWriter* DeviceLogs::GetOrOpen(int device,
     return nullptr;
   }
   owned_[index] = *std::move(writer);
+  for (const std::string& marker : early_markers_) owned_[index]->Mark(marker);
   writers_[index].store(owned_[index].get(), std::memory_order_release);
   // The writer registered its atexit flush; registering ours after it makes the hooks stop before
   // that flush runs (atexit handlers run in reverse order). See Note [Nothing after exit began].
@@ -51,9 +52,23 @@ EventLogWriter* DeviceLogs::GetOrOpen(int device,
 }
 
 void DeviceLogs::MarkAll(std::string_view text) {
+  if (!enabled()) return;
+  bool any_open = false;
   for (int d = 0; d < kMaxDevices; ++d) {
-    if (EventLogWriter* writer = Get(d)) writer->Mark(text);
+    if (EventLogWriter* writer = Get(d)) {
+      writer->Mark(text);
+      any_open = true;
+    }
   }
+  if (any_open) return;
+  absl::MutexLock lock(&mu_);
+  for (const auto& writer : owned_) {
+    if (writer != nullptr) {  // opened since the scan above
+      writer->Mark(text);
+      any_open = true;
+    }
+  }
+  if (!any_open && early_markers_.size() < kMaxEarlyMarkers) early_markers_.emplace_back(text);
 }
 
 absl::Status DeviceLogs::FlushAll() {

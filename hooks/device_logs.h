@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -46,8 +47,12 @@ class DeviceLogs {
   // The device's writer if it is open, else nullptr.
   EventLogWriter* Get(int device) const;
 
-  // A marker in every open log.
+  // A marker in every open log. Markers made while no log is open yet (a job's "step 0" before
+  // its first allocation) are kept, up to kMaxEarlyMarkers, and written into each log when it
+  // opens, so they are not lost.
   void MarkAll(std::string_view text);
+
+  static constexpr size_t kMaxEarlyMarkers = 64;
   // Flushes every open log; the first error.
   absl::Status FlushAll();
 
@@ -57,6 +62,7 @@ class DeviceLogs {
   absl::Mutex mu_;
   std::array<std::unique_ptr<EventLogWriter>, kMaxDevices> owned_ ABSL_GUARDED_BY(mu_);
   std::array<bool, kMaxDevices> failed_ ABSL_GUARDED_BY(mu_){};
+  std::vector<std::string> early_markers_ ABSL_GUARDED_BY(mu_);
   std::array<std::atomic<EventLogWriter*>, kMaxDevices> writers_{};
 };
 

@@ -32,10 +32,12 @@ def main():
                     "FRAGSCOPE_LOG": os.path.join(log_dir, "observe.%p.%d.fslog")})
     assert observed["preload_mode"] == "observe"
     assert observed["losses"] == plain["losses"], (observed["losses"], plain["losses"])
-    kinds = fslog_check.counts(fslog_check.only_file(os.path.join(log_dir, "observe.*.0.fslog")))
+    observe_log = fslog_check.counts(
+        fslog_check.only_file(os.path.join(log_dir, "observe.*.0.fslog")))
     # Every PyTorch segment is a cudaMalloc; libraries may add their own.
-    assert kinds["kinds"]["segment_alloc"] >= observed["stats"]["segment.all.allocated"], kinds
-    assert len(kinds["markers"]) == 20, kinds["markers"]
+    assert (observe_log["kinds"]["segment_alloc"] >=
+            observed["stats"]["segment.all.allocated"]), observe_log
+    assert len(observe_log["markers"]) == 20, observe_log["markers"]
 
     cached = run({"LD_PRELOAD": preload, "FRAGSCOPE_PRELOAD_MODE": "cache",
                   "PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
@@ -44,9 +46,9 @@ def main():
     for a, b in zip(cached["losses"], plain["losses"]):
         assert abs(a - b) <= 1e-5 * max(1.0, abs(b)), (cached["losses"], plain["losses"])
     assert cached["stats"]["allocation.all.allocated"] > 100, cached["stats"]
-    kinds = fslog_check.counts(fslog_check.only_file(os.path.join(log_dir, "cache.*.0.fslog")))
-    assert kinds["kinds"]["alloc"] == cached["stats"]["allocation.all.allocated"], kinds
-    print(f"ok: preload observe {kinds['kinds']}")
+    cache_log = fslog_check.counts(fslog_check.only_file(os.path.join(log_dir, "cache.*.0.fslog")))
+    assert cache_log["kinds"]["alloc"] == cached["stats"]["allocation.all.allocated"], cache_log
+    print(f"ok: preload observe {observe_log['kinds']}, cache {cache_log['kinds']}")
 
 
 if __name__ == "__main__":

@@ -82,9 +82,10 @@ TEST_F(TorchReplaceGpuTest, OutOfMemoryRaisesTorchsException) {
 }
 
 TEST_F(TorchReplaceGpuTest, EmptyCacheAndLogReachFragscope) {
-  {
-    auto t =
-        torch::empty({64 << 20}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kByte));
+  Mark("phase 1");
+  for (int i = 0; i < 200; ++i) {
+    auto t = torch::empty({(i % 7 + 1) << 20},
+                          torch::TensorOptions().device(torch::kCUDA).dtype(torch::kByte));
   }
   c10::cuda::CUDACachingAllocator::emptyCache();
   ASSERT_EQ(fragscope_flush(), 0);

