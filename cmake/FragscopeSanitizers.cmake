@@ -11,5 +11,6 @@ elseif(FRAGSCOPE_SANITIZE STREQUAL "thread")
 else()
   message(FATAL_ERROR "FRAGSCOPE_SANITIZE must be address, undefined or thread, got '${FRAGSCOPE_SANITIZE}'")
 endif()
-add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:${_flags}>)
+# Only C and C++ are compiled here (CUDA code is host C++ calling the runtime).
+add_compile_options(${_flags})
 add_link_options(${_flags})
