@@ -173,9 +173,11 @@ absl::Status Replayer::Run(ReplayHooks* hooks) {
   }
   if (queued_segment_frees_ > 0 && !source_.info().records_empty_cache &&
       event.index <= config_.stop_after_index) {
+    CompleteQueuedFrees();
     allocator_->EmptyCache();  // trailing segment frees: an empty_cache() at the end
     queued_segment_frees_ = 0;
   }
+  CompleteQueuedFrees();
   hooks->OnFinish();
   forwarder_->hooks = nullptr;
   return absl::OkStatus();
@@ -204,20 +206,28 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
     }
     case EventKind::kAlloc:
       SettleSegmentFrees(event);
+      // See Note [Stream-ordered frees in a replay]: completions read before an allocation whose
+      // retry ladder synchronized events happened inside that ladder.
+      if (!ladder_expected_) CompleteQueuedFrees();
       ApplyAlloc(event, hooks);
+      CompleteQueuedFrees();
+      ladder_expected_ = false;
       break;
     case EventKind::kOom:
       SettleSegmentFrees(event);
-      ApplyOom(event, hooks);
+      ApplyOom(event, hooks);  // an OOM always went through the whole ladder
+      CompleteQueuedFrees();
+      ladder_expected_ = false;
       break;
     case EventKind::kFreeRequested:
       SettleSegmentFrees(event);
+      CompleteQueuedFrees();
       ApplyFreeRequested(event);
       break;
     case EventKind::kFreeCompleted:
       SettleSegmentFrees(event);
       ApplyFreeCompleted(event);
-      break;
+      return;
     case EventKind::kSegmentAlloc:
       if (config_.script_addresses) backend_->ScriptAddresses({event.ptr});
       queued_segment_alloc_bytes_ = event.bytes;
@@ -229,7 +239,11 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
     case EventKind::kEmptyCache:
       queued_segment_frees_ = 0;
       queued_segment_free_bytes_ = 0;
-      if ((event.flags & kEventFlagOomRetry) != 0) return;  // part of an allocation's ladder
+      if ((event.flags & kEventFlagOomRetry) != 0) {  // part of the next allocation's ladder
+        ladder_expected_ = true;
+        return;
+      }
+      CompleteQueuedFrees();
       allocator_->EmptyCache();
       break;
     case EventKind::kSegmentMap:
@@ -268,9 +282,13 @@ void Replayer::SettleSegmentFrees(const TraceEvent& next) {
       const bool malloc_would_fail =
           (capped && reserved + seg > allowed) || backend_->MemInfo().free_bytes < seg;
       internal = malloc_would_fail || gc_due;
+      ladder_expected_ = malloc_would_fail;
     }
   }
-  if (!internal) allocator_->EmptyCache();
+  if (!internal) {
+    CompleteQueuedFrees();
+    allocator_->EmptyCache();
+  }
   queued_segment_frees_ = 0;
   queued_segment_free_bytes_ = 0;
 }
@@ -393,9 +411,16 @@ void Replayer::ApplyFreeRequested(const TraceEvent& event) {
 void Replayer::ApplyFreeCompleted(const TraceEvent& event) {
   auto it = live_.find(event.ptr);
   if (it == live_.end() || it->second.pending_stream == 0) return;
-  backend_->CompleteStream(it->second.pending_stream);
-  free_pseudo_streams_.push_back(it->second.pending_stream);
+  queued_completions_.push_back(it->second.pending_stream);
   live_.erase(it);
+}
+
+void Replayer::CompleteQueuedFrees() {
+  for (StreamId pseudo : queued_completions_) {
+    backend_->CompleteStream(pseudo);
+    free_pseudo_streams_.push_back(pseudo);
+  }
+  queued_completions_.clear();
 }
 
 uint32_t Replayer::InternPhase(const std::string& text) {

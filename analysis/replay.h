@@ -17,6 +17,10 @@
 // RecordStream() onto a busy pseudo-stream of its own, and that stream is completed when the
 // trace's free_completed arrives. fragscope's allocator, like PyTorch's, polls events at the start
 // of the next Allocate, so the block returns to the pool at the same point of the sequence.
+// One exception: an allocation whose retry ladder synchronized every event (the OOM retry's full
+// release, recorded in .fslog as empty_cache with kEventFlagOomRetry, inferred for snapshots)
+// wrote the completions of that synchronization before its own segment events; those streams are
+// left busy until after the allocation, so the blocks are freed inside the ladder, as they were.
 //
 // Note [Inferring empty_cache]
 // PyTorch's snapshots do not record empty_cache() calls; they show only the segment_free entries
@@ -140,6 +144,7 @@ class Replayer {
   void ApplyOom(const TraceEvent& event, ReplayHooks* hooks);
   void ApplyFreeRequested(const TraceEvent& event);
   void ApplyFreeCompleted(const TraceEvent& event);
+  void CompleteQueuedFrees();
   // Note [Inferring empty_cache]: settles queued segment frees before a user-level event.
   void SettleSegmentFrees(const TraceEvent& next);
   void BuildInitialState();
@@ -158,6 +163,11 @@ class Replayer {
   absl::flat_hash_map<DevicePtr, LiveBlock> live_;
   StreamId next_pseudo_stream_ = 0;
   std::vector<StreamId> free_pseudo_streams_;  // completed, reusable: O(pending frees)
+  // Pseudo-streams whose free_completed was read, to complete before or after the next
+  // allocation (Note [Stream-ordered frees in a replay]).
+  std::vector<StreamId> queued_completions_;
+  // The next allocation went through the retry ladder that synchronizes all events.
+  bool ladder_expected_ = false;
   // One event of lookahead (free_requested peeks at the next event).
   TraceEvent lookahead_;
   bool have_lookahead_ = false;

@@ -1,0 +1,210 @@
+// Replay and fidelity: traces recorded from fragscope's own allocator replay faithfully (the
+// fidelity checker finds no divergence), including stream-ordered frees, empty_cache, options
+// changes and OOMs; a replay under other settings is caught diverging; and the PyTorch 2.11
+// oracle traces replay faithfully.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "analysis/fidelity_check.h"
+#include "analysis/open_trace.h"
+#include "analysis/replay.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/trace_builder.h"
+#include "tests/testing/status_matchers.h"
+
+namespace fragscope {
+namespace {
+
+using ::fragscope::testing::TraceBuilder;
+
+struct VerifyResult {
+  std::optional<Divergence> divergence;
+  FidelityCounts counts;
+  uint64_t events = 0;
+  std::vector<std::string> warnings;
+};
+
+VerifyResult Verify(const std::string& path, std::optional<std::string> conf = std::nullopt,
+                    std::optional<uint64_t> allowed = std::nullopt, uint64_t capacity = 0) {
+  VerifyResult result;
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
+  EXPECT_TRUE(opener.ok()) << opener.status();
+  if (!opener.ok()) return result;
+  std::unique_ptr<TraceSource> source = *opener->Open();
+  ReplayConfig config;
+  config.options = *ParseAllocatorOptions(conf.value_or(source->info().allocator_options));
+  config.follow_options_changes = !conf.has_value();
+  config.capacity_bytes = capacity > 0 ? capacity : source->info().capacity_bytes;
+  config.allowed_bytes = allowed;
+  Replayer replayer(*source, config);
+  EXPECT_OK(replayer.Init());
+  FidelityChecker checker;
+  EXPECT_OK(replayer.Run(&checker));
+  result.divergence = checker.divergence();
+  result.counts = checker.counts();
+  result.events = replayer.events_read();
+  result.warnings = replayer.warnings();
+  return result;
+}
+
+TEST(ReplayTest, OwnTraceWithSplitsAndEmptyCacheIsFaithful) {
+  TraceBuilder t(256 * kMiB);
+  DevicePtr a = t.Alloc(3 * kMiB);
+  DevicePtr b = t.Alloc(1000);
+  DevicePtr c = t.Alloc(12 * kMiB + 1);
+  t.Free(a);
+  DevicePtr d = t.Alloc(2 * kMiB);
+  t.Free(c);
+  t.EmptyCache();
+  t.Free(b);
+  t.Free(d);
+  t.EmptyCache();
+  VerifyResult r = Verify(t.Finish());
+  EXPECT_FALSE(r.divergence.has_value()) << r.divergence->expected << " / " << r.divergence->got;
+  EXPECT_EQ(r.counts.allocations, 4u);
+  // c fits in the first segment's remainder: 2 segment allocs, 2 frees by the last empty_cache.
+  EXPECT_EQ(r.counts.segment_events, 4u);
+}
+
+TEST(ReplayTest, StreamOrderedFreesReplayThroughPseudoStreams) {
+  TraceBuilder t(512 * kMiB);
+  constexpr StreamId kSide = 0x51de;
+  DevicePtr a = t.Alloc(30 * kMiB);
+  DevicePtr b = t.Alloc(30 * kMiB);
+  t.backend().SetStreamBusy(kSide, true);
+  ASSERT_OK(t.allocator().RecordStream(a, kSide));
+  t.Free(a);                         // pending: the side stream still uses it
+  DevicePtr c = t.Alloc(30 * kMiB);  // cannot reuse a: a new segment
+  t.backend().CompleteStream(kSide);
+  DevicePtr d = t.Alloc(30 * kMiB);  // processes a's event first: reuses a
+  EXPECT_EQ(d, a);
+  t.Free(b);
+  t.Free(c);
+  t.Free(d);
+  VerifyResult r = Verify(t.Finish());
+  EXPECT_FALSE(r.divergence.has_value()) << r.divergence->expected << " / " << r.divergence->got;
+  EXPECT_EQ(r.counts.allocations, 4u);
+}
+
+TEST(ReplayTest, OptionsChangesAndOomsReplayFaithfully) {
+  TraceBuilder t(64 * kMiB);
+  DevicePtr a = t.Alloc(40 * kMiB);
+  t.AllocExpectOom(30 * kMiB);
+  t.SetOptions("max_split_size_mb:20");
+  DevicePtr b = t.Alloc(12 * kMiB);
+  t.Free(a);
+  t.Free(b);
+  VerifyResult r = Verify(t.Finish());
+  EXPECT_FALSE(r.divergence.has_value()) << r.divergence->expected << " / " << r.divergence->got;
+  EXPECT_EQ(r.counts.ooms, 1u);
+}
+
+// A random job on four streams with record_stream, frees, empty_cache and OOMs on a small device
+// (TCMalloc-style randomized test with a fixed seed).
+TEST(ReplayTest, RandomJobsAreFaithful) {
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    TraceBuilder t(600 * kMiB, seed == 3 ? "max_split_size_mb:64,roundup_power2_divisions:4" : "");
+    std::vector<DevicePtr> live;
+    const StreamId streams[] = {0, 0x100, 0x200, 0x300};
+    for (int i = 0; i < 4000; ++i) {
+      const int op = static_cast<int>(rng() % 100);
+      if (op < 55 || live.empty()) {
+        const uint64_t size = uint64_t{1} << (rng() % 27);
+        const StreamId s = streams[rng() % 4];
+        absl::StatusOr<DevicePtr> p = [&] {
+          t.Tick();
+          return t.allocator().Allocate(size + rng() % size, s);
+        }();
+        if (p.ok()) live.push_back(*p);
+      } else if (op < 97) {
+        const size_t k = rng() % live.size();
+        if (rng() % 8 == 0) {
+          const StreamId user = streams[rng() % 4] + 1;
+          t.backend().SetStreamBusy(user, true);
+          ASSERT_OK(t.allocator().RecordStream(live[k], user));
+        }
+        t.Free(live[k]);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        if (rng() % 16 == 0) t.backend().CompleteStream(streams[rng() % 4] + 1);
+      } else {
+        t.EmptyCache();
+      }
+    }
+    VerifyResult r = Verify(t.Finish());
+    EXPECT_FALSE(r.divergence.has_value()) << "event " << r.divergence->event_index << ": "
+                                           << r.divergence->expected << " / " << r.divergence->got;
+    EXPECT_GT(r.counts.allocations, 1000u);
+  }
+}
+
+TEST(ReplayTest, ReplayUnderOtherSettingsIsCaughtDiverging) {
+  TraceBuilder t(512 * kMiB);
+  std::vector<DevicePtr> live;
+  for (uint64_t i = 0; i < 20; ++i) live.push_back(t.Alloc((i % 5 + 1) * 7 * kMiB));
+  for (size_t i = 0; i < live.size(); i += 2) t.Free(live[i]);
+  for (int i = 0; i < 10; ++i) t.Alloc(5 * kMiB);
+  const std::string path = t.Finish();
+  EXPECT_FALSE(Verify(path).divergence.has_value());
+  VerifyResult r = Verify(path, "roundup_power2_divisions:2");
+  ASSERT_TRUE(r.divergence.has_value());
+  EXPECT_FALSE(r.divergence->context.empty());
+}
+
+std::string Oracle(const std::string& name) {
+  return std::string(FRAGSCOPE_TEST_DATA_DIR) + "/oracle/" + name + ".pickle";
+}
+
+class OracleVerifyTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OracleVerifyTest, PyTorchTraceReplaysFaithfully) {
+  // The fraction traces ran under set_per_process_memory_fraction(3 GiB / H200), which snapshots
+  // do not record (tests/data/oracle/*.ops carry it).
+  const bool capped = GetParam().find("fraction_3g") != std::string::npos;
+  VerifyResult r = Verify(Oracle(GetParam()), std::nullopt,
+                          capped ? std::optional<uint64_t>(3 * kGiB) : std::nullopt, 150109880320);
+  EXPECT_FALSE(r.divergence.has_value()) << "event " << r.divergence->event_index << ": "
+                                         << r.divergence->expected << " / " << r.divergence->got;
+  EXPECT_GT(r.counts.allocations, 1500u);
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings[0];
+  if (capped) {
+    EXPECT_GT(r.counts.ooms, 10u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Oracle, OracleVerifyTest,
+                         ::testing::Values("micro_default", "micro_max_split_128", "micro_roundup4",
+                                           "micro_roundup_list", "micro_fraction_3g",
+                                           "micro_fraction_3g_gc", "gpt2_plain", "gpt2_side_stream",
+                                           "gpt2_tuned"));
+
+TEST(OracleVerifyTest, ExpandableTraceIsFlaggedNotDiverged) {
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(Oracle("micro_expandable"));
+  ASSERT_OK(opener.status());
+  EXPECT_TRUE((*opener->Open())->info().expandable_segments);
+  VerifyResult r = Verify(Oracle("micro_expandable"), std::nullopt, std::nullopt, 150109880320);
+  ASSERT_TRUE(r.divergence.has_value());
+  EXPECT_TRUE(r.divergence->expandable);
+}
+
+TEST(OracleVerifyTest, FractionTraceWithoutItsCapDivergesAtTheFirstOom) {
+  VerifyResult r = Verify(Oracle("micro_fraction_3g"), std::nullopt, std::nullopt, 150109880320);
+  ASSERT_TRUE(r.divergence.has_value());
+  EXPECT_EQ(r.divergence->expected.rfind("oom", 0), 0u) << r.divergence->expected;
+}
+
+TEST(OracleVerifyTest, SnapshotStateBeforeRecordingIsRebuilt) {
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(Oracle("gpt2_plain"));
+  ASSERT_OK(opener.status());
+  const TraceInfo info = (*opener->Open())->info();
+  // GPT-2's weights were loaded before _record_memory_history: 9 segments already existed.
+  EXPECT_EQ(info.initial_segments.size(), 9u);
+  size_t blocks = 0;
+  for (const InitialSegment& s : info.initial_segments) blocks += s.allocated.size();
+  EXPECT_EQ(blocks, 52u);  // the weights and the small tensors still allocated at the end
+}
+
+}  // namespace
+}  // namespace fragscope
