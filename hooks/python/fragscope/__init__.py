@@ -243,9 +243,11 @@ def flush():
 
 
 def _device(device):
-    if device is not None:
-        return device if isinstance(device, int) else device.index or 0
-    import torch
+    if isinstance(device, int):
+        return device
+    if device is not None and getattr(device, "index", None) is not None:
+        return device.index
+    import torch  # None, "cuda" or torch.device("cuda"): the current device
 
     return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
 
