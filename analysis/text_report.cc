@@ -36,29 +36,31 @@ std::string Where(uint64_t index, uint64_t time_ns) {
 }
 
 void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
-  out << absl::StrFormat(
-      "  #%d  %s, in \"%s\": request %s (block %s; PyTorch: \"Tried to "
-      "allocate %s\")\n",
-      number, Where(x.event_index, x.time_ns), x.phase, Size(x.requested_bytes),
-      Size(x.rounded_bytes), Size(x.segment_bytes));
+  Wrapped(out,
+          absl::StrFormat("#%d  %s, in \"%s\": request %s (block %s; PyTorch: \"Tried to "
+                          "allocate %s\")",
+                          number, Where(x.event_index, x.time_ns), x.phase, Size(x.requested_bytes),
+                          Size(x.rounded_bytes), Size(x.segment_bytes)),
+          "  ");
   out << absl::StrFormat("      cause: %s%s%s\n", OomCauseName(x.cause),
                          x.rule == PolicyRule::kNone ? "" : " / ", PolicyRuleName(x.rule));
   Wrapped(out, x.headline, "      ");
   for (const std::string& e : x.evidence) Wrapped(out, e, "        - ");
-  out << absl::StrFormat(
-      "      reserved %s, allocated %s, reserved but unallocated %s, %d holes (largest %s)\n",
-      Size(x.reserved_bytes), Size(x.allocated_bytes), Size(x.reserved_but_unallocated_bytes),
-      x.holes, Size(x.largest_hole));
+  Wrapped(out,
+          absl::StrFormat("reserved %s, allocated %s, reserved but unallocated %s, %d holes "
+                          "(largest %s)",
+                          Size(x.reserved_bytes), Size(x.allocated_bytes),
+                          Size(x.reserved_but_unallocated_bytes), x.holes, Size(x.largest_hole)),
+          "      ");
   if (!x.fragmented.empty()) {
-    out << absl::StrFormat("      fragmented segments (%d in all; most free first):\n",
-                           x.fragmented_segment_count);
+    out << absl::StrFormat(
+        "      fragmented segments (%d in all; most free first), pinned by live blocks:\n",
+        x.fragmented_segment_count);
     for (const FragmentedSegment& s : x.fragmented) {
       out << absl::StrFormat(
-          "        0x%x  %10s: %10s free in %d hole%s (largest %s), %d live block%s pin%s "
-          "it\n",
-          s.address, Size(s.size), Size(s.free_bytes), s.holes, s.holes == 1 ? "" : "s",
-          Size(s.largest_hole), s.live_blocks, s.live_blocks == 1 ? "" : "s",
-          s.live_blocks == 1 ? "s" : "");
+          "        0x%x %10s: %10s free, %d hole%s (largest %s), %d live block%s\n", s.address,
+          Size(s.size), Size(s.free_bytes), s.holes, s.holes == 1 ? "" : "s", Size(s.largest_hole),
+          s.live_blocks, s.live_blocks == 1 ? "" : "s");
     }
   }
   if (!x.pinning.empty()) {
@@ -81,6 +83,10 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
 }
 
 }  // namespace
+
+void WriteWrapped(std::ostream& out, const std::string& text, const std::string& indent) {
+  Wrapped(out, text, indent);
+}
 
 std::string FormatDuration(uint64_t ns) {
   if (ns >= 1'000'000'000) return absl::StrFormat("%.2f s", static_cast<double>(ns) / 1e9);
@@ -146,26 +152,28 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
                          Size(m.peak_requested_bytes), Size(m.peak_reserved_bytes));
   out << absl::StrFormat("Fragmentation (at peak reserved, %s; definitions: analysis/METRICS.md)\n",
                          Where(m.at_peak.index, m.at_peak.time_ns));
-  out << absl::StrFormat("  %-52s %s\n", "reserved but unallocated (PyTorch)",
+  out << absl::StrFormat("  %-48s %s\n", "reserved but unallocated (PyTorch)",
                          Size(m.reserved_but_unallocated_at_peak));
-  out << absl::StrFormat("  %-52s %.3f\n", "1 - largest free / total free (RMM)",
+  out << absl::StrFormat("  %-48s %.3f\n", "1 - largest free / total free (RMM)",
                          m.rmm_fragmentation_at_peak);
-  out << absl::StrFormat("  %-52s %s\n", "utilization = peak active / peak reserved (GMLake)",
+  out << absl::StrFormat("  %-48s %s\n", "GMLake utilization = peak active / peak reserved",
                          Percent(m.utilization));
-  out << absl::StrFormat("  %-52s %s\n", "realized fragmentation at peak (tcmalloc)",
+  out << absl::StrFormat("  %-48s %s\n", "realized fragmentation at peak (tcmalloc)",
                          Percent(m.realized_fragmentation));
   out << absl::StrFormat(
-      "  %-52s %s (%s of allocated; peak %s)\n", "internal waste = block size - request",
+      "  %-48s %s (%s of allocated; peak %s)\n", "internal waste = block size - request",
       Size(m.at_peak.internal_waste_bytes), Percent(m.internal_waste_fraction_at_peak),
       Size(m.peak_internal_waste_bytes));
   if (r.at_layout.has_value()) {
     const LayoutSummary& l = *r.at_layout;
     out << absl::StrFormat("\nLayout after event %d (%s)\n", l.index, FormatDuration(l.time_ns));
-    out << absl::StrFormat(
-        "  %d segments (%d fragmented), reserved %s, allocated %s, %s free in %d holes (largest "
-        "%s; RMM fragmentation %.3f)\n",
-        l.segments, l.fragmented_segments, Size(l.reserved_bytes), Size(l.allocated_bytes),
-        Size(l.free_cached_bytes), l.holes, Size(l.largest_hole), l.rmm_fragmentation);
+    Wrapped(out,
+            absl::StrFormat("%d segments (%d fragmented), reserved %s, allocated %s, %s free in "
+                            "%d holes (largest %s; RMM fragmentation %.3f)",
+                            l.segments, l.fragmented_segments, Size(l.reserved_bytes),
+                            Size(l.allocated_bytes), Size(l.free_cached_bytes), l.holes,
+                            Size(l.largest_hole), l.rmm_fragmentation),
+            "  ");
   }
   out << "\n";
   if (r.ooms.empty()) {

@@ -26,6 +26,10 @@ void RenderSweepTable(const std::vector<SweepResult>& results,
                       const std::optional<size_t>& recommended, const std::string& reason,
                       std::ostream& out);
 
+// Writes `text` wrapped at 100 columns, the first line prefixed by `indent`, the others by as
+// many spaces.
+void WriteWrapped(std::ostream& out, const std::string& text, const std::string& indent);
+
 // "1.23 s", "512 ms", "37 us": a trace time for humans.
 std::string FormatDuration(uint64_t ns);
 

@@ -136,13 +136,16 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     err << "fragscope demo: " << log.status().message() << "\n";
     return 1;
   }
-  out << absl::StrFormat(
-      "fragscope demo: %d training steps of a %.0fM-parameter GPT-style model (bf16, AdamW, flash "
-      "attention),\nmicro-batch %d, sequence lengths varying per step, on a simulated %d GiB GPU"
-      "%s.\n\n",
-      workload.steps, static_cast<double>(DemoModelParameters(workload)) / 1e6,
-      workload.micro_batch, *capacity_gib,
-      conf.empty() ? "" : absl::StrCat(" with PYTORCH_CUDA_ALLOC_CONF=", conf));
+  WriteWrapped(
+      out,
+      absl::StrFormat("fragscope demo: %d training steps of a %.0fM-parameter GPT-style model "
+                      "(bf16, AdamW, flash attention), micro-batch %d, sequence lengths varying "
+                      "per step, on a simulated %d GiB GPU%s.",
+                      workload.steps, static_cast<double>(DemoModelParameters(workload)) / 1e6,
+                      workload.micro_batch, *capacity_gib,
+                      conf.empty() ? "" : absl::StrCat(" with PYTORCH_CUDA_ALLOC_CONF=", conf)),
+      "");
+  out << "\n";
   absl::StatusOr<DemoJobResult> job = RunDemoJob(workload, *options, capacity, log->get());
   absl::Status closed = (*log)->Close();
   if (!job.ok() || !closed.ok()) {
@@ -153,8 +156,10 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     out << absl::StrFormat("The job completed all %d steps (peak reserved %s).\n\n", workload.steps,
                            FormatSize(job->peak_reserved_bytes));
   } else {
-    out << absl::StrFormat("The job died after %d steps, in \"%s\":\n\n  %s\n\n",
-                           job->steps_completed, job->oom_phase, job->oom_message);
+    out << absl::StrFormat("The job died after %d steps, in \"%s\":\n\n", job->steps_completed,
+                           job->oom_phase);
+    WriteWrapped(out, job->oom_message, "  ");
+    out << "\n";
   }
 
   // 2. Analyze the log: explanation and sweep.

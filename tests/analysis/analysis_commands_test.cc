@@ -1,0 +1,207 @@
+// The analyzer's commands end to end through the dispatcher: outputs, exit codes, and a clear
+// message naming the problem for every kind of bad input.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "analysis/cli/command_line.h"
+#include "analysis/fslog_file_writer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/trace_builder.h"
+#include "tests/testing/status_matchers.h"
+
+namespace fragscope {
+namespace {
+
+using ::fragscope::testing::TempPath;
+using ::fragscope::testing::TraceBuilder;
+using ::testing::HasSubstr;
+
+struct CommandRun {
+  int code = 0;
+  std::string out;
+  std::string err;
+};
+
+CommandRun Fragscope(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  CommandRun r;
+  r.code = cli::RunCommandLine(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+std::string FragmentedLog(int32_t rank = 0, int32_t world_size = 0) {
+  TraceBuilder t(64 * kMiB, "", "rank.fslog", rank, world_size);
+  std::vector<DevicePtr> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(t.Alloc(5 * kMiB));
+  for (int i : {0, 2, 4, 6}) t.Free(blocks[static_cast<size_t>(i)]);
+  t.AllocExpectOom(25 * kMiB);
+  return t.Finish();
+}
+
+std::string QuietLog(int32_t rank = 0, int32_t world_size = 0) {
+  TraceBuilder t(64 * kMiB, "", "quiet.fslog", rank, world_size);
+  t.Free(t.Alloc(10 * kMiB));
+  return t.Finish();
+}
+
+std::string Oracle(const std::string& name) {
+  return std::string(FRAGSCOPE_TEST_DATA_DIR) + "/oracle/" + name + ".pickle";
+}
+
+TEST(AnalysisCommandsTest, EveryCommandHasHelp) {
+  for (const char* command : {"analyze", "verify", "sweep", "convert", "demo"}) {
+    CommandRun r = Fragscope({command, "--help"});
+    EXPECT_EQ(r.code, 0) << command;
+    EXPECT_THAT(r.out, HasSubstr("usage: fragscope")) << command;
+  }
+}
+
+TEST(AnalysisCommandsTest, AnalyzeExplainsTheOom) {
+  const std::string json = TempPath("report.json");
+  const std::string html = TempPath("report.html");
+  CommandRun r =
+      Fragscope({"analyze", FragmentedLog(), "--json", json, "--html", html, "--threads", "2"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("cause: fragmentation"));
+  EXPECT_THAT(r.out, HasSubstr("Sweep:"));
+  EXPECT_THAT(r.out, HasSubstr("memory_summary()"));
+  EXPECT_GT(std::filesystem::file_size(json), 1000u);
+  EXPECT_GT(std::filesystem::file_size(html), 1000u);
+}
+
+TEST(AnalysisCommandsTest, AnalyzeLogWithoutOomSaysSo) {
+  CommandRun r = Fragscope({"analyze", QuietLog(), "--no-sweep"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Out of memory: none in the trace or the replay."));
+}
+
+TEST(AnalysisCommandsTest, AnalyzeSnapshotWithModel) {
+  CommandRun r = Fragscope({"analyze", Oracle("gpt2_plain"), "--no-sweep", "--at", "3000",
+                            "--model", "gpt2-small:seq=512,micro_batch=4"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Layout after event 3000"));
+  EXPECT_THAT(r.out, HasSubstr("Theoretical footprint"));
+}
+
+TEST(AnalysisCommandsTest, SeveralRanksNameTheWorst) {
+  CommandRun r = Fragscope({"analyze", QuietLog(0, 2), FragmentedLog(1, 2), "--no-sweep"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("fragscope analysis of 2 ranks"));
+  EXPECT_THAT(r.out, HasSubstr("Worst rank (>): rank 1 ran out of memory first"));
+}
+
+TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
+  const std::string empty = TempPath("empty.fslog");
+  std::ofstream(empty).close();
+  const std::string garbage = TempPath("garbage.bin");
+  std::ofstream(garbage) << "hello, not a trace";
+  EventLogHeader header;
+  header.device_total_bytes = kGiB;
+  const std::string no_events = TempPath("no-events.fslog");
+  ASSERT_OK((*FslogFileWriter::Open(no_events, header))->Close());
+  const std::string other_device = TempPath("other-device.fslog");
+  {
+    std::unique_ptr<FslogFileWriter> w = *FslogFileWriter::Open(other_device, header);
+    AllocatorEvent e;
+    e.kind = EventKind::kSegmentAlloc;
+    e.device = 3;
+    e.ptr = 0x1000000;
+    e.bytes = 2 * kMiB;
+    w->Append(e, 1);
+    ASSERT_OK(w->Close());
+  }
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"analyze"}, 2, "no trace given"},
+      {{"analyze", QuietLog(), "--bogus"}, 2, "unknown flag --bogus"},
+      {{"analyze", "/nonexistent/trace.fslog"}, 1, "cannot open"},
+      {{"analyze", empty}, 1, "the file is empty"},
+      {{"analyze", garbage}, 1, "not a format fragscope reads"},
+      {{"analyze", no_events}, 1, "the trace is empty"},
+      {{"analyze", other_device}, 1, "mixed devices"},
+      {{"analyze", QuietLog(0, 2), QuietLog(0, 2)}, 1, "unknown rank mix"},
+      {{"analyze", QuietLog(0, 2), QuietLog(1, 4)}, 1, "unknown rank mix"},
+      {{"analyze", QuietLog(), "--capacity", "lots"}, 2, "--capacity expects a size"},
+      {{"analyze", QuietLog(), "--model", "no-such-model"}, 1, "no-such-model"},
+      {{"verify", no_events}, 1, "the trace is empty"},
+      {{"verify", Oracle("micro_expandable")}, 1, "expandable segments"},
+      {{"sweep", QuietLog(), "--max-split-size-mb", "10"}, 2, "max_split_size_mb"},
+      {{"convert", QuietLog(), TempPath("out.txt")}, 2, "cannot tell the output format"},
+      {{"demo", "--steps", "x"}, 2, "--steps expects"},
+  };
+  for (const Case& c : cases) {
+    CommandRun r = Fragscope(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "") << "\n"
+                              << r.err;
+    EXPECT_THAT(r.err + r.out, HasSubstr(c.message)) << c.args[0];
+  }
+}
+
+TEST(AnalysisCommandsTest, VerifyOwnLogAndOracle) {
+  CommandRun own = Fragscope({"verify", FragmentedLog()});
+  EXPECT_EQ(own.code, 0) << own.out << own.err;
+  EXPECT_THAT(own.out, HasSubstr("faithful ("));
+  CommandRun oracle = Fragscope(
+      {"verify", Oracle("micro_fraction_3g"), "--capacity", "150109880320", "--allowed", "3GiB"});
+  EXPECT_EQ(oracle.code, 0) << oracle.out << oracle.err;
+  EXPECT_THAT(oracle.out, HasSubstr("30 OOMs match"));
+  CommandRun uncapped = Fragscope({"verify", Oracle("micro_fraction_3g")});
+  EXPECT_EQ(uncapped.code, 1);
+  EXPECT_THAT(uncapped.out, HasSubstr("diverged at event"));
+  EXPECT_THAT(uncapped.out, HasSubstr("--memory-fraction"));
+}
+
+TEST(AnalysisCommandsTest, SweepPrintsTheTableAndRecommendation) {
+  CommandRun r =
+      Fragscope({"sweep", FragmentedLog(), "--max-split-size-mb", "0,128", "--threads", "2"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("max_split_size_mb:128"));
+  EXPECT_THAT(r.out, HasSubstr("(default) [trace]"));
+  EXPECT_THAT(r.out, HasSubstr("Recommended"));
+}
+
+TEST(AnalysisCommandsTest, ConvertRoundTrips) {
+  const std::string log = FragmentedLog();
+  const std::string pickle = TempPath("converted.pickle");
+  const std::string chrome = TempPath("converted.json");
+  const std::string back = TempPath("back.fslog");
+  CommandRun to_pickle = Fragscope({"convert", log, pickle});
+  ASSERT_EQ(to_pickle.code, 0) << to_pickle.err;
+  EXPECT_THAT(to_pickle.out, HasSubstr("PyTorch snapshot"));
+  // The exported snapshot is itself a faithful trace (with its OOM).
+  CommandRun verify = Fragscope({"verify", pickle, "--capacity", "64MiB"});
+  EXPECT_EQ(verify.code, 0) << verify.out;
+  EXPECT_THAT(verify.out, HasSubstr("1 OOMs match"));
+  CommandRun to_fslog = Fragscope({"convert", pickle, back, "--capacity", "64MiB"});
+  ASSERT_EQ(to_fslog.code, 0) << to_fslog.err;
+  EXPECT_EQ(Fragscope({"verify", back}).code, 0);
+  CommandRun to_chrome = Fragscope({"convert", log, chrome});
+  ASSERT_EQ(to_chrome.code, 0) << to_chrome.err;
+  std::stringstream json;
+  json << std::ifstream(chrome).rdbuf();
+  EXPECT_THAT(json.str(), HasSubstr("\"traceEvents\""));
+  EXPECT_THAT(json.str(), HasSubstr("\"ph\": \"C\""));
+  EXPECT_THAT(json.str(), HasSubstr("\"name\": \"OOM\""));
+  EXPECT_EQ(json.str().substr(json.str().size() - 4), "\n]}\n");
+}
+
+TEST(AnalysisCommandsTest, DemoTellsTheFragmentationStory) {
+  const std::string html = TempPath("demo.html");
+  CommandRun r = Fragscope({"demo", "--html", html, "--threads", "2"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("The job died after 4 steps"));
+  EXPECT_THAT(r.out, HasSubstr("cause: fragmentation"));
+  EXPECT_THAT(r.out, HasSubstr("The fix: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"));
+  EXPECT_GT(std::filesystem::file_size(html), 10000u);
+}
+
+}  // namespace
+}  // namespace fragscope

@@ -1,0 +1,98 @@
+// Reports: the JSON schema is pinned by a golden file (tests/analysis/data/report_golden.json;
+// regenerate with FRAGSCOPE_UPDATE_GOLDEN=1 after a deliberate schema change, and bump
+// kReportSchemaVersion if a field changed meaning or disappeared); the terminal report fits 100
+// columns; the HTML report is self-contained.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "analysis/analyzer.h"
+#include "analysis/html_report.h"
+#include "analysis/json_report.h"
+#include "analysis/text_report.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/trace_builder.h"
+#include "tests/testing/status_matchers.h"
+
+namespace fragscope {
+namespace {
+
+using ::fragscope::testing::TraceBuilder;
+
+// The fragmentation scenario of oom_explainer_test.cc, with markers, a sweep and --at.
+AnalysisReport ScenarioReport() {
+  TraceBuilder t(64 * kMiB);
+  std::vector<DevicePtr> blocks;
+  for (int i = 0; i < 8; ++i) {
+    t.Mark(absl::StrFormat("step 0 / layer %d", i));
+    blocks.push_back(t.Alloc(5 * kMiB));
+  }
+  for (int i : {0, 2, 4, 6}) t.Free(blocks[static_cast<size_t>(i)]);
+  t.Mark("step 1 / forward");
+  t.AllocExpectOom(25 * kMiB);
+  const std::string path = t.Finish();
+  AnalysisOptions options;
+  options.threads = 2;
+  options.at_index = 10;
+  options.timeline_points = 8;
+  absl::StatusOr<AnalysisReport> report = AnalyzeTraces({path}, options);
+  EXPECT_OK(report.status());
+  report->ranks[0].info.path = "fragmented.fslog";  // the temporary path varies
+  return *report;
+}
+
+TEST(ReportTest, JsonMatchesTheGoldenFile) {
+  std::ostringstream json;
+  WriteJsonReport(ScenarioReport(), {.include_timings = false}, json);
+  const std::string golden_path =
+      std::string(FRAGSCOPE_ANALYSIS_TEST_DIR) + "/data/report_golden.json";
+  if (std::getenv("FRAGSCOPE_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(golden_path, std::ios::trunc) << json.str();
+  }
+  std::ifstream in(golden_path);
+  ASSERT_TRUE(in) << "missing " << golden_path << " (FRAGSCOPE_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream golden;
+  golden << in.rdbuf();
+  EXPECT_EQ(json.str(), golden.str())
+      << "the JSON report changed; if deliberate, update REPORT_SCHEMA.md and regenerate the "
+         "golden file with FRAGSCOPE_UPDATE_GOLDEN=1";
+}
+
+TEST(ReportTest, JsonStartsWithSchemaAndVersion) {
+  std::ostringstream json;
+  WriteJsonReport(ScenarioReport(), {}, json);
+  EXPECT_EQ(
+      json.str().rfind("{\n  \"schema\": \"fragscope.analysis\",\n  \"schema_version\": 1,", 0), 0u)
+      << json.str().substr(0, 200);
+}
+
+TEST(ReportTest, TerminalReportFitsOneHundredColumns) {
+  std::ostringstream text;
+  RenderTextReport(ScenarioReport(), {}, text);
+  for (absl::string_view line : absl::StrSplit(text.str(), '\n')) {
+    EXPECT_LE(line.size(), 100u) << line;
+  }
+  EXPECT_NE(text.str().find("cause: fragmentation"), std::string::npos);
+  EXPECT_NE(text.str().find("Recommended"), std::string::npos);
+  EXPECT_NE(text.str().find("Layout after event 10"), std::string::npos);
+}
+
+TEST(ReportTest, HtmlIsSelfContained) {
+  std::ostringstream html;
+  WriteHtmlReport(ScenarioReport(), html);
+  const std::string s = html.str();
+  EXPECT_EQ(s.rfind("<!doctype html>", 0), 0u);
+  EXPECT_EQ(s.find("src="), std::string::npos) << "no external resources";
+  EXPECT_EQ(s.find("href="), std::string::npos) << "no links to load";
+  EXPECT_EQ(s.find("<script src"), std::string::npos);
+  EXPECT_NE(s.find("Memory timeline"), std::string::npos);
+  EXPECT_NE(s.find("Segment map at the OOM"), std::string::npos);
+  EXPECT_NE(s.find("pins this segment"), std::string::npos);
+  EXPECT_NE(s.find("Sweep: the same requests"), std::string::npos);
+  EXPECT_NE(s.find("</html>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fragscope

@@ -1,0 +1,143 @@
+// The sweep: configuration grid, parallel replay equal to sequential, the recommendation rule,
+// and on the demo workload a max_split_size_mb setting that avoids a fragmentation OOM.
+#include "analysis/sweep.h"
+#include "analysis/demo_job.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/trace_builder.h"
+#include "tests/testing/status_matchers.h"
+
+namespace fragscope {
+namespace {
+
+using ::fragscope::testing::TempPath;
+using ::fragscope::testing::TraceBuilder;
+
+std::vector<std::string> Labels(const std::vector<SweepConfig>& configs) {
+  std::vector<std::string> labels;
+  for (const SweepConfig& c : configs) labels.push_back(c.label);
+  return labels;
+}
+
+TEST(SweepTest, GridStartsWithTheTraceConfigAndDropsDuplicates) {
+  ASSERT_OK_AND_ASSIGN(std::vector<SweepConfig> configs,
+                       BuildSweepConfigs(AllocatorOptions(), SweepSpec()));
+  EXPECT_EQ(Labels(configs),
+            (std::vector<std::string>{"(default)", "max_split_size_mb:64", "max_split_size_mb:128",
+                                      "max_split_size_mb:256", "max_split_size_mb:512",
+                                      "max_split_size_mb:1024"}));
+  EXPECT_TRUE(configs[0].is_trace_config);
+  EXPECT_EQ(configs[1].changes_from_trace, 1);
+}
+
+TEST(SweepTest, GridCombinesSettingsOnTopOfTheTraceOnes) {
+  SweepSpec spec;
+  spec.max_split_size_mb = {0, 128};
+  spec.roundup_power2_divisions = {"", "4"};
+  spec.garbage_collection_thresholds = {0.0, 0.8};
+  ASSERT_OK_AND_ASSIGN(AllocatorOptions base, ParseAllocatorOptions("max_split_size_mb:256"));
+  ASSERT_OK_AND_ASSIGN(std::vector<SweepConfig> configs, BuildSweepConfigs(base, spec));
+  EXPECT_EQ(configs.size(), 9u);  // the trace's own + 2 x 2 x 2
+  EXPECT_EQ(configs[0].label, "max_split_size_mb:256");
+  bool saw_gc = false;
+  for (const SweepConfig& c : configs) {
+    if (c.options.garbage_collection_threshold > 0) {
+      saw_gc = true;
+      EXPECT_DOUBLE_EQ(c.options.per_process_memory_fraction, 0.999) << c.label;
+    }
+  }
+  EXPECT_TRUE(saw_gc);
+}
+
+TEST(SweepTest, InvalidValuesAreNamed) {
+  SweepSpec spec;
+  spec.max_split_size_mb = {10};
+  absl::StatusOr<std::vector<SweepConfig>> configs = BuildSweepConfigs(AllocatorOptions(), spec);
+  ASSERT_FALSE(configs.ok());
+  EXPECT_NE(configs.status().message().find("max_split_size_mb"), std::string::npos)
+      << configs.status();
+}
+
+SweepResult Row(uint64_t peak, int64_t mallocs, std::optional<uint64_t> oom, int changes = 1) {
+  SweepResult r;
+  r.peak_reserved_bytes = peak;
+  r.device_mallocs = mallocs;
+  r.first_oom_index = oom;
+  r.ooms = oom.has_value() ? 1 : 0;
+  r.config.changes_from_trace = changes;
+  return r;
+}
+
+TEST(SweepTest, RecommendationAvoidsTheOomWithTheLowestPeakThenFewerMallocs) {
+  std::vector<SweepResult> rows = {Row(10, 5, 100, 0), Row(14, 9, std::nullopt),
+                                   Row(12, 30, std::nullopt), Row(12, 20, std::nullopt),
+                                   Row(11, 1, 200)};
+  rows[0].config.is_trace_config = true;
+  std::optional<SweepRecommendation> rec = RecommendConfig(rows, /*trace_has_oom=*/true);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->index, 3u);  // 12 bytes peak, 20 mallocs beats 30
+  // The smallest fix for the OOM at event 150: row 4 fails only later (200), with one change.
+  EXPECT_EQ(SmallestFixFor(rows, 150), std::optional<size_t>(4));
+  EXPECT_EQ(SmallestFixFor(rows, 250), std::optional<size_t>(3));
+  std::vector<SweepResult> all_fail = {Row(10, 5, 100), Row(11, 5, 90)};
+  EXPECT_FALSE(RecommendConfig(all_fail, true).has_value());
+}
+
+TEST(SweepTest, ParallelSweepEqualsSequential) {
+  TraceBuilder t(4 * kGiB);
+  std::vector<DevicePtr> live;
+  for (uint64_t i = 0; i < 200; ++i) {
+    live.push_back(t.Alloc((i * 37 % 23 + 1) * kMiB + i * 4096));
+    if (i % 3 == 0) {
+      t.Free(live.front());
+      live.erase(live.begin());
+    }
+  }
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(t.Finish());
+  ASSERT_OK(opener.status());
+  ASSERT_OK_AND_ASSIGN(std::vector<SweepConfig> configs,
+                       BuildSweepConfigs(AllocatorOptions(), SweepSpec()));
+  const SweepReplaySettings settings{4 * kGiB, std::nullopt};
+  std::vector<SweepResult> one = RunSweep(*opener, configs, settings, 1);
+  std::vector<SweepResult> many = RunSweep(*opener, configs, settings, 4);
+  ASSERT_EQ(one.size(), many.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(one[i].error, "");
+    EXPECT_EQ(one[i].peak_reserved_bytes, many[i].peak_reserved_bytes) << one[i].config.label;
+    EXPECT_EQ(one[i].device_mallocs, many[i].device_mallocs);
+    EXPECT_EQ(one[i].first_oom_index, many[i].first_oom_index);
+  }
+}
+
+// The demo's job (analysis/cli/demo_command.cc): a fragmentation OOM on 16 GiB that a
+// max_split_size_mb setting avoids.
+TEST(SweepTest, DemoWorkloadOomIsAvoidedByAMaxSplitSetting) {
+  DemoWorkloadConfig w;
+  w.micro_batch = 10;
+  w.seed = 3;
+  w.steps = 12;
+  w.flash_attention = true;
+  EventLogHeader header;
+  header.device_total_bytes = 16 * kGiB;
+  const std::string path = TempPath("demo.fslog");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FslogFileWriter> log, FslogFileWriter::Open(path, header));
+  ASSERT_OK_AND_ASSIGN(DemoJobResult job, RunDemoJob(w, AllocatorOptions(), 16 * kGiB, log.get()));
+  ASSERT_OK(log->Close());
+  EXPECT_FALSE(job.completed);
+  EXPECT_NE(job.oom_message.find("would have fit in the free cached memory"), std::string::npos);
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
+  ASSERT_OK(opener.status());
+  ASSERT_OK_AND_ASSIGN(std::vector<SweepConfig> configs,
+                       BuildSweepConfigs(AllocatorOptions(), SweepSpec()));
+  std::vector<SweepResult> rows = RunSweep(*opener, configs, {16 * kGiB, std::nullopt}, 2);
+  EXPECT_TRUE(rows[0].first_oom_index.has_value());  // the trace's own config fails as it did
+  std::optional<SweepRecommendation> rec = RecommendConfig(rows, true);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rows[rec->index].ooms, 0);
+  ASSERT_OK_AND_ASSIGN(AllocatorOptions fix, ParseAllocatorOptions("max_split_size_mb:256"));
+  ASSERT_OK_AND_ASSIGN(DemoJobResult rerun, RunDemoJob(w, fix, 16 * kGiB));
+  EXPECT_TRUE(rerun.completed);
+  EXPECT_EQ(rerun.steps_completed, 12);
+}
+
+}  // namespace
+}  // namespace fragscope
