@@ -1,0 +1,312 @@
+// The .fslog event-log format: the one definition shared by EventLogWriter (allocator/) and
+// EventLogReader (analysis/). allocator/EVENT_LOG_FORMAT.md specifies the same bytes in prose for
+// readers written without this code; the static_asserts below pin every offset it names.
+//
+// Layout of a file (all integers little-endian, all sections 8-byte aligned):
+//
+//   FileHeader            256 bytes, fixed fields
+//   options text          FileHeader::options_bytes bytes of UTF-8, zero-padded to 8
+//   chunk*                until end of file:
+//     ChunkHeader         32 bytes (magic, record count, payload length and CRC32C,
+//                         first sequence number, CRC32C of the chunk header itself)
+//     LogRecord[count]    80 bytes each, 1..kMaxChunkRecords of them
+//
+// A record's sequence number is its chunk's first_sequence plus its index in the chunk; numbers
+// grow by one per record. A gap between chunks counts records the writer dropped (it never blocks
+// the allocator; see event_log_writer.h). A torn last chunk (a crash during its write) is dropped
+// by readers with a warning; any other damage is an error naming the file offset.
+//
+// Versioning: a reader rejects another major version. A minor version may only add record kinds,
+// flag bits, or meanings for fields that are zero/reserved in earlier minors; readers pass unknown
+// kinds through and ignore unknown flags.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "absl/status/statusor.h"
+#include "allocator/allocator_events.h"
+
+namespace fragscope {
+
+static_assert(std::endian::native == std::endian::little,
+              ".fslog records are written and read as native structs: little-endian hosts only");
+
+// --- Constants ------------------------------------------------------------------------------
+
+// "FSLOG\r\n\x1a": the CR LF and ^Z catch files mangled by text-mode transfers (as PNG does).
+inline constexpr char kFileMagic[8] = {'F', 'S', 'L', 'O', 'G', '\r', '\n', '\x1a'};
+inline constexpr uint16_t kFormatVersionMajor = 1;
+inline constexpr uint16_t kFormatVersionMinor = 0;
+// "FSCK" as the first four bytes of every chunk.
+inline constexpr uint32_t kChunkMagic = 0x4B435346;
+
+inline constexpr size_t kFileHeaderBytes = 256;
+inline constexpr size_t kChunkHeaderBytes = 32;
+inline constexpr size_t kRecordBytes = 80;
+// A chunk, header included, never exceeds 64 KiB: 818 records.
+inline constexpr size_t kMaxChunkBytes = 64 * 1024;
+inline constexpr size_t kMaxChunkRecords = (kMaxChunkBytes - kChunkHeaderBytes) / kRecordBytes;
+inline constexpr size_t kMaxChunkPayloadBytes = kMaxChunkRecords * kRecordBytes;
+// Upper bound of the header's options text; longer option strings are truncated by the writer.
+inline constexpr size_t kMaxHeaderOptionsBytes = 64 * 1024;
+inline constexpr size_t kMaxFileHeaderBytes = kFileHeaderBytes + kMaxHeaderOptionsBytes;
+// Text carried by one kMarker record; longer markers are truncated (kRecordFlagTruncated).
+inline constexpr size_t kMaxMarkerTextBytes = 56;
+// Text of one kOptionsChange, spread over a first record (56 bytes) and continuation records
+// (64 bytes each) in the same chunk; longer strings are truncated (kRecordFlagTruncated).
+inline constexpr size_t kMaxOptionsChangeTextBytes = 4096;
+inline constexpr size_t kOptionsFirstRecordTextBytes = 56;
+inline constexpr size_t kOptionsContinuationTextBytes = 64;
+// Records one kOptionsChange occupies at most: 1 + ceil((4096 - 56) / 64) = 65.
+inline constexpr size_t kMaxOptionsChangeRecords =
+    1 + (kMaxOptionsChangeTextBytes - kOptionsFirstRecordTextBytes + kOptionsContinuationTextBytes -
+         1) /
+            kOptionsContinuationTextBytes;
+static_assert(kMaxOptionsChangeRecords <= kMaxChunkRecords,
+              "an options change must fit in one chunk: readers reassemble it within a chunk");
+
+// Which clock produced the record timestamps (FileHeader::clock). Both are CLOCK_MONOTONIC
+// nanoseconds; kTscCalibrated reads the TSC and maps it onto CLOCK_MONOTONIC (re-anchored at
+// least every flush interval), because clock_gettime costs 20-30 ns per event.
+enum class EventLogClock : uint32_t {
+  kUnknown = 0,
+  kMonotonic = 1,
+  kTscCalibrated = 2,
+};
+
+// Flags of kMarker and kOptionsChange records. (Records of allocator kinds carry the EventFlag
+// bits of allocator_events.h verbatim instead.)
+enum RecordFlag : uint8_t {
+  // The text was longer than the format allows and was cut at a UTF-8 character boundary.
+  kRecordFlagTruncated = 1 << 0,
+  // kOptionsChange: this record continues the text of the preceding kOptionsChange record.
+  kRecordFlagContinuation = 1 << 1,
+};
+
+// --- On-disk structs ------------------------------------------------------------------------
+
+// The fixed part of the file header, at file offset 0.
+struct FileHeader {
+  char magic[8];                // kFileMagic
+  uint16_t version_major;       // kFormatVersionMajor
+  uint16_t version_minor;       // kFormatVersionMinor
+  uint32_t header_bytes;        // this struct + options text + padding; the first chunk's offset
+  uint32_t header_crc32c;       // CRC32C of all header_bytes bytes with this field set to 0
+  uint32_t record_bytes;        // kRecordBytes
+  uint32_t clock;               // EventLogClock
+  int32_t device_index;         // CUDA device ordinal
+  uint64_t device_total_bytes;  // device capacity
+  int64_t pid;                  // writer's process id
+  int32_t rank;                 // RANK, else LOCAL_RANK, else 0
+  int32_t local_rank;           // LOCAL_RANK, else -1
+  int32_t world_size;           // WORLD_SIZE, else 0
+  uint32_t reserved0;           // 0
+  int64_t start_wall_ns;        // CLOCK_REALTIME at open, ns since the Unix epoch
+  uint64_t start_monotonic_ns;  // CLOCK_MONOTONIC at the same instant (same clock as records)
+  char device_name[64];         // UTF-8, zero-padded, not necessarily zero-terminated
+  char host[64];                // gethostname(), zero-padded, not necessarily zero-terminated
+  uint32_t options_bytes;       // length of the options text that follows this struct
+  uint8_t reserved1[44];        // 0
+};
+static_assert(sizeof(FileHeader) == kFileHeaderBytes, "FileHeader is 256 bytes on disk");
+static_assert(std::is_trivially_copyable_v<FileHeader> && std::is_standard_layout_v<FileHeader>,
+              "FileHeader is read and written with memcpy");
+static_assert(
+    offsetof(FileHeader, version_major) == 8 && offsetof(FileHeader, header_bytes) == 12 &&
+        offsetof(FileHeader, header_crc32c) == 16 && offsetof(FileHeader, record_bytes) == 20 &&
+        offsetof(FileHeader, clock) == 24 && offsetof(FileHeader, device_index) == 28 &&
+        offsetof(FileHeader, device_total_bytes) == 32 && offsetof(FileHeader, pid) == 40 &&
+        offsetof(FileHeader, rank) == 48 && offsetof(FileHeader, local_rank) == 52 &&
+        offsetof(FileHeader, world_size) == 56 && offsetof(FileHeader, start_wall_ns) == 64 &&
+        offsetof(FileHeader, start_monotonic_ns) == 72 && offsetof(FileHeader, device_name) == 80 &&
+        offsetof(FileHeader, host) == 144 && offsetof(FileHeader, options_bytes) == 208,
+    "FileHeader offsets are specified in EVENT_LOG_FORMAT.md");
+
+// Precedes every chunk's records.
+struct ChunkHeader {
+  uint32_t magic;           // kChunkMagic
+  uint32_t record_count;    // 1..kMaxChunkRecords
+  uint32_t payload_bytes;   // record_count * kRecordBytes
+  uint32_t payload_crc32c;  // CRC32C of the payload_bytes bytes that follow this header
+  uint64_t first_sequence;  // sequence number of the first record
+  uint32_t reserved;        // 0
+  uint32_t header_crc32c;   // CRC32C of the 28 bytes above
+};
+static_assert(sizeof(ChunkHeader) == kChunkHeaderBytes, "ChunkHeader is 32 bytes on disk");
+static_assert(std::is_trivially_copyable_v<ChunkHeader> && std::is_standard_layout_v<ChunkHeader>,
+              "ChunkHeader is read and written with memcpy");
+static_assert(offsetof(ChunkHeader, first_sequence) == 16 &&
+                  offsetof(ChunkHeader, header_crc32c) == 28,
+              "ChunkHeader offsets are specified in EVENT_LOG_FORMAT.md");
+
+// Number of leading ChunkHeader bytes covered by ChunkHeader::header_crc32c.
+inline constexpr size_t kChunkHeaderCrcCoveredBytes = offsetof(ChunkHeader, header_crc32c);
+
+// One event. `words` are interpreted per kind (the "layouts" below); unused words are 0.
+//
+//   kind                       layout   words[0..7]
+//   alloc, free_requested,     block    ptr, bytes, requested_bytes, stream, segment,
+//   free_completed, segment_*           split_bytes, result_bytes, 0
+//   oom, empty_cache           stats    device_free_bytes, bytes, requested_bytes, stream,
+//                                       device_total_bytes, reserved_bytes, allocated_bytes, 0
+//   marker                     text     os thread id, then text bytes at record offset 24..79
+//   options_change (first)     text     total text bytes, then text at record offset 24..79
+//   options_change (continued) text     text at record offset 16..79
+struct LogRecord {
+  uint64_t timestamp_ns;  // CLOCK_MONOTONIC ns; non-decreasing in sequence order
+  uint8_t kind;           // EventKind value
+  uint8_t pool;           // PoolKind value
+  uint8_t flags;          // EventFlag bits; RecordFlag bits for marker and options_change
+  uint8_t aux;            // free_completed: merged_count; marker/options_change: text bytes here
+  int32_t device;         // AllocatorEvent::device
+  uint64_t words[8];
+};
+static_assert(sizeof(LogRecord) == kRecordBytes, "LogRecord is 80 bytes on disk");
+static_assert(std::is_trivially_copyable_v<LogRecord> && std::is_standard_layout_v<LogRecord>,
+              "LogRecord is read and written with memcpy");
+static_assert(offsetof(LogRecord, kind) == 8 && offsetof(LogRecord, aux) == 11 &&
+                  offsetof(LogRecord, device) == 12 && offsetof(LogRecord, words) == 16,
+              "LogRecord offsets are specified in EVENT_LOG_FORMAT.md");
+static_assert(kChunkHeaderBytes % 8 == 0 && kRecordBytes % 8 == 0 && kFileHeaderBytes % 8 == 0,
+              "every record starts 8-byte aligned in the file, so readers can map it in place");
+
+// Word indices of the block layout.
+inline constexpr int kWordPtr = 0;
+inline constexpr int kWordBytes = 1;
+inline constexpr int kWordRequestedBytes = 2;
+inline constexpr int kWordStream = 3;
+inline constexpr int kWordSegment = 4;
+inline constexpr int kWordSplitBytes = 5;
+inline constexpr int kWordResultBytes = 6;
+// Word indices of the stats layout (bytes, requested and stream as in the block layout).
+inline constexpr int kWordDeviceFreeBytes = 0;
+inline constexpr int kWordDeviceTotalBytes = 4;
+inline constexpr int kWordReservedBytes = 5;
+inline constexpr int kWordAllocatedBytes = 6;
+// Text layout: byte offsets of the text inside a record.
+inline constexpr size_t kFirstTextOffset = 24;
+inline constexpr size_t kContinuationTextOffset = 16;
+
+// --- Encoding and decoding ------------------------------------------------------------------
+
+inline bool UsesStatsLayout(uint8_t kind) {
+  return kind == static_cast<uint8_t>(EventKind::kOom) ||
+         kind == static_cast<uint8_t>(EventKind::kEmptyCache);
+}
+
+// Fills `record` from an allocator event. Lossless for every field the event defines for its kind
+// (AllocatorEvent: "fields not listed for a kind are zero"); off-layout fields are dropped.
+inline void EncodeEvent(const AllocatorEvent& event, uint64_t timestamp_ns, LogRecord* record) {
+  record->timestamp_ns = timestamp_ns;
+  record->kind = static_cast<uint8_t>(event.kind);
+  record->pool = static_cast<uint8_t>(event.pool);
+  record->flags = event.flags;
+  record->aux = event.merged_count;
+  record->device = event.device;
+  uint64_t* w = record->words;
+  if (UsesStatsLayout(record->kind)) {
+    w[kWordDeviceFreeBytes] = event.device_free_bytes;
+    w[kWordDeviceTotalBytes] = event.device_total_bytes;
+    w[kWordReservedBytes] = event.reserved_bytes;
+    w[kWordAllocatedBytes] = event.allocated_bytes;
+  } else {
+    w[kWordPtr] = event.ptr;
+    w[kWordSegment] = event.segment;
+    w[kWordSplitBytes] = event.split_bytes;
+    w[kWordResultBytes] = event.result_bytes;
+  }
+  w[kWordBytes] = event.bytes;
+  w[kWordRequestedBytes] = event.requested_bytes;
+  w[kWordStream] = event.stream;
+  w[7] = 0;
+}
+
+// The inverse of EncodeEvent, for records of allocator kinds (not marker or options_change).
+inline AllocatorEvent DecodeEvent(const LogRecord& record) {
+  AllocatorEvent event;
+  event.kind = static_cast<EventKind>(record.kind);
+  event.pool = static_cast<PoolKind>(record.pool);
+  event.flags = record.flags;
+  event.merged_count = record.aux;
+  event.device = record.device;
+  const uint64_t* w = record.words;
+  if (UsesStatsLayout(record.kind)) {
+    event.device_free_bytes = w[kWordDeviceFreeBytes];
+    event.device_total_bytes = w[kWordDeviceTotalBytes];
+    event.reserved_bytes = w[kWordReservedBytes];
+    event.allocated_bytes = w[kWordAllocatedBytes];
+  } else {
+    event.ptr = w[kWordPtr];
+    event.segment = w[kWordSegment];
+    event.split_bytes = w[kWordSplitBytes];
+    event.result_bytes = w[kWordResultBytes];
+  }
+  event.bytes = w[kWordBytes];
+  event.requested_bytes = w[kWordRequestedBytes];
+  event.stream = w[kWordStream];
+  return event;
+}
+
+// The longest prefix of `text` of at most `max_bytes` bytes that does not end inside a UTF-8
+// multi-byte character.
+std::string_view TruncateUtf8(std::string_view text, size_t max_bytes);
+
+// Encodes a user marker. Text beyond kMaxMarkerTextBytes is truncated and flagged.
+void EncodeMarker(std::string_view text, uint64_t thread_id, uint64_t timestamp_ns,
+                  LogRecord* record);
+
+// The text bytes a kMarker record carries (bounded by the record even if `aux` is corrupt).
+std::string_view MarkerText(const LogRecord& record);
+
+// Encodes an options change into out[0..n), n returned (1..kMaxOptionsChangeRecords). REQUIRES:
+// `out` has room for kMaxOptionsChangeRecords records.
+size_t EncodeOptionsChange(std::string_view options, uint64_t timestamp_ns, int32_t device,
+                           LogRecord* out);
+
+// The text bytes one kOptionsChange record carries (first or continuation).
+std::string_view OptionsChangeTextPart(const LogRecord& record);
+
+// --- The file header ------------------------------------------------------------------------
+
+// The file header, decoded.
+struct EventLogHeader {
+  uint16_t version_major = kFormatVersionMajor;
+  uint16_t version_minor = kFormatVersionMinor;
+  uint32_t header_bytes = 0;  // filled by Serialize/Parse
+  EventLogClock clock = EventLogClock::kUnknown;
+  int32_t device_index = 0;
+  uint64_t device_total_bytes = 0;
+  int64_t pid = 0;
+  int32_t rank = 0;
+  int32_t local_rank = -1;
+  int32_t world_size = 0;
+  int64_t start_wall_ns = 0;
+  uint64_t start_monotonic_ns = 0;
+  std::string device_name;        // at most 64 bytes are stored
+  std::string host;               // at most 64 bytes are stored
+  std::string allocator_options;  // at most kMaxHeaderOptionsBytes are stored
+};
+
+// The header's bytes (FileHeader, options text, padding), with its CRC. Strings longer than
+// their fields are truncated at a UTF-8 boundary.
+std::string SerializeFileHeader(const EventLogHeader& header);
+
+// Size of the whole header given its first kFileHeaderBytes bytes, after checking magic,
+// version, record size and length bounds. Errors name the offending file offset.
+absl::StatusOr<size_t> ParseFileHeaderSize(std::string_view fixed_bytes);
+
+// Decodes and verifies a whole header (`bytes` holds exactly ParseFileHeaderSize() bytes).
+absl::StatusOr<EventLogHeader> ParseFileHeader(std::string_view bytes);
+
+// Fills the header fields and both CRCs of the chunk whose `record_count` records follow
+// `header` in memory. REQUIRES: 1 <= record_count <= kMaxChunkRecords.
+void SealChunk(uint32_t record_count, uint64_t first_sequence, const LogRecord* records,
+               ChunkHeader* header);
+
+}  // namespace fragscope
