@@ -1,0 +1,263 @@
+// EventLogWriter: an AllocatorObserver that records every allocator event in an .fslog file
+// (format: event_log_format.h, EVENT_LOG_FORMAT.md) at a few nanoseconds per event.
+//
+// Note [Event log buffering]
+// The writer owns `buffer_count` pre-allocated, pre-faulted 64 KiB chunk buffers. Exactly one is
+// "current": records are appended to it in place. When it is full, or when the background thread's
+// periodic tick (every flush_interval) finds records in it, it is "handed off": it gets the next
+// file offset and goes to a ready queue; the background thread seals it (CRCs) and pwrite()s it
+// at that offset, then recycles it. Offsets are reserved in sequence order, so the file's chunk
+// order is the record order no matter who writes a chunk (the background thread, a flush or the
+// fatal-signal handler), and writing a chunk twice writes the same bytes.
+//
+// Synchronization: `producer_lock_`, an AsymmetricLock (asymmetric_lock.h), guards the current
+// buffer, the sequence counter and the clock mapping. OnEvent, already serialized by the
+// allocator's lock, takes its fast side: plain stores and a load, no locked instruction and no
+// fence, so the previous record's stores need not drain first (a locked instruction per event
+// cost 20-35 ns on a KVM Xeon). Mark(), RecordOptionsChange(), Flush(), the background tick
+// (every flush_interval) and the signal handler take its slow side (a membarrier system call:
+// microseconds); OnEvent falls back to the slow side only when one of those holds the lock at that
+// moment. No holder does I/O or blocks on the disk while holding it.
+// Buffers move between the producer and the background thread through two
+// single-producer/single-consumer rings, so swapping buffers takes no mutex either. While buffers
+// keep coming (within kWriterPollWindow of its last write) the background thread polls the ready
+// ring every kWriterPollPeriod, so hand-offs cost the producer nothing more; once idle it sleeps
+// on `writer_cv_` with `writer_sleeping_` set, and only then does a hand-off wake it (a futex wake,
+// which in a VM with idle vCPUs costs the waker tens of microseconds).
+// (`mu_` is a std::mutex, not absl::Mutex: the system Abseil is not built with ThreadSanitizer,
+// which then cannot see absl::Mutex's happens-before edges, and this is the code TSan must check.)
+//
+// When all buffers are waiting to be written (the disk is slower than the event rate), OnEvent
+// drops the record and counts it (dropped_records(); readers see the gap in sequence numbers):
+// blocking would stall the allocator on I/O. An OOM event is never dropped: OnEvent(kOom) waits for
+// a buffer if needed and returns only once the OOM record and everything before it is written to
+// the file (the failing allocation is already the slow path). Mark() and RecordOptionsChange()
+// wait for a buffer rather than drop. EventLogWriterOptions::block_when_full makes OnEvent wait
+// too.
+//
+// Durability: data is on disk (in the kernel's page cache, so it survives the process, not a
+// power loss; no fsync) after an OOM, Flush(), the periodic tick, destruction, exit() (atexit),
+// and, best effort, a fatal signal. After kill -9 the records lost are those of the current buffer
+// (at most one chunk: 64 KiB, 818 records, and at most about flush_interval of events) plus the
+// buffers handed off but not yet written: none while the disk keeps up with the event rate, at
+// most buffer_count - 1 chunks when it does not (then records are also being dropped).
+//
+// Fatal signals (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGTERM): the handler takes the lock's
+// slow side (bounded; it proceeds without it if the interrupted thread holds it), copies each
+// not-yet-written buffer's published records into a pre-allocated scratch chunk, seals it
+// (CRC32C: pure computation) and writes it with lseek()+write() at its reserved offset. Nothing in
+// it allocates or locks a mutex. It then chains to the previous handler (re-raising under SIG_DFL).
+//
+// A writer must not be used across fork(): the child has no background thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "allocator/allocator_events.h"
+#include "allocator/asymmetric_lock.h"
+#include "allocator/event_log_format.h"
+
+namespace fragscope {
+
+// What the writer's caller knows about the device; the writer adds pid, rank, host and times.
+struct EventLogHeaderInfo {
+  std::string device_name;
+  uint64_t device_total_bytes = 0;
+  int32_t device_index = 0;
+  // The allocator's options, e.g. FormatAllocatorOptions(options) or PYTORCH_CUDA_ALLOC_CONF.
+  std::string allocator_options;
+};
+
+struct EventLogWriterOptions {
+  // Chunk buffers of 64 KiB each (see Note [Event log buffering]); at least 2.
+  int buffer_count = 8;
+  // Records wait at most about this long in memory before the background thread writes them.
+  absl::Duration flush_interval = absl::Milliseconds(50);
+  // false: OnEvent drops and counts records when every buffer awaits writing (never blocks the
+  // allocator on I/O). true: OnEvent waits for a buffer (complete logs, e.g. for tests).
+  bool block_when_full = false;
+  // Install the fatal-signal handlers (once per process, on the first Open that asks).
+  bool install_signal_handlers = true;
+  // Timestamp with the TSC when the kernel's clocksource is the TSC (else clock_gettime).
+  bool allow_tsc_clock = true;
+  // Testing only: the background thread sleeps this long before each chunk write.
+  absl::Duration write_delay_for_testing = absl::ZeroDuration();
+};
+
+// The rank used for %r and the header: RANK, else LOCAL_RANK, else 0 (non-numbers are ignored).
+int32_t RankFromEnvironment();
+
+// Expands %p (pid), %r (rank) and %% in `pattern`. Any other use of % is an error.
+absl::StatusOr<std::string> ExpandPathPattern(std::string_view pattern, int64_t pid, int32_t rank);
+
+class EventLogWriter : public AllocatorObserver {
+ public:
+  // Creates (truncating) the file named by expanding `path_pattern`, writes the header and starts
+  // the background thread. Errors: kInvalidArgument for a bad pattern or options, the errno
+  // mapping of open()/write() failures with the path.
+  static absl::StatusOr<std::unique_ptr<EventLogWriter>> Open(
+      std::string_view path_pattern, const EventLogHeaderInfo& info,
+      const EventLogWriterOptions& options = {});
+
+  EventLogWriter(const EventLogWriter&) = delete;
+  EventLogWriter& operator=(const EventLogWriter&) = delete;
+  // Writes everything recorded, stops the background thread and closes the file.
+  ~EventLogWriter() override;
+
+  // Appends the event. Never allocates and never does I/O, except for kOom (see the Note).
+  // REQUIRES: calls are serialized (the allocator calls it under its lock).
+  void OnEvent(const AllocatorEvent& event) override;
+
+  // A user annotation, e.g. "step 12 / forward"; longer than kMaxMarkerTextBytes is truncated
+  // and flagged. Thread-safe; may briefly wait for a buffer.
+  void Mark(std::string_view text);
+
+  // Records that the allocator now runs with `options` (at most kMaxOptionsChangeTextBytes kept).
+  // Thread-safe; may briefly wait for a buffer.
+  void RecordOptionsChange(std::string_view options);
+
+  // Returns once every record appended before the call is written to the file. Returns the
+  // first write error the writer met, if any. Thread-safe.
+  absl::Status Flush();
+
+  const std::string& path() const { return path_; }
+  const EventLogHeader& header() const { return header_; }
+  // Records dropped because every buffer was waiting to be written.
+  uint64_t dropped_records() const { return dropped_.load(std::memory_order_relaxed); }
+
+  // Fatal-signal path; public for the handler in the .cc only. Async-signal-safe.
+  void EmergencyFlush() noexcept ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
+ private:
+  // One chunk buffer. Invariant: it is in exactly one place: the free ring, `current_`, or the
+  // ready ring.
+  // Cache-line aligned: the producer stores `count` on every event; the background thread reads
+  // other slots.
+  struct alignas(64) Slot {
+    ChunkHeader* chunk = nullptr;  // the header, followed in memory by the records
+    LogRecord* records = nullptr;
+    // Records published by the producer (release); records below it never change until recycled.
+    std::atomic<uint32_t> count{0};
+    std::atomic<uint64_t> first_sequence{0};  // set when the slot becomes current
+    std::atomic<uint64_t> file_offset{0};     // set at hand-off
+  };
+
+  // Bounded single-producer/single-consumer ring of slot indices.
+  class SlotRing {
+   public:
+    void Init(size_t capacity);
+    bool Empty() const {
+      return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
+    }
+    void Push(uint32_t slot);         // producer side; never full (capacity = slot count)
+    bool Peek(uint32_t* slot) const;  // consumer side
+    void Pop();                       // consumer side
+    // For the signal handler: the entries in FIFO order, racy but bounded.
+    size_t Snapshot(uint32_t* out, size_t max) const;
+
+   private:
+    std::unique_ptr<std::atomic<uint32_t>[]> items_;
+    size_t capacity_ = 0;
+    std::atomic<uint64_t> head_{0};
+    std::atomic<uint64_t> tail_{0};
+  };
+
+  EventLogWriter() = default;
+  absl::Status Init(std::string path, const EventLogHeaderInfo& info,
+                    const EventLogWriterOptions& options);
+
+  uint64_t NowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(producer_lock_);
+  // OnEvent through the slow side: when a slow holder had the lock, or to wait for a buffer.
+  void OnEventSlow(const AllocatorEvent& event);
+  // Room for `n` consecutive records in the current chunk, or nullptr if no buffer is free.
+  // Sets *handed_off when a buffer went to the ready ring (the caller then wakes the writer).
+  LogRecord* ReserveLocked(uint32_t n, bool* handed_off)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(producer_lock_);
+  LogRecord* ReserveSlowLocked(uint32_t n, bool* handed_off)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(producer_lock_);
+  void CommitLocked(uint32_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(producer_lock_);
+  // Moves a non-empty current buffer to the ready ring; returns whether it did.
+  bool HandOffLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(producer_lock_);
+  void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(producer_lock_);
+
+  // Appends `n` encoded records (timestamps and sequence are set here), waiting for a buffer if
+  // none is free. Returns the sequence number after the last record.
+  uint64_t AppendWaiting(LogRecord* records, uint32_t n, bool flush);
+  // After a hand-off on the hot path: wakes the background thread only if it sleeps.
+  void NotifyHandOff();
+  // Wakes the background thread unconditionally (flushes, OOM, stop).
+  void WakeWriter();
+  void WaitForFreeBuffer();
+  void WaitWritten(uint64_t sequence_end);
+
+  void WriterLoop();
+  // Writes every ready chunk; returns how many it wrote.
+  int WriteReadyChunks();
+  absl::Status WriteAt(const void* data, size_t size, uint64_t offset);
+  void Recalibrate();
+  void WriteChunkFromSignal(const Slot& slot, uint32_t count, uint64_t offset) noexcept;
+
+  std::string path_;
+  EventLogHeader header_;
+  EventLogWriterOptions options_;
+  int fd_ = -1;
+  int registry_index_ = -1;
+
+  // Buffer memory: buffer_count slots plus the signal handler's scratch chunk, page aligned.
+  void* memory_ = nullptr;
+  size_t slot_count_ = 0;
+  std::unique_ptr<Slot[]> slots_;
+  ChunkHeader* scratch_chunk_ = nullptr;
+  SlotRing free_ring_;   // background thread -> producer
+  SlotRing ready_ring_;  // producer -> background thread
+
+  // See Note [Event log buffering]: OnEvent takes the fast side, everything else the slow side.
+  AsymmetricLock producer_lock_;
+  // The producer's hot fields start on their own cache line, away from the rings and mu_.
+  alignas(64) Slot* current_slot_ ABSL_GUARDED_BY(producer_lock_) = nullptr;
+  // Index of current_slot_, or -1. Atomic only for the signal handler.
+  std::atomic<int32_t> current_ ABSL_GUARDED_BY(producer_lock_){-1};
+  // Records in the current slot; kMaxChunkRecords when there is none (forces the slow path).
+  uint32_t current_count_ ABSL_GUARDED_BY(producer_lock_) = kMaxChunkRecords;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(producer_lock_) = 0;
+  // End sequence of the last handed-off chunk: what a flush waits for.
+  uint64_t handed_off_end_ ABSL_GUARDED_BY(producer_lock_) = 0;
+  std::atomic<uint64_t> next_file_offset_ ABSL_GUARDED_BY(producer_lock_){0};
+  uint64_t last_timestamp_ns_ ABSL_GUARDED_BY(producer_lock_) = 0;
+  // Timestamp mapping: ns = anchor_ns + (tsc - anchor_tsc) * mult_q32 / 2^32.
+  bool use_tsc_ = false;
+  uint64_t tsc_anchor_ ABSL_GUARDED_BY(producer_lock_) = 0;
+  uint64_t ns_anchor_ ABSL_GUARDED_BY(producer_lock_) = 0;
+  uint64_t ns_per_tick_q32_ ABSL_GUARDED_BY(producer_lock_) = 0;
+  uint64_t calibration_tsc0_ = 0;  // background thread only
+  uint64_t calibration_ns0_ = 0;
+  std::atomic<uint64_t> dropped_{0};
+
+  // The background thread is (about to be) blocked on writer_cv_. Hand-offs read it after a
+  // seq_cst fence, the thread sets it and fences before its last look at the ready ring, so one of
+  // the two always sees the other (no lost wake-up).
+  alignas(64) std::atomic<bool> writer_sleeping_{false};
+  // Coordination with the background thread. Everything below is guarded by mu_.
+  std::mutex mu_;
+  std::condition_variable writer_cv_;  // the background thread waits here for work or stop_
+  std::condition_variable done_cv_;    // flushes and buffer waits wait here for the writer
+  bool work_pending_ = false;
+  bool stop_ = false;
+  uint64_t written_end_ = 0;      // every sequence below it is written
+  uint64_t free_generation_ = 0;  // bumped when a slot is recycled
+  absl::Status io_status_;
+  std::thread thread_;
+};
+
+}  // namespace fragscope
