@@ -1,0 +1,280 @@
+// `fragscope dump`. See dump_command.h.
+#include "analysis/cli/dump_command.h"
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "allocator/allocator_events.h"
+#include "allocator/event_log_format.h"
+#include "allocator/format_size.h"
+#include "analysis/event_log_reader.h"
+
+namespace fragscope::cli {
+namespace {
+
+constexpr std::string_view kUsage =
+    R"(usage: fragscope dump LOG [--kind K1,K2,...] [--from N] [--to N] [--header] [--bytes]
+
+Prints the records of an .fslog event log, one line per record:
+  #SEQUENCE +SECONDS KIND FIELDS...
+SECONDS count from the log's start; sizes are in human units (--bytes: exact bytes).
+
+  --kind K1,K2,...  only these kinds: alloc, free_requested, free_completed, segment_alloc,
+                    segment_free, segment_map, segment_unmap, oom, empty_cache,
+                    options_change, marker
+  --from N          start at sequence number N
+  --to N            stop after sequence number N
+  --header          print the file header first
+  --bytes           print sizes as exact byte counts
+  --help            this text
+
+Exit status: 0 ok (a torn tail is a warning), 1 unreadable or corrupt log, 2 usage error.
+)";
+
+struct DumpOptions {
+  std::string path;
+  uint32_t kinds[8] = {};  // bit set over kind values 0..255; all set = no filter
+  bool kind_filter = false;
+  uint64_t from = 0;
+  uint64_t to = UINT64_MAX;
+  bool header = false;
+  bool exact_bytes = false;
+};
+
+std::optional<uint8_t> KindFromName(std::string_view name) {
+  for (int value = 0; value < 256; ++value) {
+    const auto kind = static_cast<EventKind>(value);
+    if (EventKindName(kind) == name && name != "unknown") return static_cast<uint8_t>(value);
+  }
+  return std::nullopt;
+}
+
+std::string KindName(uint8_t kind) {
+  const std::string_view name = EventKindName(static_cast<EventKind>(kind));
+  if (name == "unknown") return absl::StrFormat("unknown(%d)", kind);
+  return std::string(name);
+}
+
+// Parses `args` into `options`; returns an error message or "" on success.
+std::string ParseArgs(const std::vector<std::string>& args, DumpOptions* options, bool* help) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    std::string_view value;
+    bool has_value = false;
+    if (arg.size() > 2 && arg.substr(0, 2) == "--") {
+      if (const size_t eq = arg.find('='); eq != std::string_view::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        has_value = true;
+      }
+    }
+    auto take_value = [&]() -> bool {
+      if (has_value) return true;
+      if (i + 1 >= args.size()) return false;
+      value = args[++i];
+      return true;
+    };
+    if (arg == "--help" || arg == "-h") {
+      *help = true;
+      return "";
+    } else if (arg == "--header") {
+      options->header = true;
+    } else if (arg == "--bytes") {
+      options->exact_bytes = true;
+    } else if (arg == "--kind") {
+      if (!take_value()) return "--kind needs a comma-separated list of kinds";
+      options->kind_filter = true;
+      for (absl::string_view piece :
+           absl::StrSplit(absl::string_view(value.data(), value.size()), ',', absl::SkipEmpty())) {
+        const std::string_view name(piece.data(), piece.size());
+        const auto kind = KindFromName(name);
+        if (!kind) return absl::StrFormat("unknown kind '%s'", name);
+        options->kinds[*kind / 32] |= uint32_t{1} << (*kind % 32);
+      }
+    } else if (arg == "--from" || arg == "--to") {
+      if (!take_value()) return absl::StrFormat("%s needs a sequence number", arg);
+      uint64_t n = 0;
+      if (!absl::SimpleAtoi(absl::string_view(value.data(), value.size()), &n)) {
+        return absl::StrFormat("%s: '%s' is not a sequence number", arg, value);
+      }
+      (arg == "--from" ? options->from : options->to) = n;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return absl::StrFormat("unknown option '%s'", arg);
+    } else if (options->path.empty()) {
+      options->path = std::string(arg);
+    } else {
+      return absl::StrFormat("unexpected argument '%s' (one LOG only)", arg);
+    }
+  }
+  if (options->path.empty()) return "missing LOG";
+  if (options->from > options->to) return "--from is after --to";
+  return "";
+}
+
+class Printer {
+ public:
+  Printer(const EventLogHeader& header, bool exact_bytes)
+      : header_(header), exact_bytes_(exact_bytes) {}
+
+  std::string Size(uint64_t bytes) const {
+    return exact_bytes_ ? absl::StrFormat("%d", bytes) : FormatSize(bytes);
+  }
+
+  static std::string EventFlags(uint8_t flags) {
+    static constexpr std::pair<uint8_t, std::string_view> kNames[] = {
+        {kEventFlagBlockWasSplit, "was_split"},
+        {kEventFlagResultIsSplit, "result_split"},
+        {kEventFlagOversize, "oversize"},
+        {kEventFlagExpandable, "expandable"},
+        {kEventFlagWouldFitIfContiguous, "would_fit_if_contiguous"},
+        {1 << 5, "oom_retry"},  // kEventFlagOomRetry
+    };
+    std::string text;
+    for (const auto& [bit, name] : kNames) {
+      if (flags & bit) {
+        absl::StrAppendFormat(&text, "%s%s", text.empty() ? "" : "|", name);
+        flags = static_cast<uint8_t>(flags & ~bit);
+      }
+    }
+    if (flags != 0) absl::StrAppendFormat(&text, "%s0x%02x", text.empty() ? "" : "|", flags);
+    return text;
+  }
+
+  std::string Line(const LogEntry& entry) const {
+    const LogRecord& r = entry.record;
+    const double seconds =
+        (static_cast<double>(r.timestamp_ns) - static_cast<double>(header_.start_monotonic_ns)) /
+        1e9;
+    std::string line =
+        absl::StrFormat("#%d +%.6fs %-14s", entry.sequence, seconds, KindName(r.kind));
+    const AllocatorEvent e = DecodeEvent(r);
+    const auto kind = static_cast<EventKind>(r.kind);
+    switch (kind) {
+      case EventKind::kAlloc:
+      case EventKind::kFreeRequested:
+      case EventKind::kFreeCompleted:
+        absl::StrAppendFormat(
+            &line, " ptr=0x%x size=%s requested=%s stream=0x%x segment=0x%x pool=%s", e.ptr,
+            Size(e.bytes), Size(e.requested_bytes), e.stream, e.segment, PoolKindName(e.pool));
+        if (kind == EventKind::kAlloc && e.split_bytes != 0) {
+          absl::StrAppendFormat(&line, " split_remainder=%s", Size(e.split_bytes));
+        }
+        if (kind == EventKind::kFreeCompleted) {
+          absl::StrAppendFormat(&line, " merged=%d merged_bytes=%s result=%s", e.merged_count,
+                                Size(e.split_bytes), Size(e.result_bytes));
+        }
+        break;
+      case EventKind::kSegmentAlloc:
+      case EventKind::kSegmentFree:
+      case EventKind::kSegmentMap:
+      case EventKind::kSegmentUnmap:
+        absl::StrAppendFormat(&line, " ptr=0x%x size=%s stream=0x%x pool=%s", e.ptr, Size(e.bytes),
+                              e.stream, PoolKindName(e.pool));
+        if (e.segment != 0) absl::StrAppendFormat(&line, " segment=0x%x", e.segment);
+        break;
+      case EventKind::kOom:
+        absl::StrAppendFormat(
+            &line,
+            " requested=%s rounded=%s stream=0x%x pool=%s device_free=%s device_total=%s "
+            "reserved=%s allocated=%s",
+            Size(e.requested_bytes), Size(e.bytes), e.stream, PoolKindName(e.pool),
+            Size(e.device_free_bytes), Size(e.device_total_bytes), Size(e.reserved_bytes),
+            Size(e.allocated_bytes));
+        break;
+      case EventKind::kEmptyCache:
+        absl::StrAppendFormat(&line, " released=%s", Size(e.reserved_bytes));
+        break;
+      case EventKind::kMarker:
+        absl::StrAppendFormat(&line, " \"%s\" thread=%d%s", absl::CEscape(entry.text), r.words[0],
+                              (r.flags & kRecordFlagTruncated) ? " truncated" : "");
+        return line;
+      case EventKind::kOptionsChange:
+        absl::StrAppendFormat(&line, " \"%s\"%s", absl::CEscape(entry.text),
+                              (r.flags & kRecordFlagTruncated) ? " truncated" : "");
+        return line;
+      default:
+        absl::StrAppendFormat(&line, " flags=0x%02x aux=%d words=%x,%x,%x,%x,%x,%x,%x,%x", r.flags,
+                              r.aux, r.words[0], r.words[1], r.words[2], r.words[3], r.words[4],
+                              r.words[5], r.words[6], r.words[7]);
+        return line;
+    }
+    if (r.flags != 0) absl::StrAppendFormat(&line, " flags=%s", EventFlags(r.flags));
+    if (r.device != header_.device_index) absl::StrAppendFormat(&line, " device=%d", r.device);
+    return line;
+  }
+
+  void Header(const std::string& path, std::ostream& out) const {
+    const EventLogHeader& h = header_;
+    std::string_view clock = "unknown";
+    if (h.clock == EventLogClock::kMonotonic) clock = "CLOCK_MONOTONIC";
+    if (h.clock == EventLogClock::kTscCalibrated) clock = "TSC calibrated to CLOCK_MONOTONIC";
+    out << absl::StrFormat("file: %s\n", path)
+        << absl::StrFormat("format: %d.%d (header %d bytes)\n", h.version_major, h.version_minor,
+                           h.header_bytes)
+        << absl::StrFormat("device: %d \"%s\" %s\n", h.device_index, absl::CEscape(h.device_name),
+                           Size(h.device_total_bytes))
+        << absl::StrFormat("process: pid %d, rank %d, local_rank %d, world_size %d, host \"%s\"\n",
+                           h.pid, h.rank, h.local_rank, h.world_size, absl::CEscape(h.host))
+        << absl::StrFormat(
+               "start: %s (monotonic %d ns)\n",
+               absl::FormatTime("%Y-%m-%d %H:%M:%E6S UTC", absl::FromUnixNanos(h.start_wall_ns),
+                                absl::UTCTimeZone()),
+               h.start_monotonic_ns)
+        << absl::StrFormat("clock: %s\n", clock)
+        << absl::StrFormat("options: \"%s\"\n", absl::CEscape(h.allocator_options));
+  }
+
+ private:
+  const EventLogHeader& header_;
+  bool exact_bytes_;
+};
+
+}  // namespace
+
+int RunDumpCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  DumpOptions options;
+  bool help = false;
+  if (const std::string error = ParseArgs(args, &options, &help); !help && !error.empty()) {
+    err << "fragscope dump: " << error << "\nRun 'fragscope dump --help' for usage.\n";
+    return 2;
+  }
+  if (help) {
+    out << kUsage;
+    return 0;
+  }
+  auto reader = EventLogReader::Open(options.path);
+  if (!reader.ok()) {
+    err << "fragscope dump: " << reader.status().message() << "\n";
+    return 1;
+  }
+  const Printer printer(reader->header(), options.exact_bytes);
+  if (options.header) printer.Header(options.path, out);
+
+  LogEntry entry;
+  int status = 0;
+  for (;;) {
+    absl::StatusOr<bool> more = reader->Next(&entry);
+    if (!more.ok()) {
+      err << "fragscope dump: " << more.status().message() << "\n";
+      status = 1;
+      break;
+    }
+    if (!*more || entry.sequence > options.to) break;
+    if (entry.sequence < options.from) continue;
+    if (options.kind_filter &&
+        !(options.kinds[entry.record.kind / 32] & (uint32_t{1} << (entry.record.kind % 32)))) {
+      continue;
+    }
+    out << printer.Line(entry) << '\n';
+  }
+  for (const std::string& warning : reader->warnings()) err << "warning: " << warning << "\n";
+  return status;
+}
+
+}  // namespace fragscope::cli

@@ -1,0 +1,117 @@
+// EventLogReader: streams an .fslog file (allocator/EVENT_LOG_FORMAT.md) chunk by chunk in
+// bounded memory.
+//
+// Memory: one read buffer of kReadBufferBytes (less for a smaller in-memory log) allocated at
+// Open and reused for every chunk, plus at most kMaxWarnings warning strings and one options
+// text (<= 52 KiB). The file is never loaded whole; reading is sequential read() calls of up to
+// 1 MiB.
+//
+// Damage policy (see EVENT_LOG_FORMAT.md, "Reading damaged files"):
+//   - a torn tail (the file ends inside a chunk whose header is intact, or inside a chunk header
+//     whose bytes so far are a valid prefix) is dropped: reading ends normally, warnings() says
+//     how many bytes were dropped and torn_tail_bytes() counts them;
+//   - a gap in sequence numbers (records the writer dropped) is a warning, counted in
+//     missing_records();
+//   - anything else (bad magic, unknown major version, CRC mismatch, impossible lengths, sequence
+//     numbers going backwards) is an error naming the file offset. Records before it have been
+//     delivered; the error is sticky.
+// No input makes the reader crash, hang or allocate without bound (it is fuzzed:
+// tests/fuzz/event_log_reader_fuzz.cc).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "allocator/allocator_events.h"
+#include "allocator/event_log_format.h"
+
+namespace fragscope {
+
+// One logical record: an allocator event, a marker, or a whole options change (its continuation
+// records folded into `text`).
+struct LogEntry {
+  uint64_t sequence = 0;
+  LogRecord record{};  // for an options change, its first record
+  std::string text;    // marker and options_change text; empty for other kinds
+
+  EventKind kind() const { return static_cast<EventKind>(record.kind); }
+  // The allocator event (meaningful for allocator kinds only).
+  AllocatorEvent event() const { return DecodeEvent(record); }
+};
+
+class EventLogReader {
+ public:
+  // Read buffer: large sequential reads, and room for the largest chunk or header.
+  static constexpr size_t kReadBufferBytes = 1024 * 1024 + kMaxFileHeaderBytes;
+  static constexpr size_t kMaxWarnings = 100;
+
+  // Opens `path` and reads its header. Errors: the errno mapping of open()/read(), or the header
+  // errors of ParseFileHeader (bad magic, unknown version, corrupt header), naming the offset.
+  static absl::StatusOr<EventLogReader> Open(const std::string& path);
+  // Reads a log held in memory (tests, fuzzing). REQUIRES: `bytes` outlives the reader.
+  static absl::StatusOr<EventLogReader> OpenBytes(std::string_view bytes,
+                                                  std::string name = "<memory>");
+
+  EventLogReader(EventLogReader&& other) noexcept;
+  EventLogReader& operator=(EventLogReader&& other) noexcept;
+  ~EventLogReader();
+
+  const EventLogHeader& header() const { return header_; }
+  const std::string& name() const { return name_; }
+
+  // The next chunk's raw records (continuation records included), valid until the next call;
+  // an empty span at the end of the log. *first_sequence, if given, receives the sequence number
+  // of the first record. Fastest way through a log. Do not mix with Next().
+  absl::StatusOr<std::span<const LogRecord>> NextChunk(uint64_t* first_sequence = nullptr);
+
+  // The next logical record; false at the end of the log.
+  absl::StatusOr<bool> Next(LogEntry* entry);
+
+  // Torn tail, sequence gaps, malformed text records; at most kMaxWarnings (then a count).
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  uint64_t torn_tail_bytes() const { return torn_tail_bytes_; }
+  uint64_t missing_records() const { return missing_records_; }
+  // File offset of the next unread chunk.
+  uint64_t offset() const { return offset_; }
+
+ private:
+  EventLogReader() = default;
+  absl::Status ReadHeader();
+  // Ensures `bytes` readable bytes at begin_ unless the input ends first; returns how many are.
+  absl::StatusOr<size_t> Fill(size_t bytes);
+  absl::StatusOr<size_t> ReadSource(char* out, size_t max);
+  absl::Status Fail(absl::Status status);
+  void Warn(std::string warning);
+
+  std::string name_;
+  int fd_ = -1;              // file source, or
+  std::string_view memory_;  // memory source (the unread rest)
+  EventLogHeader header_;
+  std::unique_ptr<uint64_t[]> buffer_;  // buffer_bytes_, 8-byte aligned for LogRecord
+  size_t buffer_bytes_ = 0;             // kReadBufferBytes for files; less for small inputs
+  size_t begin_ = 0;                    // unread bytes are buffer[begin_, end_)
+  size_t end_ = 0;
+  bool source_done_ = false;
+  uint64_t offset_ = 0;  // file offset of buffer[begin_]
+  bool finished_ = false;
+  absl::Status error_;  // sticky
+
+  uint64_t expected_sequence_ = 0;
+  uint64_t torn_tail_bytes_ = 0;
+  uint64_t missing_records_ = 0;
+  std::vector<std::string> warnings_;
+  uint64_t suppressed_warnings_ = 0;
+
+  // Next()'s position in the current chunk.
+  std::span<const LogRecord> chunk_;
+  size_t chunk_pos_ = 0;
+  uint64_t chunk_first_sequence_ = 0;
+};
+
+}  // namespace fragscope
