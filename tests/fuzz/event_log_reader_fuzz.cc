@@ -1,0 +1,99 @@
+// libFuzzer target over EventLogReader: no input may crash it, hang it or make it allocate
+// without bound, and what it returns must respect its own invariants.
+//
+// Input: one mode byte, then the bytes of an .fslog file.
+//   mode even: the bytes are read as they are (CRC checks reject almost every mutation);
+//   mode odd:  the CRCs of the header and of every chunk whose stated length fits are first
+//              recomputed, so mutations reach the length, sequence and record-decoding logic.
+// The seed corpus (corpus/event_log/) holds small logs written by EventLogWriter, prefixed with a
+// mode byte.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "allocator/crc32c.h"
+#include "allocator/event_log_format.h"
+#include "analysis/event_log_reader.h"
+
+namespace fragscope {
+namespace {
+
+uint32_t Load32(const std::string& bytes, size_t offset) {
+  uint32_t v;
+  std::memcpy(&v, bytes.data() + offset, sizeof(v));
+  return v;
+}
+
+void Store32(std::string& bytes, size_t offset, uint32_t v) {
+  std::memcpy(bytes.data() + offset, &v, sizeof(v));
+}
+
+void FixCrcs(std::string& bytes) {
+  if (bytes.size() < kFileHeaderBytes) return;
+  const uint32_t header_bytes = Load32(bytes, offsetof(FileHeader, header_bytes));
+  if (header_bytes < kFileHeaderBytes || header_bytes > bytes.size()) return;
+  Store32(bytes, offsetof(FileHeader, header_crc32c), 0);
+  Store32(bytes, offsetof(FileHeader, header_crc32c), Crc32c(bytes.data(), header_bytes));
+  size_t offset = header_bytes;
+  while (offset + kChunkHeaderBytes <= bytes.size()) {
+    const uint32_t payload = Load32(bytes, offset + offsetof(ChunkHeader, payload_bytes));
+    if (payload > kMaxChunkPayloadBytes || offset + kChunkHeaderBytes + payload > bytes.size()) {
+      break;
+    }
+    Store32(bytes, offset + offsetof(ChunkHeader, payload_crc32c),
+            Crc32c(bytes.data() + offset + kChunkHeaderBytes, payload));
+    Store32(bytes, offset + offsetof(ChunkHeader, header_crc32c),
+            Crc32c(bytes.data() + offset, kChunkHeaderCrcCoveredBytes));
+    offset += kChunkHeaderBytes + payload;
+  }
+}
+
+void Check(bool condition) {
+  if (!condition) __builtin_trap();
+}
+
+}  // namespace
+}  // namespace fragscope
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace fragscope;
+  if (size == 0) return 0;
+  std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+  if (data[0] & 1) FixCrcs(bytes);
+
+  // Logical records.
+  auto reader = EventLogReader::OpenBytes(bytes);
+  if (!reader.ok()) return 0;
+  LogEntry entry;
+  uint64_t entries = 0;
+  uint64_t last_sequence = 0;
+  for (;;) {
+    absl::StatusOr<bool> more = reader->Next(&entry);
+    if (!more.ok() || !*more) break;
+    Check(entries == 0 || entry.sequence > last_sequence);
+    last_sequence = entry.sequence;
+    Check(entry.text.size() <= kMaxChunkRecords * kOptionsContinuationTextBytes);
+    const AllocatorEvent event = entry.event();
+    Check(static_cast<uint8_t>(event.kind) == entry.record.kind);
+    ++entries;
+  }
+  Check(entries <= bytes.size() / kRecordBytes);
+  Check(reader->torn_tail_bytes() < bytes.size());
+  Check(reader->warnings().size() <= EventLogReader::kMaxWarnings + 1);
+  Check(reader->offset() <= bytes.size());
+
+  // Raw chunks, through a second reader: the same number of records, or fewer at an error.
+  auto chunks = EventLogReader::OpenBytes(bytes);
+  Check(chunks.ok());
+  uint64_t records = 0;
+  for (;;) {
+    auto chunk = chunks->NextChunk();
+    if (!chunk.ok() || chunk->empty()) break;
+    Check(chunk->size() <= kMaxChunkRecords);
+    records += chunk->size();
+  }
+  Check(records >= entries);
+  return 0;
+}
