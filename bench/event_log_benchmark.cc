@@ -1,0 +1,227 @@
+// Event-log costs: EventLogWriter::OnEvent per event (amortized, background writer active,
+// writing to a file in /tmp) and EventLogReader throughput over a ~200 MB log.
+//
+//   build/bench/event_log_benchmark --benchmark_min_time=1
+//
+// BM_OnEventBurst is the headline figure: bursts of 4096 events are timed (hand-offs to the
+// background thread and its wake-ups included); between bursts, untimed, the writer catches up,
+// so no record is dropped. BM_OnEventSustained never pauses: when the disk is slower than the
+// event rate the writer drops records (counted), which is what a real job would see.
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "allocator/crc32c.h"
+#include "allocator/event_log_writer.h"
+#include "analysis/event_log_reader.h"
+#include "benchmark/benchmark.h"
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+namespace fragscope {
+namespace {
+
+std::string BenchPath(const char* name) {
+  return std::string("/tmp/fragscope_bench_") + name + "_" + std::to_string(getpid()) + ".fslog";
+}
+
+EventLogHeaderInfo Info() {
+  EventLogHeaderInfo info;
+  info.device_name = "benchmark";
+  info.device_total_bytes = uint64_t{80} << 30;
+  return info;
+}
+
+AllocatorEvent Event(uint64_t i) {
+  AllocatorEvent event;
+  event.kind = (i & 1) ? EventKind::kFreeCompleted : EventKind::kAlloc;
+  event.pool = PoolKind::kLarge;
+  event.ptr = 0x7f0000000000 + (i << 12);
+  event.bytes = 2 << 20;
+  event.requested_bytes = 2000000;
+  event.segment = 0x7f0000000000;
+  event.split_bytes = i & 0xFFFF;
+  return event;
+}
+
+constexpr int kBurst = 4096;
+
+// The events of one burst, built once so that the timed loops only call OnEvent.
+const std::vector<AllocatorEvent>& BurstEvents() {
+  static const std::vector<AllocatorEvent> events = [] {
+    std::vector<AllocatorEvent> v;
+    for (int i = 0; i < kBurst; ++i) v.push_back(Event(static_cast<uint64_t>(i)));
+    return v;
+  }();
+  return events;
+}
+
+// Baseline: the same burst loop calling an observer that does nothing.
+class NullObserver : public AllocatorObserver {
+ public:
+  void OnEvent(const AllocatorEvent& event) override { benchmark::DoNotOptimize(&event); }
+};
+
+void BM_NullObserverBurst(benchmark::State& state) {
+  NullObserver null;
+  AllocatorObserver* observer = &null;
+  benchmark::DoNotOptimize(observer);
+  const std::vector<AllocatorEvent>& events = BurstEvents();
+  for (auto _ : state) {
+    for (const AllocatorEvent& event : events) observer->OnEvent(event);
+  }
+  // CPU seconds per event, shown in ns.
+  state.counters["per_event"] = benchmark::Counter(
+      kBurst, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_NullObserverBurst);
+
+// range(0): 1 = TSC clock allowed (the default), 0 = clock_gettime for every event.
+void BM_OnEventBurst(benchmark::State& state) {
+  const std::vector<AllocatorEvent>& events = BurstEvents();
+  const std::string path = BenchPath("burst");
+  auto writer = EventLogWriter::Open(path, Info(),
+                                     {.buffer_count = 8, .allow_tsc_clock = state.range(0) != 0})
+                    .value();
+  AllocatorObserver* observer = writer.get();
+  uint64_t i = 0;
+  double timed_seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const AllocatorEvent& event : events) observer->OnEvent(event);
+    i += kBurst;
+    const auto stop = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(stop - start).count();
+    state.SetIterationTime(seconds);
+    timed_seconds += seconds;
+    writer->Flush().IgnoreError();  // untimed: let the background writer catch up
+  }
+  // (items_per_second would divide by CPU time, which includes the untimed flushes.)
+  state.counters["ns_per_event"] = timed_seconds * 1e9 / static_cast<double>(i);
+  state.counters["dropped"] = static_cast<double>(writer->dropped_records());
+  state.SetLabel(writer->header().clock == EventLogClock::kTscCalibrated ? "tsc" : "clock_gettime");
+  writer.reset();
+  std::remove(path.c_str());
+}
+BENCHMARK(BM_OnEventBurst)->Arg(1)->Arg(0)->UseManualTime();
+
+void BM_OnEventSustained(benchmark::State& state) {
+  const std::string path = BenchPath("sustained");
+  auto writer = EventLogWriter::Open(path, Info()).value();
+  AllocatorObserver* observer = writer.get();
+  const std::vector<AllocatorEvent>& events = BurstEvents();
+  uint64_t i = 0;
+  for (auto _ : state) observer->OnEvent(events[i++ % kBurst]);
+  state.SetItemsProcessed(state.iterations());
+  state.counters["dropped_pct"] =
+      100.0 * static_cast<double>(writer->dropped_records()) / static_cast<double>(i);
+  writer.reset();
+  std::remove(path.c_str());
+}
+BENCHMARK(BM_OnEventSustained)->Iterations(20'000'000);
+
+void BM_ClockGettime(benchmark::State& state) {
+  timespec ts;
+  for (auto _ : state) {
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    benchmark::DoNotOptimize(ts);
+  }
+}
+BENCHMARK(BM_ClockGettime);
+
+#if defined(__x86_64__)
+void BM_Rdtsc(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(__rdtsc());
+}
+BENCHMARK(BM_Rdtsc);
+#endif
+
+// range(0): 1 = hardware (if available), 0 = table.
+void BM_Crc32c64KiB(benchmark::State& state) {
+  std::string data(64 * 1024, 'x');
+  const bool hardware = state.range(0) != 0 && Crc32cHardwareAvailable();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(hardware ? Crc32cExtendHardware(0, data.data(), data.size())
+                                      : Crc32cExtendSoftware(0, data.data(), data.size()));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(data.size()));
+  state.SetLabel(hardware ? "sse4.2" : "table");
+}
+BENCHMARK(BM_Crc32c64KiB)->Arg(1)->Arg(0);
+
+// The ~200 MB log the reader benchmarks share, written once (complete: block_when_full).
+const std::string& ReaderLog() {
+  static const std::string path = [] {
+    const std::string p = BenchPath("reader");
+    auto writer = EventLogWriter::Open(p, Info(), {.block_when_full = true}).value();
+    constexpr uint64_t kRecords = 200'000'000 / kRecordBytes;
+    for (uint64_t i = 0; i < kRecords; ++i) {
+      if (i % 100'000 == 0) writer->Mark("step");
+      writer->OnEvent(Event(i));
+    }
+    return p;
+  }();
+  return path;
+}
+
+int64_t FileBytes(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  std::fseek(f, 0, SEEK_END);
+  const long size = std::ftell(f);
+  std::fclose(f);
+  return size;
+}
+
+// Logical records through Next(): decode every event.
+void BM_ReaderNext(benchmark::State& state) {
+  const std::string& path = ReaderLog();
+  uint64_t records = 0;
+  for (auto _ : state) {
+    auto reader = EventLogReader::Open(path).value();
+    LogEntry entry;
+    uint64_t bytes = 0;
+    while (reader.Next(&entry).value()) {
+      bytes += entry.event().bytes;
+      ++records;
+    }
+    benchmark::DoNotOptimize(bytes);
+  }
+  state.SetBytesProcessed(state.iterations() * FileBytes(path));
+  state.SetItemsProcessed(static_cast<int64_t>(records));
+}
+BENCHMARK(BM_ReaderNext)->Unit(benchmark::kMillisecond);
+
+// Raw chunks through NextChunk(): CRC-checked, records read in place.
+void BM_ReaderChunks(benchmark::State& state) {
+  const std::string& path = ReaderLog();
+  for (auto _ : state) {
+    auto reader = EventLogReader::Open(path).value();
+    uint64_t bytes = 0;
+    for (;;) {
+      auto chunk = reader.NextChunk().value();
+      if (chunk.empty()) break;
+      for (const LogRecord& record : chunk) bytes += record.words[kWordBytes];
+    }
+    benchmark::DoNotOptimize(bytes);
+  }
+  state.SetBytesProcessed(state.iterations() * FileBytes(path));
+}
+BENCHMARK(BM_ReaderChunks)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace fragscope
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::remove(fragscope::BenchPath("reader").c_str());
+  return 0;
+}
