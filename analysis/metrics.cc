@@ -6,7 +6,6 @@ namespace fragscope {
 namespace {
 
 uint64_t Current(const StatArray& a) { return static_cast<uint64_t>(a[0].current); }
-uint64_t Peak(const StatArray& a) { return static_cast<uint64_t>(a[0].peak); }
 
 double Ratio(uint64_t a, uint64_t b) {
   return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b);
@@ -16,14 +15,14 @@ double Ratio(uint64_t a, uint64_t b) {
 
 MetricsCollector::MetricsCollector(Replayer& replayer, size_t timeline_points)
     : replayer_(replayer), timeline_(timeline_points) {
-  tracker_.mutable_stats() = replayer.allocator().GetStats();
-  // Peaks are of this trace: the state before it is where they start.
-  tracker_.mutable_stats().ResetPeak();
-  const DeviceStats& s = tracker_.stats();
-  metrics_.at_peak.reserved_bytes = Current(s.reserved_bytes);
-  metrics_.at_peak.allocated_bytes = Current(s.allocated_bytes);
-  metrics_.at_peak.active_bytes = Current(s.active_bytes);
-  metrics_.at_peak.requested_bytes = Current(s.requested_bytes);
+  const DeviceStats s = replayer.allocator().GetStats();
+  now_ = {Current(s.allocated_bytes), Current(s.active_bytes), Current(s.requested_bytes),
+          Current(s.reserved_bytes)};
+  peak_ = now_;  // peaks are of this trace: the state before it is where they start
+  metrics_.at_peak.reserved_bytes = now_.reserved;
+  metrics_.at_peak.allocated_bytes = now_.allocated;
+  metrics_.at_peak.active_bytes = now_.active;
+  metrics_.at_peak.requested_bytes = now_.requested;
   for (const SegmentInfo& seg : replayer.allocator().Snapshot().segments) {
     for (const BlockInfo& b : seg.blocks) {
       if (b.state == BlockState::kActiveAllocated) waste_bytes_ += b.size - b.requested_size;
@@ -31,29 +30,44 @@ MetricsCollector::MetricsCollector(Replayer& replayer, size_t timeline_points)
   }
   metrics_.peak_internal_waste_bytes = waste_bytes_;
   metrics_.at_peak.internal_waste_bytes = waste_bytes_;
-  metrics_.at_peak.free_cached_bytes =
-      metrics_.at_peak.reserved_bytes - metrics_.at_peak.active_bytes;
+  metrics_.at_peak.free_cached_bytes = now_.reserved - now_.active;
   metrics_.at_peak.largest_free_block = replayer.allocator().LargestFreeCachedBlock();
 }
 
 void MetricsCollector::OnAllocatorEvent(const AllocatorEvent& event) {
-  tracker_.OnEvent(event);
   switch (event.kind) {
     case EventKind::kAlloc:
+      now_.allocated += event.bytes;
+      now_.active += event.bytes;
+      now_.requested += event.requested_bytes;
+      peak_.allocated = std::max(peak_.allocated, now_.allocated);
+      peak_.active = std::max(peak_.active, now_.active);
+      peak_.requested = std::max(peak_.requested, now_.requested);
       waste_bytes_ += event.bytes - event.requested_bytes;
       metrics_.peak_internal_waste_bytes =
           std::max(metrics_.peak_internal_waste_bytes, waste_bytes_);
       ++metrics_.allocations;
       break;
     case EventKind::kFreeRequested:
+      now_.allocated -= event.bytes;
       waste_bytes_ -= event.bytes - event.requested_bytes;
       ++metrics_.frees;
       break;
+    case EventKind::kFreeCompleted:
+      now_.active -= event.bytes;
+      now_.requested -= event.requested_bytes;
+      break;
     case EventKind::kSegmentAlloc:
     case EventKind::kSegmentMap:
-      if (Current(tracker_.stats().reserved_bytes) > metrics_.at_peak.reserved_bytes) {
+      now_.reserved += event.bytes;
+      if (now_.reserved > peak_.reserved) {
+        peak_.reserved = now_.reserved;
         new_reserved_peak_ = true;
       }
+      break;
+    case EventKind::kSegmentFree:
+    case EventKind::kSegmentUnmap:
+      now_.reserved -= event.bytes;
       break;
     default:
       break;
@@ -61,14 +75,13 @@ void MetricsCollector::OnAllocatorEvent(const AllocatorEvent& event) {
 }
 
 void MetricsCollector::OnOpDone(const TraceEvent& event) {
-  const DeviceStats& s = tracker_.stats();
   TimelinePoint p;
   p.index = event.index;
   p.time_ns = event.time_ns;
-  p.allocated_bytes = Current(s.allocated_bytes);
-  p.active_bytes = Current(s.active_bytes);
-  p.requested_bytes = Current(s.requested_bytes);
-  p.reserved_bytes = Current(s.reserved_bytes);
+  p.allocated_bytes = now_.allocated;
+  p.active_bytes = now_.active;
+  p.requested_bytes = now_.requested;
+  p.reserved_bytes = now_.reserved;
   timeline_.Add(p);
   if (!new_reserved_peak_) return;
   new_reserved_peak_ = false;
@@ -86,14 +99,13 @@ void MetricsCollector::OnOpDone(const TraceEvent& event) {
 }
 
 void MetricsCollector::OnFinish() {
-  const DeviceStats& s = tracker_.stats();
   MemoryMetrics& m = metrics_;
   m.events = replayer_.events_read();
-  m.final_stats = s;
-  m.peak_allocated_bytes = Peak(s.allocated_bytes);
-  m.peak_active_bytes = Peak(s.active_bytes);
-  m.peak_requested_bytes = Peak(s.requested_bytes);
-  m.peak_reserved_bytes = Peak(s.reserved_bytes);
+  m.final_stats = replayer_.allocator().GetStats();
+  m.peak_allocated_bytes = peak_.allocated;
+  m.peak_active_bytes = peak_.active;
+  m.peak_requested_bytes = peak_.requested;
+  m.peak_reserved_bytes = peak_.reserved;
   m.final_internal_waste_bytes = waste_bytes_;
   const PeakMoment& p = m.at_peak;
   m.reserved_but_unallocated_at_peak = p.reserved_bytes - p.allocated_bytes;

@@ -2,9 +2,10 @@
 // analysis/METRICS.md (the names below are the ones used there, in the JSON report and in the
 // terminal summary).
 //
-// The collector keeps PyTorch's statistics from the replay's allocator events (the same
-// StatsTracker the allocator uses, seeded with the state before the trace), samples the four
-// memory curves after every user-level operation into a bounded Timeline, and records the moment
+// The collector keeps the four memory curves of PyTorch's statistics (allocated, active,
+// requested, reserved) from the replay's allocator events, starting from the state before the
+// trace, samples them after every user-level operation into a bounded Timeline (the full
+// statistics are read from the allocator at the end), and records the moment
 // reserved memory first reached its peak, where the "at peak" metrics are taken (tcmalloc's
 // convention: overhead at peak demand is what must be provisioned). O(1) work per event except at
 // a new reserved peak (a scan of the free blocks).
@@ -64,12 +65,18 @@ class MetricsCollector final : public ReplayHooks {
   void OnFinish() override;
 
   const MemoryMetrics& metrics() const { return metrics_; }
-  const DeviceStats& stats() const { return tracker_.stats(); }
   uint64_t internal_waste_bytes() const { return waste_bytes_; }
 
  private:
+  // The four curves, kept from events (PyTorch's "all" stats, without the per-pool split that a
+  // full StatsTracker would repeat: the allocator keeps those, read at the end).
+  struct Curves {
+    uint64_t allocated = 0, active = 0, requested = 0, reserved = 0;
+  };
+
   Replayer& replayer_;
-  StatsTracker tracker_;
+  Curves now_;
+  Curves peak_;
   Timeline timeline_;
   MemoryMetrics metrics_;
   uint64_t waste_bytes_ = 0;

@@ -63,6 +63,9 @@ absl::Status Replayer::Init() {
   forwarder_ = std::make_unique<Forwarder>();
   allocator_->AddObserver(forwarder_.get());
   BuildInitialState();
+  // The carving's own allocations are not the job's: statistics start from the rebuilt state.
+  allocator_->ResetPeakStats();
+  allocator_->ResetAccumulatedStats();
   allocator_->SetOptions(config_.options);
   const double capacity = static_cast<double>(config_.capacity_bytes);
   if (config_.allowed_bytes.has_value()) {
@@ -138,41 +141,65 @@ void Replayer::BuildInitialState() {
   for (DevicePtr gap : gaps) (void)allocator_->Free(gap);
 }
 
-absl::StatusOr<bool> Replayer::Fetch(TraceEvent* event) {
-  if (have_lookahead_) {
-    std::swap(*event, lookahead_);
+absl::StatusOr<TraceEvent*> Replayer::Fetch() {
+  if (have_lookahead_) {  // the lookahead buffer becomes the current one: no copy
+    current_ ^= 1;
     have_lookahead_ = false;
-    return true;
+    return &buffers_[current_];
   }
   if (!source_error_.ok()) return source_error_;
-  if (source_done_) return false;
-  absl::StatusOr<bool> got = source_.Next(event);
+  if (source_done_) return nullptr;
+  absl::StatusOr<bool> got = source_.Next(&buffers_[current_]);
   if (!got.ok()) return got.status();
-  if (!*got) source_done_ = true;
-  return *got;
+  if (!*got) {
+    source_done_ = true;
+    return nullptr;
+  }
+  return &buffers_[current_];
+}
+
+const TraceEvent* Replayer::Peek() {
+  if (!have_lookahead_ && !source_done_ && source_error_.ok()) {
+    absl::StatusOr<bool> got = source_.Next(&buffers_[current_ ^ 1]);
+    if (!got.ok()) {
+      source_error_ = got.status();
+    } else if (!*got) {
+      source_done_ = true;
+    } else {
+      have_lookahead_ = true;
+    }
+  }
+  return have_lookahead_ ? &buffers_[current_ ^ 1] : nullptr;
 }
 
 absl::Status Replayer::Run(ReplayHooks* hooks) {
   ReplayHooks no_hooks;
   if (hooks == nullptr) hooks = &no_hooks;
   forwarder_->hooks = hooks;
-  TraceEvent event;
+  bool stopped_early = false;
   for (;;) {
-    absl::StatusOr<bool> got = Fetch(&event);
+    absl::StatusOr<TraceEvent*> got = Fetch();
     if (!got.ok()) {
       forwarder_->hooks = nullptr;
       return got.status();
     }
-    if (!*got || event.index > config_.stop_after_index) break;
+    TraceEvent* event = *got;
+    if (event == nullptr) break;
+    if (event->index > config_.stop_after_index) {
+      stopped_early = true;
+      break;
+    }
     ++events_read_;
-    last_index_ = event.index;
-    last_time_ns_ = event.time_ns;
-    hooks->OnTraceEvent(event);
-    Apply(event, hooks);
-    if (hooks->Stop()) break;
+    last_index_ = event->index;
+    last_time_ns_ = event->time_ns;
+    hooks->OnTraceEvent(*event);
+    Apply(*event, hooks);
+    if (hooks->Stop()) {
+      stopped_early = true;
+      break;
+    }
   }
-  if (queued_segment_frees_ > 0 && !source_.info().records_empty_cache &&
-      event.index <= config_.stop_after_index) {
+  if (queued_segment_frees_ > 0 && !source_.info().records_empty_cache && !stopped_early) {
     CompleteQueuedFrees();
     allocator_->EmptyCache();  // trailing segment frees: an empty_cache() at the end
     queued_segment_frees_ = 0;
@@ -225,6 +252,10 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
       ApplyFreeRequested(event);
       break;
     case EventKind::kFreeCompleted:
+      if (skip_completion_of_ == event.ptr) {  // the immediate completion of the last free
+        skip_completion_of_ = 0;
+        return;
+      }
       SettleSegmentFrees(event);
       ApplyFreeCompleted(event);
       return;
@@ -374,18 +405,10 @@ void Replayer::ApplyFreeRequested(const TraceEvent& event) {
   }
   bool deferred = false;
   if (source_.info().records_free_completed) {
-    if (!have_lookahead_ && !source_done_ && source_error_.ok()) {
-      absl::StatusOr<bool> got = source_.Next(&lookahead_);
-      if (!got.ok()) {
-        source_error_ = got.status();
-      } else if (!*got) {
-        source_done_ = true;
-      } else {
-        have_lookahead_ = true;
-      }
-    }
-    deferred = !(have_lookahead_ && lookahead_.kind == EventKind::kFreeCompleted &&
-                 lookahead_.ptr == event.ptr);
+    const TraceEvent* next = Peek();
+    deferred =
+        !(next != nullptr && next->kind == EventKind::kFreeCompleted && next->ptr == event.ptr);
+    if (!deferred) skip_completion_of_ = event.ptr;
   }
   if (deferred) {
     // Note [Stream-ordered frees in a replay].

@@ -138,7 +138,9 @@ class Replayer {
     BlockOrigin origin;
   };
 
-  absl::StatusOr<bool> Fetch(TraceEvent* event);
+  // The next event (nullptr at the end), and a peek at the one after it.
+  absl::StatusOr<TraceEvent*> Fetch();
+  const TraceEvent* Peek();
   void Apply(TraceEvent& event, ReplayHooks* hooks);
   void ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks);
   void ApplyOom(const TraceEvent& event, ReplayHooks* hooks);
@@ -168,9 +170,13 @@ class Replayer {
   std::vector<StreamId> queued_completions_;
   // The next allocation went through the retry ladder that synchronizes all events.
   bool ladder_expected_ = false;
-  // One event of lookahead (free_requested peeks at the next event).
-  TraceEvent lookahead_;
+  // The current event and one of lookahead (free_requested peeks at the next event), in two
+  // buffers that trade roles, so that no event is copied.
+  TraceEvent buffers_[2];
+  int current_ = 0;
   bool have_lookahead_ = false;
+  // The trace pointer whose free_completed immediately follows its free_requested (nothing to do).
+  DevicePtr skip_completion_of_ = 0;
   bool source_done_ = false;
   absl::Status source_error_;
 
