@@ -23,7 +23,7 @@ constexpr Command kCommands[] = {
     {"demo", "simulate a transformer training job and explain its memory", RunDemoCommand},
     {"estimate", "theoretical memory footprint of training or inference", RunEstimateCommand},
     {"dump", "print the records of an .fslog event log", RunDumpCommand},
-    {"analyze", "explain a trace's memory use and OOMs; sweep allocator settings", RunAnalyzeCommand},
+    {"analyze", "explain a trace's memory and OOMs, sweep settings", RunAnalyzeCommand},
     {"verify", "check that fragscope's allocator reproduces a trace's decisions", RunVerifyCommand},
     {"sweep", "replay a trace under a grid of allocator settings", RunSweepCommand},
     {"convert", "convert between .fslog, PyTorch snapshot pickle and Chrome trace JSON",

@@ -16,8 +16,8 @@ namespace {
 
 constexpr char kUsage[] =
     R"usage(usage: fragscope sweep LOG [--max-split-size-mb LIST] [--roundup-power2-divisions LIST]
-                       [--gc-threshold LIST] [--capacity SIZE] [--memory-fraction F | --allowed SIZE]
-                       [--threads N] [--device N] [--json OUT]
+                       [--gc-threshold LIST] [--capacity SIZE] [--threads N] [--device N]
+                       [--memory-fraction F | --allowed SIZE] [--json OUT]
 
 Replays the trace under every combination of the listed settings (on top of the trace's own) on
 a simulated device, one allocator per configuration, in parallel threads, and prints peak
