@@ -11,7 +11,7 @@ namespace fragscope {
 namespace {
 
 constexpr size_t kMaxWarnings = 100;
-constexpr uint32_t kPhaseStart = 0;   // events before the first marker
+constexpr uint32_t kPhaseStart = 0;   // "(no marker)": events before the first marker
 constexpr uint32_t kPhaseBefore = 1;  // blocks that existed before the trace began
 
 }  // namespace
@@ -27,7 +27,7 @@ class Replayer::Forwarder final : public AllocatorObserver {
 
 Replayer::Replayer(TraceSource& source, ReplayConfig config)
     : source_(source), config_(std::move(config)) {
-  phase_text_ = {"start of trace", "before the trace"};
+  phase_text_ = {"(no marker)", "before the trace"};
   phase_refs_ = {1u << 30, 1u << 30};
 }
 
