@@ -74,6 +74,28 @@ void MetricsCollector::OnAllocatorEvent(const AllocatorEvent& event) {
   }
 }
 
+void MetricsCollector::OnTraceEvent(const TraceEvent& event) {
+  if (event.kind != EventKind::kOom) return;
+  saved_peak_ = peak_;
+  saved_counts_.allocations = metrics_.allocations;
+  saved_counts_.frees = metrics_.frees;
+  saved_counts_.peak_internal_waste_bytes = metrics_.peak_internal_waste_bytes;
+}
+
+void MetricsCollector::OnOom(const ReplayOom& oom) {
+  if (!oom.in_trace || oom.in_replay) return;
+  // Peaks never fall below the current values (a segment made for the dropped request may stay
+  // cached in the replay).
+  peak_.allocated = std::max(saved_peak_.allocated, now_.allocated);
+  peak_.active = std::max(saved_peak_.active, now_.active);
+  peak_.requested = std::max(saved_peak_.requested, now_.requested);
+  peak_.reserved = std::max(saved_peak_.reserved, now_.reserved);
+  metrics_.allocations = saved_counts_.allocations;
+  metrics_.frees = saved_counts_.frees;
+  metrics_.peak_internal_waste_bytes = saved_counts_.peak_internal_waste_bytes;
+  new_reserved_peak_ = false;
+}
+
 void MetricsCollector::OnOpDone(const TraceEvent& event) {
   TimelinePoint p;
   p.index = event.index;

@@ -60,8 +60,12 @@ class MetricsCollector final : public ReplayHooks {
   // REQUIRES: replayer.Init() has run (the collector starts from its state).
   explicit MetricsCollector(Replayer& replayer, size_t timeline_points = 1000);
 
+  void OnTraceEvent(const TraceEvent& event) override;
   void OnAllocatorEvent(const AllocatorEvent& event) override;
   void OnOpDone(const TraceEvent& event) override;
+  // An OOM of the job that the replay served: the request was tried and dropped, and the job
+  // never held it, so the peaks it raised are undone.
+  void OnOom(const ReplayOom& oom) override;
   void OnFinish() override;
 
   const MemoryMetrics& metrics() const { return metrics_; }
@@ -77,6 +81,9 @@ class MetricsCollector final : public ReplayHooks {
   Replayer& replayer_;
   Curves now_;
   Curves peak_;
+  // Saved before each trace OOM event, restored by OnOom when the replay served the request.
+  Curves saved_peak_;
+  MemoryMetrics saved_counts_;
   Timeline timeline_;
   MemoryMetrics metrics_;
   uint64_t waste_bytes_ = 0;

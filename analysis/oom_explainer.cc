@@ -157,6 +157,8 @@ std::string_view OomCauseName(OomCause cause) {
       return "allocator_policy";
     case OomCause::kOutsidePyTorch:
       return "outside_pytorch";
+    case OomCause::kNotReproduced:
+      return "not_reproduced";
   }
   return "unknown";
 }
@@ -216,6 +218,19 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
       x.device_total_bytes > x.outside_bytes ? x.device_total_bytes - x.outside_bytes : 0;
   x.available_bytes = std::min(x.limit_bytes, device_room);
   FillLayoutNumbers(layout, x);
+  const bool device_unknown =
+      !oom.in_replay && e.device_free_bytes == 0 && e.device_total_bytes == 0;
+  if (device_unknown) {
+    x.outside_bytes = 0;
+    x.cause = OomCause::kNotReproduced;
+    x.headline = absl::StrFormat(
+        "The replay on a %s device served this %s request, and the trace records no device "
+        "memory figures to explain the job's failure with; give the job's device capacity "
+        "(--capacity) to replay it under the same limit.",
+        Size(capacity_bytes), Size(x.rounded_bytes));
+    FillPinning(layout, x);
+    return x;
+  }
   Classify(x);
   FillPinning(layout, x);
   if (!oom.in_replay) {

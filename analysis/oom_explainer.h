@@ -35,10 +35,18 @@
 
 namespace fragscope {
 
-enum class OomCause : uint8_t { kCapacity, kFragmentation, kAllocatorPolicy, kOutsidePyTorch };
+enum class OomCause : uint8_t {
+  kCapacity,
+  kFragmentation,
+  kAllocatorPolicy,
+  kOutsidePyTorch,
+  // The replay served the request and the trace records no device figures to classify the
+  // job's failure with (an RMM log without --capacity): nothing can be said but that.
+  kNotReproduced,
+};
 enum class PolicyRule : uint8_t { kNone, kPendingFree, kOversizeRule, kOtherStream };
 
-// "capacity", "fragmentation", "allocator_policy", "outside_pytorch".
+// "capacity", "fragmentation", "allocator_policy", "outside_pytorch", "not_reproduced".
 std::string_view OomCauseName(OomCause cause);
 // "", "pending_free", "oversize_rule", "other_stream".
 std::string_view PolicyRuleName(PolicyRule rule);

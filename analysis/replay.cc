@@ -384,9 +384,10 @@ void Replayer::ApplyOom(const TraceEvent& event, ReplayHooks* hooks) {
   if (!ptr.ok()) {
     std::optional<OomReport> report = GetOomReport(ptr.status());
     if (report.has_value()) oom.report = *report;
+  } else {
+    (void)allocator_->Free(*ptr);  // the job never got it: the state is the job's without it
   }
   hooks->OnOom(oom);
-  if (ptr.ok()) (void)allocator_->Free(*ptr);  // the job never got it
 }
 
 void Replayer::ApplyFreeRequested(const TraceEvent& event) {

@@ -47,10 +47,11 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
   Wrapped(out, x.headline, "      ");
   for (const std::string& e : x.evidence) Wrapped(out, e, "        - ");
   Wrapped(out,
-          absl::StrFormat("reserved %s, allocated %s, reserved but unallocated %s, %d holes "
+          absl::StrFormat("reserved %s, allocated %s, reserved but unallocated %s, %d hole%s "
                           "(largest %s)",
                           Size(x.reserved_bytes), Size(x.allocated_bytes),
-                          Size(x.reserved_but_unallocated_bytes), x.holes, Size(x.largest_hole)),
+                          Size(x.reserved_but_unallocated_bytes), x.holes, x.holes == 1 ? "" : "s",
+                          Size(x.largest_hole)),
           "      ");
   if (!x.fragmented.empty()) {
     out << absl::StrFormat(

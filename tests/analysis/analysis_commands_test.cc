@@ -17,6 +17,7 @@ namespace {
 using ::fragscope::testing::TempPath;
 using ::fragscope::testing::TraceBuilder;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct CommandRun {
   int code = 0;
@@ -85,6 +86,26 @@ TEST(AnalysisCommandsTest, AnalyzeSnapshotWithModel) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("Layout after event 3000"));
   EXPECT_THAT(r.out, HasSubstr("Theoretical footprint"));
+}
+
+TEST(AnalysisCommandsTest, AnalyzeRmmLogWithCapacity) {
+  const std::string csv = TempPath("rmm.csv");
+  std::ofstream(csv) << "Thread,Time,Action,Pointer,Size,Stream\n"
+                        "1,10:00:00.000001,allocate,0x7f0000000000,41943040,0\n"
+                        "1,10:00:00.000002,allocate,0x7f0002800000,1048576,0\n"
+                        "1,10:00:00.000003,free,0x7f0002800000,1048576,0\n"
+                        "1,10:00:00.000004,allocate failure,(nil),31457280,0\n";
+  CommandRun r = Fragscope({"analyze", csv, "--capacity", "64MiB", "--no-sweep", "--no-summary"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("(rmm-csv"));
+  EXPECT_THAT(r.out, HasSubstr("cause: capacity"));
+  EXPECT_THAT(r.out, HasSubstr("2 allocations, 1 frees"));
+  CommandRun no_capacity = Fragscope({"analyze", csv, "--no-sweep", "--no-summary"});
+  EXPECT_THAT(no_capacity.out, HasSubstr("(--capacity)"));
+  EXPECT_THAT(no_capacity.out, HasSubstr("allocated 41.00 MiB"));  // not the dropped request
+  EXPECT_THAT(no_capacity.out, HasSubstr("cause: not_reproduced"));
+  EXPECT_THAT(no_capacity.out, Not(HasSubstr("outside")));
+  EXPECT_EQ(Fragscope({"verify", csv}).code, 1);
 }
 
 TEST(AnalysisCommandsTest, SeveralRanksNameTheWorst) {
