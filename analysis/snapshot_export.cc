@@ -18,39 +18,43 @@ size_t SnapshotExportBuilder::trace_entries() const {
 }
 
 void SnapshotExportBuilder::AddEvent(const AllocatorEvent& e, int64_t time_us) {
-  SnapshotTraceEntry t;
+  TraceAction action;
   switch (e.kind) {
     case EventKind::kAlloc:
-      t.action = TraceAction::kAlloc;
+      action = TraceAction::kAlloc;
       break;
     case EventKind::kFreeRequested:
-      t.action = TraceAction::kFreeRequested;
+      action = TraceAction::kFreeRequested;
       break;
     case EventKind::kFreeCompleted:
-      t.action = TraceAction::kFreeCompleted;
+      action = TraceAction::kFreeCompleted;
       break;
     case EventKind::kSegmentAlloc:
-      t.action = TraceAction::kSegmentAlloc;
+      action = TraceAction::kSegmentAlloc;
       break;
     case EventKind::kSegmentFree:
-      t.action = TraceAction::kSegmentFree;
+      action = TraceAction::kSegmentFree;
       break;
     case EventKind::kSegmentMap:
-      t.action = TraceAction::kSegmentMap;
+      action = TraceAction::kSegmentMap;
       break;
     case EventKind::kSegmentUnmap:
-      t.action = TraceAction::kSegmentUnmap;
+      action = TraceAction::kSegmentUnmap;
       break;
     case EventKind::kOom:
-      t.action = TraceAction::kOom;
+      action = TraceAction::kOom;
       break;
     default:
       return;
   }
+  // Filled in place: building a local entry and moving it trips GCC 12's -Wmaybe-uninitialized
+  // on the optional strings under -fsanitize=address.
+  SnapshotTraceEntry& t = snapshot_->device_traces[static_cast<size_t>(device_)].emplace_back();
+  t.action = action;
   t.stream = static_cast<int64_t>(e.stream);
   t.time_us = time_us;
-  t.compile_context = "N/A";
-  t.user_metadata = "";
+  t.compile_context.emplace("N/A");
+  t.user_metadata.emplace();
   if (e.kind == EventKind::kOom) {
     t.device_free = e.device_free_bytes;
     t.size = e.bytes;
@@ -62,7 +66,6 @@ void SnapshotExportBuilder::AddEvent(const AllocatorEvent& e, int64_t time_us) {
     t.addr = e.ptr;
     t.size = e.bytes;
   }
-  snapshot_->device_traces[static_cast<size_t>(device_)].push_back(std::move(t));
 }
 
 void SnapshotExportBuilder::SetSegments(std::vector<ExportSegment> segments) {
