@@ -2,15 +2,20 @@
 // of the allocator's bookkeeping, which is what a real job pays per tensor on top of the kernels.
 //
 //   BM_WarmPair          malloc+free of one size, always served from the cache.
+//   BM_WarmPairLogged    the same with the .fslog writer attached.
 //   BM_RandomAllocations RMM's random_allocations: 2N steps, each allocates with 73 % probability
 //                        (below N live blocks and a 16000 MiB cap), else frees a random live
 //                        block; sizes uniform in [1, max_size MiB]. Reported per operation.
 //   BM_ConcurrentStreams 4 threads, each on its own stream, warm pairs on one shared allocator.
 // Targets (issue 2): warm pair <= 100 ns; per-op cost at 100k live blocks within 2x of 1k.
+#include <cstdio>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "allocator/caching_allocator.h"
+#include "allocator/event_log_writer.h"
 #include "allocator/simulated_backend.h"
 #include "benchmark/benchmark.h"
 
@@ -32,6 +37,37 @@ void BM_WarmPair(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_WarmPair)->Arg(4096)->Arg(1 << 20)->Arg(32 << 20)->Arg(512 << 20);
+
+// The same pair with the .fslog writer attached (three events per pair: alloc, free_requested,
+// free_completed), writing to /tmp. Target: <= 10 % over BM_WarmPair.
+void BM_WarmPairLogged(benchmark::State& state) {
+  SimulatedBackend backend(80 * kGiB);
+  CachingAllocator allocator(backend, DefaultOptions());
+  EventLogHeaderInfo info;
+  info.device_name = backend.name();
+  info.device_total_bytes = backend.capacity_bytes();
+  absl::StatusOr<std::unique_ptr<EventLogWriter>> writer =
+      EventLogWriter::Open("/tmp/fragscope_bench_%p.fslog", info);
+  if (!writer.ok()) {
+    state.SkipWithError(std::string(writer.status().message()).c_str());
+    return;
+  }
+  allocator.AddObserver(writer->get());
+  const auto size = static_cast<uint64_t>(state.range(0));
+  (void)allocator.Free(*allocator.Allocate(size, 0));
+  for (auto _ : state) {
+    absl::StatusOr<DevicePtr> p = allocator.Allocate(size, 0);
+    benchmark::DoNotOptimize(p);
+    (void)allocator.Free(*p);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["dropped_records"] = static_cast<double>((*writer)->dropped_records());
+  allocator.RemoveObserver(writer->get());
+  const std::string path = (*writer)->path();
+  writer->reset();
+  std::remove(path.c_str());
+}
+BENCHMARK(BM_WarmPairLogged)->Arg(1 << 20)->Arg(32 << 20);
 
 void BM_RandomAllocations(benchmark::State& state) {
   const auto max_live = static_cast<size_t>(state.range(0));
