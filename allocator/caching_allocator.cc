@@ -122,9 +122,16 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
     if (!absl::IsResourceExhausted(ptr.status())) *error = ptr.status();
     return nullptr;
   }
-  reserved_bytes_ += segment_size;
   auto [it, inserted] = segments_.try_emplace(*ptr);
-  FRAGSCOPE_CHECK(inserted);  // the backend handed out a live address twice
+  if (!inserted) {
+    // A broken backend (or a replay scripting inconsistent addresses) handed out the address of
+    // a live segment: refuse it rather than corrupt the block lists.
+    *error = absl::InternalError(
+        absl::StrFormat("device malloc returned 0x%x, the address of a live segment of %d bytes",
+                        *ptr, it->second.size));
+    return nullptr;
+  }
+  reserved_bytes_ += segment_size;
   Segment& segment = it->second;
   segment.base = *ptr;
   segment.size = segment_size;
@@ -243,9 +250,9 @@ absl::StatusOr<Block*> CachingAllocator::FindActiveBlockLocked(DevicePtr ptr) co
 absl::Status CachingAllocator::Free(DevicePtr ptr) {
   if (ptr == 0) return absl::OkStatus();
   Lock lock(&mu_);
-  absl::StatusOr<Block*> found = FindActiveBlockLocked(ptr);
-  if (!found.ok()) return found.status();
-  Block* block = *found;
+  auto it = active_.find(ptr);
+  if (it == active_.end()) return FindActiveBlockLocked(ptr).status();  // says what ptr is
+  Block* block = it->second;
   if (!block->allocated) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "double free: 0x%x was already freed and is waiting for events on other streams", ptr));
@@ -256,6 +263,7 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
   if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
   Emit(e);
   if (block->stream_uses.empty()) {
+    active_.erase(it);
     FreeBlockLocked(block);
     return absl::OkStatus();
   }

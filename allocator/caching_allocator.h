@@ -142,6 +142,7 @@ class CachingAllocator {
 
   // --- Free and release paths (caching_allocator_release.cc) ---
   // Merges a free block with its free neighbours and returns it to the pool.
+  // REQUIRES: the block was removed from active_.
   void FreeBlockLocked(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void InsertEventsLocked(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ProcessEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

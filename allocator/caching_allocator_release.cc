@@ -22,7 +22,6 @@ void CachingAllocator::FreeBlockLocked(Block* block) {
   const DevicePtr original_ptr = block->ptr;
   const uint64_t original_size = block->size;
   const uint64_t requested = block->requested_size;
-  active_.erase(original_ptr);
 
   BlockPool& pool = PoolOf(block->pool);
   uint8_t merged_count = 0;
@@ -80,7 +79,10 @@ void CachingAllocator::ProcessEventsLocked() {
       if (!done.ok() || !*done) break;
       backend_.ReleaseEvent(event);
       queue.pop_front();
-      if (--block->event_count == 0) FreeBlockLocked(block);
+      if (--block->event_count == 0) {
+        active_.erase(block->ptr);
+        FreeBlockLocked(block);
+      }
     }
     if (queue.empty()) {
       pending_events_.erase(it++);
@@ -96,7 +98,10 @@ void CachingAllocator::SynchronizeAndFreeEventsLocked() {
       absl::Status status = backend_.SynchronizeEvent(event);
       if (!status.ok()) ReportBackendError("synchronizing a stream event", status);
       backend_.ReleaseEvent(event);
-      if (--block->event_count == 0) FreeBlockLocked(block);
+      if (--block->event_count == 0) {
+        active_.erase(block->ptr);
+        FreeBlockLocked(block);
+      }
     }
   }
   pending_events_.clear();

@@ -234,5 +234,16 @@ TEST_F(CachingAllocatorOomTest, NonOomBackendErrorIsReturnedAsIs) {
   EXPECT_EQ(Stats().num_alloc_retries, 1);
 }
 
+TEST_F(CachingAllocatorOomTest, BackendHandingOutALiveAddressIsAnErrorNotACrash) {
+  // A scripted device that returns the same address twice (the simulated backend's overlap check
+  // is bypassed by freeing the first allocation behind the allocator's back).
+  backend_->ScriptAddresses({SimulatedBackend::kBaseAddress, SimulatedBackend::kBaseAddress});
+  const DevicePtr a = Alloc(12 * kMiB);
+  ASSERT_OK(backend_->Free(a));
+  absl::StatusOr<DevicePtr> b = allocator_->Allocate(14 * kMiB, 0);
+  EXPECT_TRUE(absl::IsInternal(b.status())) << b.status();
+  EXPECT_NE(b.status().message().find("address of a live segment"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fragscope
