@@ -42,6 +42,24 @@ void NativeTraceConverter::RemoveRange(DevicePtr begin, uint64_t bytes) {
   }
 }
 
+void NativeTraceConverter::FillSegment(const NativeTraceEntry& entry, bool expandable,
+                                       AllocatorEvent* event) const {
+  event->ptr = entry.addr;
+  event->bytes = entry.size;
+  if (expandable) {
+    // Mappings come in pages of the pool's granule: large_segment_size or 2 MiB (a guess for
+    // sizes that are multiples of both).
+    event->flags |= kEventFlagExpandable;
+    event->pool =
+        entry.size % options_.large_segment_size_bytes == 0 ? PoolKind::kLarge : PoolKind::kSmall;
+    return;
+  }
+  event->pool = entry.size <= kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge;
+  if (options_.max_split_size_set() && entry.size >= options_.max_split_size_bytes) {
+    event->flags |= kEventFlagOversize;
+  }
+}
+
 void NativeTraceConverter::FillBlock(const NativeTraceEntry& entry, AllocatorEvent* event) const {
   const uint64_t rounded = entry.size == 0 ? 0 : RoundSize(entry.size, options_);
   event->pool = PoolFor(rounded);
@@ -78,18 +96,7 @@ bool NativeTraceConverter::Convert(const NativeTraceEntry& entry, AllocatorEvent
     case NativeTraceAction::kSegmentMap: {
       const bool map = entry.action == NativeTraceAction::kSegmentMap;
       event->kind = map ? EventKind::kSegmentMap : EventKind::kSegmentAlloc;
-      event->ptr = entry.addr;
-      event->bytes = entry.size;
-      if (map) {
-        event->flags |= kEventFlagExpandable;
-        event->pool = entry.size % options_.large_segment_size_bytes == 0 ? PoolKind::kLarge
-                                                                          : PoolKind::kSmall;
-      } else {
-        event->pool = entry.size <= kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge;
-        if (options_.max_split_size_set() && entry.size >= options_.max_split_size_bytes) {
-          event->flags |= kEventFlagOversize;
-        }
-      }
+      FillSegment(entry, map, event);
       RemoveRange(entry.addr, entry.size);  // a stale range (missed free) must not overlap
       segments_.emplace(entry.addr, entry.size);
       reserved_bytes_ += entry.size;
@@ -99,18 +106,7 @@ bool NativeTraceConverter::Convert(const NativeTraceEntry& entry, AllocatorEvent
     case NativeTraceAction::kSegmentUnmap: {
       const bool unmap = entry.action == NativeTraceAction::kSegmentUnmap;
       event->kind = unmap ? EventKind::kSegmentUnmap : EventKind::kSegmentFree;
-      event->ptr = entry.addr;
-      event->bytes = entry.size;
-      if (unmap) {
-        event->flags |= kEventFlagExpandable;
-        event->pool = entry.size % options_.large_segment_size_bytes == 0 ? PoolKind::kLarge
-                                                                          : PoolKind::kSmall;
-      } else {
-        event->pool = entry.size <= kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge;
-        if (options_.max_split_size_set() && entry.size >= options_.max_split_size_bytes) {
-          event->flags |= kEventFlagOversize;
-        }
-      }
+      FillSegment(entry, unmap, event);
       RemoveRange(entry.addr, entry.size);
       reserved_bytes_ = SaturatingSub(reserved_bytes_, entry.size);
       return true;

@@ -71,6 +71,8 @@ class NativeTraceConverter {
   DevicePtr SegmentOf(DevicePtr ptr) const;
   void RemoveRange(DevicePtr begin, uint64_t bytes);
   void FillBlock(const NativeTraceEntry& entry, AllocatorEvent* event) const;
+  // Address, size, pool and flags of a segment event (alloc/free, or map/unmap if expandable).
+  void FillSegment(const NativeTraceEntry& entry, bool expandable, AllocatorEvent* event) const;
 
   AllocatorOptions options_;
   uint64_t device_total_bytes_;
