@@ -67,34 +67,34 @@ void StatsTracker::OnEvent(const AllocatorEvent& e) {
   const bool expandable = (e.flags & kEventFlagExpandable) != 0;
   switch (e.kind) {
     case EventKind::kAlloc: {
-      Update(stats_.allocation, e.pool, 1);
-      Update(stats_.allocated_bytes, e.pool, bytes);
-      Update(stats_.active, e.pool, 1);
-      Update(stats_.active_bytes, e.pool, bytes);
-      Update(stats_.requested_bytes, e.pool, static_cast<int64_t>(e.requested_bytes));
-      if (e.flags & kEventFlagOversize) stats_.oversize_allocations.Update(1);
+      Increase(stats_.allocation, e.pool, 1);
+      Increase(stats_.allocated_bytes, e.pool, bytes);
+      Increase(stats_.active, e.pool, 1);
+      Increase(stats_.active_bytes, e.pool, bytes);
+      Increase(stats_.requested_bytes, e.pool, static_cast<int64_t>(e.requested_bytes));
+      if (e.flags & kEventFlagOversize) stats_.oversize_allocations.Increase(1);
       if (expandable) break;  // PyTorch keeps no inactive_split stats for expandable segments
       const bool was_split = (e.flags & kEventFlagBlockWasSplit) != 0;
       if (e.split_bytes > 0) {
         if (was_split) {
           // An already-split free block shrinks by the allocated bytes.
-          Update(stats_.inactive_split_bytes, e.pool, -bytes);
+          Decrease(stats_.inactive_split_bytes, e.pool, bytes);
         } else {
           // A whole free block became split: its remainder is a new inactive split block.
-          Update(stats_.inactive_split_bytes, e.pool, static_cast<int64_t>(e.split_bytes));
-          Update(stats_.inactive_split, e.pool, 1);
+          Increase(stats_.inactive_split_bytes, e.pool, static_cast<int64_t>(e.split_bytes));
+          Increase(stats_.inactive_split, e.pool, 1);
         }
       } else if (was_split) {
         // A free block inside a split segment is reused whole.
-        Update(stats_.inactive_split_bytes, e.pool, -bytes);
-        Update(stats_.inactive_split, e.pool, -1);
+        Decrease(stats_.inactive_split_bytes, e.pool, bytes);
+        Decrease(stats_.inactive_split, e.pool, 1);
       }
       break;
     }
     case EventKind::kFreeRequested:
-      Update(stats_.allocation, e.pool, -1);
-      Update(stats_.allocated_bytes, e.pool, -bytes);
-      if (e.flags & kEventFlagOversize) stats_.oversize_allocations.Update(-1);
+      Decrease(stats_.allocation, e.pool, 1);
+      Decrease(stats_.allocated_bytes, e.pool, bytes);
+      if (e.flags & kEventFlagOversize) stats_.oversize_allocations.Decrease(1);
       break;
     case EventKind::kFreeCompleted:
       if (!expandable) {
@@ -107,24 +107,24 @@ void StatsTracker::OnEvent(const AllocatorEvent& e) {
         Update(stats_.inactive_split, e.pool, blocks);
         Update(stats_.inactive_split_bytes, e.pool, split_bytes);
       }
-      Update(stats_.active, e.pool, -1);
-      Update(stats_.active_bytes, e.pool, -bytes);
-      Update(stats_.requested_bytes, e.pool, -static_cast<int64_t>(e.requested_bytes));
+      Decrease(stats_.active, e.pool, 1);
+      Decrease(stats_.active_bytes, e.pool, bytes);
+      Decrease(stats_.requested_bytes, e.pool, static_cast<int64_t>(e.requested_bytes));
       break;
     case EventKind::kSegmentAlloc:
-      Update(stats_.segment, e.pool, 1);
+      Increase(stats_.segment, e.pool, 1);
       [[fallthrough]];
     case EventKind::kSegmentMap:
-      Update(stats_.reserved_bytes, e.pool, bytes);
-      if (e.flags & kEventFlagOversize) stats_.oversize_segments.Update(1);
+      Increase(stats_.reserved_bytes, e.pool, bytes);
+      if (e.flags & kEventFlagOversize) stats_.oversize_segments.Increase(1);
       ++stats_.num_device_alloc;
       break;
     case EventKind::kSegmentFree:
-      Update(stats_.segment, e.pool, -1);
+      Decrease(stats_.segment, e.pool, 1);
       [[fallthrough]];
     case EventKind::kSegmentUnmap:
-      Update(stats_.reserved_bytes, e.pool, -bytes);
-      if (e.flags & kEventFlagOversize) stats_.oversize_segments.Update(-1);
+      Decrease(stats_.reserved_bytes, e.pool, bytes);
+      if (e.flags & kEventFlagOversize) stats_.oversize_segments.Decrease(1);
       ++stats_.num_device_free;
       break;
     case EventKind::kOom:

@@ -26,12 +26,23 @@ struct Stat {
   int64_t allocated = 0;  // cumulative increases
   int64_t freed = 0;      // cumulative decreases
 
-  // Branch-free: runs ~10 times per allocator operation.
+  // REQUIRES: amount >= 0. Increase and Decrease are the hot forms (a dozen per allocator
+  // operation, the sign known at the call site); Update takes either sign.
+  void Increase(int64_t amount) {
+    current += amount;
+    allocated += amount;
+    if (current > peak) peak = current;
+  }
+  void Decrease(int64_t amount) {
+    current -= amount;
+    freed += amount;
+  }
   void Update(int64_t delta) {
-    current += delta;
-    allocated += delta > 0 ? delta : 0;
-    freed += delta < 0 ? -delta : 0;
-    peak = current > peak ? current : peak;
+    if (delta >= 0) {
+      Increase(delta);
+    } else {
+      Decrease(-delta);
+    }
   }
   void ResetAccumulated() { allocated = freed = 0; }
   void ResetPeak() { peak = current; }
@@ -79,10 +90,21 @@ class StatsTracker final : public AllocatorObserver {
   DeviceStats& mutable_stats() { return stats_; }
 
  private:
-  // Applies delta to the "all" entry and the pool's entry of `array`.
+  // Apply to the "all" entry and the pool's entry of `array`.
+  static Stat& Pool(StatArray& array, PoolKind pool) {
+    return array[pool == PoolKind::kSmall ? 1u : 2u];
+  }
+  static void Increase(StatArray& array, PoolKind pool, int64_t amount) {
+    array[0].Increase(amount);
+    Pool(array, pool).Increase(amount);
+  }
+  static void Decrease(StatArray& array, PoolKind pool, int64_t amount) {
+    array[0].Decrease(amount);
+    Pool(array, pool).Decrease(amount);
+  }
   static void Update(StatArray& array, PoolKind pool, int64_t delta) {
     array[0].Update(delta);
-    array[pool == PoolKind::kSmall ? 1u : 2u].Update(delta);
+    Pool(array, pool).Update(delta);
   }
   DeviceStats stats_;
 };
