@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "allocator/allocator_snapshot.h"
 #include "analysis/pickle/pickle_value.h"
 
 namespace fragscope {
@@ -48,11 +49,7 @@ struct SnapshotFrame {
 // entries with the same stack, and the model keeps that sharing (import and export).
 using FrameStack = std::shared_ptr<const std::vector<SnapshotFrame>>;
 
-enum class BlockState : uint8_t {
-  kActiveAllocated,    // "active_allocated": in use by a tensor
-  kActivePendingFree,  // "active_pending_free": freed, waiting for other streams' events
-  kInactive,           // "inactive": cached, free for reuse
-};
+// Block states are allocator/allocator_snapshot.h's BlockState (PyTorch's three strings).
 
 struct SnapshotBlock {
   uint64_t address = 0;         // segment address + sizes of the blocks before it

@@ -22,18 +22,6 @@ PickleValue Pair(const std::pair<int64_t, int64_t>& p) {
   return PickleValue::Tuple({PickleValue::Int(p.first), PickleValue::Int(p.second)});
 }
 
-std::string_view BlockStateName(BlockState state) {
-  switch (state) {
-    case BlockState::kActiveAllocated:
-      return "active_allocated";
-    case BlockState::kActivePendingFree:
-      return "active_pending_free";
-    case BlockState::kInactive:
-      return "inactive";
-  }
-  return "inactive";
-}
-
 class Exporter {
  public:
   PickleValue Run(const PyTorchSnapshot& snapshot);
