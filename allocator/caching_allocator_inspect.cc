@@ -5,6 +5,15 @@
 #include "allocator/caching_allocator.h"
 
 namespace fragscope {
+namespace {
+
+// An invariant violation (a format string checked at compile time, unlike a forwarding lambda).
+template <typename... Args>
+absl::Status Fail(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  return absl::InternalError(absl::StrFormat(format, args...));
+}
+
+}  // namespace
 
 AllocatorSnapshot CachingAllocator::Snapshot() const {
   Lock lock(&mu_);
@@ -52,9 +61,6 @@ uint64_t CachingAllocator::LargestFreeCachedBlock() const {
 
 absl::Status CachingAllocator::CheckInvariants() const {
   Lock lock(&mu_);
-  auto fail = [](auto&&... args) {
-    return absl::InternalError(absl::StrFormat(std::forward<decltype(args)>(args)...));
-  };
   // Recomputed statistics, indexed [all, small, large].
   int64_t allocation[3] = {}, active[3] = {}, segment_count[3] = {}, inactive_split[3] = {};
   int64_t allocated_bytes[3] = {}, active_bytes[3] = {}, requested_bytes[3] = {};
@@ -68,7 +74,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
 
   for (const auto& [base, segment] : segments_) {
     if (segment.head == nullptr || segment.head->ptr != base || segment.head->prev != nullptr) {
-      return fail("segment 0x%x: head block does not start the segment", base);
+      return Fail("segment 0x%x: head block does not start the segment", base);
     }
     reserved += segment.size;
     add(segment_count, segment.pool, 1);
@@ -76,22 +82,22 @@ absl::Status CachingAllocator::CheckInvariants() const {
     DevicePtr expected = base;
     bool previous_free = false;
     for (const Block* b = segment.head; b != nullptr; b = b->next) {
-      if (b->ptr != expected) return fail("segment 0x%x: gap or overlap at 0x%x", base, b->ptr);
+      if (b->ptr != expected) return Fail("segment 0x%x: gap or overlap at 0x%x", base, b->ptr);
       if (b->size == 0 || b->size % kMinBlockBytes != 0) {
-        return fail("block 0x%x: size %d is not a positive multiple of 512", b->ptr, b->size);
+        return Fail("block 0x%x: size %d is not a positive multiple of 512", b->ptr, b->size);
       }
-      if (b->next != nullptr && b->next->prev != b) return fail("block 0x%x: broken links", b->ptr);
+      if (b->next != nullptr && b->next->prev != b) return Fail("block 0x%x: broken links", b->ptr);
       if (b->segment != &segment || b->stream != segment.stream || b->pool != segment.pool) {
-        return fail("block 0x%x: segment, stream or pool differs from its segment's", b->ptr);
+        return Fail("block 0x%x: segment, stream or pool differs from its segment's", b->ptr);
       }
       expected = b->end();
       const bool is_free = !b->allocated && b->event_count == 0;
       if (is_free) {
         ++free_blocks;
         if (!PoolOf(b->pool).Contains(const_cast<Block*>(b))) {
-          return fail("free block 0x%x is missing from its pool", b->ptr);
+          return Fail("free block 0x%x is missing from its pool", b->ptr);
         }
-        if (previous_free) return fail("free block 0x%x touches a free neighbour", b->ptr);
+        if (previous_free) return Fail("free block 0x%x touches a free neighbour", b->ptr);
         if (b->IsSplit()) {
           add(inactive_split, b->pool, 1);
           add(inactive_split_bytes, b->pool, static_cast<int64_t>(b->size));
@@ -100,7 +106,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
         ++active_blocks;
         auto it = active_.find(b->ptr);
         if (it == active_.end() || it->second != b) {
-          return fail("active block 0x%x is missing from the active map", b->ptr);
+          return Fail("active block 0x%x is missing from the active map", b->ptr);
         }
         add(active, b->pool, 1);
         add(active_bytes, b->pool, static_cast<int64_t>(b->size));
@@ -112,20 +118,20 @@ absl::Status CachingAllocator::CheckInvariants() const {
       }
       previous_free = is_free;
     }
-    if (expected != base + segment.size) return fail("segment 0x%x: blocks do not cover it", base);
+    if (expected != base + segment.size) return Fail("segment 0x%x: blocks do not cover it", base);
   }
   if (free_blocks != small_pool_.size() + large_pool_.size()) {
-    return fail("pools hold %d blocks but segments have %d free blocks",
+    return Fail("pools hold %d blocks but segments have %d free blocks",
                 small_pool_.size() + large_pool_.size(), free_blocks);
   }
   if (active_blocks != active_.size()) {
-    return fail("active map holds %d blocks but segments have %d", active_.size(), active_blocks);
+    return Fail("active map holds %d blocks but segments have %d", active_.size(), active_blocks);
   }
   if (reserved != reserved_bytes_) {
-    return fail("reserved bytes %d != sum of segments %d", reserved_bytes_, reserved);
+    return Fail("reserved bytes %d != sum of segments %d", reserved_bytes_, reserved);
   }
   if (arena_.live_count() != free_blocks + active_blocks) {
-    return fail("%d blocks live in the arena but %d are in segments", arena_.live_count(),
+    return Fail("%d blocks live in the arena but %d are in segments", arena_.live_count(),
                 free_blocks + active_blocks);
   }
   const DeviceStats& s = stats_.stats();
@@ -149,11 +155,11 @@ absl::Status CachingAllocator::CheckInvariants() const {
   for (const Check& c : checks) {
     for (size_t i = 0; i < kNumStatTypes; ++i) {
       if (c.stat[i].current != c.expected[i]) {
-        return fail("stat %s.%s.current is %d but the blocks say %d", c.name, kTypes[i],
+        return Fail("stat %s.%s.current is %d but the blocks say %d", c.name, kTypes[i],
                     c.stat[i].current, c.expected[i]);
       }
       if (c.stat[i].peak < c.stat[i].current) {
-        return fail("stat %s.%s: peak below current", c.name, kTypes[i]);
+        return Fail("stat %s.%s: peak below current", c.name, kTypes[i]);
       }
     }
   }
