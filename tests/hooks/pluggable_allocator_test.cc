@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "hooks/fragscope_alloc.h"
 #include "hooks/pluggable_allocator.h"
+#include "tests/analysis/event_log_test_util.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope::hooks {
@@ -246,18 +247,9 @@ TEST_F(PluggableAllocatorTest, SummaryAndSnapshotText) {
 }
 
 std::vector<LogEntry> ReadAll(const std::string& path) {
-  std::vector<LogEntry> entries;
-  absl::StatusOr<EventLogReader> reader = EventLogReader::Open(path);
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  if (!reader.ok()) return entries;
-  LogEntry entry;
-  while (true) {
-    absl::StatusOr<bool> more = reader->Next(&entry);
-    EXPECT_TRUE(more.ok()) << more.status();
-    if (!more.ok() || !*more) break;
-    entries.push_back(entry);
-  }
-  return entries;
+  testing::ReadResult result = testing::ReadFile(path);
+  EXPECT_TRUE(result.status.ok()) << result.status;
+  return result.entries;
 }
 
 TEST_F(PluggableAllocatorTest, LogsEveryDeviceToItsOwnFile) {

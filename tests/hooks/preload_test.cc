@@ -15,6 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "analysis/event_log_reader.h"
 #include "gtest/gtest.h"
+#include "tests/analysis/event_log_test_util.h"
 #include "tests/hooks/stub_cudart.h"
 
 namespace fragscope {
@@ -50,18 +51,9 @@ void* Stream(uintptr_t id) { return reinterpret_cast<void*>(id); }
 std::vector<LogEntry> ReadLog(int device) {
   std::string path = absl::StrReplaceAll(
       Env("FRAGSCOPE_LOG"), {{"%p", absl::StrCat(getpid())}, {"%d", absl::StrCat(device)}});
-  std::vector<LogEntry> entries;
-  absl::StatusOr<EventLogReader> reader = EventLogReader::Open(path);
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  if (!reader.ok()) return entries;
-  LogEntry entry;
-  while (true) {
-    absl::StatusOr<bool> more = reader->Next(&entry);
-    EXPECT_TRUE(more.ok()) << more.status();
-    if (!more.ok() || !*more) break;
-    entries.push_back(entry);
-  }
-  return entries;
+  testing::ReadResult result = testing::ReadFile(path);
+  EXPECT_TRUE(result.status.ok()) << result.status;
+  return result.entries;
 }
 
 TEST(PreloadTest, InterposerIsPresentExactlyWhenPreloaded) {
