@@ -50,6 +50,7 @@ struct PlacementName {
 };
 constexpr PlacementName kPlacementNames[] = {
     {"best_fit", PlacementPolicy::kBestFit},
+    {"first_fit", PlacementPolicy::kFirstFit},
 };
 
 // --- Per-key parse and format functions -------------------------------------------------------

@@ -10,8 +10,9 @@
 // defaults, and an error naming the key and the value for anything invalid or unknown. The
 // syntax is checked more strictly than PyTorch does (see allocator/alloc_conf_syntax.h).
 //
-// fragscope extension: the key `placement` (values: best_fit) picks the free-block search
-// policy. PyTorch rejects it as an unknown key; do not put it in a real PYTORCH_CUDA_ALLOC_CONF.
+// fragscope extension: the key `placement` (values: best_fit, first_fit) picks the free-block
+// search policy. PyTorch rejects it as an unknown key; do not put it in a real
+// PYTORCH_CUDA_ALLOC_CONF.
 #pragma once
 
 #include <array>
@@ -30,9 +31,12 @@ namespace fragscope {
 // Where a free block is searched for. kBestFit is PyTorch's policy and the default.
 enum class PlacementPolicy : uint8_t {
   kBestFit = 0,  // smallest fitting block on the stream, oldest segment, lowest address (PyTorch)
+  // The lowest-address fitting block on the stream (RMM's arena and coalescing pools): packs
+  // live blocks toward low addresses so free space coalesces at the top of segments.
+  kFirstFit = 1,
 };
 
-// The `placement` value naming `policy` ("best_fit").
+// The `placement` value naming `policy` ("best_fit", "first_fit").
 std::string_view PlacementPolicyName(PlacementPolicy policy);
 
 // A virtual-address reserve for one expandable segment (PyTorch's ExpandableSegmentReserveSpec):

@@ -7,6 +7,9 @@
 // matches only with this order: see tests/allocator/pytorch_oracle_test.cc.) Blocks never cross
 // streams: a lookup that lands on another stream's block finds nothing.
 //
+// For first-fit placement the pool also keeps the same blocks in address order (stream, ptr);
+// that index exists only while enabled (set_address_index), so best fit pays one branch for it.
+//
 // The pool only stores pointers; it never splits, merges or frees blocks (see block.h).
 // Invariant: every block in the set is free (not allocated, no pending events) and its key fields
 // do not change while it is in the set.
@@ -44,6 +47,13 @@ struct BlockOrder {
   }
 };
 
+// (stream, address): first-fit order.
+struct BlockAddressOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    return std::tie(a->stream, a->ptr) < std::tie(b->stream, b->ptr);
+  }
+};
+
 class BlockPool {
  public:
   using Set = absl::btree_set<Block*, BlockOrder>;
@@ -64,21 +74,52 @@ class BlockPool {
     return blocks_.lower_bound(BlockOrder::Key{stream, size});
   }
 
+  // The lowest-address free block on `stream` for which accept(block) is true, or nullptr.
+  // REQUIRES: the address index is enabled. O(free blocks on the stream) in the worst case.
+  template <typename Accept>
+  Block* FirstFit(StreamId stream, Accept accept) const {
+    FRAGSCOPE_DCHECK(address_index_enabled_);
+    Block key;
+    key.stream = stream;
+    for (auto it = by_address_.lower_bound(&key); it != by_address_.end(); ++it) {
+      if ((*it)->stream != stream) break;
+      if (accept(*it)) return *it;
+    }
+    return nullptr;
+  }
+
+  // Builds (or drops) the address-ordered index of the blocks in the pool.
+  void set_address_index(bool enabled) {
+    if (enabled == address_index_enabled_) return;
+    address_index_enabled_ = enabled;
+    by_address_.clear();
+    if (enabled) by_address_.insert(begin(), end());
+  }
+
   // REQUIRES: block is free and not in the set. Stamps the GC clock into the block.
   void Insert(Block* block) {
     block->gc_count_base = gc_clock_;
     const bool inserted = blocks_.insert(block).second;
     FRAGSCOPE_DCHECK(inserted);
     (void)inserted;
+    if (address_index_enabled_) by_address_.insert(block);
   }
   // REQUIRES: block is in the set.
   void Erase(Block* block) {
     const size_t erased = blocks_.erase(block);
     FRAGSCOPE_DCHECK(erased == 1);
     (void)erased;
+    if (address_index_enabled_) by_address_.erase(block);
   }
-  iterator Erase(iterator it) { return blocks_.erase(it); }
-  bool Contains(Block* block) const { return blocks_.contains(block); }
+  iterator Erase(iterator it) {
+    if (address_index_enabled_) by_address_.erase(*it);
+    return blocks_.erase(it);
+  }
+  bool Contains(Block* block) const {
+    return blocks_.contains(block) && (!address_index_enabled_ || by_address_.contains(block));
+  }
+  // False if the address index (when enabled) holds other blocks than the size order.
+  bool IndexesAgree() const { return !address_index_enabled_ || by_address_.size() == size(); }
 
   iterator begin() { return blocks_.begin(); }
   iterator end() { return std::prev(blocks_.end()); }
@@ -96,6 +137,8 @@ class BlockPool {
   PoolKind kind_;
   Block sentinel_;
   Set blocks_;
+  absl::btree_set<Block*, BlockAddressOrder> by_address_;
+  bool address_index_enabled_ = false;
   uint64_t gc_clock_ = 0;
 };
 

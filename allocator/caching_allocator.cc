@@ -96,6 +96,14 @@ absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId str
 
 Block* CachingAllocator::FindFreeBlockLocked(BlockPool& pool, StreamId stream, uint64_t rounded) {
   if (GcEnabledLocked()) pool.TickGcClock();
+  if (options_.placement == PlacementPolicy::kFirstFit) {
+    // Unlike best fit, first fit skips a block the oversize rules forbid and goes on.
+    Block* block = pool.FirstFit(stream, [&](const Block* b) {
+      return b->size >= rounded && !OversizeRuleRejects(b->size, rounded, options_);
+    });
+    if (block != nullptr) pool.Erase(block);
+    return block;
+  }
   auto it = pool.LowerBound(stream, rounded);
   if (it == pool.end() || (*it)->stream != stream) return nullptr;
   Block* block = *it;
@@ -331,6 +339,9 @@ double CachingAllocator::GetMemoryFraction() const {
 void CachingAllocator::SetOptions(AllocatorOptions options) {
   Lock lock(&mu_);
   options_ = std::move(options);
+  const bool first_fit = options_.placement == PlacementPolicy::kFirstFit;
+  small_pool_.set_address_index(first_fit);
+  large_pool_.set_address_index(first_fit);
   stats_.mutable_stats().max_split_size =
       options_.max_split_size_set() ? static_cast<int64_t>(options_.max_split_size_bytes) : -1;
 }

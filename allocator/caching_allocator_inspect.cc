@@ -124,6 +124,9 @@ absl::Status CachingAllocator::CheckInvariants() const {
     return Fail("pools hold %d blocks but segments have %d free blocks",
                 small_pool_.size() + large_pool_.size(), free_blocks);
   }
+  if (!small_pool_.IndexesAgree() || !large_pool_.IndexesAgree()) {
+    return Fail("a pool's address index disagrees with its size order");
+  }
   if (active_blocks != active_.size()) {
     return Fail("active map holds %d blocks but segments have %d", active_.size(), active_blocks);
   }

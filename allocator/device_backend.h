@@ -52,6 +52,43 @@ class DeviceBackend {
   // Returns the event for reuse. REQUIRES: the event is done or was synchronized.
   virtual void ReleaseEvent(EventHandle event) = 0;
 
+  // --- Virtual memory, for expandable segments (PyTorch's ExpandableSegment) ---
+  // A backend without virtual memory support keeps these defaults: SupportsVirtualMemory() is
+  // false and the calls fail with kUnimplemented, and the allocator then refuses
+  // expandable_segments:True with an error naming the option.
+
+  // Whether ReserveAddressRange / MapPages / UnmapPages / ReleaseAddressRange work (CUDA: the
+  // device supports virtual memory management, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_
+  // SUPPORTED).
+  virtual bool SupportsVirtualMemory() const { return false; }
+
+  // The granularity of physical pages (cuMemGetAllocationGranularity, minimum). Page sizes passed
+  // to MapPages are multiples of it.
+  virtual uint64_t PageGranularity() const { return 2 * 1024 * 1024; }
+
+  // Reserves `bytes` of device virtual address space with no memory behind it
+  // (cuMemAddressReserve). REQUIRES: bytes > 0 and a multiple of PageGranularity().
+  virtual absl::StatusOr<DevicePtr> ReserveAddressRange(uint64_t bytes);
+
+  // Backs [ptr, ptr + bytes) with physical pages of `page_bytes` each, readable and writable by
+  // this device (cuMemCreate + cuMemMap + cuMemSetAccess per page). All or nothing: when the
+  // device runs out of memory, the pages this call created are released again and
+  // kResourceExhausted is returned. Mapped pages count as used device memory (MemInfo).
+  // REQUIRES: the range lies in a reservation, is not mapped, and ptr and bytes are multiples of
+  // page_bytes measured from the reservation's base; page_bytes is a multiple of
+  // PageGranularity().
+  virtual absl::Status MapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes);
+
+  // Unmaps and releases the pages of [ptr, ptr + bytes), once the work queued on `stream` (the
+  // segment's stream) has finished: unmapping does not synchronize by itself
+  // (cudaStreamSynchronize, then cuMemUnmap + cuMemRelease per page).
+  // REQUIRES: the range was mapped by MapPages calls with the same page_bytes.
+  virtual absl::Status UnmapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes,
+                                  StreamId stream);
+
+  // Frees a reservation (cuMemAddressFree). REQUIRES: no page in it is mapped.
+  virtual absl::Status ReleaseAddressRange(DevicePtr base, uint64_t bytes);
+
   // The device index and a human-readable name ("NVIDIA H100 80GB HBM3", "simulated").
   virtual int device() const = 0;
   virtual std::string name() const = 0;

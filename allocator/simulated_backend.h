@@ -9,7 +9,12 @@
 //    kBaseAddress, so the same call sequence always yields the same addresses. A replay can
 //    instead script the addresses a real device returned (ScriptAddresses), so that address-
 //    ordered decisions (best-fit ties) come out as they did on the device.
-//  - Fault injection: fail the next N mallocs, or every malloc of at least some size.
+//  - Virtual memory (expandable segments): address ranges are reserved first fit from
+//    kReserveBaseAddress, far below the Malloc range, and cost nothing; mapped pages count
+//    toward capacity like Malloc'd granules. UnmapPages completes the segment's stream first,
+//    as the CUDA backend synchronizes it.
+//  - Fault injection: fail the next N device allocations (Malloc or MapPages), or every one of
+//    at least some size.
 //  - Streams: work is "outstanding" on a stream until CompleteStream(); an event recorded while
 //    a stream has outstanding work stays pending until the stream completes (or the event is
 //    synchronized, which completes the stream's work, like cudaEventSynchronize).
@@ -32,6 +37,7 @@ namespace fragscope {
 class SimulatedBackend final : public DeviceBackend {
  public:
   static constexpr DevicePtr kBaseAddress = DevicePtr{0x7f0000000000};
+  static constexpr DevicePtr kReserveBaseAddress = DevicePtr{0x200000000000};
   static constexpr uint64_t kGranularityBytes = 2 * kMiB;
 
   explicit SimulatedBackend(uint64_t capacity_bytes, int device = 0);
@@ -43,18 +49,29 @@ class SimulatedBackend final : public DeviceBackend {
   absl::StatusOr<bool> EventDone(EventHandle event) override;
   absl::Status SynchronizeEvent(EventHandle event) override;
   void ReleaseEvent(EventHandle event) override;
+  bool SupportsVirtualMemory() const override { return true; }
+  uint64_t PageGranularity() const override { return kGranularityBytes; }
+  absl::StatusOr<DevicePtr> ReserveAddressRange(uint64_t bytes) override;
+  absl::Status MapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes) override;
+  absl::Status UnmapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes,
+                          StreamId stream) override;
+  absl::Status ReleaseAddressRange(DevicePtr base, uint64_t bytes) override;
   int device() const override { return device_; }
   std::string name() const override;
 
   // --- Simulation controls ---
   // Bytes held outside the allocator (reduces what Malloc can get and what MemInfo reports free).
   void set_external_bytes(uint64_t bytes) { external_bytes_ = bytes; }
-  // The next `count` Malloc calls fail with kResourceExhausted regardless of capacity.
+  // The next `count` device allocations (Malloc or MapPages calls) fail with
+  // kResourceExhausted regardless of capacity.
   void FailNextMallocs(int count) { fail_next_mallocs_ = count; }
   // The next Malloc calls return these addresses, in order, instead of first-fit ones (an
   // address that would overlap a live allocation is an error). Afterwards first fit resumes.
   void ScriptAddresses(std::vector<DevicePtr> addresses);
-  // Every Malloc of at least `bytes` fails (kUnlimitedBytes disables).
+  // The next ReserveAddressRange calls return these bases, in order (an overlap is an error).
+  void ScriptReservations(std::vector<DevicePtr> bases);
+  // Every device allocation (Malloc, or MapPages call) of at least `bytes` fails
+  // (kUnlimitedBytes disables).
   void FailMallocsAtLeast(uint64_t bytes) { fail_at_least_bytes_ = bytes; }
   // Marks `stream` as having (or not having) queued work. Events recorded while it is busy stay
   // pending until CompleteStream(stream).
@@ -62,15 +79,27 @@ class SimulatedBackend final : public DeviceBackend {
   void CompleteStream(StreamId stream) { SetStreamBusy(stream, false); }
 
   uint64_t capacity_bytes() const { return capacity_bytes_; }
-  uint64_t used_bytes() const { return used_bytes_; }  // granular bytes held by Malloc
+  // Granular bytes held by Malloc plus mapped page bytes.
+  uint64_t used_bytes() const { return used_bytes_; }
+  uint64_t mapped_bytes() const { return mapped_bytes_; }
   int64_t malloc_calls() const { return malloc_calls_; }
   int64_t free_calls() const { return free_calls_; }
+  size_t reservation_count() const { return reservations_.size(); }
   size_t live_events() const { return events_.size(); }
 
  private:
   static uint64_t Granular(uint64_t bytes) {
     return (bytes + kGranularityBytes - 1) / kGranularityBytes * kGranularityBytes;
   }
+
+  // The injected-failure and capacity checks shared by Malloc and MapPages.
+  absl::Status AdmitDeviceAllocation(uint64_t granular_bytes);
+  // The lowest address >= base where `bytes` fit between the ranges of `ranges`.
+  static DevicePtr FirstFit(const absl::btree_map<DevicePtr, uint64_t>& ranges, DevicePtr base,
+                            uint64_t bytes);
+  // An error if [ptr, ptr + bytes) overlaps a range of `ranges`.
+  static absl::Status CheckNoOverlap(const absl::btree_map<DevicePtr, uint64_t>& ranges,
+                                     DevicePtr ptr, uint64_t bytes);
 
   struct Event {
     StreamId stream;
@@ -88,6 +117,11 @@ class SimulatedBackend final : public DeviceBackend {
   // Live ranges by address -> granular size; used for address-ordered first fit.
   absl::btree_map<DevicePtr, uint64_t> live_;
   std::deque<DevicePtr> scripted_;
+  // Reservations by base -> size, and mapped pages by address -> page size.
+  absl::btree_map<DevicePtr, uint64_t> reservations_;
+  absl::btree_map<DevicePtr, uint64_t> mapped_pages_;
+  uint64_t mapped_bytes_ = 0;
+  std::deque<DevicePtr> scripted_reservations_;
   // A stream's work completes in epochs: busy streams have completed_epoch < current epoch.
   struct StreamState {
     uint64_t epoch = 0;            // incremented when the stream becomes busy

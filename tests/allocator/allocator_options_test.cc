@@ -359,11 +359,15 @@ TEST(AllocatorOptionsTest, ReserveByClassSkipsInvalidItemsAndLaterNamesWin) {
               HasSubstr("expandable_segments_reserve_by_class: 0.5 is not a list"));
 }
 
-TEST(AllocatorOptionsTest, PlacementIsAFragscopeExtensionWithBestFit) {
+TEST(AllocatorOptionsTest, PlacementIsAFragscopeExtension) {
   EXPECT_EQ(ParseOk("placement:best_fit").placement, PlacementPolicy::kBestFit);
+  EXPECT_EQ(ParseOk("placement:first_fit").placement, PlacementPolicy::kFirstFit);
   EXPECT_EQ(ParseError("placement:worst_fit"),
-            "placement: worst_fit is not a placement policy, options are best_fit");
+            "placement: worst_fit is not a placement policy, options are best_fit, first_fit");
   EXPECT_EQ(PlacementPolicyName(PlacementPolicy::kBestFit), "best_fit");
+  EXPECT_EQ(PlacementPolicyName(PlacementPolicy::kFirstFit), "first_fit");
+  EXPECT_EQ(FormatAllocatorOptions(ParseOk("placement:first_fit")), "placement:first_fit");
+  EXPECT_EQ(FormatAllocatorOptions(ParseOk("placement:best_fit")), "");
 }
 
 // --- roundup_power2_divisions details ----------------------------------------------------------
@@ -539,7 +543,7 @@ TEST(AllocatorOptionsTest, ErrorMessagesNameTheKeyAndTheValue) {
            {"graph_capture_record_stream_reuse:T", "graph_capture_record_stream_reuse", "T"},
            {"throw_on_cudamalloc_oom:F", "throw_on_cudamalloc_oom", "F"},
            {"backend:cuda", "backend", "cuda"},
-           {"placement:first_fit", "placement", "first_fit"},
+           {"placement:next_fit", "placement", "next_fit"},
            {"max_split_size_mb:lots", "max_split_size_mb", "lots"},
            {"max_split_size_mb:[20:1]", "max_split_size_mb", "offset 18"},
            {"foo:1", "foo", "foo"},

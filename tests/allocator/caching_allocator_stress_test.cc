@@ -89,6 +89,11 @@ TEST_F(CachingAllocatorStressTest, RandomWorkloadKeepsEveryInvariantWithGcAndFra
   RunRandomWorkload(*allocator_, *backend_, 3, 4000);
 }
 
+TEST_F(CachingAllocatorStressTest, RandomWorkloadKeepsEveryInvariantWithFirstFit) {
+  Init("placement:first_fit,max_split_size_mb:64", 3 * kGiB);
+  RunRandomWorkload(*allocator_, *backend_, 4, 4000);
+}
+
 // test_allocator_fuzz: random 2-20 MiB allocations, frees and empty_cache; live ranges never
 // overlap.
 TEST_F(CachingAllocatorStressTest, AllocatorFuzzLikeTestCuda) {
