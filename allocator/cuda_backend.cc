@@ -58,10 +58,16 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
   if (cudaError_t e = cudaGetDeviceProperties(&prop, device); e != cudaSuccess) {
     return CudaError("cudaGetDeviceProperties", e);
   }
-  return std::unique_ptr<CudaBackend>(new CudaBackend(device, prop.name));
+  // Device-independent driver queries: no DeviceGuard (cudaSetDevice may create the context).
+  std::unique_ptr<CudaVirtualMemory> vmm = CudaVirtualMemory::Create(device, prop.name);
+  return std::unique_ptr<CudaBackend>(new CudaBackend(device, prop.name, std::move(vmm)));
 }
 
 CudaBackend::~CudaBackend() {
+  if (!vmm_->empty()) {
+    DeviceGuard guard(device_);
+    vmm_.reset();  // synchronizes the device, then unmaps and frees what is left
+  }
   for (EventHandle event : free_events_) cudaEventDestroy(AsEvent(event));
 }
 
@@ -126,5 +132,26 @@ absl::Status CudaBackend::SynchronizeEvent(EventHandle event) {
 }
 
 void CudaBackend::ReleaseEvent(EventHandle event) { free_events_.push_back(event); }
+
+absl::StatusOr<DevicePtr> CudaBackend::ReserveAddressRange(uint64_t bytes) {
+  DeviceGuard guard(device_);
+  return vmm_->ReserveAddressRange(bytes);
+}
+
+absl::Status CudaBackend::MapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes) {
+  DeviceGuard guard(device_);
+  return vmm_->MapPages(ptr, bytes, page_bytes);
+}
+
+absl::Status CudaBackend::UnmapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes,
+                                     StreamId stream) {
+  DeviceGuard guard(device_);
+  return vmm_->UnmapPages(ptr, bytes, page_bytes, stream);
+}
+
+absl::Status CudaBackend::ReleaseAddressRange(DevicePtr base, uint64_t bytes) {
+  DeviceGuard guard(device_);
+  return vmm_->ReleaseAddressRange(base, bytes);
+}
 
 }  // namespace fragscope

@@ -1,16 +1,22 @@
 // CudaBackend: DeviceBackend over the CUDA runtime (cudaMalloc, cudaFree, cudaMemGetInfo,
-// cudaEventRecord/Query/Synchronize). The only allocator file that includes CUDA headers.
+// cudaEventRecord/Query/Synchronize), and over the driver's virtual memory management for
+// expandable segments (CudaVirtualMemory, allocator/cuda_vmm.h). With cuda_vmm.cc, the only
+// allocator files that include CUDA headers.
 //
 // Errors: cudaErrorMemoryAllocation becomes kResourceExhausted (and the sticky error is cleared,
 // as PyTorch does); other CUDA errors become kInternal naming the call and cudaGetErrorName.
 // Events are pooled (created with cudaEventDisableTiming) and reused.
 // Every call first makes `device` current and restores the caller's device afterwards.
+// Virtual memory: SupportsVirtualMemory() is decided once, at Create; without support the
+// virtual-memory calls fail with kUnimplemented. Reservations and pages still held when the
+// backend is destroyed are unmapped, released and freed then.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "allocator/cuda_vmm.h"
 #include "allocator/device_backend.h"
 
 namespace fragscope {
@@ -28,6 +34,15 @@ class CudaBackend final : public DeviceBackend {
   absl::StatusOr<bool> EventDone(EventHandle event) override;
   absl::Status SynchronizeEvent(EventHandle event) override;
   void ReleaseEvent(EventHandle event) override;
+
+  bool SupportsVirtualMemory() const override { return vmm_->supported(); }
+  uint64_t PageGranularity() const override { return vmm_->granularity_bytes(); }
+  absl::StatusOr<DevicePtr> ReserveAddressRange(uint64_t bytes) override;
+  absl::Status MapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes) override;
+  absl::Status UnmapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes,
+                          StreamId stream) override;
+  absl::Status ReleaseAddressRange(DevicePtr base, uint64_t bytes) override;
+
   int device() const override { return device_; }
   std::string name() const override { return name_; }
 
@@ -35,11 +50,13 @@ class CudaBackend final : public DeviceBackend {
   static int DeviceCount();
 
  private:
-  CudaBackend(int device, std::string name) : device_(device), name_(std::move(name)) {}
+  CudaBackend(int device, std::string name, std::unique_ptr<CudaVirtualMemory> vmm)
+      : device_(device), name_(std::move(name)), vmm_(std::move(vmm)) {}
 
   int device_;
   std::string name_;
-  std::vector<EventHandle> free_events_;  // pooled cudaEvent_t values
+  std::vector<EventHandle> free_events_;    // pooled cudaEvent_t values
+  std::unique_ptr<CudaVirtualMemory> vmm_;  // Invariant: never null
 };
 
 }  // namespace fragscope
