@@ -7,11 +7,18 @@
 //   |<- Block (allocated) ->|<- Block (free) ->|<- Block (allocated) ->|
 //   head                     prev/next links ...                      tail
 //
+// An expandable segment (expandable_segments:True) is one virtual-address reservation per
+// (pool, stream) instead: its blocks tile the whole reservation, and the ones not backed by
+// physical pages are `mapped == false`. Mapping and unmapping happen in whole pages of
+// `page_bytes`; an unmapped block always starts and ends on a page boundary.
+//
 // Invariants (checked by CachingAllocator::CheckInvariants):
 //  - The blocks of a segment tile [base, base + size) without gaps or overlap.
-//  - Two free blocks of one segment are never adjacent: freeing merges with free neighbours.
-//    (Exception: a block waiting for stream events is not free yet and does not merge.)
+//  - Two free blocks of one segment are never adjacent when both are mapped or both unmapped:
+//    freeing, mapping and unmapping merge with such neighbours. (Exception: a block waiting for
+//    stream events is not free yet and does not merge.)
 //  - Every block of a segment has the segment's stream and pool.
+//  - Unmapped blocks exist only in expandable segments, and are never allocated.
 //
 // Note [Block ownership]: Blocks are owned by a BlockArena (an object free list), never
 // allocated with new/delete on the hot path. A Block is in exactly one of: its pool's free set
@@ -36,6 +43,10 @@ struct Segment {
   uint64_t id = 0;
   // The lowest-address block. Invariant: head->ptr == base && head->prev == nullptr.
   struct Block* head = nullptr;
+  // An expandable segment: [base, base + size) is a virtual-address reservation mapped in
+  // pages of page_bytes (2 MiB small pool, large_segment_size large pool).
+  bool expandable = false;
+  uint64_t page_bytes = 0;
 };
 
 struct Block {
@@ -49,6 +60,8 @@ struct Block {
   Block* next = nullptr;  // higher-address neighbour in the same segment
   PoolKind pool = PoolKind::kSmall;
   bool allocated = false;
+  // False only for virtual addresses of an expandable segment with no memory behind them.
+  bool mapped = true;
   // Outstanding stream events that must complete before the block may be reused.
   int32_t event_count = 0;
   // Streams other than `stream` that used the block (record_stream). Cleared at free.
@@ -57,6 +70,9 @@ struct Block {
   uint64_t gc_count_base = 0;
 
   bool IsSplit() const { return prev != nullptr || next != nullptr; }
+  bool IsExpandable() const { return segment->expandable; }
+  // Free for merging and reuse: not allocated, not waiting for events (PyTorch's merge test).
+  bool IsFree() const { return !allocated && event_count == 0 && stream_uses.empty(); }
   DevicePtr end() const { return ptr + size; }
 };
 
@@ -104,6 +120,7 @@ inline Block* SplitFront(Block* block, uint64_t size, BlockArena& arena) {
   front->stream = block->stream;
   front->segment = block->segment;
   front->pool = block->pool;
+  front->mapped = block->mapped;
   front->prev = block->prev;
   front->next = block;
   if (front->prev != nullptr) {

@@ -7,6 +7,9 @@
 // matches only with this order: see tests/allocator/pytorch_oracle_test.cc.) Blocks never cross
 // streams: a lookup that lands on another stream's block finds nothing.
 //
+// Unmapped blocks of expandable segments are kept apart, in (stream, address) order
+// (PyTorch's BlockPool::unmapped): they are never handed out, only mapped.
+//
 // For first-fit placement the pool also keeps the same blocks in address order (stream, ptr);
 // that index exists only while enabled (set_address_index), so best fit pays one branch for it.
 //
@@ -88,6 +91,31 @@ class BlockPool {
     return nullptr;
   }
 
+  // The unmapped blocks of expandable segments on `stream`, lowest address first.
+  template <typename Visit>
+  Block* FindUnmapped(StreamId stream, Visit visit) const {
+    Block key;
+    key.stream = stream;
+    for (auto it = unmapped_.lower_bound(&key); it != unmapped_.end(); ++it) {
+      if ((*it)->stream != stream) break;
+      if (Block* found = visit(*it)) return found;
+    }
+    return nullptr;
+  }
+  // REQUIRES: block is unmapped (and, for Insert, not in the set; for Erase, in it).
+  void InsertUnmapped(Block* block) {
+    const bool inserted = unmapped_.insert(block).second;
+    FRAGSCOPE_DCHECK(inserted);
+    (void)inserted;
+  }
+  void EraseUnmapped(Block* block) {
+    const size_t erased = unmapped_.erase(block);
+    FRAGSCOPE_DCHECK(erased == 1);
+    (void)erased;
+  }
+  bool ContainsUnmapped(Block* block) const { return unmapped_.contains(block); }
+  size_t unmapped_count() const { return unmapped_.size(); }
+
   // Builds (or drops) the address-ordered index of the blocks in the pool.
   void set_address_index(bool enabled) {
     if (enabled == address_index_enabled_) return;
@@ -138,6 +166,7 @@ class BlockPool {
   Block sentinel_;
   Set blocks_;
   absl::btree_set<Block*, BlockAddressOrder> by_address_;
+  absl::btree_set<Block*, BlockAddressOrder> unmapped_;
   bool address_index_enabled_ = false;
   uint64_t gc_clock_ = 0;
 };

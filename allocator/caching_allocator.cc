@@ -37,22 +37,23 @@ void CachingAllocator::Emit(const AllocatorEvent& event) {
 AllocatorEvent CachingAllocator::BlockEvent(EventKind kind, const Block& block) const {
   // Every field spelled out: zero-initializing the whole struct first compiles to `rep stos`,
   // which alone cost ~20 % of a warm malloc+free pair.
-  return AllocatorEvent{.kind = kind,
-                        .pool = block.pool,
-                        .flags = 0,
-                        .merged_count = 0,
-                        .device = device_,
-                        .ptr = block.ptr,
-                        .bytes = block.size,
-                        .requested_bytes = 0,
-                        .stream = block.stream,
-                        .segment = block.segment->base,
-                        .split_bytes = 0,
-                        .result_bytes = 0,
-                        .device_free_bytes = 0,
-                        .device_total_bytes = 0,
-                        .reserved_bytes = 0,
-                        .allocated_bytes = 0};
+  return AllocatorEvent{
+      .kind = kind,
+      .pool = block.pool,
+      .flags = block.segment->expandable ? uint8_t{kEventFlagExpandable} : uint8_t{0},
+      .merged_count = 0,
+      .device = device_,
+      .ptr = block.ptr,
+      .bytes = block.size,
+      .requested_bytes = 0,
+      .stream = block.stream,
+      .segment = block.segment->base,
+      .split_bytes = 0,
+      .result_bytes = 0,
+      .device_free_bytes = 0,
+      .device_total_bytes = 0,
+      .reserved_bytes = 0,
+      .allocated_bytes = 0};
 }
 
 absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId stream) {
@@ -79,14 +80,14 @@ absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId str
     if (GcEnabledLocked()) GarbageCollectCachedBlocksLocked();
     // The retry ladder. A backend error other than out-of-memory stops it at once.
     absl::Status error;
-    block = AllocateSegmentLocked(kind, stream, segment_size, &error);
+    block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
     if (block == nullptr && error.ok() &&
         ReleaseAvailableCachedBlocksLocked(pool, stream, rounded)) {
-      block = AllocateSegmentLocked(kind, stream, segment_size, &error);
+      block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
     }
     if (block == nullptr && error.ok()) {
       ReleaseCachedBlocksLocked(/*oom_retry=*/true);
-      block = AllocateSegmentLocked(kind, stream, segment_size, &error);
+      block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
     }
     if (!error.ok()) return error;
     if (block == nullptr) return OutOfMemoryLocked(size, rounded, segment_size, stream);
@@ -96,16 +97,39 @@ absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId str
 
 Block* CachingAllocator::FindFreeBlockLocked(BlockPool& pool, StreamId stream, uint64_t rounded) {
   if (GcEnabledLocked()) pool.TickGcClock();
+  const bool expandable = options_.expandable_segments;
   if (options_.placement == PlacementPolicy::kFirstFit) {
     // Unlike best fit, first fit skips a block the oversize rules forbid and goes on.
     Block* block = pool.FirstFit(stream, [&](const Block* b) {
-      return b->size >= rounded && !OversizeRuleRejects(b->size, rounded, options_);
+      return b->size >= rounded && (expandable || !b->IsExpandable()) &&
+             !OversizeRuleRejects(b->size, rounded, options_);
     });
     if (block != nullptr) pool.Erase(block);
     return block;
   }
   auto it = pool.LowerBound(stream, rounded);
   if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  if ((*it)->IsExpandable()) {
+    if (expandable) {
+      // A free block bordering unmapped space can grow for free: count that space, and prefer
+      // a larger mapped block that does not border it (keeps the growing edge free).
+      auto expandable_size = [](const Block* b) {
+        return b->size + (b->next != nullptr && !b->next->mapped ? b->next->size : 0);
+      };
+      for (auto next = std::next(it);
+           (*it)->IsExpandable() && next != pool.end() && (*next)->stream == stream &&
+           expandable_size(*next) < expandable_size(*it);
+           ++next) {
+        it = next;
+      }
+    } else {
+      // expandable_segments was turned off: its segments serve no new requests.
+      do {
+        ++it;
+      } while (it != pool.end() && (*it)->IsExpandable() && (*it)->stream == stream);
+      if (it == pool.end() || (*it)->stream != stream) return nullptr;
+    }
+  }
   Block* block = *it;
   // PyTorch rejects here rather than trying the next candidate (pytorch#189504).
   if (OversizeRuleRejects(block->size, rounded, options_)) return nullptr;
@@ -119,12 +143,20 @@ bool CachingAllocator::RunFreeMemoryCallbacksLocked() {
   return freed;
 }
 
-Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
-                                               uint64_t segment_size, absl::Status* error) {
+Block* CachingAllocator::AllocateBlockLocked(PoolKind pool, StreamId stream, uint64_t rounded,
+                                             uint64_t segment_size, absl::Status* error) {
+  // The memory-fraction cap is checked against the segment size even when expandable segments
+  // map a different amount, as PyTorch does.
   if (allowed_maximum_bytes_.has_value() &&
       reserved_bytes_ + segment_size > *allowed_maximum_bytes_) {
     return nullptr;
   }
+  if (options_.expandable_segments) return AllocateExpandableLocked(pool, stream, rounded, error);
+  return AllocateSegmentLocked(pool, stream, segment_size, error);
+}
+
+Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
+                                               uint64_t segment_size, absl::Status* error) {
   absl::StatusOr<DevicePtr> ptr = backend_.Malloc(segment_size);
   if (!ptr.ok()) {
     if (!absl::IsResourceExhausted(ptr.status())) *error = ptr.status();

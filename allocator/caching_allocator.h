@@ -20,6 +20,12 @@
 //    returns to the pool. Pending events are polled at the start of every Allocate.
 //  - Only whole unsplit segments are ever returned to the device (EmptyCache, OOM retry, GC).
 //    Free memory inside a split segment stays reserved: PyTorch's "reserved but unallocated".
+//  - expandable_segments:True (caching_allocator_expandable.cc): instead of a new segment, the
+//    request maps pages into one growing virtual-address reservation per (pool, stream), at the
+//    lowest address where free and unmapped space together fit it; EmptyCache and the OOM retry
+//    unmap every whole free page. Best fit prefers a free block not bordering unmapped space.
+//  - placement:first_fit (a fragscope extension) replaces best fit by the lowest-address free
+//    block that fits on the stream.
 //
 // Every state change is emitted as an AllocatorEvent to observers (StatsTracker first); see
 // Note [Instrumentation is layered on] in allocator_events.h.
@@ -133,12 +139,38 @@ class CachingAllocator {
   // nullptr on out-of-memory (other backend errors go to *error).
   Block* AllocateSegmentLocked(PoolKind pool, StreamId stream, uint64_t segment_size,
                                absl::Status* error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Device-allocates room for a `rounded` block: a new segment of `segment_size`, or pages in an
+  // expandable segment. Returns a free block of at least `rounded` bytes, out of every pool set,
+  // or nullptr on out-of-memory (other backend errors go to *error).
+  Block* AllocateBlockLocked(PoolKind pool, StreamId stream, uint64_t rounded,
+                             uint64_t segment_size, absl::Status* error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   DevicePtr HandOutLocked(Block* block, uint64_t rounded, uint64_t requested)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OutOfMemoryLocked(uint64_t requested, uint64_t rounded, uint64_t segment_size,
                                  StreamId stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Block*> FindActiveBlockLocked(DevicePtr ptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Expandable segments (caching_allocator_expandable.cc) ---
+  // PyTorch's try_allocate_expandable_block: maps pages so that a free block of >= rounded
+  // bytes exists on the stream and returns it, out of the pool; nullptr on out-of-memory.
+  Block* AllocateExpandableLocked(PoolKind pool, StreamId stream, uint64_t rounded,
+                                  absl::Status* error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The block where `rounded` bytes start: the lowest-address unmapped block (or the free
+  // block before it) followed by enough free or unmapped space; a new segment if none.
+  Block* FindExpandableBlockLocked(PoolKind pool, StreamId stream, uint64_t rounded,
+                                   absl::Status* error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps the pages covering the first `bytes` of unmapped `block` and merges them with free
+  // mapped neighbours. Returns the resulting free block (in the pool), or nullptr.
+  Block* MapBlockLocked(Block* block, uint64_t bytes, absl::Status* error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unmaps the whole pages inside free mapped `block`; releases the segment once nothing in it
+  // is mapped any more.
+  void UnmapBlockLocked(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Merges `src` into `dst` if src is free and as mapped as dst, taking src out of its set.
+  // Returns the bytes absorbed (0 = no merge).
+  uint64_t TryMergeLocked(Block* dst, Block* src) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- Free and release paths (caching_allocator_release.cc) ---
   // Merges a free block with its free neighbours and returns it to the pool.

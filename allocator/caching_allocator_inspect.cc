@@ -20,12 +20,21 @@ AllocatorSnapshot CachingAllocator::Snapshot() const {
   AllocatorSnapshot snapshot;
   snapshot.segments.reserve(segments_.size());
   for (const auto& [base, segment] : segments_) {
-    SegmentInfo info;
-    info.device = device_;
-    info.address = base;
-    info.stream = segment.stream;
-    info.segment_type = segment.pool;
+    // An expandable segment shows as one segment per contiguous mapped range, as in PyTorch.
+    SegmentInfo* info = nullptr;
     for (const Block* b = segment.head; b != nullptr; b = b->next) {
+      if (!b->mapped) {
+        info = nullptr;
+        continue;
+      }
+      if (info == nullptr) {
+        info = &snapshot.segments.emplace_back();
+        info->device = device_;
+        info->address = b->ptr;
+        info->stream = segment.stream;
+        info->segment_type = segment.pool;
+        info->is_expandable = segment.expandable;
+      }
       BlockInfo block;
       block.address = b->ptr;
       block.size = b->size;
@@ -38,14 +47,13 @@ AllocatorSnapshot CachingAllocator::Snapshot() const {
       }
       if (block.state != BlockState::kInactive) {
         block.requested_size = b->requested_size;
-        info.active_size += b->size;
-        info.requested_size += b->requested_size;
-        if (b->allocated) info.allocated_size += b->size;
+        info->active_size += b->size;
+        info->requested_size += b->requested_size;
+        if (b->allocated) info->allocated_size += b->size;
       }
-      info.total_size += b->size;
-      info.blocks.push_back(block);
+      info->total_size += b->size;
+      info->blocks.push_back(block);
     }
-    snapshot.segments.push_back(std::move(info));
   }
   return snapshot;
 }
@@ -70,17 +78,19 @@ absl::Status CachingAllocator::CheckInvariants() const {
     a[pool == PoolKind::kSmall ? 1 : 2] += v;
   };
   uint64_t reserved = 0;
-  size_t free_blocks = 0, active_blocks = 0;
+  size_t free_blocks = 0, active_blocks = 0, unmapped_blocks = 0;
 
   for (const auto& [base, segment] : segments_) {
     if (segment.head == nullptr || segment.head->ptr != base || segment.head->prev != nullptr) {
       return Fail("segment 0x%x: head block does not start the segment", base);
     }
-    reserved += segment.size;
-    add(segment_count, segment.pool, 1);
-    add(reserved_bytes, segment.pool, static_cast<int64_t>(segment.size));
+    if (!segment.expandable) {
+      reserved += segment.size;
+      add(segment_count, segment.pool, 1);
+      add(reserved_bytes, segment.pool, static_cast<int64_t>(segment.size));
+    }
     DevicePtr expected = base;
-    bool previous_free = false;
+    bool previous_free = false, previous_unmapped = false;
     for (const Block* b = segment.head; b != nullptr; b = b->next) {
       if (b->ptr != expected) return Fail("segment 0x%x: gap or overlap at 0x%x", base, b->ptr);
       if (b->size == 0 || b->size % kMinBlockBytes != 0) {
@@ -91,6 +101,27 @@ absl::Status CachingAllocator::CheckInvariants() const {
         return Fail("block 0x%x: segment, stream or pool differs from its segment's", b->ptr);
       }
       expected = b->end();
+      if (!b->mapped) {
+        if (!segment.expandable || b->allocated || b->event_count > 0) {
+          return Fail("unmapped block 0x%x is outside an expandable segment or in use", b->ptr);
+        }
+        if ((b->ptr - base) % segment.page_bytes != 0 || b->size % segment.page_bytes != 0) {
+          return Fail("unmapped block 0x%x of %d bytes is not whole pages", b->ptr, b->size);
+        }
+        if (!PoolOf(b->pool).ContainsUnmapped(const_cast<Block*>(b))) {
+          return Fail("unmapped block 0x%x is missing from its pool", b->ptr);
+        }
+        if (previous_unmapped) return Fail("unmapped block 0x%x touches another", b->ptr);
+        ++unmapped_blocks;
+        previous_free = false;
+        previous_unmapped = true;
+        continue;
+      }
+      previous_unmapped = false;
+      if (segment.expandable) {
+        reserved += b->size;
+        add(reserved_bytes, segment.pool, static_cast<int64_t>(b->size));
+      }
       const bool is_free = !b->allocated && b->event_count == 0;
       if (is_free) {
         ++free_blocks;
@@ -98,7 +129,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
           return Fail("free block 0x%x is missing from its pool", b->ptr);
         }
         if (previous_free) return Fail("free block 0x%x touches a free neighbour", b->ptr);
-        if (b->IsSplit()) {
+        if (b->IsSplit() && !segment.expandable) {
           add(inactive_split, b->pool, 1);
           add(inactive_split_bytes, b->pool, static_cast<int64_t>(b->size));
         }
@@ -124,6 +155,10 @@ absl::Status CachingAllocator::CheckInvariants() const {
     return Fail("pools hold %d blocks but segments have %d free blocks",
                 small_pool_.size() + large_pool_.size(), free_blocks);
   }
+  if (unmapped_blocks != small_pool_.unmapped_count() + large_pool_.unmapped_count()) {
+    return Fail("pools hold %d unmapped blocks but segments have %d",
+                small_pool_.unmapped_count() + large_pool_.unmapped_count(), unmapped_blocks);
+  }
   if (!small_pool_.IndexesAgree() || !large_pool_.IndexesAgree()) {
     return Fail("a pool's address index disagrees with its size order");
   }
@@ -133,9 +168,9 @@ absl::Status CachingAllocator::CheckInvariants() const {
   if (reserved != reserved_bytes_) {
     return Fail("reserved bytes %d != sum of segments %d", reserved_bytes_, reserved);
   }
-  if (arena_.live_count() != free_blocks + active_blocks) {
+  if (arena_.live_count() != free_blocks + active_blocks + unmapped_blocks) {
     return Fail("%d blocks live in the arena but %d are in segments", arena_.live_count(),
-                free_blocks + active_blocks);
+                free_blocks + active_blocks + unmapped_blocks);
   }
   const DeviceStats& s = stats_.stats();
   struct Check {

@@ -1,21 +1,12 @@
 // CachingAllocator: the free path (merging, stream events) and everything that returns memory
 // to the device (release of oversize blocks, empty_cache, garbage collection).
-#include <cstdio>
-#include <string>
 #include <vector>
 
+#include "allocator/backend_error.h"
 #include "allocator/caching_allocator.h"
 
 namespace fragscope {
-namespace {
-
-// Backend failures while freeing cannot be returned to anyone (they happen inside Allocate's
-// retry ladder or EmptyCache); they are reported on stderr and the memory is written off.
-void ReportBackendError(const char* what, const absl::Status& status) {
-  std::fprintf(stderr, "fragscope: %s failed: %s\n", what, std::string(status.message()).c_str());
-}
-
-}  // namespace
+using internal::ReportBackendError;
 
 void CachingAllocator::FreeBlockLocked(Block* block) {
   FRAGSCOPE_DCHECK(!block->allocated && block->event_count == 0 && block->stream_uses.empty());
@@ -23,21 +14,16 @@ void CachingAllocator::FreeBlockLocked(Block* block) {
   const uint64_t original_size = block->size;
   const uint64_t requested = block->requested_size;
 
-  BlockPool& pool = PoolOf(block->pool);
   uint8_t merged_count = 0;
   uint64_t merged_bytes = 0;
   for (Block* neighbour : {block->prev, block->next}) {
-    // Only free blocks merge: not allocated, not waiting for events (PyTorch's try_merge_blocks).
-    if (neighbour == nullptr || neighbour->allocated || neighbour->event_count > 0 ||
-        !neighbour->stream_uses.empty()) {
-      continue;
+    if (const uint64_t absorbed = TryMergeLocked(block, neighbour); absorbed > 0) {
+      merged_bytes += absorbed;
+      ++merged_count;
     }
-    pool.Erase(neighbour);
-    merged_bytes += MergeInto(block, neighbour, arena_);
-    ++merged_count;
   }
   block->requested_size = 0;
-  pool.Insert(block);
+  PoolOf(block->pool).Insert(block);
 
   AllocatorEvent e = BlockEvent(EventKind::kFreeCompleted, *block);
   e.ptr = original_ptr;
@@ -48,6 +34,18 @@ void CachingAllocator::FreeBlockLocked(Block* block) {
   e.result_bytes = block->size;
   if (block->IsSplit()) e.flags |= kEventFlagResultIsSplit;
   Emit(e);
+}
+
+uint64_t CachingAllocator::TryMergeLocked(Block* dst, Block* src) {
+  // PyTorch's try_merge_blocks: only free blocks merge (not allocated, not waiting for events),
+  // and mapped memory never merges with unmapped address space.
+  if (src == nullptr || !src->IsFree() || src->mapped != dst->mapped) return 0;
+  if (src->mapped) {
+    PoolOf(src->pool).Erase(src);
+  } else {
+    PoolOf(src->pool).EraseUnmapped(src);
+  }
+  return MergeInto(dst, src, arena_);
 }
 
 void CachingAllocator::InsertEventsLocked(Block* block) {
@@ -108,7 +106,7 @@ void CachingAllocator::SynchronizeAndFreeEventsLocked() {
 }
 
 void CachingAllocator::ReleaseBlockLocked(Block* block) {
-  FRAGSCOPE_DCHECK(!block->IsSplit() && !block->allocated);
+  FRAGSCOPE_DCHECK(!block->IsSplit() && !block->allocated && !block->IsExpandable());
   PoolOf(block->pool).Erase(block);
   AllocatorEvent e = BlockEvent(EventKind::kSegmentFree, *block);
   if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
@@ -126,7 +124,8 @@ bool CachingAllocator::ReleaseAvailableCachedBlocksLocked(BlockPool& pool, Strea
   const uint64_t max_split = options_.max_split_size_bytes;
   const uint64_t key_size = std::max(rounded, max_split);
   auto it = pool.LowerBound(stream, key_size);
-  if (it != pool.end() && (*it)->stream == stream && !(*it)->IsSplit()) {
+  // Expandable memory is never released here (PyTorch#134338): its blocks are skipped.
+  if (it != pool.end() && (*it)->stream == stream && !(*it)->IsSplit() && !(*it)->IsExpandable()) {
     ReleaseBlockLocked(*it);
     return true;
   }
@@ -140,7 +139,7 @@ bool CachingAllocator::ReleaseAvailableCachedBlocksLocked(BlockPool& pool, Strea
     --it;
     Block* block = *it;
     if (block->stream != stream || block->size < max_split) break;
-    if (block->IsSplit()) continue;
+    if (block->IsSplit() || block->IsExpandable()) continue;
     victims.push_back(block);
     released += block->size;
   }
@@ -151,13 +150,21 @@ bool CachingAllocator::ReleaseAvailableCachedBlocksLocked(BlockPool& pool, Strea
 void CachingAllocator::ReleaseCachedBlocksLocked(bool oom_retry) {
   SynchronizeAndFreeEventsLocked();
   const uint64_t reserved_before = reserved_bytes_;
-  std::vector<Block*> victims;
+  // PyTorch's release_blocks, large pool first: whole unsplit segments go back to the device,
+  // then every free expandable block gives back its whole pages, in the pool's order.
+  std::vector<Block*> victims, to_unmap;
   for (BlockPool* pool : {&large_pool_, &small_pool_}) {
     victims.clear();
+    to_unmap.clear();
     for (Block* block : *pool) {
-      if (!block->IsSplit()) victims.push_back(block);
+      if (block->IsExpandable()) {
+        to_unmap.push_back(block);
+      } else if (!block->IsSplit()) {
+        victims.push_back(block);
+      }
     }
     for (Block* block : victims) ReleaseBlockLocked(block);
+    for (Block* block : to_unmap) UnmapBlockLocked(block);
   }
   AllocatorEvent e;
   e.kind = EventKind::kEmptyCache;
@@ -181,7 +188,7 @@ void CachingAllocator::GarbageCollectCachedBlocksLocked() {
   double total_age = 0.0;
   int64_t freeable = 0;
   for (const Block* block : large_pool_) {
-    if (block->IsSplit()) continue;
+    if (block->IsSplit() || block->IsExpandable()) continue;
     total_age += age(block);
     ++freeable;
   }
@@ -194,7 +201,9 @@ void CachingAllocator::GarbageCollectCachedBlocksLocked() {
     // Free every block at least as old as the average; do not stop at the target, so GC does
     // not trigger again right away.
     for (Block* block : large_pool_) {
-      if (!block->IsSplit() && age(block) >= age_threshold) victims.push_back(block);
+      if (!block->IsSplit() && !block->IsExpandable() && age(block) >= age_threshold) {
+        victims.push_back(block);
+      }
     }
     freed_any = !victims.empty();
     for (Block* block : victims) {

@@ -36,7 +36,7 @@ bool ShouldSplit(uint64_t block_size, uint64_t rounded_size, PoolKind pool,
                  const AllocatorOptions& options) {
   FRAGSCOPE_DCHECK(block_size >= rounded_size);
   const uint64_t remaining = block_size - rounded_size;
-  if (pool == PoolKind::kSmall) return remaining >= kMinBlockBytes;
+  if (pool == PoolKind::kSmall || options.expandable_segments) return remaining >= kMinBlockBytes;
   return rounded_size < options.max_split_size_bytes && remaining > kMinLargeSplitRemainderBytes;
 }
 

@@ -34,8 +34,9 @@ inline PoolKind PoolFor(uint64_t rounded_size) {
 uint64_t SegmentSizeFor(uint64_t rounded_size, const AllocatorOptions& options);
 
 // Whether a free block of `block_size` bytes in `pool`, chosen for a request of `rounded_size`,
-// is split (PyTorch's should_split). Small pool: the remainder is at least 512 B. Large pool:
-// the request is below max_split_size and more than 1 MiB would remain.
+// is split (PyTorch's should_split). Small pool, or any pool with expandable_segments on: the
+// remainder is at least 512 B. Large pool: the request is below max_split_size and more than
+// 1 MiB would remain.
 bool ShouldSplit(uint64_t block_size, uint64_t rounded_size, PoolKind pool,
                  const AllocatorOptions& options);
 

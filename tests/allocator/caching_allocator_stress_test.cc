@@ -94,6 +94,17 @@ TEST_F(CachingAllocatorStressTest, RandomWorkloadKeepsEveryInvariantWithFirstFit
   RunRandomWorkload(*allocator_, *backend_, 4, 4000);
 }
 
+TEST_F(CachingAllocatorStressTest, RandomWorkloadKeepsEveryInvariantWithExpandableSegments) {
+  Init("expandable_segments:True", 3 * kGiB);
+  RunRandomWorkload(*allocator_, *backend_, 5, 4000);
+  EXPECT_EQ(backend_->reservation_count(), 0u);  // everything unmapped and released at the end
+}
+
+TEST_F(CachingAllocatorStressTest, RandomWorkloadKeepsEveryInvariantExpandableWithMaxSplit) {
+  Init("expandable_segments:True,max_split_size_mb:64,placement:first_fit", 3 * kGiB);
+  RunRandomWorkload(*allocator_, *backend_, 6, 4000);
+}
+
 // test_allocator_fuzz: random 2-20 MiB allocations, frees and empty_cache; live ranges never
 // overlap.
 TEST_F(CachingAllocatorStressTest, AllocatorFuzzLikeTestCuda) {

@@ -2,7 +2,10 @@
 // H200 (scripts/gpu/record_oracle_traces.py) and requires the same decisions: every allocation
 // that succeeded there succeeds here, every OOM there is an OOM here with the same "Tried to
 // allocate", allowed, allocated and reserved-but-unallocated figures, and every statistic of
-// torch.cuda.memory_stats() after the sequence is equal.
+// torch.cuda.memory_stats() after the sequence is equal, and every allocator event PyTorch traced
+// (alloc, free, segment alloc/free/map/unmap, oom) is emitted here in the same order with the
+// same size and address (expandable-segment reservations are placed at PyTorch's bases).
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -11,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
@@ -50,6 +54,51 @@ class EventDump final : public AllocatorObserver {
   std::ofstream out_;
 };
 
+// Records fragscope's events in the .events format of scripts/gpu/oracle_to_events.py.
+// empty_cache has no trace entry in PyTorch, and an OOM's trace address is the device's free
+// memory: those are left out / zeroed.
+class EventRecorder final : public AllocatorObserver {
+ public:
+  explicit EventRecorder(std::vector<StreamId> streams) : streams_(std::move(streams)) {}
+  void OnEvent(const AllocatorEvent& e) override {
+    if (e.kind == EventKind::kEmptyCache) return;
+    const bool block_event = e.kind == EventKind::kAlloc || e.kind == EventKind::kFreeRequested ||
+                             e.kind == EventKind::kFreeCompleted;
+    const auto stream = std::find(streams_.begin(), streams_.end(), e.stream) - streams_.begin();
+    lines_.push_back(absl::StrFormat("%s %d %d %d", EventKindName(e.kind),
+                                     block_event ? e.requested_bytes : e.bytes, stream,
+                                     e.kind == EventKind::kOom ? 0 : e.ptr));
+  }
+  const std::vector<std::string>& lines() const { return lines_; }
+
+ private:
+  std::vector<StreamId> streams_;
+  std::vector<std::string> lines_;
+};
+
+// The events PyTorch recorded (<name>.events) and the bases of its expandable-segment
+// reservations.
+struct RecordedEvents {
+  std::vector<DevicePtr> reservations;
+  std::vector<std::string> lines;
+};
+
+RecordedEvents ReadRecordedEvents(const std::string& name) {
+  RecordedEvents recorded;
+  std::ifstream in(DataPath(name + ".events"));
+  EXPECT_TRUE(in) << "missing " << DataPath(name + ".events");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# reservation_addresses", 0) == 0) {
+      std::istringstream header(line.substr(23));
+      for (DevicePtr a; header >> a;) recorded.reservations.push_back(a);
+    } else if (!line.empty()) {
+      recorded.lines.push_back(line);
+    }
+  }
+  return recorded;
+}
+
 class PytorchOracleTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PytorchOracleTest, ReplayMatchesPytorchDecisionsAndStats) {
@@ -78,7 +127,12 @@ TEST_P(PytorchOracleTest, ReplayMatchesPytorchDecisionsAndStats) {
   SimulatedBackend backend(device_total);
   // The device's own addresses, so best-fit ties (lowest address) fall as they did there.
   backend.ScriptAddresses(segment_addresses);
+  const RecordedEvents recorded = ReadRecordedEvents(GetParam());
+  backend.ScriptReservations(recorded.reservations);
   CachingAllocator allocator(backend, options);
+  const StreamId streams[] = {0, 0x51de};
+  EventRecorder events({std::begin(streams), std::end(streams)});
+  allocator.AddObserver(&events);
   std::unique_ptr<EventDump> dump;
   if (const char* dir = std::getenv("FRAGSCOPE_ORACLE_DUMP")) {
     dump = std::make_unique<EventDump>(std::string(dir) + "/" + GetParam() + ".events");
@@ -88,7 +142,6 @@ TEST_P(PytorchOracleTest, ReplayMatchesPytorchDecisionsAndStats) {
     ASSERT_OK(allocator.SetMemoryFraction(static_cast<double>(allowed) /
                                           static_cast<double>(device_total)));
   }
-  const StreamId streams[] = {0, 0x51de};
   std::map<int64_t, DevicePtr> live;
   int line_no = 0;
   std::string last_oom_message;
@@ -144,26 +197,35 @@ TEST_P(PytorchOracleTest, ReplayMatchesPytorchDecisionsAndStats) {
   }
   ASSERT_OK(allocator.CheckInvariants());
 
-  std::map<std::string, int64_t> ours;
-  for (const auto& [key, value] : FlattenStats(allocator.GetStats())) ours[key] = value;
+  // Every event, in order, with its address: the same decisions, not only the same totals.
+  const std::vector<std::string>& ours = events.lines();
+  for (size_t i = 0; i < std::min(ours.size(), recorded.lines.size()); ++i) {
+    ASSERT_EQ(ours[i], recorded.lines[i]) << "first divergence at event " << i;
+  }
+  ASSERT_EQ(ours.size(), recorded.lines.size());
+
+  std::map<std::string, int64_t> our_stats;
+  for (const auto& [key, value] : FlattenStats(allocator.GetStats())) our_stats[key] = value;
   std::ifstream stats(DataPath(GetParam() + ".stats"));
   ASSERT_TRUE(stats);
   int compared = 0;
   while (std::getline(stats, line)) {
     std::vector<std::string> kv = absl::StrSplit(line, ' ');
     ASSERT_EQ(kv.size(), 2u) << line;
-    auto it = ours.find(kv[0]);
-    if (it == ours.end()) continue;  // keys fragscope does not model (e.g. pinned, private pools)
+    auto it = our_stats.find(kv[0]);
+    if (it == our_stats.end())
+      continue;  // keys fragscope does not model (e.g. pinned, private pools)
     EXPECT_EQ(it->second, std::stoll(kv[1])) << GetParam() << ": " << kv[0];
     ++compared;
   }
-  EXPECT_EQ(compared, static_cast<int>(ours.size())) << "every fragscope stat has a PyTorch twin";
+  EXPECT_EQ(compared, static_cast<int>(our_stats.size()))
+      << "every fragscope stat has a PyTorch twin";
 }
 
 INSTANTIATE_TEST_SUITE_P(Micro, PytorchOracleTest,
                          ::testing::Values("micro_default", "micro_max_split_128", "micro_roundup4",
                                            "micro_roundup_list", "micro_fraction_3g",
-                                           "micro_fraction_3g_gc"));
+                                           "micro_fraction_3g_gc", "micro_expandable"));
 
 }  // namespace
 }  // namespace fragscope
