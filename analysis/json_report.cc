@@ -113,6 +113,9 @@ void WriteSweep(JsonWriter& j, const RankReport& r, const JsonReportOptions& opt
     j.Field("label", s.config.label);
     j.Field("is_trace_config", s.config.is_trace_config);
     j.Field("changes_from_trace", s.config.changes_from_trace);
+    j.Field("expandable_segments", s.config.options.expandable_segments);
+    j.Field("placement", PlacementPolicyName(s.config.options.placement));
+    j.Field("pytorch_applicable", s.config.pytorch_applicable);
     j.Field("peak_reserved_bytes", s.peak_reserved_bytes);
     j.Field("peak_allocated_bytes", s.peak_allocated_bytes);
     j.Field("peak_active_bytes", s.peak_active_bytes);

@@ -58,7 +58,9 @@ void SetKey(std::vector<std::pair<std::string, std::string>>& entries, const std
 int Changes(const AllocatorOptions& a, const AllocatorOptions& b) {
   return (a.max_split_size_bytes != b.max_split_size_bytes ? 1 : 0) +
          (a.roundup_power2_divisions != b.roundup_power2_divisions ? 1 : 0) +
-         (a.garbage_collection_threshold != b.garbage_collection_threshold ? 1 : 0);
+         (a.garbage_collection_threshold != b.garbage_collection_threshold ? 1 : 0) +
+         (a.expandable_segments != b.expandable_segments ? 1 : 0) +
+         (a.placement != b.placement ? 1 : 0);
 }
 
 // Collects a sweep replay's OOMs.
@@ -132,43 +134,67 @@ absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOption
                                                            const SweepSpec& spec) {
   const std::string base_conf = FormatAllocatorOptions(base);
   std::vector<SweepConfig> configs;
-  configs.push_back({base, base_conf.empty() ? "(default)" : base_conf, 0, true});
+  configs.push_back({base, base_conf.empty() ? "(default)" : base_conf, 0, true,
+                     base.placement == PlacementPolicy::kBestFit});
   std::vector<uint64_t> splits = spec.max_split_size_mb;
   std::vector<std::string> roundups = spec.roundup_power2_divisions;
   std::vector<double> gcs = spec.garbage_collection_thresholds;
+  std::vector<std::string> expandables = spec.expandable_segments;
+  std::vector<std::string> placements = spec.placements;
   if (splits.empty()) splits = {UINT64_MAX};
   if (roundups.empty()) roundups = {""};
   if (gcs.empty()) gcs = {0.0};
-  for (uint64_t split : splits) {
-    for (const std::string& roundup : roundups) {
-      for (double gc : gcs) {
-        auto entries = SplitConf(base_conf);
-        if (split != UINT64_MAX) {
-          SetKey(entries, "max_split_size_mb",
-                 split == 0 ? std::nullopt : std::optional<std::string>(absl::StrCat(split)));
+  if (expandables.empty()) expandables = {""};
+  if (placements.empty()) placements = {""};
+  // The grid, outermost dimension first.
+  struct Point {
+    const std::string* placement;
+    const std::string* expandable;
+    uint64_t split;
+    const std::string* roundup;
+    double gc;
+  };
+  std::vector<Point> grid;
+  for (const std::string& placement : placements) {
+    for (const std::string& expandable : expandables) {
+      for (uint64_t split : splits) {
+        for (const std::string& roundup : roundups) {
+          for (double gc : gcs) grid.push_back({&placement, &expandable, split, &roundup, gc});
         }
-        if (!roundup.empty()) SetKey(entries, "roundup_power2_divisions", roundup);
-        if (gc > 0) {
-          SetKey(entries, "garbage_collection_threshold", absl::StrCat(gc));
-          if (base.per_process_memory_fraction >= 1.0) {
-            SetKey(entries, "per_process_memory_fraction", "0.999");
-          }
-        }
-        const std::string conf = JoinConf(entries);
-        absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(conf);
-        if (!options.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrFormat("sweep configuration '%s': %s", conf, options.status().message()));
-        }
-        const std::string label = FormatAllocatorOptions(*options);
-        const bool duplicate = std::any_of(configs.begin(), configs.end(), [&](const auto& c) {
-          return FormatAllocatorOptions(c.options) == label;
-        });
-        if (duplicate) continue;
-        configs.push_back(
-            {*options, label.empty() ? "(default)" : label, Changes(base, *options), false});
       }
     }
+  }
+  for (const Point& point : grid) {
+    auto entries = SplitConf(base_conf);
+    if (!point.placement->empty()) SetKey(entries, "placement", *point.placement);
+    if (!point.expandable->empty()) {
+      SetKey(entries, "expandable_segments", *point.expandable);
+    }
+    if (point.split != UINT64_MAX) {
+      SetKey(
+          entries, "max_split_size_mb",
+          point.split == 0 ? std::nullopt : std::optional<std::string>(absl::StrCat(point.split)));
+    }
+    if (!point.roundup->empty()) SetKey(entries, "roundup_power2_divisions", *point.roundup);
+    if (point.gc > 0) {
+      SetKey(entries, "garbage_collection_threshold", absl::StrCat(point.gc));
+      if (base.per_process_memory_fraction >= 1.0) {
+        SetKey(entries, "per_process_memory_fraction", "0.999");
+      }
+    }
+    const std::string conf = JoinConf(entries);
+    absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(conf);
+    if (!options.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("sweep configuration '%s': %s", conf, options.status().message()));
+    }
+    const std::string label = FormatAllocatorOptions(*options);
+    const bool duplicate = std::any_of(configs.begin(), configs.end(), [&](const auto& c) {
+      return FormatAllocatorOptions(c.options) == label;
+    });
+    if (duplicate) continue;
+    configs.push_back({*options, label.empty() ? "(default)" : label, Changes(base, *options),
+                       false, options->placement == PlacementPolicy::kBestFit});
   }
   return configs;
 }
@@ -205,7 +231,7 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
   std::optional<size_t> best;
   for (size_t i = 0; i < results.size(); ++i) {
     const SweepResult& r = results[i];
-    if (!r.error.empty() || r.ooms > 0) continue;
+    if (!r.error.empty() || r.ooms > 0 || !r.config.pytorch_applicable) continue;
     if (!best.has_value() || Better(r, results[*best])) best = i;
   }
   if (!best.has_value()) return std::nullopt;
@@ -226,7 +252,7 @@ std::optional<size_t> SmallestFixFor(const std::vector<SweepResult>& results, ui
   std::optional<size_t> best;
   for (size_t i = 0; i < results.size(); ++i) {
     const SweepResult& r = results[i];
-    if (!r.error.empty() || r.config.is_trace_config) continue;
+    if (!r.error.empty() || r.config.is_trace_config || !r.config.pytorch_applicable) continue;
     if (r.first_oom_index.has_value() && *r.first_oom_index <= oom_index) continue;
     if (!best.has_value()) {
       best = i;

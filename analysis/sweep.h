@@ -1,11 +1,13 @@
 // Sweep: replays one trace under many allocator configurations on the simulated device, one
 // allocator per configuration and one configuration per thread at a time, and ranks them.
 //
-// The grid is the product of the lists given (max_split_size_mb, roundup_power2_divisions,
-// garbage_collection_threshold) on top of the trace's own settings; max_split_size_mb 0 means
-// unlimited, PyTorch's default. garbage_collection_threshold only acts under a memory fraction
-// (PyTorch's rule); when the trace has none, such configurations add
-// per_process_memory_fraction:0.999 and their label says so.
+// The grid is the product of the lists given (placement, expandable_segments,
+// max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold) on top of the
+// trace's own settings; max_split_size_mb 0 means unlimited, PyTorch's default. By default the
+// grid also tries expandable_segments:True. placement:first_fit is a fragscope policy PyTorch
+// does not have: such rows are shown for comparison and never recommended.
+// garbage_collection_threshold only acts under a memory fraction (PyTorch's rule); when the trace
+// has none, such configurations add per_process_memory_fraction:0.999 and their label says so.
 //
 // Each replay runs with the trace's requests but not its addresses (segments land where the
 // simulated device puts them) and ignores the trace's own options changes. A configuration
@@ -32,6 +34,10 @@ struct SweepSpec {
   // "" = the trace's own.
   std::vector<std::string> roundup_power2_divisions = {""};
   std::vector<double> garbage_collection_thresholds = {0.0};  // 0 = the trace's own
+  // "True" / "False"; "" = the trace's own.
+  std::vector<std::string> expandable_segments = {"", "True"};
+  // Placement policy names ("best_fit", "first_fit"); "" = the trace's own (best_fit).
+  std::vector<std::string> placements = {""};
 };
 
 struct SweepConfig {
@@ -39,6 +45,8 @@ struct SweepConfig {
   std::string label;           // PYTORCH_CUDA_ALLOC_CONF string, "(default)" when empty
   int changes_from_trace = 0;  // settings that differ from the trace's own
   bool is_trace_config = false;
+  // False for fragscope-only settings (placement other than best_fit): never recommended.
+  bool pytorch_applicable = true;
 };
 
 struct SweepResult {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "allocator/format_size.h"
 
 namespace fragscope {
@@ -99,23 +100,35 @@ std::string FormatDuration(uint64_t ns) {
 void RenderSweepTable(const std::vector<SweepResult>& results,
                       const std::optional<size_t>& recommended, const std::string& reason,
                       std::ostream& out) {
-  out << absl::StrFormat("  %-40s %13s %7s %-16s %8s %7s\n", "configuration", "peak reserved",
-                         "util", "OOM", "mallocs", "frees");
+  // expandable_segments has its own column ("exp"); the label shows the other settings.
+  out << absl::StrFormat("  %-36s %3s %13s %7s %-16s %8s %7s\n", "configuration", "exp",
+                         "peak reserved", "util", "OOM", "mallocs", "frees");
+  bool fragscope_only = false;
   for (size_t i = 0; i < results.size(); ++i) {
     const SweepResult& r = results[i];
-    std::string label = r.config.label;
+    std::string label = absl::StrReplaceAll(
+        r.config.label, {{",expandable_segments:True", ""}, {"expandable_segments:True,", ""}});
+    if (label == "expandable_segments:True") label = "(default)";
     if (r.config.is_trace_config) label += " [trace]";
-    if (label.size() > 40) label = label.substr(0, 37) + "...";
+    if (label.size() > 36) label = label.substr(0, 33) + "...";
+    fragscope_only |= !r.config.pytorch_applicable;
     const char mark = recommended.has_value() && *recommended == i ? '*' : ' ';
+    const char* exp = r.config.options.expandable_segments ? "yes" : "no";
     if (!r.error.empty()) {
-      out << absl::StrFormat("%c %-40s error: %s\n", mark, label, r.error);
+      out << absl::StrFormat("%c %-36s %3s error: %s\n", mark, label, exp, r.error);
       continue;
     }
     const std::string oom =
         r.first_oom_index.has_value() ? absl::StrFormat("yes, event %d", *r.first_oom_index) : "no";
-    out << absl::StrFormat("%c %-40s %13s %7s %-16s %8d %7d\n", mark, label,
+    out << absl::StrFormat("%c %-36s %3s %13s %7s %-16s %8d %7d\n", mark, label, exp,
                            Size(r.peak_reserved_bytes), Percent(r.utilization), oom,
                            r.device_mallocs, r.device_frees);
+  }
+  if (fragscope_only) {
+    Wrapped(out,
+            "placement:first_fit rows are a fragscope policy PyTorch does not offer: compared, "
+            "never recommended.",
+            "  ");
   }
   if (recommended.has_value()) {
     Wrapped(out,

@@ -38,6 +38,8 @@ each is summarized and the worst rank is named.
   --max-split-size-mb LIST  sweep grid (default 0,64,128,256,512,1024; 0 = unlimited)
   --roundup-power2-divisions LIST   e.g. 4,8 or "[64:8,>:1]"
   --gc-threshold LIST       e.g. 0.6,0.8 (0 = off)
+  --expandable-segments LIST   default: the trace's own and True
+  --placement LIST          e.g. best_fit,first_fit (first_fit: fragscope only, not recommended)
   --threads N               sweep threads (default: one per core)
   --no-summary              omit PyTorch's memory_summary() table
 )usage";

@@ -152,6 +152,20 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
   if (const std::string* v = flags.Get("--roundup-power2-divisions")) {
     options->sweep.roundup_power2_divisions = SplitList(*v);
   }
+  if (const std::string* v = flags.Get("--expandable-segments")) {
+    options->sweep.expandable_segments.clear();
+    for (const std::string& item : SplitList(*v)) {
+      const std::string lower = absl::AsciiStrToLower(item);
+      if (lower != "true" && lower != "false") {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--expandable-segments expects True or False (a list: True,False), got '%s'", item));
+      }
+      options->sweep.expandable_segments.push_back(lower == "true" ? "True" : "False");
+    }
+  }
+  if (const std::string* v = flags.Get("--placement")) {
+    options->sweep.placements = SplitList(*v);  // names are checked with the configurations
+  }
   if (const std::string* v = flags.Get("--gc-threshold")) {
     options->sweep.garbage_collection_thresholds.clear();
     for (const std::string& item : SplitList(*v)) {

@@ -44,7 +44,9 @@ inline const std::vector<FlagSpec> kTraceFlags = {
     {"--capacity"}, {"--memory-fraction"}, {"--allowed"}, {"--conf"}, {"--device"}};
 // The sweep grid flags.
 inline const std::vector<FlagSpec> kSweepFlags = {
-    {"--max-split-size-mb"}, {"--roundup-power2-divisions"}, {"--gc-threshold"}, {"--threads"}};
+    {"--max-split-size-mb"}, {"--roundup-power2-divisions"},
+    {"--gc-threshold"},      {"--expandable-segments"},
+    {"--placement"},         {"--threads"}};
 
 // Applies kTraceFlags and kSweepFlags found in `flags`.
 absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* options);

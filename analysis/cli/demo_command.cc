@@ -184,7 +184,8 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
   if (!job->completed && !rank.sweep.empty()) {
     std::vector<size_t> order;
     for (size_t i = 0; i < rank.sweep.size(); ++i) {
-      if (rank.sweep[i].ooms == 0 && rank.sweep[i].error.empty()) order.push_back(i);
+      const SweepResult& r = rank.sweep[i];
+      if (r.ooms == 0 && r.error.empty() && r.config.pytorch_applicable) order.push_back(i);
     }
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       const SweepResult& x = rank.sweep[a];
@@ -202,12 +203,11 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
       const SweepResult& r = rank.sweep[i];
       absl::StatusOr<DemoJobResult> rerun = RunDemoJob(workload, r.config.options, capacity);
       if (!rerun.ok()) continue;
-      out << absl::StrFormat(
-          "  %-28s %s\n", r.config.label,
-          rerun->completed ? absl::StrFormat("completes (peak reserved %s, peak allocated %s)",
-                                             FormatSize(rerun->peak_reserved_bytes),
-                                             FormatSize(rerun->peak_allocated_bytes))
-                           : absl::StrFormat("dies later, in \"%s\"", rerun->oom_phase));
+      out << absl::StrFormat("  %-47s %s\n", r.config.label,
+                             rerun->completed
+                                 ? absl::StrFormat("completes, peak reserved %s",
+                                                   FormatSize(rerun->peak_reserved_bytes))
+                                 : absl::StrFormat("dies later, in \"%s\"", rerun->oom_phase));
       if (rerun->completed && !fix.has_value()) fix = i;
     }
     if (fix.has_value()) {

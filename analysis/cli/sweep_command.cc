@@ -16,7 +16,8 @@ namespace {
 
 constexpr char kUsage[] =
     R"usage(usage: fragscope sweep LOG [--max-split-size-mb LIST] [--roundup-power2-divisions LIST]
-                       [--gc-threshold LIST] [--capacity SIZE] [--threads N] [--device N]
+                       [--gc-threshold LIST] [--expandable-segments LIST] [--placement LIST]
+                       [--capacity SIZE] [--threads N] [--device N]
                        [--memory-fraction F | --allowed SIZE] [--json OUT]
 
 Replays the trace under every combination of the listed settings (on top of the trace's own) on
@@ -28,6 +29,9 @@ recommendation avoids the OOM with the lowest peak reserved memory, ties to fewe
   --max-split-size-mb LIST   default 0,64,128,256,512,1024 (0 = unlimited, PyTorch's default)
   --roundup-power2-divisions LIST   e.g. 4,8,"[64:8,>:1]"
   --gc-threshold LIST        e.g. 0.6,0.8 (needs a memory fraction; added as 0.999 if none)
+  --expandable-segments LIST default: the trace's own and True; e.g. False,True
+  --placement LIST           e.g. best_fit,first_fit. first_fit (address-ordered, as RMM's
+                             arena) is a fragscope policy PyTorch lacks: shown, never recommended
 )usage";
 
 }  // namespace

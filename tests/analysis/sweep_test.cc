@@ -24,9 +24,42 @@ TEST(SweepTest, GridStartsWithTheTraceConfigAndDropsDuplicates) {
   EXPECT_EQ(Labels(configs),
             (std::vector<std::string>{"(default)", "max_split_size_mb:64", "max_split_size_mb:128",
                                       "max_split_size_mb:256", "max_split_size_mb:512",
-                                      "max_split_size_mb:1024"}));
+                                      "max_split_size_mb:1024", "expandable_segments:True",
+                                      "max_split_size_mb:64,expandable_segments:True",
+                                      "max_split_size_mb:128,expandable_segments:True",
+                                      "max_split_size_mb:256,expandable_segments:True",
+                                      "max_split_size_mb:512,expandable_segments:True",
+                                      "max_split_size_mb:1024,expandable_segments:True"}));
   EXPECT_TRUE(configs[0].is_trace_config);
   EXPECT_EQ(configs[1].changes_from_trace, 1);
+  EXPECT_EQ(configs[7].changes_from_trace, 2);
+}
+
+TEST(SweepTest, PlacementPoliciesAreComparedButNeverRecommended) {
+  SweepSpec spec;
+  spec.max_split_size_mb = {0};
+  spec.expandable_segments = {""};
+  spec.placements = {"best_fit", "first_fit"};
+  ASSERT_OK_AND_ASSIGN(std::vector<SweepConfig> configs,
+                       BuildSweepConfigs(AllocatorOptions(), spec));
+  ASSERT_EQ(Labels(configs), (std::vector<std::string>{"(default)", "placement:first_fit"}));
+  EXPECT_TRUE(configs[0].pytorch_applicable);
+  EXPECT_FALSE(configs[1].pytorch_applicable);
+  std::vector<SweepResult> rows(2);
+  rows[0].config = configs[0];
+  rows[0].peak_reserved_bytes = 2 * kGiB;
+  rows[1].config = configs[1];
+  rows[1].peak_reserved_bytes = 1 * kGiB;  // better, but not a PyTorch setting
+  std::optional<SweepRecommendation> rec = RecommendConfig(rows, false);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->index, 0u);
+  EXPECT_FALSE(SmallestFixFor(rows, 0).has_value());
+
+  spec.placements = {"worst_fit"};
+  absl::StatusOr<std::vector<SweepConfig>> bad = BuildSweepConfigs(AllocatorOptions(), spec);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("worst_fit is not a placement policy"), std::string::npos)
+      << bad.status();
 }
 
 TEST(SweepTest, GridCombinesSettingsOnTopOfTheTraceOnes) {
@@ -34,6 +67,7 @@ TEST(SweepTest, GridCombinesSettingsOnTopOfTheTraceOnes) {
   spec.max_split_size_mb = {0, 128};
   spec.roundup_power2_divisions = {"", "4"};
   spec.garbage_collection_thresholds = {0.0, 0.8};
+  spec.expandable_segments = {""};
   ASSERT_OK_AND_ASSIGN(AllocatorOptions base, ParseAllocatorOptions("max_split_size_mb:256"));
   ASSERT_OK_AND_ASSIGN(std::vector<SweepConfig> configs, BuildSweepConfigs(base, spec));
   EXPECT_EQ(configs.size(), 9u);  // the trace's own + 2 x 2 x 2
