@@ -193,8 +193,10 @@ std::string Cell(const Timing& t) {
 
 int Run(const Flags& flags, const std::string& command) {
   std::string why;
-  if (CudaDeviceCount(&why) <= flags.device) {
-    const std::string reason = absl::StrCat("no CUDA device (", why.empty() ? "none" : why, ")");
+  if (const int count = CudaDeviceCount(&why); count <= flags.device) {
+    const std::string reason =
+        count == 0 ? absl::StrCat("no CUDA device (", why, ")")
+                   : absl::StrFormat("no CUDA device %d (%d devices)", flags.device, count);
     std::cout << "skipped: " << reason << "\n";
     if (!flags.json_path.empty()) {
       std::ofstream out(flags.json_path, std::ios::trunc);
