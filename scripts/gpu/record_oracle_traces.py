@@ -2,9 +2,12 @@
 """Records oracle traces from PyTorch's native CUDA caching allocator, for fragscope's fidelity
 tests and importers. Needs a CUDA GPU and torch (transformers for the GPT-2 traces).
 
-    python3 scripts/gpu/record_oracle_traces.py OUT_DIR
+    python3 scripts/gpu/record_oracle_traces.py OUT_DIR [--only micro|gpt2] [--gpt2-layers N]
+                                                [--gpt2-steps N] [--gpt2-warmup N]
 
-writes into OUT_DIR:
+(defaults: everything; the GPT-2 runs have 4 layers and 4 recorded steps, no warm-up; the
+validation script records GPT-2 small's 12 layers over 2 steps after 1 unrecorded warm-up step,
+which keeps each snapshot under 1 MB) writes into OUT_DIR:
   env.json                       torch / CUDA / GPU facts
   micro_<name>.json              a seeded raw alloc/free/empty_cache sequence (exact sizes and
                                  streams), the memory_stats() and memory_summary() after it, and
@@ -15,6 +18,7 @@ writes into OUT_DIR:
                                  record_stream, tuned allocator settings)
 Each configuration runs in its own process because PYTORCH_CUDA_ALLOC_CONF is read at CUDA init.
 """
+import argparse
 import json
 import os
 import random
@@ -86,18 +90,20 @@ def run_micro(name, out_dir):
         torch.cuda.caching_allocator_delete(p)
 
 
-def run_gpt2(variant, out_dir):
+def run_gpt2(variant, out_dir, layers=4, recorded_steps=4, warmup=0):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
     rng = random.Random(0)
-    cfg = GPT2Config(n_layer=4, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)
+    cfg = GPT2Config(n_layer=layers, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)
     model = GPT2LMHeadModel(cfg).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     side = torch.cuda.Stream()
-    torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=10**7)
     steps = []
-    for step in range(4):
+    for step in range(warmup + recorded_steps):
+        if step == warmup:  # the trace starts with the model and optimizer states in place
+            torch.cuda.memory._record_memory_history(enabled="all", context=None,
+                                                     max_entries=10**7)
         seq = rng.choice([96, 160, 256, 384, 512])
         batch = 4
         ids = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
@@ -115,27 +121,38 @@ def run_gpt2(variant, out_dir):
             torch.cuda.current_stream().wait_stream(side)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        steps.append({"seq": seq, "loss": float(loss),
+        steps.append({"seq": seq, "loss": float(loss), "recorded": step >= warmup,
                       "max_allocated": torch.cuda.max_memory_allocated(),
                       "max_reserved": torch.cuda.max_memory_reserved()})
     torch.cuda.synchronize()
     torch.cuda.memory._dump_snapshot(os.path.join(out_dir, f"gpt2_{variant}.pickle"))
     with open(os.path.join(out_dir, f"gpt2_{variant}.json"), "w") as f:
-        json.dump({"conf": GPT2_VARIANTS[variant], "steps": steps,
+        json.dump({"conf": GPT2_VARIANTS[variant], "layers": layers, "steps": steps,
                    "memory_stats": torch.cuda.memory_stats(0)}, f)
 
 
 def main():
-    if len(sys.argv) == 4 and sys.argv[1] in ("--micro", "--gpt2"):
-        out_dir = sys.argv[3]
-        (run_micro if sys.argv[1] == "--micro" else run_gpt2)(sys.argv[2], out_dir)
+    parser = argparse.ArgumentParser(description="Records oracle traces (see the module doc).")
+    parser.add_argument("out_dir")
+    parser.add_argument("--only", choices=["micro", "gpt2"], default=None)
+    parser.add_argument("--gpt2-layers", type=int, default=4)
+    parser.add_argument("--gpt2-steps", type=int, default=4, help="recorded steps")
+    parser.add_argument("--gpt2-warmup", type=int, default=0, help="steps before recording")
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "NAME"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    out_dir = args.out_dir
+    if args.child:
+        kind, name = args.child
+        if kind == "micro":
+            run_micro(name, out_dir)
+        else:
+            run_gpt2(name, out_dir, args.gpt2_layers, args.gpt2_steps, args.gpt2_warmup)
         return 0
-    if len(sys.argv) != 2:
-        print(__doc__)
-        return 2
-    out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     import torch
+    if not torch.cuda.is_available():
+        print("skipped: no CUDA device")
+        return 0
     props = torch.cuda.get_device_properties(0)
     env = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": props.name,
            "total_memory": props.total_memory, "date": time.strftime("%Y-%m-%d"),
@@ -146,13 +163,19 @@ def main():
         json.dump(env, f, indent=1)
     print(env, flush=True)
     failures = 0
-    jobs = [("--micro", n, MICRO_CONFIGS[n][0]) for n in MICRO_CONFIGS]
-    jobs += [("--gpt2", v, GPT2_VARIANTS[v]) for v in GPT2_VARIANTS]
-    for flag, name, conf in jobs:
+    jobs = []
+    if args.only in (None, "micro"):
+        jobs += [("micro", n, MICRO_CONFIGS[n][0]) for n in MICRO_CONFIGS]
+    if args.only in (None, "gpt2"):
+        jobs += [("gpt2", v, GPT2_VARIANTS[v]) for v in GPT2_VARIANTS]
+    shape = ["--gpt2-layers", str(args.gpt2_layers), "--gpt2-steps", str(args.gpt2_steps),
+             "--gpt2-warmup", str(args.gpt2_warmup)]
+    for kind, name, conf in jobs:
         t0 = time.time()
         e = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=conf)
-        rc = subprocess.run([sys.executable, __file__, flag, name, out_dir], env=e).returncode
-        print(f"{flag} {name} conf='{conf}': rc={rc} {time.time() - t0:.1f}s", flush=True)
+        rc = subprocess.run([sys.executable, __file__, out_dir, "--child", kind, name] + shape,
+                            env=e).returncode
+        print(f"{kind} {name} conf='{conf}': rc={rc} {time.time() - t0:.1f}s", flush=True)
         failures += rc != 0
     return 1 if failures else 0
 

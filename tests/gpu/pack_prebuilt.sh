@@ -1,18 +1,42 @@
 #!/bin/bash
-# Packs the GPU tests of a build for a machine that has a GPU and torch but no build toolchain
-# (no abseil, no GoogleTest): the hook libraries, the test binaries (debug info stripped) and the
-# abseil shared libraries they load. Then, on that machine, from the repository root:
-#   tests/gpu/run_prebuilt.sh <out-dir>
+# Packs the GPU tests and tools of a build for a machine that has a GPU and torch but no build
+# toolchain (no abseil, no GoogleTest): the hook libraries, the test binaries, the `fragscope`
+# command line, the GPU allocator comparison (bench/gpu_allocator_comparison) when it was built,
+# all with debug info stripped, the abseil shared libraries they load, and BUILD_INFO (commit,
+# date, build type). Then, on that machine, from the repository root:
+#   tests/gpu/run_prebuilt.sh <out-dir>          # the GPU tests
+#   scripts/gpu_validate.sh OUT_DIR <out-dir>    # the whole GPU validation (issue 8)
+# Build first: cmake --build BUILD --target fragscope fragscope_alloc fragscope_preload
+#   fragscope_torch fslog_counts cuda_backend_gpu_test torch_replace_gpu_test
+#   torch_observe_gpu_test [gpu_allocator_comparison]
 # Usage: tests/gpu/pack_prebuilt.sh [build-dir] [out-dir]   (defaults: build-hooks build-gpu-pack)
 set -euo pipefail
 build=${1:-build-hooks}
 out=${2:-build-gpu-pack}
+for f in fragscope tests/gpu/fslog_counts tests/gpu/cuda_backend_gpu_test \
+         tests/gpu/torch_replace_gpu_test tests/gpu/torch_observe_gpu_test; do
+  [ -x "$build/$f" ] || { echo "pack_prebuilt: $build/$f is missing: build it first" >&2; exit 1; }
+done
 rm -rf "$out" && mkdir -p "$out/hooks" "$out/bin" "$out/syslibs"
 cp "$build"/hooks/*.so "$out/hooks/"
+cp "$build/fragscope" "$out/bin/"
 for t in fslog_counts cuda_backend_gpu_test torch_replace_gpu_test torch_observe_gpu_test; do
   cp "$build/tests/gpu/$t" "$out/bin/"
 done
+if [ -x "$build/bench/gpu_allocator_comparison" ]; then
+  cp "$build/bench/gpu_allocator_comparison" "$out/bin/"
+else
+  echo "pack_prebuilt: no $build/bench/gpu_allocator_comparison (not built): left out"
+fi
 strip --strip-debug "$out"/hooks/*.so "$out"/bin/*
-for f in "$out"/hooks/*.so "$out"/bin/*; do ldd "$f" 2>/dev/null; done | awk '/libabsl_/ {print $3}' |
-  sort -u | xargs -r cp -L -t "$out/syslibs/"
+for f in "$out"/hooks/*.so "$out"/bin/*; do ldd "$f" 2>/dev/null; done |
+  awk '/libabsl_/ {print $3}' | sort -u | xargs -r cp -L -t "$out/syslibs/"
+{
+  echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git status --porcelain \
+    --untracked-files=no 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')"
+  echo "packed $(date -u '+%Y-%m-%d %H:%M:%S UTC') from $build"
+  echo "build type $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)"
+  echo "binaries $(cd "$out/bin" && echo *)"
+} > "$out/BUILD_INFO"
+cat "$out/BUILD_INFO"
 du -sh "$out"

@@ -1,0 +1,158 @@
+#!/bin/bash
+# shellcheck disable=SC2317  # the step functions are called through `bash -c step_NAME`
+# The GPU validation of issue 8 in one call, on a machine with an NVIDIA GPU, torch and
+# transformers but no build toolchain: fragscope's binaries come from a pack made where it was
+# built (tests/gpu/pack_prebuilt.sh BUILD PACK), or from a build directory.
+#
+#   scripts/gpu_validate.sh OUT_DIR [PACK_DIR]        (from the repository root or anywhere)
+#
+# Steps, each in its own directory of OUT_DIR, each time-limited, each recorded in steps.tsv
+# whatever the others did:
+#   tests      tests/gpu/run_prebuilt.sh (or ctest -L gpu for a build directory)
+#   oracle     _record_memory_history + _dump_snapshot of GPT-2 small training (plain, side
+#              stream + record_stream, max_split_size_mb + roundup_power2_divisions), and
+#              `fragscope verify` of each
+#   modes      50 steps of GPT-2 small natively, replace, observe, interpose (observe, cache)
+#   oom        a fragmentation OOM under a memory fraction: observed, analyzed, swept, fixed
+#   bench      bench/gpu_allocator_comparison, if the pack has it
+#   estimator  measured peak memory of GPT-2 124M/355M and a 1.1B Llama vs `fragscope estimate`
+# then OUT_DIR/summary.md (also rewritten after every step) with every figure, the GPU, driver,
+# torch version, date and commit. Artifacts are kept small: snapshots under 1 MB each, .fslog
+# files over 1 MB are deleted once checked.
+#
+# Environment: GPU_VALIDATE_STEPS (default "tests oracle modes oom bench estimator"),
+# GPU_VALIDATE_BUDGET_S (default 540: no step starts after it, and each step's limit is cut to
+# what is left). Without a CUDA device every GPU step prints "skipped: no CUDA device" (the oom
+# step still runs its CPU design check) and the script exits 0. Exit status: the number of
+# steps that failed, timed out or were not run for lack of time.
+set -u
+if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+  sed -n '3,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 2
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$1" && out=$(cd "$1" && pwd)
+pack_arg=${2:-build-gpu-pack}
+case "$pack_arg" in /*) ;; *) pack_arg=$PWD/$pack_arg ;; esac
+cd "$root" || exit 2
+steps=${GPU_VALIDATE_STEPS:-tests oracle modes oom bench estimator}
+budget=${GPU_VALIDATE_BUDGET_S:-540}
+# shellcheck source=scripts/gpu/pack_env.sh
+source scripts/gpu/pack_env.sh "$pack_arg"
+: > "$out/steps.tsv"
+python3 scripts/gpu/summary.py env "$out" "$FRAGSCOPE_PACK" > /dev/null 2>&1 ||
+  echo '{"torch": "python3 scripts/gpu/summary.py env failed"}' > "$out/env.json"
+echo "gpu_validate: out $out, binaries $FRAGSCOPE_PACK ($FRAGSCOPE_PACK_LAYOUT), budget ${budget}s"
+echo "gpu_validate: $(tr -d '\n' < "$out/env.json" | head -c 600)"
+failures=0
+
+# Each step runs in `bash -c` under timeout(1), with STEP_DIR set; they print
+# "skipped: no CUDA device" without a GPU.
+need() {  # a binary a step cannot run without
+  [ -x "$1" ] && return
+  echo "error: $1 is missing (make the pack with tests/gpu/pack_prebuilt.sh)"
+  exit 3
+}
+step_tests() {
+  if [ "$FRAGSCOPE_PACK_LAYOUT" = build ]; then
+    ctest --test-dir "$FRAGSCOPE_PACK" -L gpu --output-on-failure --timeout 240
+  else
+    OUT=$STEP_DIR/logs tests/gpu/run_prebuilt.sh "$FRAGSCOPE_PACK"
+  fi
+  rc=$?
+  python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null ||
+    echo "skipped: no CUDA device (the tests above ran and skipped themselves)"
+  exit "$rc"
+}
+step_oracle() {
+  need "$FRAGSCOPE_BIN"
+  python3 scripts/gpu/record_oracle_traces.py "$STEP_DIR" --only gpt2 --gpt2-layers 12 \
+    --gpt2-steps 2 --gpt2-warmup 1 || exit 1
+  [ -f "$STEP_DIR/env.json" ] || exit 0  # no GPU: record_oracle_traces.py said so
+  total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['total_memory'])" \
+    "$STEP_DIR/env.json")
+  rc=0
+  for p in "$STEP_DIR"/gpt2_*.pickle; do
+    name=$(basename "$p" .pickle)
+    "$FRAGSCOPE_BIN" verify "$p" --capacity "$total" > "$STEP_DIR/verify_$name.txt" 2>&1 || rc=1
+    echo "$name: $(head -1 "$STEP_DIR/verify_$name.txt")"
+  done
+  exit "$rc"
+}
+step_modes() {
+  need "$FRAGSCOPE_FSLOG_COUNTS"
+  python3 scripts/gpu/modes_check.py all "$STEP_DIR" --steps 50 --timeout 110
+  rc=$?
+  find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
+  exit "$rc"
+}
+step_oom() {
+  need "$FRAGSCOPE_BIN"
+  python3 scripts/gpu/oom_check.py "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" --allowed-gib 4
+  rc=$?
+  find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
+  exit "$rc"
+}
+step_bench() {
+  if [ ! -x "$FRAGSCOPE_BENCH_BIN" ]; then
+    echo "skipped: $FRAGSCOPE_BENCH_BIN is not in the pack" | tee "$STEP_DIR/bench.md"
+    exit 0
+  fi
+  "$FRAGSCOPE_BENCH_BIN" --json "$STEP_DIR/bench.json" --log-dir "${TMPDIR:-/tmp}" \
+    > "$STEP_DIR/bench.md"
+  rc=$?
+  cat "$STEP_DIR/bench.md"
+  exit "$rc"
+}
+step_estimator() {
+  need "$FRAGSCOPE_BIN"
+  python3 scripts/gpu/estimator_accuracy.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
+    --timeout 150
+}
+export -f need step_tests step_oracle step_modes step_oom step_bench step_estimator
+
+run_step() {  # NAME LIMIT_SECONDS
+  local name=$1 limit=$2 dir=$out/$1 status rc t0 left
+  case " $steps " in *" $name "*) ;; *) return ;; esac
+  mkdir -p "$dir"
+  left=$((budget - SECONDS - 10))
+  if [ "$left" -lt 30 ]; then
+    status="not run (the ${budget}s budget is spent)"
+    printf '%s\t%s\t%s\t%s\n' "$name" "$status" 0 "$dir" >> "$out/steps.tsv"
+    echo "== $name: $status"
+    failures=$((failures + 1))
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== $name (limit ${limit}s)"
+  t0=$SECONDS
+  STEP_DIR=$dir timeout -k 10 "$limit" bash -c "step_$name" > "$dir/step.log" 2>&1
+  rc=$?
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    status="TIMEOUT after ${limit}s"
+  elif [ $rc -eq 0 ] && grep -q "skipped: no CUDA device" "$dir/step.log"; then
+    status="skipped: no CUDA device"
+  elif [ $rc -eq 0 ] && grep -q "^skipped: " "$dir/step.log"; then
+    status=$(grep -m1 "^skipped: " "$dir/step.log")
+  elif [ $rc -eq 0 ]; then
+    status=ok
+  else
+    status="FAILED (exit $rc)"
+  fi
+  case "$status" in TIMEOUT* | FAILED*) failures=$((failures + 1)) ;; esac
+  printf '%s\t%s\t%s\t%s\n' "$name" "$status" $((SECONDS - t0)) "$dir" >> "$out/steps.tsv"
+  tail -n 25 "$dir/step.log" | sed 's/^/   /'
+  echo "== $name: $status ($((SECONDS - t0))s)"
+  python3 scripts/gpu/summary.py write "$out" > /dev/null 2>&1
+}
+
+run_step tests 150
+run_step oracle 110
+run_step modes 170
+run_step oom 100
+run_step bench 90
+run_step estimator 200
+python3 scripts/gpu/summary.py write "$out"
+echo "gpu_validate: $failures step(s) failed, timed out or not run, in ${SECONDS}s"
+echo "gpu_validate: summary: $out/summary.md"
+exit $failures
