@@ -61,14 +61,8 @@ void FidelityChecker::OnTraceEvent(const TraceEvent& event) {
   context_.push_back(DescribeTraceEvent(event));
   if (context_.size() > kContextEvents) context_.pop_front();
   if (!IsDecision(event.kind)) return;
-  if (event.kind == EventKind::kSegmentMap || event.kind == EventKind::kSegmentUnmap) {
-    Diverge(event.index, DescribeTraceEvent(event),
-            "fragscope's allocator does not implement expandable segments yet");
-    divergence_->expandable = true;
-    return;
-  }
-  expected_.push_back({event.kind, event.kind == EventKind::kOom ? 0 : event.ptr,
-                       event.kind == EventKind::kAlloc ? event.bytes : event.bytes, event.index});
+  expected_.push_back(
+      {event.kind, event.kind == EventKind::kOom ? 0 : event.ptr, event.bytes, event.index});
 }
 
 void FidelityChecker::OnAllocatorEvent(const AllocatorEvent& event) {
@@ -99,7 +93,20 @@ void FidelityChecker::Compare(bool strict, const TraceEvent* op) {
       case EventKind::kOom:
         ++counts_.ooms;
         break;
+      case EventKind::kSegmentAlloc:
+        ++counts_.segment_allocs;
+        ++counts_.segment_events;
+        break;
+      case EventKind::kSegmentFree:
+        ++counts_.segment_frees;
+        ++counts_.segment_events;
+        break;
+      case EventKind::kSegmentMap:
+        ++counts_.segment_maps;
+        ++counts_.segment_events;
+        break;
       default:
+        ++counts_.segment_unmaps;
         ++counts_.segment_events;
         break;
     }

@@ -3,11 +3,12 @@
 // PyTorch's own segment events; the first divergence is reported").
 //
 // Compared, in order: segment_alloc / segment_free / segment_map / segment_unmap (address and
-// size), oom (rounded size), and the address of every allocation (and its block size when the
-// trace records it, as .fslog does). The trace's events are queued as they are read and the
-// replay's as the allocator emits them; after each user-level operation both queues must agree.
-// The first disagreement is the divergence: the trace event index, what the trace says, what the
-// replay did, and the last few trace events before it.
+// size: for expandable segments, the pages mapped or unmapped), oom (rounded size), and the
+// address of every allocation (and its block size when the trace records it, as .fslog does). The
+// trace's events are queued as they are read and the replay's as the allocator emits them; after
+// each user-level operation both queues must agree. The first disagreement is the divergence: the
+// trace event index, what the trace says, what the replay did, and the last few trace events before
+// it.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +27,14 @@ struct Divergence {
   std::string expected;              // what the trace did
   std::string got;                   // what the replay did
   std::vector<std::string> context;  // the trace events just before, oldest first
-  bool expandable = false;           // the trace used expandable segments (not implemented)
 };
 
 struct FidelityCounts {
-  uint64_t segment_events = 0;
+  uint64_t segment_events = 0;  // the four kinds below together
+  uint64_t segment_allocs = 0;
+  uint64_t segment_frees = 0;
+  uint64_t segment_maps = 0;
+  uint64_t segment_unmaps = 0;
   uint64_t allocations = 0;
   uint64_t ooms = 0;
 };

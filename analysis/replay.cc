@@ -16,13 +16,20 @@ constexpr uint32_t kPhaseBefore = 1;  // blocks that existed before the trace be
 
 }  // namespace
 
-// Forwards the allocator's events to the current hooks.
+// Follows the allocator's reservations and forwards its events to the current hooks.
 class Replayer::Forwarder final : public AllocatorObserver {
  public:
+  explicit Forwarder(Replayer& replayer) : replayer_(replayer) {}
   void OnEvent(const AllocatorEvent& event) override {
+    if (event.kind == EventKind::kSegmentMap || event.kind == EventKind::kSegmentUnmap) {
+      replayer_.TrackReservation(event);
+    }
     if (hooks != nullptr) hooks->OnAllocatorEvent(event);
   }
   ReplayHooks* hooks = nullptr;
+
+ private:
+  Replayer& replayer_;
 };
 
 Replayer::Replayer(TraceSource& source, ReplayConfig config)
@@ -49,18 +56,15 @@ absl::Status Replayer::Init() {
         absl::StrFormat("device capacity of %d bytes is too small to replay (at least 2 MiB)",
                         config_.capacity_bytes));
   }
-  if (source_.info().expandable_segments) {
-    // segment_map addresses are pages of a reserved range, not device allocations.
-    config_.script_addresses = false;
-    Warn(
-        "the trace uses expandable segments, which fragscope's allocator does not implement "
-        "yet: the replay uses ordinary segments, so its layout is not the job's");
+  // Note [Expandable segments in a replay]: the trace's own settings, with what its events show.
+  if (source_.info().expandable_segments && config_.follow_options_changes) {
+    config_.options.expandable_segments = true;
   }
   backend_ = std::make_unique<SimulatedBackend>(config_.capacity_bytes, source_.info().device);
   // The state before the trace is carved under default options; see Note [State before the
   // trace].
   allocator_ = std::make_unique<CachingAllocator>(*backend_, AllocatorOptions());
-  forwarder_ = std::make_unique<Forwarder>();
+  forwarder_ = std::make_unique<Forwarder>(*this);
   allocator_->AddObserver(forwarder_.get());
   BuildInitialState();
   // The carving's own allocations are not the job's: statistics start from the rebuilt state.
@@ -81,6 +85,20 @@ absl::Status Replayer::Init() {
 void Replayer::BuildInitialState() {
   const std::vector<InitialSegment>& segments = source_.info().initial_segments;
   if (segments.empty()) return;
+  if (source_.info().expandable_segments) {  // Note [State before the trace]
+    uint64_t bytes = 0;
+    size_t blocks = 0;
+    for (const InitialSegment& seg : segments) {
+      bytes += seg.size;
+      blocks += seg.allocated.size();
+    }
+    Warn(absl::StrFormat(
+        "%d segments or mapped ranges (%s, %d allocated blocks) existed before the trace began; "
+        "rebuilding that state is not supported for a trace that uses expandable segments, so "
+        "the replay starts without it: its reserved memory and layouts leave those bytes out",
+        segments.size(), FormatSize(bytes), blocks));
+    return;
+  }
   std::vector<DevicePtr> gaps;
   for (const InitialSegment& seg : segments) {
     if (config_.script_addresses) backend_->ScriptAddresses({seg.address});
@@ -203,6 +221,7 @@ absl::Status Replayer::Run(ReplayHooks* hooks) {
     CompleteQueuedFrees();
     allocator_->EmptyCache();  // trailing segment frees: an empty_cache() at the end
     queued_segment_frees_ = 0;
+    queued_segment_unmaps_ = 0;
   }
   CompleteQueuedFrees();
   hooks->OnFinish();
@@ -263,12 +282,20 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
       if (config_.script_addresses) backend_->ScriptAddresses({event.ptr});
       queued_segment_alloc_bytes_ = event.bytes;
       return;
+    case EventKind::kSegmentMap:  // Note [Expandable segments in a replay]
+      queued_maps_.push_back(event.ptr);
+      queued_segment_alloc_bytes_ += event.bytes;
+      return;
     case EventKind::kSegmentFree:
+    case EventKind::kSegmentUnmap:
       ++queued_segment_frees_;
+      if (event.kind == EventKind::kSegmentUnmap) ++queued_segment_unmaps_;
       queued_segment_free_bytes_ += event.bytes;
+      if (queued_segment_alloc_bytes_ > 0) frees_after_segment_alloc_ = true;
       return;
     case EventKind::kEmptyCache:
       queued_segment_frees_ = 0;
+      queued_segment_unmaps_ = 0;
       queued_segment_free_bytes_ = 0;
       if ((event.flags & kEventFlagOomRetry) != 0) {  // part of the next allocation's ladder
         ladder_expected_ = true;
@@ -277,15 +304,6 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
       CompleteQueuedFrees();
       allocator_->EmptyCache();
       break;
-    case EventKind::kSegmentMap:
-    case EventKind::kSegmentUnmap:
-      if (warnings_.empty() || !source_.info().expandable_segments) {
-        Warn(
-            absl::StrFormat("event %d: %s: expandable segments are not implemented in "
-                            "fragscope's allocator yet; the replay uses ordinary segments",
-                            event.index, EventKindName(event.kind)));
-      }
-      return;
     default:
       return;
   }
@@ -308,11 +326,19 @@ void Replayer::SettleSegmentFrees(const TraceEvent& next) {
                             o.garbage_collection_threshold * static_cast<double>(allowed);
     if (next.kind == EventKind::kOom) {
       internal = true;
+    } else if (frees_after_segment_alloc_) {  // mapped part of it, failed, released, retried
+      internal = true;
+      ladder_expected_ = true;
     } else if (queued_segment_alloc_bytes_ > 0) {
       const uint64_t seg = queued_segment_alloc_bytes_;
+      // PyTorch checks the cap against the allocation size, also before mapping pages.
+      const uint64_t cap_bytes =
+          queued_maps_.empty() ? seg : SegmentSizeFor(RoundSize(next.requested_bytes, o), o);
       const bool malloc_would_fail =
-          (capped && reserved + seg > allowed) || backend_->MemInfo().free_bytes < seg;
-      internal = malloc_would_fail || gc_due;
+          ((capped && reserved + cap_bytes > allowed) || backend_->MemInfo().free_bytes < seg) &&
+          !CacheServes(next);
+      const bool gc_freed = gc_due && queued_segment_frees_ > queued_segment_unmaps_;
+      internal = malloc_would_fail || gc_freed;
       ladder_expected_ = malloc_would_fail;
     }
   }
@@ -321,15 +347,79 @@ void Replayer::SettleSegmentFrees(const TraceEvent& next) {
     allocator_->EmptyCache();
   }
   queued_segment_frees_ = 0;
+  queued_segment_unmaps_ = 0;
   queued_segment_free_bytes_ = 0;
+  frees_after_segment_alloc_ = false;
+}
+
+bool Replayer::CacheServes(const TraceEvent& next) const {
+  const AllocatorOptions& o = config_.options;
+  const uint64_t rounded = RoundSize(next.requested_bytes, o);
+  const PoolKind pool = PoolFor(rounded);
+  uint64_t best = 0;
+  for (const SegmentInfo& segment : allocator_->Snapshot().segments) {
+    if (segment.stream != next.stream || segment.segment_type != pool) continue;
+    for (const BlockInfo& b : segment.blocks) {
+      if (b.state == BlockState::kInactive && b.size >= rounded && (best == 0 || b.size < best)) {
+        best = b.size;
+      }
+    }
+  }
+  return best > 0 && !OversizeRuleRejects(best, rounded, o);
+}
+
+void Replayer::ScriptQueuedReservations() {
+  if (!config_.script_addresses || queued_maps_.empty()) return;
+  std::vector<DevicePtr> bases;
+  for (DevicePtr ptr : queued_maps_) {
+    if (!InLiveReservation(ptr)) bases.push_back(ptr);
+  }
+  if (bases.empty()) return;
+  backend_->ScriptReservations(std::move(bases));
+  reservations_scripted_ = true;
+}
+
+void Replayer::ClearQueuedSegmentAllocs() {
+  if (queued_segment_alloc_bytes_ > 0 && config_.script_addresses) backend_->ScriptAddresses({});
+  if (reservations_scripted_) backend_->ScriptReservations({});
+  reservations_scripted_ = false;
+  queued_segment_alloc_bytes_ = 0;
+  queued_maps_.clear();
+  frees_after_segment_alloc_ = false;
+}
+
+void Replayer::TrackReservation(const AllocatorEvent& event) {
+  if (event.kind == EventKind::kSegmentMap) {
+    auto [it, inserted] = reservations_.try_emplace(event.segment);
+    if (inserted) {
+      // As CachingAllocator sizes a reservation (caching_allocator_expandable.cc): whole pages
+      // covering 9/8 of the device's memory.
+      const uint64_t page = event.pool == PoolKind::kSmall
+                                ? kSmallBufferBytes
+                                : config_.options.large_segment_size_bytes;
+      const uint64_t total = backend_->capacity_bytes();
+      it->second.bytes = (total + total / 8 + page - 1) / page * page;
+    }
+    it->second.mapped += event.bytes;
+    return;
+  }
+  auto it = reservations_.find(event.segment);
+  if (it == reservations_.end()) return;
+  it->second.mapped -= std::min(it->second.mapped, event.bytes);
+  if (it->second.mapped == 0) reservations_.erase(it);
+}
+
+bool Replayer::InLiveReservation(DevicePtr ptr) const {
+  auto it = reservations_.upper_bound(ptr);
+  if (it == reservations_.begin()) return false;
+  --it;
+  return ptr < it->first + it->second.bytes;
 }
 
 void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
+  ScriptQueuedReservations();
   absl::StatusOr<DevicePtr> ptr = allocator_->Allocate(event.requested_bytes, event.stream);
-  if (queued_segment_alloc_bytes_ > 0) {
-    if (config_.script_addresses) backend_->ScriptAddresses({});
-    queued_segment_alloc_bytes_ = 0;
-  }
+  ClearQueuedSegmentAllocs();
   LiveBlock live;
   live.origin = BlockOrigin{event.index, event.time_ns, current_phase_, false};
   if (ptr.ok()) {
@@ -375,11 +465,9 @@ void Replayer::ApplyOom(const TraceEvent& event, ReplayHooks* hooks) {
     }
   }
   const uint64_t request = event.requested_bytes > 0 ? event.requested_bytes : event.bytes;
+  ScriptQueuedReservations();
   absl::StatusOr<DevicePtr> ptr = allocator_->Allocate(request, event.stream);
-  if (queued_segment_alloc_bytes_ > 0) {
-    if (config_.script_addresses) backend_->ScriptAddresses({});
-    queued_segment_alloc_bytes_ = 0;
-  }
+  ClearQueuedSegmentAllocs();
   ReplayOom oom{&event, true, !ptr.ok(), {}, external_bytes_};
   if (!ptr.ok()) {
     std::optional<OomReport> report = GetOomReport(ptr.status());

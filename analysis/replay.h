@@ -6,8 +6,23 @@
 // What is replayed: alloc (Allocate of the caller's request on its stream), free_requested
 // (Free), oom (the failed request is tried again; if the replay serves it, the block is freed at
 // once, since the job never got it), empty_cache, options changes and markers. The trace's own
-// allocator decisions (segment_alloc/free, block addresses) are not replayed; they are what the
-// replay is compared with (fidelity_check.h).
+// allocator decisions (segment_alloc/free/map/unmap, block addresses) are not replayed; they are
+// what the replay is compared with (fidelity_check.h).
+//
+// Note [Expandable segments in a replay]
+// A trace that uses expandable segments (segment_map/unmap events, expandable snapshot segments,
+// or settings that say so: TraceInfo::expandable_segments) is replayed with
+// expandable_segments:True even when its settings string lacks it, unless the caller replaces
+// the trace's settings (follow_options_changes false: a sweep, --conf). Addresses: a segment_map
+// whose address lies in no live reservation of the replay starts a new reservation there, so the
+// next ReserveAddressRange of that operation is scripted at it
+// (SimulatedBackend::ScriptReservations) and the pages mapped in it get the trace's addresses.
+// That holds when the replay's reservations are as large as the job's: 9/8 of the device's
+// memory each, so the capacity must be the device's own (--capacity for snapshots).
+// segment_map plays segment_alloc's part and segment_unmap segment_free's in
+// Note [Inferring empty_cache]; unmaps read after a map of the same allocation were its own
+// retry ladder (it mapped part of the request, failed, released and retried). Expandable memory
+// that existed before the trace is not rebuilt (Note [State before the trace]).
 //
 // Note [Stream-ordered frees in a replay]
 // A block freed while other streams still used it (record_stream) goes back to the pool only
@@ -23,13 +38,16 @@
 // left busy until after the allocation, so the blocks are freed inside the ladder, as they were.
 //
 // Note [Inferring empty_cache]
-// PyTorch's snapshots do not record empty_cache() calls; they show only the segment_free entries
-// it produced. The same entries come from the allocator's own OOM-retry ladder and garbage
-// collection. The replay decides at the next user-level event: segment frees followed by an
-// allocation that could not have got device memory without them (the memory fraction cap or the
-// device was full), or while garbage collection was due, came from the allocator itself and the
-// replay lets its allocator do the same; any other group was an empty_cache() and the replay calls
-// EmptyCache(). .fslog logs record empty_cache explicitly.
+// PyTorch's snapshots do not record empty_cache() calls; they show only the segment_free (and
+// segment_unmap) entries it produced. The same entries come from the allocator's own OOM-retry
+// ladder and garbage collection. The replay decides at the next user-level event: segment frees
+// followed by an allocation that no cached block could serve and that could not have got device
+// memory without them (the memory fraction cap, checked against the allocation size PyTorch
+// checks, or the device was full), or while garbage collection was due (segment frees only:
+// collection never unmaps), came from the allocator itself and the replay lets its allocator do
+// the same; any other group was an empty_cache() and the replay calls EmptyCache(). An
+// empty_cache() that released nothing leaves no entry and is not replayed (it changes no
+// layout). .fslog logs record empty_cache explicitly.
 //
 // Note [State before the trace]
 // A snapshot's history often starts after the model was loaded (TraceInfo::initial_segments).
@@ -37,7 +55,11 @@
 // one allocation of its size, freed, and carved into its allocated blocks and free gaps in address
 // order (under default options, so that rounding cannot change the sizes); the gaps are freed
 // last. A layout the carving cannot produce (a large-pool gap of 1 MiB or less at a segment's end)
-// is reported in warnings().
+// is reported in warnings(). In a trace that uses expandable segments nothing is rebuilt and a
+// warning says so: pages mapped before the trace cannot be carved by allocations (their holes
+// and reservation bases are not known), and TraceInfo does not tell ordinary segments from
+// expandable ranges. The replay then starts empty; reserved memory and layouts leave that state
+// out, and frees of blocks allocated before the trace are reported and skipped.
 //
 // Memory: O(live blocks) (the pointer map, the allocator's own state), never O(events).
 #pragma once
@@ -48,6 +70,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "allocator/allocator_options.h"
@@ -149,6 +172,18 @@ class Replayer {
   void CompleteQueuedFrees();
   // Note [Inferring empty_cache]: settles queued segment frees before a user-level event.
   void SettleSegmentFrees(const TraceEvent& next);
+  // Whether a free cached block would serve the allocation `next` before any release, so that
+  // it could not have been the retry ladder's (get_free_block's best fit and oversize rules).
+  // O(blocks); asked only for a group of segment frees that a full device or cap could explain.
+  bool CacheServes(const TraceEvent& next) const;
+  // Note [Expandable segments in a replay]: scripts the queued segment_map addresses that lie in
+  // no live reservation as reservation bases, before the allocation that maps them; and clears
+  // what the allocation left queued (segment_alloc and reservation scripts) after it.
+  void ScriptQueuedReservations();
+  void ClearQueuedSegmentAllocs();
+  // Follows the allocator's map/unmap events to know its live reservations (under its lock).
+  void TrackReservation(const AllocatorEvent& event);
+  bool InLiveReservation(DevicePtr ptr) const;
   void BuildInitialState();
   uint32_t InternPhase(const std::string& text);
   void RefPhase(uint32_t phase);
@@ -183,8 +218,22 @@ class Replayer {
   // Segment frees read since the last user-level event (Note [Inferring empty_cache]).
   uint64_t queued_segment_free_bytes_ = 0;
   uint32_t queued_segment_frees_ = 0;
-  uint64_t queued_segment_alloc_bytes_ = 0;  // a segment_alloc after them, if any
+  uint32_t queued_segment_unmaps_ = 0;       // of queued_segment_frees_, segment_unmaps
+  uint64_t queued_segment_alloc_bytes_ = 0;  // a segment_alloc (or maps) after them, if any
+  // Segment frees or unmaps read after a segment_alloc/map of the same allocation.
+  bool frees_after_segment_alloc_ = false;
+  // segment_map addresses read since the last allocation (Note [Expandable segments in a
+  // replay]), and whether reservations were scripted for it.
+  std::vector<DevicePtr> queued_maps_;
+  bool reservations_scripted_ = false;
   uint64_t external_bytes_ = 0;
+
+  // The allocator's live expandable-segment reservations, by base: O(reservations).
+  struct Reservation {
+    uint64_t bytes = 0;   // the reserved range
+    uint64_t mapped = 0;  // mapped bytes in it; 0 after an unmap: the allocator released it
+  };
+  absl::btree_map<DevicePtr, Reservation> reservations_;
 
   // Phases: interned marker texts, reference-counted by live blocks (O(live blocks)).
   std::vector<std::string> phase_text_;

@@ -1,6 +1,7 @@
 #include "analysis/snapshot_source.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -30,6 +31,36 @@ std::string OptionsText(const PyTorchSnapshot& snapshot) {
   }
   if (s.expandable_segments.value_or(false)) parts.push_back("expandable_segments:True");
   return absl::StrJoin(parts, ",");
+}
+
+// Address ranges [start, end) by start: disjoint, and touching ones merged.
+using RangeSet = std::map<DevicePtr, DevicePtr>;
+
+void AddRange(RangeSet& set, DevicePtr start, DevicePtr end) {
+  auto it = set.upper_bound(start);
+  if (it != set.begin() && std::prev(it)->second >= start) {
+    --it;
+    start = it->first;
+    end = std::max(end, it->second);
+    it = set.erase(it);
+  }
+  while (it != set.end() && it->first <= end) {
+    end = std::max(end, it->second);
+    it = set.erase(it);
+  }
+  set.emplace(start, end);
+}
+
+void RemoveRange(RangeSet& set, DevicePtr start, DevicePtr end) {
+  auto it = set.upper_bound(start);
+  if (it != set.begin() && std::prev(it)->second > start) --it;
+  while (it != set.end() && it->first < end) {
+    const DevicePtr from = it->first;
+    const DevicePtr to = it->second;
+    it = set.erase(it);  // inserting below leaves `it` valid
+    if (from < start) set.emplace(from, start);
+    if (to > end) set.emplace(end, to);
+  }
 }
 
 }  // namespace
@@ -102,9 +133,16 @@ absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
       snapshot_->allocator_settings->expandable_segments.value_or(false)) {
     info_.expandable_segments = true;
   }
-  // Expandable segments are mapped piecemeal (segment_map): their final extents say nothing
-  // reliable about the state before the trace, and the replay does not implement them.
-  if (!info_.expandable_segments) ReconstructInitialState();
+  if (info_.expandable_segments) {
+    // Replay with expandable segments even when the settings string does not say so (they were
+    // changed through the API, or the snapshot predates the string).
+    absl::StatusOr<AllocatorOptions> parsed = ParseAllocatorOptions(info_.allocator_options);
+    if (parsed.ok() && !parsed->expandable_segments) {
+      parsed->expandable_segments = true;
+      info_.allocator_options = FormatAllocatorOptions(*parsed);
+    }
+  }
+  ReconstructInitialState();
   InferCapacity();
   CollectAnnotations();
   return absl::OkStatus();
@@ -115,15 +153,24 @@ void SnapshotSource::ReconstructInitialState() {
   absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(info_.allocator_options);
   const AllocatorOptions rounding = options.ok() ? *options : AllocatorOptions();
   // Rewind the final segments and allocated blocks through the trace, last entry first.
+  // Expandable segments are mapped and unmapped page run by page run: their mapped ranges are
+  // rewound as a set of ranges (a map removes its pages, an unmap restores them). What is left
+  // was mapped before the trace; its reservation's base and unmapped holes are unknown, which is
+  // why the replay does not rebuild it (Note [State before the trace] in replay.h).
   std::map<DevicePtr, InitialSegment> segments;
   std::map<DevicePtr, InitialBlock> blocks;
+  RangeSet mapped;
+  std::map<DevicePtr, std::pair<PoolKind, StreamId>> owners;  // pool and stream by range start
   for (const SnapshotSegment& s : snapshot_->segments) {
     if (s.device != static_cast<int64_t>(device_)) continue;
-    segments[s.address] = InitialSegment{s.address,
-                                         s.total_size,
-                                         s.is_large ? PoolKind::kLarge : PoolKind::kSmall,
-                                         static_cast<StreamId>(s.stream),
-                                         {}};
+    const PoolKind pool = s.is_large ? PoolKind::kLarge : PoolKind::kSmall;
+    if (s.is_expandable) {
+      AddRange(mapped, s.address, s.address + s.total_size);
+      owners[s.address] = {pool, static_cast<StreamId>(s.stream)};
+    } else {
+      segments[s.address] =
+          InitialSegment{s.address, s.total_size, pool, static_cast<StreamId>(s.stream), {}};
+    }
     for (const SnapshotBlock& b : s.blocks) {
       if (b.state == BlockState::kActiveAllocated) {
         blocks[b.address] = InitialBlock{b.address, b.size, b.requested_size};
@@ -141,6 +188,20 @@ void SnapshotSource::ReconstructInitialState() {
             InitialSegment{it->addr, it->size, pool, static_cast<StreamId>(it->stream), {}};
         break;
       }
+      case TraceAction::kSegmentMap:
+        RemoveRange(mapped, it->addr, it->addr + it->size);
+        // Small-pool maps are one 2 MiB page (a small request never needs more); for unmaps,
+        // which can span pages, the pool is a guess (it only labels a range in a warning).
+        owners.try_emplace(it->addr,
+                           it->size == kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge,
+                           static_cast<StreamId>(it->stream));
+        break;
+      case TraceAction::kSegmentUnmap:
+        AddRange(mapped, it->addr, it->addr + it->size);
+        owners.try_emplace(it->addr,
+                           it->size == kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge,
+                           static_cast<StreamId>(it->stream));
+        break;
       case TraceAction::kAlloc:
         blocks.erase(it->addr);
         break;
@@ -150,6 +211,13 @@ void SnapshotSource::ReconstructInitialState() {
       default:
         break;
     }
+  }
+  for (const auto& [start, end] : mapped) {
+    // The range that put `start` in the set began at or below it, in the same reservation.
+    auto owner = owners.upper_bound(start);
+    const auto [pool, stream] = owner == owners.begin() ? std::pair(PoolKind::kLarge, StreamId{0})
+                                                        : std::prev(owner)->second;
+    segments[start] = InitialSegment{start, end - start, pool, stream, {}};
   }
   for (auto& [address, block] : blocks) {
     auto seg = segments.upper_bound(address);

@@ -17,12 +17,15 @@ constexpr char kUsage[] =
 
 Feeds the trace's user-level allocations and frees through fragscope's reimplementation of
 PyTorch's caching allocator, on a simulated device that hands out the trace's own segment
-addresses, and compares every decision with the trace's: segment allocations and frees (address
-and size, in order), block addresses, and OOMs. Prints "faithful (N events)" or the first
-divergence with the trace events before it. Exit status 0 when faithful, 1 otherwise.
+addresses, and compares every decision with the trace's: segment allocations and frees, or the
+pages mapped and unmapped in expandable segments (address and size, in order), block addresses,
+and OOMs. Prints "faithful (N events)" or the first divergence with the trace events before it.
+Exit status 0 when faithful, 1 otherwise.
 
 PyTorch snapshots do not record a per-process memory fraction: for a trace that ran under
 torch.cuda.set_per_process_memory_fraction, pass --memory-fraction (or --allowed) and --capacity.
+Nor do they record the device's memory, which sizes expandable segments' address reservations
+(9/8 of it each): for a trace that used expandable segments, pass --capacity.
 )usage";
 
 }  // namespace
@@ -64,12 +67,6 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
            "`fragscope analyze` to replay it\n";
     return 1;
   }
-  if (info.expandable_segments) {
-    err << "fragscope verify: " << path
-        << ": cannot verify: the trace uses expandable segments (segment_map/segment_unmap), "
-           "which fragscope's allocator does not implement yet\n";
-    return 1;
-  }
   absl::StatusOr<ReplayConfig> config = MakeReplayConfig(info, options);
   if (!config.ok()) {
     err << "fragscope verify: " << config.status().message() << "\n";
@@ -91,19 +88,17 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
   }
   const FidelityCounts& c = checker.counts();
   if (!checker.divergence().has_value()) {
+    const std::string maps =
+        c.segment_maps + c.segment_unmaps == 0
+            ? ""
+            : absl::StrFormat(" (%d segment maps, %d unmaps)", c.segment_maps, c.segment_unmaps);
     out << absl::StrFormat(
-        "faithful (%d events): %d segment events, %d allocations and %d OOMs match the trace\n",
-        replayer.events_read(), c.segment_events, c.allocations, c.ooms);
+        "faithful (%d events): %d segment events%s, %d allocations and %d OOMs match the trace\n",
+        replayer.events_read(), c.segment_events, maps, c.allocations, c.ooms);
+    for (const std::string& w : replayer.warnings()) out << "  warning: " << w << "\n";
     return 0;
   }
   const Divergence& d = *checker.divergence();
-  if (d.expandable) {
-    out << absl::StrFormat(
-        "cannot verify past event %d: the trace uses expandable segments, which fragscope's "
-        "allocator does not implement yet (%s)\n",
-        d.event_index, d.expected);
-    return 1;
-  }
   out << absl::StrFormat("diverged at event %d (after %d matching decisions)\n", d.event_index,
                          c.segment_events + c.allocations + c.ooms);
   out << "  expected (trace):   " << d.expected << "\n";
@@ -115,6 +110,12 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
     out << "  hint: PyTorch ran out of memory here but the replay did not. If the job ran under "
            "a per-process memory fraction (snapshots do not record it), pass --memory-fraction "
            "or --allowed, and --capacity.\n";
+  }
+  if (info.expandable_segments && !options.capacity_bytes.has_value() && info.capacity_bytes == 0) {
+    out << "  hint: the trace uses expandable segments, whose address reservations are 9/8 of "
+           "the device's memory each, and it does not record that memory (the replay assumed "
+           "1 TiB): pass the device's --capacity so reservations land at the trace's "
+           "addresses.\n";
   }
   for (const std::string& w : replayer.warnings()) out << "  warning: " << w << "\n";
   return 1;

@@ -1,0 +1,407 @@
+// Replaying traces that use expandable segments (Note [Expandable segments in a replay] in
+// analysis/replay.h): PyTorch 2.11's oracle trace replays with every page map, unmap and block
+// address equal; reservations land at the trace's bases; segment_unmap groups are told apart
+// (user empty_cache, the OOM retry's full release, including one that follows a partial map) as
+// segment_free groups are; and expandable memory that existed before the trace is reported, not
+// rebuilt.
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "allocator/caching_allocator.h"
+#include "allocator/simulated_backend.h"
+#include "analysis/analyzer.h"
+#include "analysis/fidelity_check.h"
+#include "analysis/open_trace.h"
+#include "analysis/pytorch_snapshot.h"
+#include "analysis/replay.h"
+#include "analysis/snapshot_source.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/trace_builder.h"
+#include "tests/testing/status_matchers.h"
+
+namespace fragscope {
+namespace {
+
+using ::fragscope::testing::TraceBuilder;
+using ::testing::HasSubstr;
+
+constexpr StreamId kSide = 0x51de;
+constexpr uint64_t kH200Bytes = 150109880320;  // the oracle's device (tests/data/oracle/env.json)
+
+std::string Oracle(const std::string& name) {
+  return std::string(FRAGSCOPE_TEST_DATA_DIR) + "/oracle/" + name + ".pickle";
+}
+
+// Records an allocator's events as a PyTorch snapshot's device_traces does: no empty_cache
+// entries, alloc/free sizes are the requests, an OOM's size the rounded request.
+class SnapshotRecorder final : public AllocatorObserver {
+ public:
+  void OnEvent(const AllocatorEvent& e) override {
+    SnapshotTraceEntry t;
+    t.addr = e.ptr;
+    t.size = e.bytes;
+    switch (e.kind) {
+      case EventKind::kAlloc:
+        t.action = TraceAction::kAlloc;
+        t.size = e.requested_bytes;
+        break;
+      case EventKind::kFreeRequested:
+        t.action = TraceAction::kFreeRequested;
+        t.size = e.requested_bytes;
+        break;
+      case EventKind::kFreeCompleted:
+        t.action = TraceAction::kFreeCompleted;
+        t.size = e.requested_bytes;
+        break;
+      case EventKind::kSegmentAlloc:
+        t.action = TraceAction::kSegmentAlloc;
+        break;
+      case EventKind::kSegmentFree:
+        t.action = TraceAction::kSegmentFree;
+        break;
+      case EventKind::kSegmentMap:
+        t.action = TraceAction::kSegmentMap;
+        break;
+      case EventKind::kSegmentUnmap:
+        t.action = TraceAction::kSegmentUnmap;
+        break;
+      case EventKind::kOom:
+        t.action = TraceAction::kOom;
+        t.addr = 0;
+        t.device_free = e.device_free_bytes;
+        break;
+      default:
+        return;  // PyTorch records no empty_cache
+    }
+    t.stream = static_cast<int64_t>(e.stream);
+    t.time_us = 1'700'000'000'000'000 + static_cast<int64_t>(entries.size());
+    entries.push_back(std::move(t));
+  }
+  std::vector<SnapshotTraceEntry> entries;
+};
+
+// A snapshot of `allocator` now, with trace entries [first, end) of `recorder`.
+std::shared_ptr<const PyTorchSnapshot> MakeSnapshot(const CachingAllocator& allocator,
+                                                    const SnapshotRecorder& recorder,
+                                                    const std::string& conf, size_t first = 0) {
+  auto snapshot = std::make_shared<PyTorchSnapshot>();
+  for (const SegmentInfo& s : allocator.Snapshot().segments) {
+    SnapshotSegment seg;
+    seg.address = s.address;
+    seg.total_size = s.total_size;
+    seg.allocated_size = s.allocated_size;
+    seg.active_size = s.active_size;
+    seg.requested_size = s.requested_size;
+    seg.stream = static_cast<int64_t>(s.stream);
+    seg.is_large = s.segment_type == PoolKind::kLarge;
+    seg.is_expandable = s.is_expandable;
+    for (const BlockInfo& b : s.blocks) {
+      seg.blocks.push_back({b.address, b.size, b.requested_size, b.state, nullptr});
+    }
+    snapshot->segments.push_back(std::move(seg));
+  }
+  snapshot->device_traces.emplace_back(recorder.entries.begin() + static_cast<ptrdiff_t>(first),
+                                       recorder.entries.end());
+  snapshot->allocator_settings.emplace();
+  snapshot->allocator_settings->alloc_conf = conf;
+  return snapshot;
+}
+
+struct VerifyResult {
+  std::optional<Divergence> divergence;
+  FidelityCounts counts;
+  std::vector<std::string> warnings;
+  DeviceStats stats;  // the replay's allocator at the end
+};
+
+VerifyResult Verify(TraceSource& source, uint64_t capacity,
+                    std::optional<uint64_t> allowed = std::nullopt, bool script = true) {
+  ReplayConfig config;
+  config.options = *ParseAllocatorOptions(source.info().allocator_options);
+  config.capacity_bytes = capacity;
+  config.allowed_bytes = allowed;
+  config.script_addresses = script;
+  Replayer replayer(source, config);
+  EXPECT_OK(replayer.Init());
+  FidelityChecker checker;
+  EXPECT_OK(replayer.Run(&checker));
+  return {checker.divergence(), checker.counts(), replayer.warnings(),
+          replayer.allocator().GetStats()};
+}
+
+VerifyResult VerifySnapshot(std::shared_ptr<const PyTorchSnapshot> snapshot, uint64_t capacity,
+                            std::optional<uint64_t> allowed = std::nullopt) {
+  absl::StatusOr<std::unique_ptr<SnapshotSource>> source =
+      SnapshotSource::FromSnapshot(std::move(snapshot), "recorded.pickle");
+  EXPECT_OK(source.status());
+  if (!source.ok()) return {};
+  return Verify(**source, capacity, allowed);
+}
+
+VerifyResult VerifyFile(const std::string& path, uint64_t capacity, bool script = true) {
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
+  EXPECT_OK(opener.status());
+  if (!opener.ok()) return {};
+  std::unique_ptr<TraceSource> source = *opener->Open();
+  return Verify(*source, capacity, std::nullopt, script);
+}
+
+std::string Describe(const VerifyResult& r) {
+  if (!r.divergence.has_value()) return "faithful";
+  return absl::StrFormat("event %d: expected %s, got %s", r.divergence->event_index,
+                         r.divergence->expected, r.divergence->got);
+}
+
+// Every statistic PyTorch keeps: the replay made the same calls (num_alloc_retries and
+// num_sync_all_streams tell the OOM retry's release from an empty_cache()).
+void ExpectSameStats(const DeviceStats& replay, const DeviceStats& job) {
+  const auto ours = FlattenStats(replay);
+  const auto theirs = FlattenStats(job);
+  ASSERT_EQ(ours.size(), theirs.size());
+  for (size_t i = 0; i < ours.size(); ++i) EXPECT_EQ(ours[i], theirs[i]);
+}
+
+TEST(ReplayExpandableTest, PyTorchOracleMatchesEveryMapUnmapAndAddress) {
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(Oracle("micro_expandable"));
+  ASSERT_OK(opener.status());
+  std::unique_ptr<TraceSource> source = *opener->Open();
+  EXPECT_TRUE(source->info().expandable_segments);
+  // Every mapped byte of the final snapshot is explained by the trace: nothing before it.
+  EXPECT_TRUE(source->info().initial_segments.empty());
+  VerifyResult r = Verify(*source, kH200Bytes);
+  EXPECT_FALSE(r.divergence.has_value()) << Describe(r);
+  EXPECT_EQ(r.counts.segment_maps, 153u);
+  EXPECT_EQ(r.counts.segment_unmaps, 99u);
+  EXPECT_EQ(r.counts.segment_allocs + r.counts.segment_frees, 0u);
+  EXPECT_EQ(r.counts.allocations, 1637u);
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings[0];
+  // tests/data/oracle/micro_expandable.stats: reserved_bytes.all after the trace.
+  EXPECT_EQ(r.stats.reserved_bytes[0].current, 5890899968);
+  EXPECT_EQ(r.stats.reserved_bytes[0].peak, 6268387328);
+  EXPECT_EQ(r.stats.num_device_alloc, 153);
+  EXPECT_EQ(r.stats.num_device_free, 99);
+  // 47 empty_cache() calls ran; the 38 that unmapped something left entries to infer them from.
+  EXPECT_EQ(r.stats.num_sync_all_streams, 38);
+}
+
+TEST(ReplayExpandableTest, AnalyzeReportsMappedBytesAsReserved) {
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(Oracle("micro_expandable"));
+  ASSERT_OK(opener.status());
+  AnalysisOptions options;
+  options.capacity_bytes = kH200Bytes;
+  options.run_sweep = false;
+  ASSERT_OK_AND_ASSIGN(RankReport report, AnalyzeTrace(*opener, options));
+  EXPECT_EQ(report.metrics.peak_reserved_bytes, 6268387328u);
+  EXPECT_EQ(report.metrics.final_stats.reserved_bytes[0].current, 5890899968);
+  EXPECT_EQ(report.metrics.allocations, 1637u);
+  EXPECT_TRUE(report.warnings.empty()) << report.warnings[0];
+}
+
+// Reservations are placed where the trace's first map in them says, not first fit: a log
+// recorded with reservations at arbitrary bases (one released by empty_cache and made again).
+TEST(ReplayExpandableTest, ReservationsLandAtTheTracesBases) {
+  TraceBuilder t(1 * kGiB, "expandable_segments:True");
+  t.backend().ScriptReservations({0x3020000000, 0x2a54000000, 0x51a8000000, 0x6000000000});
+  DevicePtr small = t.Alloc(5000);
+  DevicePtr big = t.Alloc(88 * kMiB);
+  DevicePtr side = t.Alloc(4 * kMiB, kSide);
+  t.Free(big);
+  DevicePtr again = t.Alloc(26 * kMiB);
+  t.Free(side);
+  t.EmptyCache();  // the side stream's reservation is released: its next one is elsewhere
+  DevicePtr side2 = t.Alloc(30 * kMiB, kSide);
+  EXPECT_EQ(side2, 0x6000000000u);
+  t.Free(small);
+  t.Free(again);
+  t.Free(side2);
+  const std::string path = t.Finish();
+  VerifyResult r = VerifyFile(path, 1 * kGiB);
+  EXPECT_FALSE(r.divergence.has_value()) << Describe(r);
+  EXPECT_EQ(r.counts.segment_maps, 4u);    // 2 MiB, 100 MiB, 20 MiB, 40 MiB
+  EXPECT_EQ(r.counts.segment_unmaps, 2u);  // big's unused pages; the side stream's page
+  // Without the scripting, the first map lands at the simulated device's own base.
+  VerifyResult unscripted = VerifyFile(path, 1 * kGiB, /*script=*/false);
+  ASSERT_TRUE(unscripted.divergence.has_value());
+  EXPECT_THAT(unscripted.divergence->expected, HasSubstr("segment_map"));
+}
+
+// A snapshot (no empty_cache records) where an allocation maps a hole, fails to map the page
+// after it (the device is full), releases every free page and maps again: the unmaps between
+// its two maps are its own retry ladder. The empty_cache() that made the hole is inferred.
+TEST(ReplayExpandableTest, UnmapsAfterAPartialMapAreTheRetryLadder) {
+  SimulatedBackend backend(80 * kMiB);
+  CachingAllocator allocator(backend, *ParseAllocatorOptions("expandable_segments:True"));
+  SnapshotRecorder recorder;
+  allocator.AddObserver(&recorder);
+  ASSERT_OK_AND_ASSIGN(DevicePtr x1, allocator.Allocate(20 * kMiB, 0));
+  ASSERT_OK_AND_ASSIGN(DevicePtr x2, allocator.Allocate(20 * kMiB, 0));
+  ASSERT_OK_AND_ASSIGN(DevicePtr x3, allocator.Allocate(20 * kMiB, 0));
+  ASSERT_OK(allocator.Free(x2));
+  allocator.EmptyCache();  // a hole where x2 was
+  ASSERT_OK(allocator.Free(x3));
+  ASSERT_OK_AND_ASSIGN(DevicePtr y, allocator.Allocate(20 * kMiB, kSide));
+  ASSERT_OK(allocator.Free(y));  // 60 MiB mapped, 20 MiB of it free on the side stream
+  ASSERT_OK_AND_ASSIGN(DevicePtr z, allocator.Allocate(50 * kMiB, 0));
+  EXPECT_EQ(z, x2);
+  EXPECT_EQ(allocator.GetStats().num_alloc_retries, 1);
+  // The shape this test is about: map, unmaps, map, alloc.
+  std::vector<TraceAction> tail;
+  for (size_t i = recorder.entries.size() - 5; i < recorder.entries.size(); ++i) {
+    tail.push_back(recorder.entries[i].action);
+  }
+  EXPECT_EQ(tail, (std::vector<TraceAction>{TraceAction::kSegmentMap, TraceAction::kSegmentUnmap,
+                                            TraceAction::kSegmentUnmap, TraceAction::kSegmentMap,
+                                            TraceAction::kAlloc}));
+  ASSERT_OK(allocator.Free(x1));
+  ASSERT_OK(allocator.Free(z));
+  VerifyResult r =
+      VerifySnapshot(MakeSnapshot(allocator, recorder, "expandable_segments:True"), 80 * kMiB);
+  EXPECT_FALSE(r.divergence.has_value()) << Describe(r);
+  ExpectSameStats(r.stats, allocator.GetStats());
+}
+
+// Under a memory fraction, PyTorch checks the cap against the allocation size (30 MiB here)
+// before mapping, although only one 20 MiB page gets mapped: the unmap before that map came from
+// the retry ladder, not from an empty_cache().
+TEST(ReplayExpandableTest, FractionCapIsCheckedAgainstTheAllocationSize) {
+  SimulatedBackend backend(1 * kGiB);
+  CachingAllocator allocator(backend, *ParseAllocatorOptions("expandable_segments:True"));
+  ASSERT_OK(allocator.SetMemoryFraction(80.0 / 1024.0));  // 80 MiB allowed
+  SnapshotRecorder recorder;
+  allocator.AddObserver(&recorder);
+  ASSERT_OK_AND_ASSIGN(DevicePtr x1, allocator.Allocate(30 * kMiB, 0));  // maps 40 MiB
+  ASSERT_OK_AND_ASSIGN(DevicePtr y, allocator.Allocate(20 * kMiB, kSide));
+  ASSERT_OK(allocator.Free(y));
+  ASSERT_OK_AND_ASSIGN(DevicePtr z, allocator.Allocate(30 * kMiB, 0));  // 60 + 30 > 80: retry
+  EXPECT_EQ(z, x1 + 30 * kMiB);
+  EXPECT_EQ(allocator.GetStats().num_alloc_retries, 1);
+  EXPECT_EQ(recorder.entries.back().action, TraceAction::kAlloc);
+  ASSERT_OK(allocator.Free(x1));
+  ASSERT_OK(allocator.Free(z));
+  VerifyResult r = VerifySnapshot(MakeSnapshot(allocator, recorder, "expandable_segments:True"),
+                                  1 * kGiB, 80 * kMiB);
+  EXPECT_FALSE(r.divergence.has_value()) << Describe(r);
+  ExpectSameStats(r.stats, allocator.GetStats());
+}
+
+// A snapshot whose settings string lacks expandable_segments (set through the API) but whose
+// trace maps pages is replayed with expandable segments.
+TEST(ReplayExpandableTest, SettingsWithoutTheOptionStillReplayExpandable) {
+  SimulatedBackend backend(1 * kGiB);
+  CachingAllocator allocator(backend, *ParseAllocatorOptions("expandable_segments:True"));
+  SnapshotRecorder recorder;
+  allocator.AddObserver(&recorder);
+  ASSERT_OK_AND_ASSIGN(DevicePtr a, allocator.Allocate(3 * kMiB, 0));
+  ASSERT_OK_AND_ASSIGN(DevicePtr b, allocator.Allocate(700, 0));
+  ASSERT_OK(allocator.Free(a));
+  allocator.EmptyCache();
+  ASSERT_OK(allocator.Free(b));
+  std::shared_ptr<const PyTorchSnapshot> snapshot =
+      MakeSnapshot(allocator, recorder, "max_split_size_mb:200");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<SnapshotSource> source,
+                       SnapshotSource::FromSnapshot(snapshot, "recorded.pickle"));
+  ASSERT_OK_AND_ASSIGN(AllocatorOptions options,
+                       ParseAllocatorOptions(source->info().allocator_options));
+  EXPECT_TRUE(options.expandable_segments);
+  EXPECT_EQ(options.max_split_size_bytes, 200 * kMiB);
+  VerifyResult r = VerifySnapshot(snapshot, 1 * kGiB);
+  EXPECT_FALSE(r.divergence.has_value()) << Describe(r);
+}
+
+// A random job on three streams with record_stream, empty_cache and OOMs on a small device, as
+// an .fslog (empty_cache recorded) and as a snapshot (inferred): both replay faithfully.
+TEST(ReplayExpandableTest, RandomJobsAreFaithful) {
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    const std::string conf = seed == 3 ? "expandable_segments:True,roundup_power2_divisions:4"
+                                       : "expandable_segments:True";
+    TraceBuilder t(600 * kMiB, conf);
+    SnapshotRecorder recorder;
+    t.allocator().AddObserver(&recorder);
+    std::vector<DevicePtr> live;
+    const StreamId streams[] = {0, 0x100, 0x200};
+    for (int i = 0; i < 3000; ++i) {
+      const int op = static_cast<int>(rng() % 100);
+      if (op < 55 || live.empty()) {
+        const uint64_t size = uint64_t{1} << (rng() % 27);
+        t.Tick();
+        absl::StatusOr<DevicePtr> p =
+            t.allocator().Allocate(size + rng() % size, streams[rng() % 3]);
+        if (p.ok()) live.push_back(*p);
+      } else if (op < 97) {
+        const size_t k = rng() % live.size();
+        if (rng() % 8 == 0) {
+          const StreamId user = streams[rng() % 3] + 1;
+          t.backend().SetStreamBusy(user, true);
+          ASSERT_OK(t.allocator().RecordStream(live[k], user));
+        }
+        t.Free(live[k]);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        if (rng() % 16 == 0) t.backend().CompleteStream(streams[rng() % 3] + 1);
+      } else {
+        t.EmptyCache();
+      }
+    }
+    t.allocator().RemoveObserver(&recorder);
+    const DeviceStats job = t.allocator().GetStats();
+    EXPECT_GT(job.num_ooms, 0);
+    EXPECT_GT(job.num_device_free, 0);
+    std::shared_ptr<const PyTorchSnapshot> snapshot = MakeSnapshot(t.allocator(), recorder, conf);
+    VerifyResult log = VerifyFile(t.Finish(), 600 * kMiB);
+    EXPECT_FALSE(log.divergence.has_value()) << Describe(log);
+    EXPECT_GT(log.counts.allocations, 1000u);
+    EXPECT_GT(log.counts.segment_maps, 0u);
+    ExpectSameStats(log.stats, job);
+    VerifyResult snap = VerifySnapshot(snapshot, 600 * kMiB);
+    EXPECT_FALSE(snap.divergence.has_value()) << Describe(snap);
+    EXPECT_EQ(snap.counts.allocations, log.counts.allocations);
+  }
+}
+
+// Expandable memory mapped before recording started: the source finds it by rewinding the final
+// segments through the trace, and the replay says it does not rebuild it.
+TEST(ReplayExpandableTest, StateBeforeTheTraceIsReportedNotRebuilt) {
+  SimulatedBackend backend(1 * kGiB);
+  CachingAllocator allocator(backend, *ParseAllocatorOptions("expandable_segments:True"));
+  SnapshotRecorder recorder;
+  allocator.AddObserver(&recorder);
+  ASSERT_OK_AND_ASSIGN(DevicePtr a, allocator.Allocate(30 * kMiB, 0));
+  ASSERT_OK_AND_ASSIGN(DevicePtr b, allocator.Allocate(45 * kMiB, 0));
+  ASSERT_OK_AND_ASSIGN(DevicePtr c, allocator.Allocate(600 * 1024, 0));
+  ASSERT_OK(allocator.Free(a));
+  allocator.EmptyCache();  // unmaps a's first page: a hole at the reservation's base
+  const AllocatorSnapshot before = allocator.Snapshot();
+  const size_t recording_starts = recorder.entries.size();
+  ASSERT_OK_AND_ASSIGN(DevicePtr d, allocator.Allocate(50 * kMiB, 0));
+  ASSERT_OK(allocator.Free(b));
+  allocator.EmptyCache();
+  ASSERT_OK(allocator.Free(d));
+  (void)c;  // still allocated at the end
+  std::shared_ptr<const PyTorchSnapshot> snapshot =
+      MakeSnapshot(allocator, recorder, "expandable_segments:True", recording_starts);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<SnapshotSource> source,
+                       SnapshotSource::FromSnapshot(snapshot, "late.pickle"));
+  const std::vector<InitialSegment>& initial = source->info().initial_segments;
+  ASSERT_EQ(initial.size(), before.segments.size());
+  for (size_t i = 0; i < initial.size(); ++i) {
+    EXPECT_EQ(initial[i].address, before.segments[i].address);
+    EXPECT_EQ(initial[i].size, before.segments[i].total_size);
+    EXPECT_EQ(initial[i].pool, before.segments[i].segment_type);
+    size_t allocated = 0;
+    for (const BlockInfo& block : before.segments[i].blocks) {
+      allocated += block.state == BlockState::kActiveAllocated ? 1 : 0;
+    }
+    EXPECT_EQ(initial[i].allocated.size(), allocated);
+  }
+  VerifyResult r = VerifySnapshot(snapshot, 1 * kGiB);
+  ASSERT_FALSE(r.warnings.empty());
+  EXPECT_THAT(r.warnings[0], HasSubstr("rebuilding that state is not supported"));
+}
+
+}  // namespace
+}  // namespace fragscope
