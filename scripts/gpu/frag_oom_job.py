@@ -13,9 +13,10 @@ allocator serves each kept result from the front of the workspace's just-freed c
 (best fit: it is the smallest free block that is large enough), so every segment ends up pinned
 by one live block with a free remainder behind it. Each remainder is smaller than the next,
 larger workspace, and split segments cannot be released: the job runs out of memory while
-gigabytes are reserved but unallocated. With max_split_size_mb below the workspace size the
+gigabytes are reserved but unallocated. With max_split_size_mb at most the workspace size the
 workspaces' segments are never split, results get segments of their own, and the allocator frees
-cached workspaces to make room: the same sequence fits (the live bytes stay under the cap).
+cached workspaces to make room; with expandable_segments:True free pages are unmapped and
+remapped where needed. Either way the same sequence fits (the live bytes stay under the cap).
 
 The torch mode bounds the process with torch.cuda.set_per_process_memory_fraction(allowed /
 total), so PYTORCH_CUDA_ALLOC_CONF (read at CUDA init) decides whether it completes. The

@@ -7,14 +7,16 @@
   3. the same under fragscope.observe() (expected: the same OOM, now in an .fslog);
   4. `fragscope analyze` of that log (text + JSON: the OOM's cause) and `fragscope sweep`
      (text + JSON: the recommended PYTORCH_CUDA_ALLOC_CONF);
-  5. the job natively with the recommended setting (expected: completes).
+  5. the job natively with the recommended setting (expected: completes), and, when that
+     setting is expandable segments, also with the best sweep setting without them.
 
     oom_check.py OUT_DIR --fragscope BIN [--allowed-gib 4] [--timeout 90]
 
 Needs FRAGSCOPE_LIB_DIR (libfragscope_alloc.so for 1, libfragscope_torch.so for 3) and
 PYTHONPATH=hooks/python. Writes OUT_DIR/oom.md and every run's output. Without a GPU it runs 1,
-prints "skipped: no CUDA device" for the rest and exits 0. Exit status 0 when the OOM happened,
-was classified as fragmentation and the recommended setting let the job complete; 1 otherwise.
+prints "skipped: no CUDA device" for the rest. Exit status 0 when (each run that could run) the
+OOM happened, was classified as fragmentation and the recommended settings let the job complete;
+1 otherwise.
 """
 import argparse
 import glob
@@ -56,27 +58,39 @@ class Runner:
         return rc, text, result
 
     def analyze(self, name, log, fraction, capacity):
-        """analyze + sweep of a log; returns (cause list, recommended conf or None, lines)."""
+        """analyze + sweep of a log; returns (cause list, [recommended conf, and the best
+        setting without expandable segments when the recommendation has them], lines)."""
         cap = ["--memory-fraction", repr(fraction), "--capacity", str(capacity)]
         a_json = os.path.join(self.out_dir, f"{name}_analyze.json")
         s_json = os.path.join(self.out_dir, f"{name}_sweep.json")
         rc_a, _ = self.run(f"{name}_analyze", [self.fragscope, "analyze", log, "--json", a_json,
                                                "--no-summary"] + cap)
         rc_s, _ = self.run(f"{name}_sweep", [self.fragscope, "sweep", log, "--json", s_json] + cap)
-        causes, headlines, conf = [], [], None
+        causes, headlines, confs = [], [], []
         if rc_a == 0 and os.path.exists(a_json):
             ooms = json.load(open(a_json))["ranks"][0]["ooms"]["explained"]
             causes = [o["cause"] for o in ooms]
             headlines = [o["headline"] for o in ooms]
         if rc_s == 0 and os.path.exists(s_json):
             sweep = json.load(open(s_json))["ranks"][0]["sweep"]
+            configs = sweep["configs"]
             if sweep.get("recommended") is not None:
-                conf = sweep["configs"][sweep["recommended"]]["label"]
+                confs.append(configs[sweep["recommended"]]["label"])
+            if confs and configs[sweep["recommended"]].get("expandable_segments"):
+                # Also the classic fix: the best setting that keeps ordinary segments.
+                plain = [c for c in configs if not c.get("expandable_segments") and
+                         c.get("pytorch_applicable", True) and c["ooms"] == 0 and not c["error"]]
+                plain.sort(key=lambda c: (c["peak_reserved_bytes"], c["device_mallocs"]))
+                if plain:
+                    confs.append(plain[0]["label"])
         lines = [f"- `fragscope analyze`: exit {rc_a}, OOM causes {causes or 'none'}"]
         lines += [f"  - {h}" for h in headlines[:2]]
-        verdict = f"recommends `PYTORCH_CUDA_ALLOC_CONF={conf}`" if conf else "no recommendation"
+        verdict = (f"recommends `PYTORCH_CUDA_ALLOC_CONF={confs[0]}`" if confs
+                   else "no recommendation")
+        if len(confs) > 1:
+            verdict += f"; best without expandable segments: `{confs[1]}`"
         lines.append(f"- `fragscope sweep`: exit {rc_s}, {verdict}")
-        return causes, conf, lines
+        return causes, confs, lines
 
 
 def describe(label, rc, result):
@@ -110,14 +124,23 @@ def main():
     extra = ["--log", sim_log] + (["--capacity", str(a.capacity)] if a.capacity else [])
     rc, _, sim = r.job("simulated_default", "simulate", a.allowed_gib, extra=extra)
     md.append(describe("simulated device, defaults (design check)", rc, sim))
-    if sim is not None and os.path.exists(sim_log):
-        causes, conf, lines = r.analyze("simulated", sim_log, sim["fraction"],
-                                        sim["capacity_bytes"])
+    if sim is None or sim.get("oom") is None or not os.path.exists(sim_log):
+        ok = False
+        md.append("  - FAILED: the design check did not run out of memory")
+    else:
+        causes, confs, lines = r.analyze("simulated", sim_log, sim["fraction"],
+                                         sim["capacity_bytes"])
         md += ["  " + line for line in lines]
-        if conf:
-            rc, _, fixed = r.job("simulated_fixed", "simulate", a.allowed_gib, extra=extra[2:] +
-                                 ["--conf", conf])
+        if "fragmentation" not in causes or not confs:
+            ok = False
+            md.append("  - FAILED: not classified as fragmentation, or no recommendation")
+        for i, conf in enumerate(confs):
+            rc, _, fixed = r.job(f"simulated_fixed{i}", "simulate", a.allowed_gib,
+                                 extra=extra[2:] + ["--conf", conf])
             md.append("  " + describe(f"simulated device, `{conf}`", rc, fixed))
+            if fixed is None or not fixed.get("completed"):
+                ok = False
+                md.append(f"  - FAILED: `{conf}` did not complete on the simulated device")
 
     # 2-5. The real job.
     rc, text, native = r.job("native_default", "torch", a.allowed_gib)
@@ -126,31 +149,31 @@ def main():
         print("\n".join(md))
         print("skipped: no CUDA device")
         write(a.out_dir, md)
-        return 0
+        return 0 if ok else 1
     md.append(describe("native, PyTorch defaults", rc, native))
     pattern = os.path.join(a.out_dir, "observed.%p.%d.fslog")
     rc, _, observed = r.job("observe_default", "torch", a.allowed_gib, extra=["--observe",
                                                                              pattern])
     md.append(describe("native under fragscope.observe(), defaults", rc, observed))
     logs = glob.glob(os.path.join(a.out_dir, "observed.*.fslog"))
-    conf = None
+    confs = []
     if observed is None or observed.get("oom") is None or len(logs) != 1:
         ok = False
         md.append(f"- FAILED: expected an OOM and one observe log, found {len(logs)} log(s)")
     else:
-        causes, conf, lines = r.analyze("observed", logs[0], observed["fraction"],
-                                        observed["capacity_bytes"])
+        causes, confs, lines = r.analyze("observed", logs[0], observed["fraction"],
+                                         observed["capacity_bytes"])
         md += lines
         if "fragmentation" not in causes:
             ok = False
             md.append(f"- FAILED: the OOM was not classified as fragmentation ({causes})")
-    if conf:
-        rc, _, fixed = r.job("native_fixed", "torch", a.allowed_gib, conf=conf)
+    for i, conf in enumerate(confs):
+        rc, _, fixed = r.job(f"native_fixed{i}", "torch", a.allowed_gib, conf=conf)
         md.append(describe(f"native, `PYTORCH_CUDA_ALLOC_CONF={conf}`", rc, fixed))
         if fixed is None or not fixed.get("completed"):
             ok = False
-            md.append("- FAILED: the recommended setting did not let the job complete")
-    else:
+            md.append(f"- FAILED: `{conf}` did not let the job complete")
+    if not confs:
         ok = False
         md.append("- FAILED: no recommended setting")
     write(a.out_dir, md)
