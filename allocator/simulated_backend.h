@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,11 @@ class SimulatedBackend final : public DeviceBackend {
   int64_t malloc_calls() const { return malloc_calls_; }
   int64_t free_calls() const { return free_calls_; }
   size_t reservation_count() const { return reservations_.size(); }
+  // Whether `ptr` lies in a live reservation.
+  bool InReservation(DevicePtr ptr) const {
+    auto it = reservations_.upper_bound(ptr);
+    return it != reservations_.begin() && ptr < std::prev(it)->first + std::prev(it)->second;
+  }
   size_t live_events() const { return events_.size(); }
 
  private:

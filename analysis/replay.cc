@@ -16,20 +16,13 @@ constexpr uint32_t kPhaseBefore = 1;  // blocks that existed before the trace be
 
 }  // namespace
 
-// Follows the allocator's reservations and forwards its events to the current hooks.
+// Forwards the allocator's events to the current hooks.
 class Replayer::Forwarder final : public AllocatorObserver {
  public:
-  explicit Forwarder(Replayer& replayer) : replayer_(replayer) {}
   void OnEvent(const AllocatorEvent& event) override {
-    if (event.kind == EventKind::kSegmentMap || event.kind == EventKind::kSegmentUnmap) {
-      replayer_.TrackReservation(event);
-    }
     if (hooks != nullptr) hooks->OnAllocatorEvent(event);
   }
   ReplayHooks* hooks = nullptr;
-
- private:
-  Replayer& replayer_;
 };
 
 Replayer::Replayer(TraceSource& source, ReplayConfig config)
@@ -64,7 +57,7 @@ absl::Status Replayer::Init() {
   // The state before the trace is carved under default options; see Note [State before the
   // trace].
   allocator_ = std::make_unique<CachingAllocator>(*backend_, AllocatorOptions());
-  forwarder_ = std::make_unique<Forwarder>(*this);
+  forwarder_ = std::make_unique<Forwarder>();
   allocator_->AddObserver(forwarder_.get());
   BuildInitialState();
   // The carving's own allocations are not the job's: statistics start from the rebuilt state.
@@ -372,7 +365,7 @@ void Replayer::ScriptQueuedReservations() {
   if (!config_.script_addresses || queued_maps_.empty()) return;
   std::vector<DevicePtr> bases;
   for (DevicePtr ptr : queued_maps_) {
-    if (!InLiveReservation(ptr)) bases.push_back(ptr);
+    if (!backend_->InReservation(ptr)) bases.push_back(ptr);
   }
   if (bases.empty()) return;
   backend_->ScriptReservations(std::move(bases));
@@ -386,34 +379,6 @@ void Replayer::ClearQueuedSegmentAllocs() {
   queued_segment_alloc_bytes_ = 0;
   queued_maps_.clear();
   frees_after_segment_alloc_ = false;
-}
-
-void Replayer::TrackReservation(const AllocatorEvent& event) {
-  if (event.kind == EventKind::kSegmentMap) {
-    auto [it, inserted] = reservations_.try_emplace(event.segment);
-    if (inserted) {
-      // As CachingAllocator sizes a reservation (caching_allocator_expandable.cc): whole pages
-      // covering 9/8 of the device's memory.
-      const uint64_t page = event.pool == PoolKind::kSmall
-                                ? kSmallBufferBytes
-                                : config_.options.large_segment_size_bytes;
-      const uint64_t total = backend_->capacity_bytes();
-      it->second.bytes = (total + total / 8 + page - 1) / page * page;
-    }
-    it->second.mapped += event.bytes;
-    return;
-  }
-  auto it = reservations_.find(event.segment);
-  if (it == reservations_.end()) return;
-  it->second.mapped -= std::min(it->second.mapped, event.bytes);
-  if (it->second.mapped == 0) reservations_.erase(it);
-}
-
-bool Replayer::InLiveReservation(DevicePtr ptr) const {
-  auto it = reservations_.upper_bound(ptr);
-  if (it == reservations_.begin()) return false;
-  --it;
-  return ptr < it->first + it->second.bytes;
 }
 
 void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {

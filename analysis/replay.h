@@ -70,7 +70,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "allocator/allocator_options.h"
@@ -181,9 +180,6 @@ class Replayer {
   // what the allocation left queued (segment_alloc and reservation scripts) after it.
   void ScriptQueuedReservations();
   void ClearQueuedSegmentAllocs();
-  // Follows the allocator's map/unmap events to know its live reservations (under its lock).
-  void TrackReservation(const AllocatorEvent& event);
-  bool InLiveReservation(DevicePtr ptr) const;
   void BuildInitialState();
   uint32_t InternPhase(const std::string& text);
   void RefPhase(uint32_t phase);
@@ -227,13 +223,6 @@ class Replayer {
   std::vector<DevicePtr> queued_maps_;
   bool reservations_scripted_ = false;
   uint64_t external_bytes_ = 0;
-
-  // The allocator's live expandable-segment reservations, by base: O(reservations).
-  struct Reservation {
-    uint64_t bytes = 0;   // the reserved range
-    uint64_t mapped = 0;  // mapped bytes in it; 0 after an unmap: the allocator released it
-  };
-  absl::btree_map<DevicePtr, Reservation> reservations_;
 
   // Phases: interned marker texts, reference-counted by live blocks (O(live blocks)).
   std::vector<std::string> phase_text_;
