@@ -100,4 +100,18 @@ class ABSL_LOCKABLE AsymmetricLock {
   alignas(64) std::atomic<bool> slow_lock_{false};
 };
 
+// Holds the slow side of an AsymmetricLock for a scope.
+class ABSL_SCOPED_LOCKABLE SlowLockHolder {
+ public:
+  explicit SlowLockHolder(AsymmetricLock* lock) ABSL_EXCLUSIVE_LOCK_FUNCTION(lock) : lock_(lock) {
+    lock_->SlowLock();
+  }
+  SlowLockHolder(const SlowLockHolder&) = delete;
+  SlowLockHolder& operator=(const SlowLockHolder&) = delete;
+  ~SlowLockHolder() ABSL_UNLOCK_FUNCTION() { lock_->SlowUnlock(); }
+
+ private:
+  AsymmetricLock* lock_;
+};
+
 }  // namespace fragscope

@@ -1,17 +1,12 @@
 #include "allocator/event_log_writer.h"
 
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,36 +16,27 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/allocator/event_log_writer_test_util.h"
 #include "tests/analysis/event_log_test_util.h"
 
 namespace fragscope {
 namespace {
 
+using ::fragscope::testing::IdOf;
 using ::fragscope::testing::kAllocatorKinds;
 using ::fragscope::testing::ReadFile;
 using ::fragscope::testing::ReadResult;
 using ::fragscope::testing::SameEvent;
 using ::fragscope::testing::SampleEvent;
 using ::fragscope::testing::TempLogPath;
-
-EventLogHeaderInfo Info() {
-  EventLogHeaderInfo info;
-  info.device_name = "Simulated H100";
-  info.device_total_bytes = 80 * kGiB;
-  info.device_index = 1;
-  info.allocator_options = "max_split_size_mb:256";
-  return info;
-}
+using ::fragscope::testing::WriterTestInfo;
 
 std::unique_ptr<EventLogWriter> OpenOrDie(const std::string& path,
                                           const EventLogWriterOptions& options = {}) {
-  auto writer = EventLogWriter::Open(path, Info(), options);
+  auto writer = EventLogWriter::Open(path, WriterTestInfo(), options);
   EXPECT_TRUE(writer.ok()) << writer.status();
   return writer.ok() ? *std::move(writer) : nullptr;
 }
-
-// Events are told apart by ptr: SampleEvent(kAlloc, id).ptr.
-uint64_t IdOf(const LogEntry& entry) { return (entry.event().ptr - 0x7f0000000000) / 0x1000; }
 
 void ExpectContiguousAndOrdered(const ReadResult& result) {
   uint64_t last_ts = 0;
@@ -186,6 +172,75 @@ TEST(EventLogWriterTest, TimestampsTrackTheMonotonicClock) {
   }
 }
 
+uint64_t MonotonicNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Checks Note [Coarse event timestamps]: for each record, CLOCK_MONOTONIC read just before and just
+// after its OnEvent bracket what the timestamp may be. Events come in bursts (right after a chunk
+// write, while the background thread polls and publishes its clock) with pauses of every length
+// around the 20 us tick, and every 1000th event is an OOM.
+void ExpectTimestampBounds(bool coarse) {
+  const std::string path = TempLogPath(coarse ? "coarse" : "precise");
+  constexpr size_t kEvents = 20000;
+  // What the TSC mapping may differ from clock_gettime (re-anchored every flush interval).
+  constexpr uint64_t kSlackNs = 20'000;
+  std::vector<uint64_t> before(kEvents), after(kEvents);
+  {
+    auto writer = OpenOrDie(path, {.flush_interval = absl::Milliseconds(5),
+                                   .block_when_full = true,
+                                   .coarse_timestamps = coarse});
+    ASSERT_NE(writer, nullptr);
+    for (size_t i = 0; i < kEvents; ++i) {
+      if (i % 2000 == 0) {
+        ASSERT_TRUE(writer->Flush().ok());  // a chunk write: the background thread polls again
+      }
+      if (i % 7 == 0) {
+        const uint64_t until = MonotonicNowNs() + (i / 7 % 10) * 10'000;  // pause 0-90 us
+        while (MonotonicNowNs() < until) {
+        }
+      }
+      const AllocatorEvent event =
+          SampleEvent(i % 1000 == 999 ? EventKind::kOom : EventKind::kAlloc, i);
+      before[i] = MonotonicNowNs();
+      writer->OnEvent(event);
+      after[i] = MonotonicNowNs();
+    }
+  }
+  const ReadResult result = ReadFile(path);
+  ASSERT_TRUE(result.status.ok()) << result.status;
+  ASSERT_EQ(result.entries.size(), kEvents);
+  ExpectContiguousAndOrdered(result);
+  uint64_t shared = 0;
+  std::vector<uint64_t> lags;  // how much earlier than the event the timestamps are
+  for (size_t i = 0; i < kEvents; ++i) {
+    const LogRecord& record = result.entries[i].record;
+    const uint64_t ts = record.timestamp_ns;
+    ASSERT_LE(ts, after[i] + kSlackNs) << "record " << i << " is timestamped after its event";
+    // Precise records: read during OnEvent. Coarse ones: no earlier than the precise reading of a
+    // record at most 15 records back (every 16th record of a chunk, chunk starts included).
+    const bool precise = !coarse || record.kind == static_cast<uint8_t>(EventKind::kOom);
+    const size_t floor_index = precise ? i : i - std::min<size_t>(i, 15);
+    ASSERT_GE(ts + kSlackNs, before[floor_index]) << "record " << i << " lags too far";
+    if (i > 0 && ts == result.entries[i - 1].record.timestamp_ns) ++shared;
+    lags.push_back(before[i] > ts ? before[i] - ts : 0);
+  }
+  std::sort(lags.begin(), lags.end());
+  std::printf(
+      "[ %s ] %zu records, %lu share the previous timestamp; lag p50 %lu ns, p99 %lu ns, "
+      "p99.9 %lu ns, max %lu ns\n",
+      coarse ? "coarse" : "precise", kEvents, shared, lags[kEvents / 2], lags[kEvents * 99 / 100],
+      lags[kEvents * 999 / 1000], lags.back());
+}
+
+TEST(EventLogWriterTest, CoarseTimestampsStayWithinTheirBounds) { ExpectTimestampBounds(true); }
+
+TEST(EventLogWriterTest, PreciseTimestampsOptionReadsTheClockForEveryRecord) {
+  ExpectTimestampBounds(false);
+}
+
 TEST(EventLogWriterTest, OomIsOnDiskWhenOnEventReturns) {
   const std::string path = TempLogPath("oom");
   auto writer = OpenOrDie(path, {.flush_interval = absl::Hours(1)});
@@ -307,12 +362,13 @@ TEST(EventLogWriterTest, DroppedRecordsAreCountedAndShowAsGaps) {
 }
 
 TEST(EventLogWriterTest, OpenReportsBadPatternsAndPaths) {
-  EXPECT_EQ(EventLogWriter::Open("/tmp/x_%q.fslog", Info()).status().code(),
+  EXPECT_EQ(EventLogWriter::Open("/tmp/x_%q.fslog", WriterTestInfo()).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(EventLogWriter::Open("/nonexistent-dir/x.fslog", Info()).status().code(),
+  EXPECT_EQ(EventLogWriter::Open("/nonexistent-dir/x.fslog", WriterTestInfo()).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(EventLogWriter::Open("/tmp/x.fslog", Info(), {.buffer_count = 1}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      EventLogWriter::Open("/tmp/x.fslog", WriterTestInfo(), {.buffer_count = 1}).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PathPatternTest, ExpandsPidRankAndPercent) {
@@ -336,161 +392,6 @@ TEST(PathPatternTest, RankComesFromRankThenLocalRank) {
   EXPECT_EQ(RankFromEnvironment(), 3);
   unsetenv("RANK");
   unsetenv("LOCAL_RANK");
-}
-
-// --- Crash behaviour, in child processes -------------------------------------------------------
-
-// Exit codes of a child that did not die as planned (sanitizers' own handlers exit with 1 or 66).
-constexpr int kChildOpenFailed = 101;
-constexpr int kChildSurvived = 102;
-
-void NoCoreDumps() {
-  rlimit limit = {0, 0};
-  setrlimit(RLIMIT_CORE, &limit);
-}
-
-// Child: writes `events` allocs (ids 0..events-1), then runs `finish`. Never returns.
-template <typename Finish>
-[[noreturn]] void ChildWrite(const std::string& path, uint64_t events, Finish finish) {
-  NoCoreDumps();
-  auto writer = EventLogWriter::Open(path, Info(), {.flush_interval = absl::Hours(1)});
-  if (!writer.ok()) _exit(kChildOpenFailed);
-  for (uint64_t i = 0; i < events; ++i) (*writer)->OnEvent(SampleEvent(EventKind::kAlloc, i));
-  finish(writer->release());
-  _exit(kChildSurvived);
-}
-
-int WaitFor(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
-}
-
-void ExpectAllEvents(const std::string& path, uint64_t events) {
-  const ReadResult result = ReadFile(path);
-  ASSERT_TRUE(result.status.ok()) << result.status;
-  ASSERT_EQ(result.entries.size(), events);
-  for (uint64_t i = 0; i < events; ++i) EXPECT_EQ(IdOf(result.entries[i]), i);
-}
-
-TEST(EventLogWriterCrashTest, ExitFlushesAWriterNeverDestroyed) {
-  const std::string path = TempLogPath("exit");
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) ChildWrite(path, 1234, [](EventLogWriter*) { std::exit(0); });
-  const int status = WaitFor(pid);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  ExpectAllEvents(path, 1234);
-}
-
-class FatalSignalTest : public ::testing::TestWithParam<int> {};
-
-TEST_P(FatalSignalTest, HandlerWritesBufferedRecordsThenDies) {
-  const int sig = GetParam();
-  const std::string path = TempLogPath("signal");
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  // 2000 events: two full chunks handed off (maybe not yet written) and a partial current one.
-  if (pid == 0) ChildWrite(path, 2000, [sig](EventLogWriter*) { raise(sig); });
-  const int status = WaitFor(pid);
-  // Killed by the re-raised signal (a sanitizer's own SIGSEGV handler, chained to, may exit
-  // with its own code instead).
-  ASSERT_FALSE(WIFEXITED(status) &&
-               (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == kChildOpenFailed ||
-                WEXITSTATUS(status) == kChildSurvived))
-      << status;
-  if (WIFSIGNALED(status)) {
-    EXPECT_EQ(WTERMSIG(status), sig);
-  }
-  ExpectAllEvents(path, 2000);
-}
-
-INSTANTIATE_TEST_SUITE_P(Signals, FatalSignalTest,
-                         ::testing::Values(SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGTERM),
-                         [](const auto& info) { return std::string(sigabbrev_np(info.param)); });
-
-// Re-runs this binary in a fresh process (so that no writer has installed handlers yet) with only
-// `test` selected and FRAGSCOPE_CHILD_LOG=path; returns its wait status.
-int RunSelfAsChild(const std::string& test, const std::string& path) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setenv("FRAGSCOPE_CHILD_LOG", path.c_str(), 1);
-    const std::string filter = "--gtest_filter=" + test;
-    execl("/proc/self/exe", "/proc/self/exe", filter.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return WaitFor(pid);
-}
-
-TEST(EventLogWriterCrashTest, SignalHandlerChainsToThePreviousHandler) {
-  const std::string path = TempLogPath("chain");
-  const int status = RunSelfAsChild("EventLogWriterChildTest.PreviousSigtermHandlerRuns", path);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 42) << "the application's own SIGTERM handler did not run";
-  ExpectAllEvents(path, 900);
-}
-
-TEST(EventLogWriterChildTest, PreviousSigtermHandlerRuns) {
-  const char* path = std::getenv("FRAGSCOPE_CHILD_LOG");
-  if (path == nullptr) GTEST_SKIP() << "run by SignalHandlerChainsToThePreviousHandler";
-  struct sigaction action = {};
-  action.sa_handler = [](int) { _exit(42); };
-  sigaction(SIGTERM, &action, nullptr);
-  ChildWrite(path, 900, [](EventLogWriter*) { raise(SIGTERM); });
-}
-
-// The kill -9 bound: records lost are at most the current buffer (one chunk, and at most about
-// one flush interval of events) plus a buffer handed off just before the kill.
-TEST(EventLogWriterCrashTest, KillNineLosesAtMostOneBuffer) {
-  struct Shared {
-    std::atomic<uint64_t> issued{0};
-  };
-  for (const bool paced : {true, false}) {
-    SCOPED_TRACE(paced ? "paced" : "full speed");
-    const std::string path = TempLogPath("kill");
-    void* memory =
-        mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(memory, MAP_FAILED);
-    auto* shared = new (memory) Shared;
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      auto writer = EventLogWriter::Open(path, Info(), {.block_when_full = true});
-      if (!writer.ok()) _exit(kChildOpenFailed);
-      for (uint64_t i = 0;; ++i) {
-        (*writer)->OnEvent(SampleEvent(EventKind::kAlloc, i));
-        shared->issued.store(i + 1, std::memory_order_release);
-        if (paced && i % 10 == 9) usleep(1000);  // about 5-10k events per second
-      }
-    }
-    const uint64_t target = paced ? 2500 : 3'000'000;
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (shared->issued.load(std::memory_order_acquire) < target && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    kill(pid, SIGKILL);
-    const int status = WaitFor(pid);
-    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
-    const uint64_t issued = shared->issued.load(std::memory_order_acquire);
-    munmap(memory, sizeof(Shared));
-
-    const ReadResult result = ReadFile(path);
-    ASSERT_TRUE(result.status.ok()) << result.status;
-    EXPECT_EQ(result.missing_records, 0u);
-    for (size_t i = 0; i < result.entries.size(); ++i) ASSERT_EQ(IdOf(result.entries[i]), i);
-    // One OnEvent may have been in progress: its record can be in the file while not counted.
-    ASSERT_LE(result.entries.size(), issued + 1);
-    const uint64_t lost = issued - std::min<uint64_t>(issued, result.entries.size());
-    std::printf("[ kill -9 %s ] issued %lu, in file %zu, lost %lu, torn tail %lu bytes\n",
-                paced ? "paced" : "full speed", issued, result.entries.size(), lost,
-                result.torn_tail_bytes);
-    if (paced) {
-      EXPECT_LE(lost, kMaxChunkRecords);
-    } else {
-      EXPECT_LE(lost, 8 * kMaxChunkRecords);  // every buffer in flight, at worst
-    }
-  }
 }
 
 }  // namespace
