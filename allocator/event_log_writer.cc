@@ -46,28 +46,27 @@ constexpr bool kEventIsBlockRecordImage =
     offsetof(LogRecord, words) == 16;
 
 // Records start 16-byte aligned: chunk buffers are page aligned and both sizes are multiples of
-// 16 (StoreEventRecord's aligned stores rely on it).
+// 16 (StoreBlockRecord's aligned stores rely on it).
 static_assert(kChunkHeaderBytes % 16 == 0 && kRecordBytes % 16 == 0);
 
-// EncodeEvent(event, timestamp_ns, out), with five 16-byte stores for block-layout kinds: the
+// EncodeEvent(event, timestamp_ns, out) for a block-layout event, as five 16-byte stores: the
 // record is written once, with no field-by-field byte stores and no separate zeroing.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void StoreEventRecord(const AllocatorEvent& event,
+// REQUIRES: !UsesStatsLayout(event.kind).
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void StoreBlockRecord(const AllocatorEvent& event,
                                                           uint64_t timestamp_ns, LogRecord* out) {
 #if defined(__x86_64__)
   if constexpr (kEventIsBlockRecordImage) {
-    if (!UsesStatsLayout(static_cast<uint8_t>(event.kind))) [[likely]] {
-      const auto* in = reinterpret_cast<const char*>(&event);
-      auto* to = reinterpret_cast<__m128i*>(out);
-      const auto at = [in](size_t offset) { return reinterpret_cast<const __m128i*>(in + offset); };
-      // Bytes 0..15: timestamp, then kind, pool, flags, aux (merged_count), device.
-      _mm_store_si128(to, _mm_unpacklo_epi64(_mm_cvtsi64_si128(static_cast<int64_t>(timestamp_ns)),
-                                             _mm_loadl_epi64(at(0))));
-      _mm_store_si128(to + 1, _mm_loadu_si128(at(8)));   // words 0, 1
-      _mm_store_si128(to + 2, _mm_loadu_si128(at(24)));  // words 2, 3
-      _mm_store_si128(to + 3, _mm_loadu_si128(at(40)));  // words 4, 5
-      _mm_store_si128(to + 4, _mm_loadl_epi64(at(56)));  // word 6, and word 7 = 0
-      return;
-    }
+    const auto* in = reinterpret_cast<const char*>(&event);
+    auto* to = reinterpret_cast<__m128i*>(out);
+    const auto at = [in](size_t offset) { return reinterpret_cast<const __m128i*>(in + offset); };
+    // Bytes 0..15: timestamp, then kind, pool, flags, aux (merged_count), device.
+    _mm_store_si128(to, _mm_unpacklo_epi64(_mm_cvtsi64_si128(static_cast<int64_t>(timestamp_ns)),
+                                           _mm_loadl_epi64(at(0))));
+    _mm_store_si128(to + 1, _mm_loadu_si128(at(8)));   // words 0, 1
+    _mm_store_si128(to + 2, _mm_loadu_si128(at(24)));  // words 2, 3
+    _mm_store_si128(to + 3, _mm_loadu_si128(at(40)));  // words 4, 5
+    _mm_store_si128(to + 4, _mm_loadl_epi64(at(56)));  // word 6, and word 7 = 0
+    return;
   }
 #endif
   EncodeEvent(event, timestamp_ns, out);
@@ -147,8 +146,8 @@ void EventLogWriter::DropLocked() {
 // --- Events -----------------------------------------------------------------------------------
 
 void EventLogWriter::OnEvent(const AllocatorEvent& event) {
-  if (event.kind == EventKind::kOom) [[unlikely]] {
-    OnOom(event);
+  if (UsesStatsLayout(static_cast<uint8_t>(event.kind))) [[unlikely]] {
+    OnStatsEvent(event);  // oom, empty_cache
     return;
   }
   if (!producer_lock_.TryFastLock()) [[unlikely]] {
@@ -185,13 +184,17 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void EventLogWriter::AppendEventLocked(
     const AllocatorEvent& event, uint32_t index, uint64_t timestamp_ns) {
   // CommitLocked(1), with the fields kept in registers across the record's stores.
   Slot* const slot = current_slot_;
-  StoreEventRecord(event, timestamp_ns, slot->records + index);
+  StoreBlockRecord(event, timestamp_ns, slot->records + index);
   current_count_ = index + 1;
   slot->count.store(index + 1, std::memory_order_release);
   ++next_sequence_;
 }
 
-ABSL_ATTRIBUTE_NOINLINE void EventLogWriter::OnOom(const AllocatorEvent& event) {
+ABSL_ATTRIBUTE_NOINLINE void EventLogWriter::OnStatsEvent(const AllocatorEvent& event) {
+  if (event.kind != EventKind::kOom) {
+    OnEventSlow(event);
+    return;
+  }
   LogRecord record;
   EncodeEvent(event, 0, &record);
   AppendWaiting(&record, 1, /*flush=*/true);
@@ -202,7 +205,7 @@ ABSL_ATTRIBUTE_NOINLINE void EventLogWriter::OnEventNoRoom(const AllocatorEvent&
   LogRecord* record = ReserveSlowLocked(1, &handed_off);
   const bool wait = record == nullptr && options_.block_when_full;
   if (record != nullptr) {
-    StoreEventRecord(event, PreciseTimestampLocked(), record);  // (a chunk's first record)
+    StoreBlockRecord(event, PreciseTimestampLocked(), record);  // (a chunk's first record)
     CommitLocked(1);
   } else if (!wait) {
     DropLocked();

@@ -32,7 +32,8 @@
 // polls it publishes CLOCK_MONOTONIC every poll period; see Note [Coarse event timestamps] in
 // event_log_clock.h for the resolution this gives), and the record written as five aligned 16-byte
 // stores, copied from the AllocatorEvent, whose first 64 bytes are the block-layout record's bytes
-// 8..71 (checked at compile time; other layouts go through EncodeEvent).
+// 8..71 (checked at compile time; oom and empty_cache records, of the stats layout, take the slow
+// path).
 //
 // Files: event_log_writer.cc is the producer side (OnEvent, markers, flushes),
 // event_log_writer_thread.cc the background thread and the fatal-signal path,
@@ -190,8 +191,9 @@ class EventLogWriter : public AllocatorObserver {
   // clock's value the caller saw (0 if none), marked stale if it is too old.
   uint64_t PreciseTimestampLocked(uint64_t published = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(producer_lock_);
-  // OnEvent(kOom): appends the record, hands its chunk off and waits until it is written.
-  void OnOom(const AllocatorEvent& event);
+  // OnEvent for the stats-layout kinds. kOom: appends the record, hands its chunk off and waits
+  // until it is written. kEmptyCache (rare, and already slow): through OnEventSlow.
+  void OnStatsEvent(const AllocatorEvent& event);
   // OnEvent when the current chunk is full or absent: hands it off, takes a free buffer, or
   // drops (or waits). Releases the fast side.
   void OnEventNoRoom(const AllocatorEvent& event) ABSL_UNLOCK_FUNCTION(producer_lock_);
