@@ -82,25 +82,13 @@ class BlockPool {
   template <typename Accept>
   Block* FirstFit(StreamId stream, Accept accept) const {
     FRAGSCOPE_DCHECK(address_index_enabled_);
-    Block key;
-    key.stream = stream;
-    for (auto it = by_address_.lower_bound(&key); it != by_address_.end(); ++it) {
-      if ((*it)->stream != stream) break;
-      if (accept(*it)) return *it;
-    }
-    return nullptr;
+    return ScanStream(by_address_, stream, [&](Block* b) { return accept(b) ? b : nullptr; });
   }
 
   // The unmapped blocks of expandable segments on `stream`, lowest address first.
   template <typename Visit>
   Block* FindUnmapped(StreamId stream, Visit visit) const {
-    Block key;
-    key.stream = stream;
-    for (auto it = unmapped_.lower_bound(&key); it != unmapped_.end(); ++it) {
-      if ((*it)->stream != stream) break;
-      if (Block* found = visit(*it)) return found;
-    }
-    return nullptr;
+    return ScanStream(unmapped_, stream, visit);
   }
   // REQUIRES: block is unmapped (and, for Insert, not in the set; for Erase, in it).
   void InsertUnmapped(Block* block) {
@@ -162,11 +150,24 @@ class BlockPool {
   void TickGcClock() { ++gc_clock_; }
 
  private:
+  using AddressSet = absl::btree_set<Block*, BlockAddressOrder>;
+
+  // Visits the blocks of `stream` in `set`, lowest address first, until visit returns a block.
+  template <typename Visit>
+  static Block* ScanStream(const AddressSet& set, StreamId stream, Visit visit) {
+    Block key;
+    key.stream = stream;
+    for (auto it = set.lower_bound(&key); it != set.end() && (*it)->stream == stream; ++it) {
+      if (Block* found = visit(*it)) return found;
+    }
+    return nullptr;
+  }
+
   PoolKind kind_;
   Block sentinel_;
   Set blocks_;
-  absl::btree_set<Block*, BlockAddressOrder> by_address_;
-  absl::btree_set<Block*, BlockAddressOrder> unmapped_;
+  AddressSet by_address_;
+  AddressSet unmapped_;
   bool address_index_enabled_ = false;
   uint64_t gc_clock_ = 0;
 };
