@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <type_traits>
 #include <vector>
 
 #include "allocator/check.h"
@@ -62,19 +63,23 @@ struct Block {
   bool allocated = false;
   // False only for virtual addresses of an expandable segment with no memory behind them.
   bool mapped = true;
+  // Allocated and used on other streams (record_stream): the allocator's stream-use table holds
+  // those streams until the free turns them into events.
+  bool used_on_other_streams = false;
   // Outstanding stream events that must complete before the block may be reused.
   int32_t event_count = 0;
-  // Streams other than `stream` that used the block (record_stream). Cleared at free.
-  std::vector<StreamId> stream_uses;
   // The pool's GC clock when the block last became free (PyTorch's gc_count_base).
   uint64_t gc_count_base = 0;
 
   bool IsSplit() const { return prev != nullptr || next != nullptr; }
   bool IsExpandable() const { return segment->expandable; }
   // Free for merging and reuse: not allocated, not waiting for events (PyTorch's merge test).
-  bool IsFree() const { return !allocated && event_count == 0 && stream_uses.empty(); }
+  bool IsFree() const { return !allocated && event_count == 0; }
   DevicePtr end() const { return ptr + size; }
 };
+
+// Plain data, so that recycling one (BlockArena::Delete) is a handful of stores.
+static_assert(std::is_trivially_copyable_v<Block>);
 
 // An object pool of Blocks: allocation and release are O(1) and touch no global allocator after
 // warm-up. Not thread-safe (used under the allocator lock).

@@ -23,6 +23,7 @@
 // never see it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <tuple>
@@ -131,11 +132,46 @@ class BlockPool {
     if (address_index_enabled_) by_address_.erase(*it);
     return blocks_.erase(it);
   }
+  // REQUIRES: block is in the set.
+  iterator Find(Block* block) {
+    iterator it = blocks_.find(block);
+    FRAGSCOPE_DCHECK(it != blocks_.end());
+    return it;
+  }
+
+  // Changes the key of the block at `it` to (new_ptr, new_size) by running `change` (the block
+  // surgery: a split or a merge), keeping the set ordered. When the new key still sorts between
+  // the block's neighbours, the block stays where it is: no btree erase and insert, which were
+  // a third of a warm malloc+free pair (a split's remainder and a merge's survivor usually stay
+  // put). Stamps the GC clock, as Insert does.
+  // REQUIRES: change() leaves the block with exactly (new_ptr, new_size) and does not touch this
+  // pool's sets; the stream stays the same.
+  template <typename Change>
+  void Rekey(iterator it, DevicePtr new_ptr, uint64_t new_size, Change change) {
+    Block* block = *it;
+    const bool in_place = !address_index_enabled_ && KeyFitsAt(it, new_ptr, new_size);
+    if (!in_place) Erase(it);
+    change();
+    FRAGSCOPE_DCHECK(block->ptr == new_ptr && block->size == new_size);
+    if (in_place) {
+      block->gc_count_base = gc_clock_;
+    } else {
+      Insert(block);
+    }
+  }
+
   bool Contains(Block* block) const {
     return blocks_.contains(block) && (!address_index_enabled_ || by_address_.contains(block));
   }
   // False if the address index (when enabled) holds other blocks than the size order.
   bool IndexesAgree() const { return !address_index_enabled_ || by_address_.size() == size(); }
+  // False if the blocks' keys are no longer in strictly increasing order (a key changed in the
+  // set without Rekey). O(blocks): for the invariant checker.
+  bool IsOrdered() const {
+    return std::adjacent_find(blocks_.begin(), blocks_.end(), [](const Block* a, const Block* b) {
+             return !BlockOrder()(a, b);
+           }) == blocks_.end();
+  }
 
   iterator begin() { return blocks_.begin(); }
   iterator end() { return std::prev(blocks_.end()); }
@@ -151,6 +187,13 @@ class BlockPool {
 
  private:
   using AddressSet = absl::btree_set<Block*, BlockAddressOrder>;
+
+  // Whether key (stream of *it, size, ptr) sorts strictly between the neighbours of `it`.
+  bool KeyFitsAt(iterator it, DevicePtr ptr, uint64_t size) const {
+    const auto key = std::make_tuple((*it)->stream, size, ptr);
+    if (it != blocks_.begin() && !(BlockOrder::Tie(*std::prev(it)) < key)) return false;
+    return key < BlockOrder::Tie(*std::next(it));  // the sentinel follows every real block
+  }
 
   // Visits the blocks of `stream` in `set`, lowest address first, until visit returns a block.
   template <typename Visit>

@@ -29,33 +29,6 @@ CachingAllocator::CachingAllocator(DeviceBackend& backend, AllocatorOptions opti
 
 CachingAllocator::~CachingAllocator() = default;
 
-void CachingAllocator::Emit(const AllocatorEvent& event) {
-  stats_.OnEvent(event);
-  for (AllocatorObserver* observer : observers_) observer->OnEvent(event);
-}
-
-AllocatorEvent CachingAllocator::BlockEvent(EventKind kind, const Block& block) const {
-  // Every field spelled out: zero-initializing the whole struct first compiles to `rep stos`,
-  // which alone cost ~20 % of a warm malloc+free pair.
-  return AllocatorEvent{
-      .kind = kind,
-      .pool = block.pool,
-      .flags = block.segment->expandable ? uint8_t{kEventFlagExpandable} : uint8_t{0},
-      .merged_count = 0,
-      .device = device_,
-      .ptr = block.ptr,
-      .bytes = block.size,
-      .requested_bytes = 0,
-      .stream = block.stream,
-      .segment = block.segment->base,
-      .split_bytes = 0,
-      .result_bytes = 0,
-      .device_free_bytes = 0,
-      .device_total_bytes = 0,
-      .reserved_bytes = 0,
-      .allocated_bytes = 0};
-}
-
 absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId stream) {
   if (size == 0) return DevicePtr{0};
   if (size >= kOneExaByte) {
@@ -72,30 +45,30 @@ absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId str
   BlockPool& pool = PoolOf(kind);
   const uint64_t segment_size = SegmentSizeFor(rounded, options_);
 
-  Block* block = FindFreeBlockLocked(pool, stream, rounded);
-  if (block == nullptr && RunFreeMemoryCallbacksLocked()) {
-    block = FindFreeBlockLocked(pool, stream, rounded);
+  BlockPool::iterator cached = FindFreeBlockLocked(pool, stream, rounded);
+  if (cached == pool.end() && RunFreeMemoryCallbacksLocked()) {
+    cached = FindFreeBlockLocked(pool, stream, rounded);
   }
-  if (block == nullptr) {
-    if (GcEnabledLocked()) GarbageCollectCachedBlocksLocked();
-    // The retry ladder. A backend error other than out-of-memory stops it at once.
-    absl::Status error;
+  if (cached != pool.end()) return HandOutLocked(*cached, &cached, rounded, size);
+
+  if (GcEnabledLocked()) GarbageCollectCachedBlocksLocked();
+  // The retry ladder. A backend error other than out-of-memory stops it at once.
+  absl::Status error;
+  Block* block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
+  if (block == nullptr && error.ok() && ReleaseAvailableCachedBlocksLocked(pool, stream, rounded)) {
     block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
-    if (block == nullptr && error.ok() &&
-        ReleaseAvailableCachedBlocksLocked(pool, stream, rounded)) {
-      block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
-    }
-    if (block == nullptr && error.ok()) {
-      ReleaseCachedBlocksLocked(/*oom_retry=*/true);
-      block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
-    }
-    if (!error.ok()) return error;
-    if (block == nullptr) return OutOfMemoryLocked(size, rounded, segment_size, stream);
   }
-  return HandOutLocked(block, rounded, size);
+  if (block == nullptr && error.ok()) {
+    ReleaseCachedBlocksLocked(/*oom_retry=*/true);
+    block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
+  }
+  if (!error.ok()) return error;
+  if (block == nullptr) return OutOfMemoryLocked(size, rounded, segment_size, stream);
+  return HandOutLocked(block, /*in_pool=*/nullptr, rounded, size);
 }
 
-Block* CachingAllocator::FindFreeBlockLocked(BlockPool& pool, StreamId stream, uint64_t rounded) {
+BlockPool::iterator CachingAllocator::FindFreeBlockLocked(BlockPool& pool, StreamId stream,
+                                                          uint64_t rounded) {
   if (GcEnabledLocked()) pool.TickGcClock();
   const bool expandable = options_.expandable_segments;
   if (options_.placement == PlacementPolicy::kFirstFit) {
@@ -104,11 +77,10 @@ Block* CachingAllocator::FindFreeBlockLocked(BlockPool& pool, StreamId stream, u
       return b->size >= rounded && (expandable || !b->IsExpandable()) &&
              !OversizeRuleRejects(b->size, rounded, options_);
     });
-    if (block != nullptr) pool.Erase(block);
-    return block;
+    return block != nullptr ? pool.Find(block) : pool.end();
   }
   auto it = pool.LowerBound(stream, rounded);
-  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  if (it == pool.end() || (*it)->stream != stream) return pool.end();
   if ((*it)->IsExpandable()) {
     if (expandable) {
       // A free block bordering unmapped space can grow for free: count that space, and prefer
@@ -127,14 +99,12 @@ Block* CachingAllocator::FindFreeBlockLocked(BlockPool& pool, StreamId stream, u
       do {
         ++it;
       } while (it != pool.end() && (*it)->IsExpandable() && (*it)->stream == stream);
-      if (it == pool.end() || (*it)->stream != stream) return nullptr;
+      if (it == pool.end() || (*it)->stream != stream) return pool.end();
     }
   }
-  Block* block = *it;
   // PyTorch rejects here rather than trying the next candidate (pytorch#189504).
-  if (OversizeRuleRejects(block->size, rounded, options_)) return nullptr;
-  pool.Erase(it);
-  return block;
+  if (OversizeRuleRejects((*it)->size, rounded, options_)) return pool.end();
+  return it;
 }
 
 bool CachingAllocator::RunFreeMemoryCallbacksLocked() {
@@ -193,18 +163,28 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
   return block;
 }
 
-DevicePtr CachingAllocator::HandOutLocked(Block* block, uint64_t rounded, uint64_t requested) {
+DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterator* in_pool,
+                                          uint64_t rounded, uint64_t requested) {
   const bool was_split = block->IsSplit();
   uint64_t remainder_bytes = 0;
+  BlockPool& pool = PoolOf(block->pool);
   if (ShouldSplit(block->size, rounded, block->pool, options_)) {
     Block* remainder = block;
-    block = SplitFront(remainder, rounded, arena_);
-    remainder_bytes = remainder->size;
-    PoolOf(remainder->pool).Insert(remainder);
+    remainder_bytes = remainder->size - rounded;
+    if (in_pool != nullptr) {
+      // The remainder is the same Block at a higher address: re-key it where it sits.
+      pool.Rekey(*in_pool, remainder->ptr + rounded, remainder_bytes,
+                 [&] { block = SplitFront(remainder, rounded, arena_); });
+    } else {
+      block = SplitFront(remainder, rounded, arena_);
+      pool.Insert(remainder);
+    }
+  } else if (in_pool != nullptr) {
+    pool.Erase(*in_pool);
   }
   block->allocated = true;
   block->requested_size = requested;
-  active_.emplace(block->ptr, block);
+  active_.Insert(block->ptr, block);
 
   AllocatorEvent e = BlockEvent(EventKind::kAlloc, *block);
   e.requested_bytes = requested;
@@ -242,9 +222,9 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
       }
     }
   }
-  for (const auto& [ptr, b] : active_) {
+  active_.ForEach([&r](DevicePtr, const Block* b) {
     if (!b->allocated) r.pending_free_bytes += b->size;
-  }
+  });
 
   AllocatorEvent e;
   e.kind = EventKind::kOom;
@@ -263,7 +243,7 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
 }
 
 absl::StatusOr<Block*> CachingAllocator::FindActiveBlockLocked(DevicePtr ptr) const {
-  if (auto it = active_.find(ptr); it != active_.end()) return it->second;
+  if (Block* block = active_.Find(ptr); block != nullptr) return block;
   // Not the start of an active block: say what it is.
   auto seg = segments_.upper_bound(ptr);
   if (seg != segments_.begin()) {
@@ -290,9 +270,8 @@ absl::StatusOr<Block*> CachingAllocator::FindActiveBlockLocked(DevicePtr ptr) co
 absl::Status CachingAllocator::Free(DevicePtr ptr) {
   if (ptr == 0) return absl::OkStatus();
   Lock lock(&mu_);
-  auto it = active_.find(ptr);
-  if (it == active_.end()) return FindActiveBlockLocked(ptr).status();  // says what ptr is
-  Block* block = it->second;
+  Block* block = active_.Find(ptr);
+  if (block == nullptr) return FindActiveBlockLocked(ptr).status();  // says what ptr is
   if (!block->allocated) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "double free: 0x%x was already freed and is waiting for events on other streams", ptr));
@@ -302,8 +281,8 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
   e.requested_bytes = block->requested_size;
   if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
   Emit(e);
-  if (block->stream_uses.empty()) {
-    active_.erase(it);
+  if (!block->used_on_other_streams) {
+    active_.Erase(ptr);
     FreeBlockLocked(block);
     return absl::OkStatus();
   }
@@ -314,14 +293,14 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
 absl::Status CachingAllocator::RecordStream(DevicePtr ptr, StreamId stream) {
   Lock lock(&mu_);
   // A view at an offset protects its whole block (pytorch#27366): resolve interior pointers.
-  Block* block = nullptr;
-  if (auto it = active_.find(ptr); it != active_.end()) {
-    block = it->second;
-  } else if (auto seg = segments_.upper_bound(ptr); seg != segments_.begin()) {
-    for (Block* b = std::prev(seg)->second.head; b != nullptr; b = b->next) {
-      if (ptr >= b->ptr && ptr < b->end()) {
-        if (b->allocated) block = b;
-        break;
+  Block* block = active_.Find(ptr);
+  if (block == nullptr) {
+    if (auto seg = segments_.upper_bound(ptr); seg != segments_.begin()) {
+      for (Block* b = std::prev(seg)->second.head; b != nullptr; b = b->next) {
+        if (ptr >= b->ptr && ptr < b->end()) {
+          if (b->allocated) block = b;
+          break;
+        }
       }
     }
   }
@@ -334,10 +313,9 @@ absl::Status CachingAllocator::RecordStream(DevicePtr ptr, StreamId stream) {
         absl::StrFormat("record_stream on 0x%x, which was already freed", ptr));
   }
   if (stream == block->stream) return absl::OkStatus();
-  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
-      block->stream_uses.end()) {
-    block->stream_uses.push_back(stream);
-  }
+  std::vector<StreamId>& uses = stream_uses_[block];
+  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+  block->used_on_other_streams = true;
   return absl::OkStatus();
 }
 

@@ -78,7 +78,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
     a[pool == PoolKind::kSmall ? 1 : 2] += v;
   };
   uint64_t reserved = 0;
-  size_t free_blocks = 0, active_blocks = 0, unmapped_blocks = 0;
+  size_t free_blocks = 0, active_blocks = 0, unmapped_blocks = 0, stream_use_blocks = 0;
 
   for (const auto& [base, segment] : segments_) {
     if (segment.head == nullptr || segment.head->ptr != base || segment.head->prev != nullptr) {
@@ -101,6 +101,12 @@ absl::Status CachingAllocator::CheckInvariants() const {
         return Fail("block 0x%x: segment, stream or pool differs from its segment's", b->ptr);
       }
       expected = b->end();
+      if (b->used_on_other_streams) {
+        ++stream_use_blocks;
+        if (!b->allocated || !stream_uses_.contains(b)) {
+          return Fail("block 0x%x: stream uses without an allocation or a table entry", b->ptr);
+        }
+      }
       if (!b->mapped) {
         if (!segment.expandable || b->allocated || b->event_count > 0) {
           return Fail("unmapped block 0x%x is outside an expandable segment or in use", b->ptr);
@@ -135,8 +141,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
         }
       } else {
         ++active_blocks;
-        auto it = active_.find(b->ptr);
-        if (it == active_.end() || it->second != b) {
+        if (active_.Find(b->ptr) != b) {
           return Fail("active block 0x%x is missing from the active map", b->ptr);
         }
         add(active, b->pool, 1);
@@ -159,8 +164,15 @@ absl::Status CachingAllocator::CheckInvariants() const {
     return Fail("pools hold %d unmapped blocks but segments have %d",
                 small_pool_.unmapped_count() + large_pool_.unmapped_count(), unmapped_blocks);
   }
+  if (!small_pool_.IsOrdered() || !large_pool_.IsOrdered()) {
+    return Fail("a pool's free blocks are out of size order");
+  }
   if (!small_pool_.IndexesAgree() || !large_pool_.IndexesAgree()) {
     return Fail("a pool's address index disagrees with its size order");
+  }
+  if (stream_use_blocks != stream_uses_.size()) {
+    return Fail("stream-use table holds %d blocks but %d are marked", stream_uses_.size(),
+                stream_use_blocks);
   }
   if (active_blocks != active_.size()) {
     return Fail("active map holds %d blocks but segments have %d", active_.size(), active_blocks);

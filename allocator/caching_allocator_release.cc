@@ -1,5 +1,6 @@
 // CachingAllocator: the free path (merging, stream events) and everything that returns memory
 // to the device (release of oversize blocks, empty_cache, garbage collection).
+#include <utility>
 #include <vector>
 
 #include "allocator/backend_error.h"
@@ -9,30 +10,39 @@ namespace fragscope {
 using internal::ReportBackendError;
 
 void CachingAllocator::FreeBlockLocked(Block* block) {
-  FRAGSCOPE_DCHECK(!block->allocated && block->event_count == 0 && block->stream_uses.empty());
-  const DevicePtr original_ptr = block->ptr;
-  const uint64_t original_size = block->size;
-  const uint64_t requested = block->requested_size;
-
-  uint8_t merged_count = 0;
-  uint64_t merged_bytes = 0;
-  for (Block* neighbour : {block->prev, block->next}) {
-    if (const uint64_t absorbed = TryMergeLocked(block, neighbour); absorbed > 0) {
-      merged_bytes += absorbed;
-      ++merged_count;
-    }
-  }
-  block->requested_size = 0;
-  PoolOf(block->pool).Insert(block);
-
+  FRAGSCOPE_DCHECK(block->IsFree() && !block->used_on_other_streams);
   AllocatorEvent e = BlockEvent(EventKind::kFreeCompleted, *block);
-  e.ptr = original_ptr;
-  e.bytes = original_size;
-  e.requested_bytes = requested;
-  e.merged_count = merged_count;
-  e.split_bytes = merged_bytes;
-  e.result_bytes = block->size;
-  if (block->IsSplit()) e.flags |= kEventFlagResultIsSplit;
+  e.requested_bytes = block->requested_size;
+
+  // PyTorch's try_merge_blocks: only free blocks merge (not allocated, not waiting for events),
+  // and mapped memory never merges with unmapped address space. (A freed block is mapped.)
+  auto mergeable = [](const Block* b) { return b != nullptr && b->IsFree() && b->mapped; };
+  Block* const prev = mergeable(block->prev) ? block->prev : nullptr;
+  Block* const next = mergeable(block->next) ? block->next : nullptr;
+  BlockPool& pool = PoolOf(block->pool);
+  Block* result = block;
+  if (prev == nullptr && next == nullptr) {
+    block->requested_size = 0;
+    pool.Insert(block);
+  } else {
+    // The survivor is the larger free neighbour, already in the pool: it absorbs the freed block
+    // (and the other neighbour), and usually keeps its place in the size order (Rekey).
+    Block* other = next;
+    result = prev;
+    if (prev == nullptr || (next != nullptr && next->size > prev->size)) std::swap(result, other);
+    if (other != nullptr) pool.Erase(other);
+    const DevicePtr merged_ptr = prev != nullptr ? prev->ptr : block->ptr;
+    const uint64_t merged_size =
+        block->size + (prev != nullptr ? prev->size : 0) + (next != nullptr ? next->size : 0);
+    pool.Rekey(pool.Find(result), merged_ptr, merged_size, [&] {
+      MergeInto(result, block, arena_);
+      if (other != nullptr) MergeInto(result, other, arena_);
+    });
+    e.merged_count = static_cast<uint8_t>((prev != nullptr) + (next != nullptr));
+    e.split_bytes = merged_size - e.bytes;
+  }
+  e.result_bytes = result->size;
+  if (result->IsSplit()) e.flags |= kEventFlagResultIsSplit;
   Emit(e);
 }
 
@@ -51,9 +61,10 @@ uint64_t CachingAllocator::TryMergeLocked(Block* dst, Block* src) {
 void CachingAllocator::InsertEventsLocked(Block* block) {
   // See Note [Stream-ordered reuse] in caching_allocator.h: one event per stream that used the
   // block; the block rejoins the pool when all have completed.
-  auto streams = std::move(block->stream_uses);
-  block->stream_uses.clear();
-  for (StreamId stream : streams) {
+  auto uses = stream_uses_.extract(block);
+  FRAGSCOPE_CHECK(!uses.empty());
+  block->used_on_other_streams = false;
+  for (StreamId stream : uses.mapped()) {
     absl::StatusOr<EventHandle> event = backend_.RecordEvent(stream);
     if (!event.ok()) {
       // Without an event we cannot know when the other stream is done: never reuse the block.
@@ -78,7 +89,7 @@ void CachingAllocator::ProcessEventsLocked() {
       backend_.ReleaseEvent(event);
       queue.pop_front();
       if (--block->event_count == 0) {
-        active_.erase(block->ptr);
+        active_.Erase(block->ptr);
         FreeBlockLocked(block);
       }
     }
@@ -97,7 +108,7 @@ void CachingAllocator::SynchronizeAndFreeEventsLocked() {
       if (!status.ok()) ReportBackendError("synchronizing a stream event", status);
       backend_.ReleaseEvent(event);
       if (--block->event_count == 0) {
-        active_.erase(block->ptr);
+        active_.Erase(block->ptr);
         FreeBlockLocked(block);
       }
     }

@@ -1,10 +1,8 @@
 // DeviceStats: PyTorch's allocator statistics, with exactly its keys and semantics
 // (shared/reference/pytorch_allocator.md §4), derived from allocator events.
 //
-// DeviceStats is a plain struct you can copy and compare. StatsTracker is the AllocatorObserver
-// that keeps one up to date; the allocator owns one and feeds it every event first. The same
-// tracker recomputes the stats offline from an event log, which is how the analyzer checks a log
-// against the stats a job reported.
+// DeviceStats is a plain struct you can copy and compare; StatsTracker (stats_tracker.h) keeps
+// one up to date from events.
 #pragma once
 
 #include <array>
@@ -81,32 +79,5 @@ struct DeviceStats {
 // The stats as torch.cuda.memory_stats() flattens them: ("allocation.all.current", 3), ... in
 // PyTorch's key order.
 std::vector<std::pair<std::string, int64_t>> FlattenStats(const DeviceStats& stats);
-
-// Keeps DeviceStats from events (see Note [Instrumentation is layered on]).
-class StatsTracker final : public AllocatorObserver {
- public:
-  void OnEvent(const AllocatorEvent& event) override;
-  const DeviceStats& stats() const { return stats_; }
-  DeviceStats& mutable_stats() { return stats_; }
-
- private:
-  // Apply to the "all" entry and the pool's entry of `array`.
-  static Stat& Pool(StatArray& array, PoolKind pool) {
-    return array[pool == PoolKind::kSmall ? 1u : 2u];
-  }
-  static void Increase(StatArray& array, PoolKind pool, int64_t amount) {
-    array[0].Increase(amount);
-    Pool(array, pool).Increase(amount);
-  }
-  static void Decrease(StatArray& array, PoolKind pool, int64_t amount) {
-    array[0].Decrease(amount);
-    Pool(array, pool).Decrease(amount);
-  }
-  static void Update(StatArray& array, PoolKind pool, int64_t delta) {
-    array[0].Update(delta);
-    Pool(array, pool).Update(delta);
-  }
-  DeviceStats stats_;
-};
 
 }  // namespace fragscope

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <ostream>
 
-#include "allocator/device_stats.h"
+#include "allocator/stats_tracker.h"
 #include "analysis/replay.h"
 
 namespace fragscope {

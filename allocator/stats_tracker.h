@@ -1,0 +1,126 @@
+// StatsTracker: keeps PyTorch's DeviceStats from allocator events.
+//
+// The allocator owns one and feeds it every event first, through Apply, which is inline so that
+// at each call site the event kind is a constant and the update compiles to the dozen additions
+// that kind needs (the hot path: three events per malloc+free pair). As an AllocatorObserver the
+// same tracker recomputes the stats offline from an event log, which is how the analyzer checks a
+// log against the stats a job reported.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/base/attributes.h"
+#include "allocator/allocator_events.h"
+#include "allocator/device_stats.h"
+#include "allocator/types.h"
+
+namespace fragscope {
+
+// See Note [Instrumentation is layered on] in allocator_events.h.
+class StatsTracker final : public AllocatorObserver {
+ public:
+  void OnEvent(const AllocatorEvent& event) override { Apply(event); }
+
+  const DeviceStats& stats() const { return stats_; }
+  DeviceStats& mutable_stats() { return stats_; }
+
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void Apply(const AllocatorEvent& e) {
+    const auto bytes = static_cast<int64_t>(e.bytes);
+    const bool expandable = (e.flags & kEventFlagExpandable) != 0;
+    switch (e.kind) {
+      case EventKind::kAlloc: {
+        Increase(stats_.allocation, e.pool, 1);
+        Increase(stats_.allocated_bytes, e.pool, bytes);
+        Increase(stats_.active, e.pool, 1);
+        Increase(stats_.active_bytes, e.pool, bytes);
+        Increase(stats_.requested_bytes, e.pool, static_cast<int64_t>(e.requested_bytes));
+        if (e.flags & kEventFlagOversize) stats_.oversize_allocations.Increase(1);
+        if (expandable) break;  // PyTorch keeps no inactive_split stats for expandable segments
+        const bool was_split = (e.flags & kEventFlagBlockWasSplit) != 0;
+        if (e.split_bytes > 0) {
+          if (was_split) {
+            // An already-split free block shrinks by the allocated bytes.
+            Decrease(stats_.inactive_split_bytes, e.pool, bytes);
+          } else {
+            // A whole free block became split: its remainder is a new inactive split block.
+            Increase(stats_.inactive_split_bytes, e.pool, static_cast<int64_t>(e.split_bytes));
+            Increase(stats_.inactive_split, e.pool, 1);
+          }
+        } else if (was_split) {
+          // A free block inside a split segment is reused whole.
+          Decrease(stats_.inactive_split_bytes, e.pool, bytes);
+          Decrease(stats_.inactive_split, e.pool, 1);
+        }
+        break;
+      }
+      case EventKind::kFreeRequested:
+        Decrease(stats_.allocation, e.pool, 1);
+        Decrease(stats_.allocated_bytes, e.pool, bytes);
+        if (e.flags & kEventFlagOversize) stats_.oversize_allocations.Decrease(1);
+        break;
+      case EventKind::kFreeCompleted:
+        if (!expandable) {
+          int64_t blocks = -static_cast<int64_t>(e.merged_count);
+          int64_t split_bytes = -static_cast<int64_t>(e.split_bytes);
+          if (e.flags & kEventFlagResultIsSplit) {
+            blocks += 1;
+            split_bytes += static_cast<int64_t>(e.result_bytes);
+          }
+          Update(stats_.inactive_split, e.pool, blocks);
+          Update(stats_.inactive_split_bytes, e.pool, split_bytes);
+        }
+        Decrease(stats_.active, e.pool, 1);
+        Decrease(stats_.active_bytes, e.pool, bytes);
+        Decrease(stats_.requested_bytes, e.pool, static_cast<int64_t>(e.requested_bytes));
+        break;
+      case EventKind::kSegmentAlloc:
+        Increase(stats_.segment, e.pool, 1);
+        [[fallthrough]];
+      case EventKind::kSegmentMap:
+        Increase(stats_.reserved_bytes, e.pool, bytes);
+        if (e.flags & kEventFlagOversize) stats_.oversize_segments.Increase(1);
+        ++stats_.num_device_alloc;
+        break;
+      case EventKind::kSegmentFree:
+        Decrease(stats_.segment, e.pool, 1);
+        [[fallthrough]];
+      case EventKind::kSegmentUnmap:
+        Decrease(stats_.reserved_bytes, e.pool, bytes);
+        if (e.flags & kEventFlagOversize) stats_.oversize_segments.Decrease(1);
+        ++stats_.num_device_free;
+        break;
+      case EventKind::kOom:
+        ++stats_.num_ooms;
+        break;
+      case EventKind::kEmptyCache:
+        ++stats_.num_sync_all_streams;
+        if (e.flags & kEventFlagOomRetry) ++stats_.num_alloc_retries;
+        break;
+      case EventKind::kOptionsChange:
+      case EventKind::kMarker:
+        break;
+    }
+  }
+
+ private:
+  // Apply to the "all" entry and the pool's entry of `array`.
+  static Stat& Pool(StatArray& array, PoolKind pool) {
+    return array[pool == PoolKind::kSmall ? 1u : 2u];
+  }
+  static void Increase(StatArray& array, PoolKind pool, int64_t amount) {
+    array[0].Increase(amount);
+    Pool(array, pool).Increase(amount);
+  }
+  static void Decrease(StatArray& array, PoolKind pool, int64_t amount) {
+    array[0].Decrease(amount);
+    Pool(array, pool).Decrease(amount);
+  }
+  static void Update(StatArray& array, PoolKind pool, int64_t delta) {
+    array[0].Update(delta);
+    Pool(array, pool).Update(delta);
+  }
+
+  DeviceStats stats_;
+};
+
+}  // namespace fragscope
