@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "analysis/pickle/pickle_opcodes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -35,12 +36,12 @@ TEST(PickleReaderTest, DecodesPythonFixturesOfEveryProtocol) {
   for (const std::string name : {"snapshot", "scalars"}) {
     const std::string expected = Fixture(name + ".repr.txt");
     for (const int protocol : {2, 3, 4, 5}) {
-      SCOPED_TRACE(name + " protocol " + std::to_string(protocol));
-      EXPECT_EQ(Decode(Fixture(name + ".p" + std::to_string(protocol) + ".pickle")), expected);
+      SCOPED_TRACE(absl::StrCat(name, " protocol ", protocol));
+      EXPECT_EQ(Decode(Fixture(absl::StrCat(name, ".p", protocol, ".pickle"))), expected);
     }
   }
   for (const int protocol : {3, 4, 5}) {
-    EXPECT_EQ(Decode(Fixture("bytes.p" + std::to_string(protocol) + ".pickle")),
+    EXPECT_EQ(Decode(Fixture(absl::StrCat("bytes.p", protocol, ".pickle"))),
               Fixture("bytes.repr.txt"));
   }
 }
@@ -85,7 +86,7 @@ TEST(PickleReaderTest, DecodesInputSpanningSeveralFrames) {
   absl::StatusOr<PickleValue> v = ReadPickle(data);
   ASSERT_TRUE(v.ok()) << v.status();
   ASSERT_EQ(v->items().size(), 700u);
-  EXPECT_EQ(v->items()[699].string_value(), "0699" + std::string(96, 'z'));
+  EXPECT_EQ(v->items()[699].string_value(), absl::StrCat("0699", std::string(96, 'z')));
 }
 
 TEST(PickleReaderTest, KeepsSharedSubtreesShared) {
@@ -107,47 +108,41 @@ TEST(PickleReaderTest, DecodesEveryOpcode) {
       {P2("N"), "None"},
       {P2(Bytes({0x88})), "True"},
       {P2(Bytes({0x89})), "False"},
-      {P2("K" + Bytes({200})), "200"},
-      {P2("M" + Bytes({0x34, 0x12})), "4660"},
-      {P2("J" + Bytes({0xfe, 0xff, 0xff, 0xff})), "-2"},
+      {P2(Bytes({'K', 200})), "200"},
+      {P2(Bytes({'M', 0x34, 0x12})), "4660"},
+      {P2(Bytes({'J', 0xfe, 0xff, 0xff, 0xff})), "-2"},
       {P2(Bytes({0x8a, 0})), "0"},
       {P2(Bytes({0x8a, 1, 0xff})), "-1"},
       {P2(Bytes({0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0x80, 0})), "9223372036854775808"},
-      {P2("G" + Bytes({0x3f, 0xf8, 0, 0, 0, 0, 0, 0})), "1.5"},
+      {P2(Bytes({'G', 0x3f, 0xf8, 0, 0, 0, 0, 0, 0})), "1.5"},
       {P2(Bytes({0x8c, 2}) + "hi"), "'hi'"},
-      {P2("X" + Bytes({2, 0, 0, 0}) + "hi"), "'hi'"},
+      {P2(Bytes({'X', 2, 0, 0, 0, 'h', 'i'})), "'hi'"},
       {P2(Bytes({0x8d, 2, 0, 0, 0, 0, 0, 0, 0}) + "hi"), "'hi'"},
-      {P2("C" + Bytes({1, 0xff})), "b'\\xff'"},
-      {P2("B" + Bytes({1, 0, 0, 0, 'a'})), "b'a'"},
+      {P2(Bytes({'C', 1, 0xff})), "b'\\xff'"},
+      {P2(Bytes({'B', 1, 0, 0, 0, 'a'})), "b'a'"},
       {P2(Bytes({0x8e, 1, 0, 0, 0, 0, 0, 0, 0, 'a'})), "b'a'"},
       {P2("]"), "[]"},
       {P2("}"), "{}"},
       {P2(")"), "()"},
-      {P2("K" + Bytes({1}) + Bytes({0x85})), "(1,)"},
-      {P2("K" + Bytes({1}) + "K" + Bytes({2}) + Bytes({0x86})), "(1, 2)"},
-      {P2("K" + Bytes({1}) + "K" + Bytes({2}) + "K" + Bytes({3}) + Bytes({0x87})), "(1, 2, 3)"},
-      {P2("]K" + Bytes({7}) + "a"), "[7]"},
-      {P2("](K" + Bytes({1}) + "K" + Bytes({2}) + "e"), "[1, 2]"},
-      {P2("}" + Bytes({0x8c, 1}) + "kNs"), "{'k': None}"},
-      {P2("}(" + Bytes({0x8c, 1}) + "aK" + Bytes({1}) + Bytes({0x8c, 1}) + "bK" + Bytes({2}) + "u"),
-       "{'a': 1, 'b': 2}"},
-      {P2("]q" + Bytes({0}) + "h" + Bytes({0}) + Bytes({0x86})), "([], [])"},
-      {P2("]r" + Bytes({0, 0, 0, 0}) + "j" + Bytes({0, 0, 0, 0}) + Bytes({0x86})), "([], [])"},
-      {Bytes({0x80, 4, 0x95}) + k6 + "]" + Bytes({0x94}) + "h" + Bytes({0}) + Bytes({0x86}) + ".",
-       "([], [])"},
+      {P2(Bytes({'K', 1, 0x85})), "(1,)"},
+      {P2(Bytes({'K', 1, 'K', 2, 0x86})), "(1, 2)"},
+      {P2(Bytes({'K', 1, 'K', 2, 'K', 3, 0x87})), "(1, 2, 3)"},
+      {P2(Bytes({']', 'K', 7, 'a'})), "[7]"},
+      {P2(Bytes({']', '(', 'K', 1, 'K', 2, 'e'})), "[1, 2]"},
+      {P2(Bytes({'}', 0x8c, 1, 'k', 'N', 's'})), "{'k': None}"},
+      {P2(Bytes({'}', '(', 0x8c, 1, 'a', 'K', 1, 0x8c, 1, 'b', 'K', 2, 'u'})), "{'a': 1, 'b': 2}"},
+      {P2(Bytes({']', 'q', 0, 'h', 0, 0x86})), "([], [])"},
+      {P2(Bytes({']', 'r', 0, 0, 0, 0, 'j', 0, 0, 0, 0, 0x86})), "([], [])"},
+      {absl::StrCat(Bytes({0x80, 4, 0x95}), k6, Bytes({']', 0x94, 'h', 0, 0x86, '.'})), "([], [])"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
-    SCOPED_TRACE("case " + std::to_string(i));
+    SCOPED_TRACE(absl::StrCat("case ", i));
     EXPECT_EQ(Decode(cases[i].pickle), cases[i].expected);
   }
   // MARK + TUPLE.
-  EXPECT_EQ(
-      Decode(P2("(K" + Bytes({1}) + "K" + Bytes({2}) + "K" + Bytes({3}) + "K" + Bytes({4}) + "t")),
-      "(1, 2, 3, 4)");
+  EXPECT_EQ(Decode(P2(Bytes({'(', 'K', 1, 'K', 2, 'K', 3, 'K', 4, 't'}))), "(1, 2, 3, 4)");
   // A memo reference sees later mutation, as in Python: l = []; (l, l.append(5)).
-  EXPECT_EQ(
-      Decode(P2("]q" + Bytes({0}) + "h" + Bytes({0}) + "K" + Bytes({5}) + "a" + Bytes({0x86}))),
-      "([5], [5])");
+  EXPECT_EQ(Decode(P2(Bytes({']', 'q', 0, 'h', 0, 'K', 5, 'a', 0x86}))), "([5], [5])");
 }
 
 TEST(PickleReaderTest, RejectsUnsupportedOpcodesNamingThemAndTheirOffset) {
@@ -179,7 +174,7 @@ TEST(PickleReaderTest, ChecksLengthsAgainstTheRemainingInputBeforeAllocating) {
   // Lengths of 2^60 and 4 GiB with a handful of bytes behind them.
   EXPECT_THAT(Decode(P2(Bytes({0x8d, 0, 0, 0, 0, 0, 0, 0, 0x10}) + "ab")),
               HasSubstr("truncated: operand needs 1152921504606846976 bytes"));
-  EXPECT_THAT(Decode(P2("B" + Bytes({0xff, 0xff, 0xff, 0xff}) + "ab")), HasSubstr("truncated"));
+  EXPECT_THAT(Decode(P2(Bytes({'B', 0xff, 0xff, 0xff, 0xff, 'a', 'b'}))), HasSubstr("truncated"));
   EXPECT_THAT(Decode(P2(Bytes({0x8a, 0xff, 1, 2}))), HasSubstr("truncated"));
   PickleReadOptions small;
   small.max_input_bytes = 3;
@@ -210,17 +205,15 @@ TEST(PickleReaderTest, SurvivesEveryByteReplaced) {
 }
 
 TEST(PickleReaderTest, ChecksMemoReferences) {
-  EXPECT_THAT(Decode(P2("Nh" + Bytes({3}))),
+  EXPECT_THAT(Decode(P2(Bytes({'N', 'h', 3}))),
               HasSubstr("memo index 3 was never stored (memo has 0"));
-  EXPECT_THAT(Decode(P2("Nj" + Bytes({0x40, 0x42, 0x0f, 0}))), HasSubstr("never stored"));
-  EXPECT_THAT(Decode(P2("Nr" + Bytes({0x40, 0x42, 0x0f, 0}))),
+  EXPECT_THAT(Decode(P2(Bytes({'N', 'j', 0x40, 0x42, 0x0f, 0}))), HasSubstr("never stored"));
+  EXPECT_THAT(Decode(P2(Bytes({'N', 'r', 0x40, 0x42, 0x0f, 0}))),
               HasSubstr("memo index 1000000 skips ahead"));
-  EXPECT_THAT(Decode(P2("q" + Bytes({0}) + "N")), HasSubstr("stack underflow"));
+  EXPECT_THAT(Decode(P2(Bytes({'q', 0, 'N'}))), HasSubstr("stack underflow"));
   EXPECT_THAT(Decode(Bytes({0x80, 4, 0x94, 'N', '.'})), HasSubstr("stack underflow"));
   // Overwriting an existing memo slot is allowed (Python allows it).
-  EXPECT_EQ(
-      Decode(P2("(Nq" + Bytes({0}) + "K" + Bytes({1}) + "q" + Bytes({0}) + "h" + Bytes({0}) + "t")),
-      "(None, 1, 1)");
+  EXPECT_EQ(Decode(P2(Bytes({'(', 'N', 'q', 0, 'K', 1, 'q', 0, 'h', 0, 't'}))), "(None, 1, 1)");
 }
 
 TEST(PickleReaderTest, ChecksTheStackAndMarks) {
@@ -246,15 +239,15 @@ TEST(PickleReaderTest, ChecksTheStackAndMarks) {
 
 TEST(PickleReaderTest, ResolvesDuplicateDictKeysAsPython) {
   // {'a': 1, 'b': 2, 'a': 3} -> {'a': 3, 'b': 2}; True == 1 == 1.0 are one key.
-  EXPECT_EQ(Decode(P2("}(" + Bytes({0x8c, 1}) + "aK" + Bytes({1}) + Bytes({0x8c, 1}) + "bK" +
-                      Bytes({2}) + Bytes({0x8c, 1}) + "aK" + Bytes({3}) + "u")),
+  EXPECT_EQ(Decode(P2(Bytes({'}', '(', 0x8c, 1, 'a', 'K', 1, 0x8c, 1, 'b', 'K', 2, 0x8c, 1, 'a',
+                             'K', 3, 'u'}))),
             "{'a': 3, 'b': 2}");
-  EXPECT_EQ(Decode(P2("}(K" + Bytes({1}) + "N" + Bytes({0x88}) + Bytes({0x88}) + "G" +
-                      Bytes({0x3f, 0xf0, 0, 0, 0, 0, 0, 0}) + "Nu")),
+  EXPECT_EQ(Decode(P2(Bytes(
+                {'}', '(', 'K', 1, 'N', 0x88, 0x88, 'G', 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 'N', 'u'}))),
             "{1: None}");
   // A large dict takes the hashed path.
   std::string body = "}(";
-  for (int i = 0; i < 40; ++i) body += "K" + Bytes({i % 20}) + "K" + Bytes({i});
+  for (int i = 0; i < 40; ++i) body += Bytes({'K', i % 20, 'K', i});
   absl::StatusOr<PickleValue> v = ReadPickle(P2(body + "u"));
   ASSERT_TRUE(v.ok()) << v.status();
   ASSERT_EQ(v->entries().size(), 20u);
@@ -276,27 +269,29 @@ TEST(PickleReaderTest, BoundsNestingDepth) {
   EXPECT_EQ(ReadPickle(NestedLists(options.max_depth + 1), options).status().code(),
             absl::StatusCode::kResourceExhausted);
   // TUPLE1 chains nest without growing the stack.
-  const std::string chain = P2("N" + std::string(100000, static_cast<char>(0x85)));
+  const std::string chain = P2(absl::StrCat("N", std::string(100000, static_cast<char>(0x85))));
   EXPECT_THAT(Decode(chain), HasSubstr("containers nest deeper than 200"));
 }
 
 TEST(PickleReaderTest, BoundsDepthAlongEveryPathOfASharedSubtree) {
   // A = 150 nested lists, memoized; root = [A, [[...60 deep...[A]]]]: A is first met at depth 1
   // (fine) and then at depth 61, where it would nest 211 deep.
-  std::string body = "]";                                                    // root
-  body += std::string(150, ']') + std::string(149, 'a') + "q" + Bytes({0});  // A
-  body += "a";                                                               // root = [A]
-  body += std::string(60, ']') + "h" + Bytes({0}) + std::string(60, 'a');    // wrapper chain
-  body += "a";                                                               // root.append(it)
+  std::string body = "]";  // root
+  // A, memoized in slot 0.
+  absl::StrAppend(&body, std::string(150, ']'), std::string(149, 'a'), Bytes({'q', 0}));
+  body += "a";  // root = [A]
+  // The wrapper chain around A fetched from the memo.
+  absl::StrAppend(&body, std::string(60, ']'), Bytes({'h', 0}), std::string(60, 'a'));
+  body += "a";  // root.append(it)
   EXPECT_THAT(Decode(P2(body)), HasSubstr("nest deeper than 200"));
 }
 
 TEST(PickleReaderTest, DecodesExponentiallySharedGraphsInLinearTime) {
   // L0 = [], L(i+1) = [Li, Li]: 2^60 leaves when expanded, 61 lists when shared. The root is the
   // tuple (L0, ..., L60).
-  std::string body = "(]q" + Bytes({0});
+  std::string body = Bytes({'(', ']', 'q', 0});
   for (int i = 0; i < 60; ++i) {
-    body += "](h" + Bytes({i}) + "h" + Bytes({i}) + "eq" + Bytes({i + 1});
+    body += Bytes({']', '(', 'h', i, 'h', i, 'e', 'q', i + 1});
   }
   absl::StatusOr<PickleValue> v = ReadPickle(P2(body + "t"));
   ASSERT_TRUE(v.ok()) << v.status();

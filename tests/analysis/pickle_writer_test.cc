@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "analysis/pickle/pickle_opcodes.h"
 #include "analysis/pickle/pickle_reader.h"
 #include "gmock/gmock.h"
@@ -45,7 +46,7 @@ TEST(PickleWriterTest, RoundTripsEveryFixtureInEveryProtocol) {
     const PickleValue value = FixtureValue(file);
     for (const int protocol : {2, 3, 4, 5}) {
       if (protocol == 2 && file == "bytes.p4.pickle") continue;
-      SCOPED_TRACE(file + " protocol " + std::to_string(protocol));
+      SCOPED_TRACE(absl::StrCat(file, " protocol ", protocol));
       const std::string bytes = WriteOrDie(value, protocol);
       EXPECT_EQ(static_cast<uint8_t>(bytes[1]), protocol);
       absl::StatusOr<PickleValue> back = ReadPickle(bytes);
@@ -86,7 +87,7 @@ TEST(PickleWriterTest, WritesSharedStringsAndContainersOnce) {
   // 300 distinct strings used twice each: the second use is a BINGET, past 256 a LONG_BINGET.
   PickleValue::Items items;
   std::vector<PickleValue> strings;
-  for (int i = 0; i < 300; ++i) strings.push_back(S("s" + std::to_string(i)));
+  for (int i = 0; i < 300; ++i) strings.push_back(S(absl::StrCat("s", i)));
   for (int round = 0; round < 2; ++round) {
     for (const PickleValue& s : strings) items.push_back(s);
   }
@@ -96,8 +97,8 @@ TEST(PickleWriterTest, WritesSharedStringsAndContainersOnce) {
   const PickleValue value = L(std::move(items));
   for (const int protocol : {2, 4}) {
     const std::string bytes = WriteOrDie(value, protocol);
-    EXPECT_NE(bytes.find("j" + fragscope::testing::Bytes({0x00, 0x01, 0, 0})), std::string::npos);
-    EXPECT_NE(bytes.find("j" + fragscope::testing::Bytes({0x2c, 0x01, 0, 0})), std::string::npos);
+    EXPECT_NE(bytes.find(fragscope::testing::Bytes({'j', 0x00, 0x01, 0, 0})), std::string::npos);
+    EXPECT_NE(bytes.find(fragscope::testing::Bytes({'j', 0x2c, 0x01, 0, 0})), std::string::npos);
     EXPECT_EQ(bytes.find("s299", bytes.find("s299") + 1), std::string::npos);  // written once
     absl::StatusOr<PickleValue> back = ReadPickle(bytes);
     ASSERT_TRUE(back.ok()) << back.status();
@@ -155,7 +156,7 @@ TEST(PickleWriterTest, WritesFilesForPythonVerification) {
       options.protocol = protocol;
       const std::string base = std::string(dir) + "/" + name;
       ASSERT_TRUE(
-          WritePickleFile(value, base + ".p" + std::to_string(protocol) + ".pickle", options).ok());
+          WritePickleFile(value, absl::StrCat(base, ".p", protocol, ".pickle"), options).ok());
     }
     std::ofstream(std::string(dir) + "/" + name + ".repr.txt", std::ios::binary)
         << DebugString(value, 1000);
