@@ -61,7 +61,14 @@
 // expandable ranges. The replay then starts empty; reserved memory and layouts leave that state
 // out, and frees of blocks allocated before the trace are reported and skipped.
 //
-// Memory: O(live blocks) (the pointer map, the allocator's own state), never O(events).
+// Memory: O(live blocks) (the pointer map, the allocator's own state) and the lookahead
+// (TraceLookahead), never O(events).
+//
+// Files: replay.cc (the loop, alloc and oom), replay_frees.cc (Note [Stream-ordered frees in a
+// replay]), replay_empty_cache.cc (Note [Inferring empty_cache]), replay_addresses.cc (scripted
+// segment and reservation addresses, Note [Expandable segments in a replay]),
+// replay_initial_state.cc (Note [State before the trace]), replay_lookahead.h (reading ahead),
+// replay_phases.h (marker texts).
 #pragma once
 
 #include <cstdint>
@@ -76,6 +83,8 @@
 #include "allocator/caching_allocator.h"
 #include "allocator/oom_report.h"
 #include "allocator/simulated_backend.h"
+#include "analysis/replay_lookahead.h"
+#include "analysis/replay_phases.h"
 #include "analysis/trace_event.h"
 
 namespace fragscope {
@@ -147,7 +156,7 @@ class Replayer {
   uint64_t events_read() const { return events_read_; }
   uint64_t last_index() const { return last_index_; }
   uint64_t last_time_ns() const { return last_time_ns_; }
-  const std::string& PhaseText(uint32_t phase) const;
+  const std::string& PhaseText(uint32_t phase) const { return phases_.Text(phase); }
   const std::string& current_phase() const { return PhaseText(current_phase_); }
   // Origins of the live blocks, by the replay's (allocator's) address. O(live blocks).
   absl::flat_hash_map<DevicePtr, BlockOrigin> LiveBlockOrigins() const;
@@ -160,56 +169,62 @@ class Replayer {
     BlockOrigin origin;
   };
 
-  // The next event (nullptr at the end), and a peek at the one after it.
-  absl::StatusOr<TraceEvent*> Fetch();
-  const TraceEvent* Peek();
+  // --- The replay loop (replay.cc) ---
   void Apply(TraceEvent& event, ReplayHooks* hooks);
   void ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks);
   void ApplyOom(const TraceEvent& event, ReplayHooks* hooks);
+  void Warn(std::string warning);
+
+  // --- Note [State before the trace] (replay_initial_state.cc) ---
+  void BuildInitialState();
+
+  // --- Note [Stream-ordered frees in a replay] (replay_frees.cc) ---
   void ApplyFreeRequested(const TraceEvent& event);
   void ApplyFreeCompleted(const TraceEvent& event);
+  // Completes the pseudo-streams of the free_completed events read so far.
   void CompleteQueuedFrees();
-  // Note [Inferring empty_cache]: settles queued segment frees before a user-level event.
+
+  // --- Note [Inferring empty_cache] (replay_empty_cache.cc) ---
+  // Queues a segment_free/unmap (or segment_alloc/map) read between user-level events.
+  void QueueSegmentFree(const TraceEvent& event);
+  // Settles the queued segment frees before the user-level event `next`: an empty_cache() the
+  // replay calls, or the allocator's own (retry ladder, garbage collection).
   void SettleSegmentFrees(const TraceEvent& next);
+  void ClearQueuedSegmentFrees();
   // Whether a free cached block would serve the allocation `next` before any release, so that
   // it could not have been the retry ladder's (get_free_block's best fit and oversize rules).
   // O(blocks); asked only for a group of segment frees that a full device or cap could explain.
   bool CacheServes(const TraceEvent& next) const;
-  // Note [Expandable segments in a replay]: scripts the queued segment_map addresses that lie in
-  // no live reservation as reservation bases, before the allocation that maps them; and clears
-  // what the allocation left queued (segment_alloc and reservation scripts) after it.
+
+  // --- Note [Expandable segments in a replay]: scripted addresses (replay_addresses.cc) ---
+  // A segment_alloc or segment_map read before the allocation that makes it.
+  void QueueSegmentAlloc(const TraceEvent& event);
+  // Scripts the queued segment_map addresses that lie in no live reservation as reservation
+  // bases, before the allocation that maps them.
   void ScriptQueuedReservations();
+  // Clears what the allocation left queued (segment_alloc and reservation scripts) after it.
   void ClearQueuedSegmentAllocs();
-  void BuildInitialState();
-  uint32_t InternPhase(const std::string& text);
-  void RefPhase(uint32_t phase);
-  void UnrefPhase(uint32_t phase);
-  void Warn(std::string warning);
 
   TraceSource& source_;
   ReplayConfig config_;
+  TraceLookahead events_;
   std::unique_ptr<SimulatedBackend> backend_;
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<Forwarder> forwarder_;
 
   // Live blocks by the trace's address.
   absl::flat_hash_map<DevicePtr, LiveBlock> live_;
+
+  // Note [Stream-ordered frees in a replay].
   StreamId next_pseudo_stream_ = 0;
   std::vector<StreamId> free_pseudo_streams_;  // completed, reusable: O(pending frees)
   // Pseudo-streams whose free_completed was read, to complete before or after the next
-  // allocation (Note [Stream-ordered frees in a replay]).
+  // allocation.
   std::vector<StreamId> queued_completions_;
   // The next allocation went through the retry ladder that synchronizes all events.
   bool ladder_expected_ = false;
-  // The current event and one of lookahead (free_requested peeks at the next event), in two
-  // buffers that trade roles, so that no event is copied.
-  TraceEvent buffers_[2];
-  int current_ = 0;
-  bool have_lookahead_ = false;
   // The trace pointer whose free_completed immediately follows its free_requested (nothing to do).
   DevicePtr skip_completion_of_ = 0;
-  bool source_done_ = false;
-  absl::Status source_error_;
 
   // Segment frees read since the last user-level event (Note [Inferring empty_cache]).
   uint64_t queued_segment_free_bytes_ = 0;
@@ -224,12 +239,8 @@ class Replayer {
   bool reservations_scripted_ = false;
   uint64_t external_bytes_ = 0;
 
-  // Phases: interned marker texts, reference-counted by live blocks (O(live blocks)).
-  std::vector<std::string> phase_text_;
-  std::vector<uint32_t> phase_refs_;
-  std::vector<uint32_t> free_phases_;
-  absl::flat_hash_map<std::string, uint32_t> phase_ids_;
-  uint32_t current_phase_ = 0;
+  PhaseTable phases_;
+  uint32_t current_phase_ = PhaseTable::kStart;
 
   uint64_t events_read_ = 0;
   uint64_t last_index_ = 0;

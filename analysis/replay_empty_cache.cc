@@ -1,0 +1,78 @@
+// Replayer: telling an empty_cache() from the allocator's own releases (retry ladder, garbage
+// collection) in a trace that does not record empty_cache. See Note [Inferring empty_cache] in
+// replay.h.
+#include "allocator/size_policy.h"
+#include "analysis/replay.h"
+
+namespace fragscope {
+
+void Replayer::QueueSegmentFree(const TraceEvent& event) {
+  ++queued_segment_frees_;
+  if (event.kind == EventKind::kSegmentUnmap) ++queued_segment_unmaps_;
+  queued_segment_free_bytes_ += event.bytes;
+  if (queued_segment_alloc_bytes_ > 0) frees_after_segment_alloc_ = true;
+}
+
+void Replayer::ClearQueuedSegmentFrees() {
+  queued_segment_frees_ = 0;
+  queued_segment_unmaps_ = 0;
+  queued_segment_free_bytes_ = 0;
+  frees_after_segment_alloc_ = false;
+}
+
+void Replayer::SettleSegmentFrees(const TraceEvent& next) {
+  if (queued_segment_frees_ == 0) return;
+  bool internal = source_.info().records_empty_cache;
+  if (!internal && (next.kind == EventKind::kAlloc || next.kind == EventKind::kOom)) {
+    const DeviceStats stats = allocator_->GetStats();
+    const auto reserved = static_cast<uint64_t>(stats.reserved_bytes[0].current);
+    const AllocatorOptions& o = config_.options;
+    const double fraction = allocator_->GetMemoryFraction();
+    const bool capped = fraction < 1.0;
+    const auto allowed =
+        static_cast<uint64_t>(fraction * static_cast<double>(config_.capacity_bytes));
+    const bool gc_due = capped && o.garbage_collection_threshold > 0 &&
+                        static_cast<double>(reserved) >
+                            o.garbage_collection_threshold * static_cast<double>(allowed);
+    if (next.kind == EventKind::kOom) {
+      internal = true;
+    } else if (frees_after_segment_alloc_) {  // mapped part of it, failed, released, retried
+      internal = true;
+      ladder_expected_ = true;
+    } else if (queued_segment_alloc_bytes_ > 0) {
+      const uint64_t seg = queued_segment_alloc_bytes_;
+      // PyTorch checks the cap against the allocation size, also before mapping pages.
+      const uint64_t cap_bytes =
+          queued_maps_.empty() ? seg : SegmentSizeFor(RoundSize(next.requested_bytes, o), o);
+      const bool malloc_would_fail =
+          ((capped && reserved + cap_bytes > allowed) || backend_->MemInfo().free_bytes < seg) &&
+          !CacheServes(next);
+      const bool gc_freed = gc_due && queued_segment_frees_ > queued_segment_unmaps_;
+      internal = malloc_would_fail || gc_freed;
+      ladder_expected_ = malloc_would_fail;
+    }
+  }
+  if (!internal) {
+    CompleteQueuedFrees();
+    allocator_->EmptyCache();
+  }
+  ClearQueuedSegmentFrees();
+}
+
+bool Replayer::CacheServes(const TraceEvent& next) const {
+  const AllocatorOptions& o = config_.options;
+  const uint64_t rounded = RoundSize(next.requested_bytes, o);
+  const PoolKind pool = PoolFor(rounded);
+  uint64_t best = 0;
+  for (const SegmentInfo& segment : allocator_->Snapshot().segments) {
+    if (segment.stream != next.stream || segment.segment_type != pool) continue;
+    for (const BlockInfo& b : segment.blocks) {
+      if (b.state == BlockState::kInactive && b.size >= rounded && (best == 0 || b.size < best)) {
+        best = b.size;
+      }
+    }
+  }
+  return best > 0 && !OversizeRuleRejects(best, rounded, o);
+}
+
+}  // namespace fragscope

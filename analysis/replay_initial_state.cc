@@ -1,0 +1,90 @@
+// Replayer: rebuilding the segments and blocks that existed before the trace's first event.
+// See Note [State before the trace] in replay.h.
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "allocator/format_size.h"
+#include "allocator/size_policy.h"
+#include "analysis/replay.h"
+
+namespace fragscope {
+
+void Replayer::BuildInitialState() {
+  const std::vector<InitialSegment>& segments = source_.info().initial_segments;
+  if (segments.empty()) return;
+  if (source_.info().expandable_segments) {
+    uint64_t bytes = 0;
+    size_t blocks = 0;
+    for (const InitialSegment& seg : segments) {
+      bytes += seg.size;
+      blocks += seg.allocated.size();
+    }
+    Warn(absl::StrFormat(
+        "%d segments or mapped ranges (%s, %d allocated blocks) existed before the trace began; "
+        "rebuilding that state is not supported for a trace that uses expandable segments, so "
+        "the replay starts without it: its reserved memory and layouts leave those bytes out",
+        segments.size(), FormatSize(bytes), blocks));
+    return;
+  }
+  std::vector<DevicePtr> gaps;
+  for (const InitialSegment& seg : segments) {
+    if (config_.script_addresses) backend_->ScriptAddresses({seg.address});
+    const bool small = seg.pool == PoolKind::kSmall;
+    absl::StatusOr<DevicePtr> whole =
+        allocator_->Allocate(small ? kSmallSizeBytes : seg.size, seg.stream);
+    backend_->ScriptAddresses({});
+    if (!whole.ok()) {
+      Warn(
+          absl::StrFormat("could not rebuild the segment at 0x%x (%s) that existed before the "
+                          "trace: %s",
+                          seg.address, FormatSize(seg.size), whole.status().message()));
+      continue;
+    }
+    (void)allocator_->Free(*whole);
+    const DevicePtr base = *whole;
+    // Pieces in address order: allocated blocks and the free gaps between them.
+    DevicePtr at = seg.address;
+    auto carve = [&](uint64_t size, bool gap, const InitialBlock* block) {
+      absl::StatusOr<DevicePtr> p = allocator_->Allocate(size, seg.stream);
+      if (!p.ok()) {
+        Warn(absl::StrFormat("could not rebuild a block of %s in the segment at 0x%x: %s",
+                             FormatSize(size), seg.address, p.status().message()));
+        return;
+      }
+      if (*p != base + (at - seg.address)) {
+        Warn(
+            absl::StrFormat("the pre-trace layout of the segment at 0x%x could not be rebuilt "
+                            "exactly (a block of %s landed elsewhere)",
+                            seg.address, FormatSize(size)));
+      }
+      if (gap) {
+        gaps.push_back(*p);
+      } else {
+        LiveBlock live;
+        live.ours = *p;
+        live.origin.phase = PhaseTable::kBefore;
+        live.origin.before_trace = true;
+        live_[block->address] = live;
+      }
+    };
+    // A free gap is carved in pieces its pool serves: small-pool requests are <= 1 MiB, while a
+    // small segment's gap can be larger. The pieces merge again when the gaps are freed.
+    auto carve_gap = [&](DevicePtr end) {
+      while (at < end) {
+        const uint64_t piece = small ? std::min<uint64_t>(end - at, kSmallSizeBytes) : end - at;
+        carve(piece, /*gap=*/true, nullptr);
+        at += piece;
+      }
+    };
+    for (const InitialBlock& b : seg.allocated) {
+      carve_gap(b.address);
+      carve(b.size, /*gap=*/false, &b);
+      at = b.address + b.size;
+    }
+    carve_gap(seg.address + seg.size);
+  }
+  for (DevicePtr gap : gaps) (void)allocator_->Free(gap);
+}
+
+}  // namespace fragscope
