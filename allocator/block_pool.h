@@ -13,9 +13,11 @@
 // For first-fit placement the pool also keeps the same blocks in address order (stream, ptr);
 // that index exists only while enabled (set_address_index), so best fit pays one branch for it.
 //
-// The pool only stores pointers; it never splits, merges or frees blocks (see block.h).
-// Invariant: every block in the set is free (not allocated, no pending events) and its key fields
-// do not change while it is in the set.
+// The size order holds (key, block) entries (PoolEntry), so lookups never touch Block objects;
+// the other sets hold pointers. The pool never splits, merges or frees blocks (see block.h).
+// Invariants: every block in the sets is free (not allocated, no pending events); an entry's key
+// equals its block's (stream, size, ptr), so a block's key fields change in the set only through
+// Rekey.
 //
 // A sentinel block with the largest possible key always sits at the end of the set, so the btree
 // never empties: a warm malloc+free that takes a pool's only block and puts a remainder back
@@ -23,7 +25,7 @@
 // never see it.
 #pragma once
 
-#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <tuple>
@@ -34,6 +36,19 @@
 
 namespace fragscope {
 
+// An entry of the size order: the block's key, copied in, and the block. Comparisons read the
+// copy, so a lookup in a pool of many blocks touches btree nodes only, never the scattered Block
+// objects (a cache miss per comparison otherwise).
+struct PoolEntry {
+  StreamId stream;
+  uint64_t size;
+  DevicePtr ptr;
+  Block* block;
+
+  static PoolEntry Of(Block* b) { return {b->stream, b->size, b->ptr, b}; }
+  auto Tie() const { return std::tie(stream, size, ptr); }
+};
+
 struct BlockOrder {
   using is_transparent = void;
   // A search key: the smallest possible key of (stream, size).
@@ -41,13 +56,12 @@ struct BlockOrder {
     StreamId stream;
     uint64_t size;
   };
-  static auto Tie(const Block* b) { return std::tie(b->stream, b->size, b->ptr); }
-  bool operator()(const Block* a, const Block* b) const { return Tie(a) < Tie(b); }
-  bool operator()(const Block* a, const Key& k) const {
-    return std::tie(a->stream, a->size) < std::tie(k.stream, k.size);
+  bool operator()(const PoolEntry& a, const PoolEntry& b) const { return a.Tie() < b.Tie(); }
+  bool operator()(const PoolEntry& a, const Key& k) const {
+    return std::tie(a.stream, a.size) < std::tie(k.stream, k.size);
   }
-  bool operator()(const Key& k, const Block* b) const {
-    return std::tie(k.stream, k.size) <= std::tie(b->stream, b->size);
+  bool operator()(const Key& k, const PoolEntry& b) const {
+    return std::tie(k.stream, k.size) <= std::tie(b.stream, b.size);
   }
 };
 
@@ -59,13 +73,44 @@ struct BlockAddressOrder {
 };
 
 class BlockPool {
+  using Set = absl::btree_set<PoolEntry, BlockOrder>;
+
  public:
-  using Set = absl::btree_set<Block*, BlockOrder>;
-  using iterator = Set::iterator;
+  // A position in the size order; dereferences to the Block. key() reads the entry's copy of the
+  // block's key without touching the block.
+  class iterator {
+   public:
+    using iterator_category = std::bidirectional_iterator_tag;
+    using value_type = Block*;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Block* const*;
+    using reference = Block*;
+
+    iterator() = default;
+    Block* operator*() const { return it_->block; }
+    const PoolEntry& key() const { return *it_; }
+    iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    iterator& operator--() {
+      --it_;
+      return *this;
+    }
+    iterator operator++(int) { return iterator(it_++); }
+    iterator operator--(int) { return iterator(it_--); }
+    friend bool operator==(const iterator& a, const iterator& b) { return a.it_ == b.it_; }
+
+   private:
+    friend class BlockPool;
+    explicit iterator(Set::const_iterator it) : it_(it) {}
+    Set::const_iterator it_;
+  };
+  using const_iterator = iterator;
 
   explicit BlockPool(PoolKind kind) : kind_(kind) {
     sentinel_.stream = sentinel_.size = sentinel_.ptr = ~uint64_t{0};
-    blocks_.insert(&sentinel_);
+    blocks_.insert(PoolEntry::Of(&sentinel_));
   }
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
@@ -74,8 +119,8 @@ class BlockPool {
 
   // The best-fit position for (stream, size): the first block not ordered before the key, or
   // end(). The block there may belong to another stream; callers check.
-  iterator LowerBound(StreamId stream, uint64_t size) {
-    return blocks_.lower_bound(BlockOrder::Key{stream, size});
+  iterator LowerBound(StreamId stream, uint64_t size) const {
+    return iterator(blocks_.lower_bound(BlockOrder::Key{stream, size}));
   }
 
   // The lowest-address free block on `stream` for which accept(block) is true, or nullptr.
@@ -110,33 +155,35 @@ class BlockPool {
     if (enabled == address_index_enabled_) return;
     address_index_enabled_ = enabled;
     by_address_.clear();
-    if (enabled) by_address_.insert(begin(), end());
+    for (Block* block : *this) {
+      if (enabled) by_address_.insert(block);
+    }
   }
 
   // REQUIRES: block is free and not in the set. Stamps the GC clock into the block.
   void Insert(Block* block) {
     block->gc_count_base = gc_clock_;
-    const bool inserted = blocks_.insert(block).second;
+    const bool inserted = blocks_.insert(PoolEntry::Of(block)).second;
     FRAGSCOPE_DCHECK(inserted);
     (void)inserted;
     if (address_index_enabled_) by_address_.insert(block);
   }
   // REQUIRES: block is in the set.
   void Erase(Block* block) {
-    const size_t erased = blocks_.erase(block);
+    const size_t erased = blocks_.erase(PoolEntry::Of(block));
     FRAGSCOPE_DCHECK(erased == 1);
     (void)erased;
     if (address_index_enabled_) by_address_.erase(block);
   }
   iterator Erase(iterator it) {
     if (address_index_enabled_) by_address_.erase(*it);
-    return blocks_.erase(it);
+    return iterator(blocks_.erase(it.it_));
   }
   // REQUIRES: block is in the set.
-  iterator Find(Block* block) {
-    iterator it = blocks_.find(block);
-    FRAGSCOPE_DCHECK(it != blocks_.end());
-    return it;
+  iterator Find(Block* block) const {
+    auto it = blocks_.find(PoolEntry::Of(block));
+    FRAGSCOPE_DCHECK(it != blocks_.end() && it->block == block);
+    return iterator(it);
   }
 
   // Changes the key of the block at `it` to (new_ptr, new_size) by running `change` (the block
@@ -154,6 +201,11 @@ class BlockPool {
     change();
     FRAGSCOPE_DCHECK(block->ptr == new_ptr && block->size == new_size);
     if (in_place) {
+      // The entry's key is a copy; the btree never compares it while we rewrite it, and the
+      // new key sorts where the old one did.
+      auto& entry = const_cast<PoolEntry&>(*it.it_);
+      entry.ptr = new_ptr;
+      entry.size = new_size;
       block->gc_count_base = gc_clock_;
     } else {
       Insert(block);
@@ -161,22 +213,24 @@ class BlockPool {
   }
 
   bool Contains(Block* block) const {
-    return blocks_.contains(block) && (!address_index_enabled_ || by_address_.contains(block));
+    auto it = blocks_.find(PoolEntry::Of(block));
+    return it != blocks_.end() && it->block == block &&
+           (!address_index_enabled_ || by_address_.contains(block));
   }
   // False if the address index (when enabled) holds other blocks than the size order.
   bool IndexesAgree() const { return !address_index_enabled_ || by_address_.size() == size(); }
-  // False if the blocks' keys are no longer in strictly increasing order (a key changed in the
-  // set without Rekey). O(blocks): for the invariant checker.
+  // False if an entry's key copy differs from its block's key (a key changed in the set without
+  // Rekey), or the keys are not strictly increasing. O(blocks): for the invariant checker.
   bool IsOrdered() const {
-    return std::adjacent_find(blocks_.begin(), blocks_.end(), [](const Block* a, const Block* b) {
-             return !BlockOrder()(a, b);
-           }) == blocks_.end();
+    for (auto it = blocks_.begin(); it != blocks_.end(); ++it) {
+      if (it->Tie() != PoolEntry::Of(it->block).Tie()) return false;
+      if (std::next(it) != blocks_.end() && !BlockOrder()(*it, *std::next(it))) return false;
+    }
+    return true;
   }
 
-  iterator begin() { return blocks_.begin(); }
-  iterator end() { return std::prev(blocks_.end()); }
-  Set::const_iterator begin() const { return blocks_.begin(); }
-  Set::const_iterator end() const { return std::prev(blocks_.end()); }
+  iterator begin() const { return iterator(blocks_.begin()); }
+  iterator end() const { return iterator(std::prev(blocks_.end())); }
   size_t size() const { return blocks_.size() - 1; }
   bool empty() const { return size() == 0; }
 
@@ -190,9 +244,9 @@ class BlockPool {
 
   // Whether key (stream of *it, size, ptr) sorts strictly between the neighbours of `it`.
   bool KeyFitsAt(iterator it, DevicePtr ptr, uint64_t size) const {
-    const auto key = std::make_tuple((*it)->stream, size, ptr);
-    if (it != blocks_.begin() && !(BlockOrder::Tie(*std::prev(it)) < key)) return false;
-    return key < BlockOrder::Tie(*std::next(it));  // the sentinel follows every real block
+    const auto key = std::make_tuple(it.key().stream, size, ptr);
+    if (it != begin() && !(std::prev(it).key().Tie() < key)) return false;
+    return key < std::next(it).key().Tie();  // the sentinel follows every real block
   }
 
   // Visits the blocks of `stream` in `set`, lowest address first, until visit returns a block.

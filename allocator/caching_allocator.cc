@@ -80,8 +80,8 @@ BlockPool::iterator CachingAllocator::FindFreeBlockLocked(BlockPool& pool, Strea
     return block != nullptr ? pool.Find(block) : pool.end();
   }
   auto it = pool.LowerBound(stream, rounded);
-  if (it == pool.end() || (*it)->stream != stream) return pool.end();
-  if ((*it)->IsExpandable()) {
+  if (it == pool.end() || it.key().stream != stream) return pool.end();
+  if (expandable_segment_count_ > 0 && (*it)->IsExpandable()) {
     if (expandable) {
       // A free block bordering unmapped space can grow for free: count that space, and prefer
       // a larger mapped block that does not border it (keeps the growing edge free).
@@ -103,7 +103,7 @@ BlockPool::iterator CachingAllocator::FindFreeBlockLocked(BlockPool& pool, Strea
     }
   }
   // PyTorch rejects here rather than trying the next candidate (pytorch#189504).
-  if (OversizeRuleRejects((*it)->size, rounded, options_)) return pool.end();
+  if (OversizeRuleRejects(it.key().size, rounded, options_)) return pool.end();
   return it;
 }
 
@@ -272,6 +272,11 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
   Lock lock(&mu_);
   Block* block = active_.Find(ptr);
   if (block == nullptr) return FindActiveBlockLocked(ptr).status();  // says what ptr is
+  // The free reads the segment (event) and both neighbours (merge): start the three cache misses
+  // together instead of one after another. In a large pool they dominate a free.
+  __builtin_prefetch(block->segment);
+  __builtin_prefetch(block->prev);
+  __builtin_prefetch(block->next);
   if (!block->allocated) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "double free: 0x%x was already freed and is waiting for events on other streams", ptr));

@@ -239,6 +239,9 @@ class CachingAllocator {
   // node-stable because blocks point into it.
   std::map<DevicePtr, Segment> segments_ ABSL_GUARDED_BY(mu_);
   uint64_t next_segment_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // Live expandable segments: while there are none, best fit skips its expandable checks (which
+  // read the block and its segment, two cache misses in a large pool).
+  size_t expandable_segment_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Per-stream FIFO of (event, block) for blocks freed after use on that stream. Per-stream
   // queues avoid head-of-line blocking (pytorch#71616).
   absl::flat_hash_map<StreamId, std::deque<std::pair<EventHandle, Block*>>> pending_events_

@@ -89,6 +89,7 @@ Block* CachingAllocator::FindExpandableBlockLocked(PoolKind pool, StreamId strea
   segment.pool = pool;
   segment.id = next_segment_id_++;
   segment.expandable = true;
+  ++expandable_segment_count_;
   segment.page_bytes = page;
 
   Block* head = arena_.New();
@@ -179,6 +180,7 @@ void CachingAllocator::UnmapBlockLocked(Block* block) {
   const DevicePtr base = segment.base;
   arena_.Delete(unmapped);
   segments_.erase(base);
+  --expandable_segment_count_;
 }
 
 }  // namespace fragscope

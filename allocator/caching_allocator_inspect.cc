@@ -79,11 +79,13 @@ absl::Status CachingAllocator::CheckInvariants() const {
   };
   uint64_t reserved = 0;
   size_t free_blocks = 0, active_blocks = 0, unmapped_blocks = 0, stream_use_blocks = 0;
+  size_t expandable_segments = 0;
 
   for (const auto& [base, segment] : segments_) {
     if (segment.head == nullptr || segment.head->ptr != base || segment.head->prev != nullptr) {
       return Fail("segment 0x%x: head block does not start the segment", base);
     }
+    if (segment.expandable) ++expandable_segments;
     if (!segment.expandable) {
       reserved += segment.size;
       add(segment_count, segment.pool, 1);
@@ -169,6 +171,10 @@ absl::Status CachingAllocator::CheckInvariants() const {
   }
   if (!small_pool_.IndexesAgree() || !large_pool_.IndexesAgree()) {
     return Fail("a pool's address index disagrees with its size order");
+  }
+  if (expandable_segments != expandable_segment_count_) {
+    return Fail("%d expandable segments counted as %d", expandable_segments,
+                expandable_segment_count_);
   }
   if (stream_use_blocks != stream_uses_.size()) {
     return Fail("stream-use table holds %d blocks but %d are marked", stream_uses_.size(),

@@ -1,5 +1,7 @@
 #include "allocator/simulated_backend.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 
@@ -72,10 +74,13 @@ absl::StatusOr<DevicePtr> SimulatedBackend::Malloc(uint64_t bytes) {
     scripted_.pop_front();
     if (absl::Status s = CheckNoOverlap(live_, candidate, granular); !s.ok()) return s;
   } else {
-    candidate = FirstFit(live_, kBaseAddress, granular);
+    candidate = FirstFit(live_, gapless_end_, granular);
   }
   live_.emplace(candidate, granular);
   used_bytes_ += granular;
+  for (auto it = live_.find(gapless_end_); it != live_.end(); it = live_.find(gapless_end_)) {
+    gapless_end_ += it->second;
+  }
   return candidate;
 }
 
@@ -180,6 +185,7 @@ absl::Status SimulatedBackend::Free(DevicePtr ptr) {
   }
   used_bytes_ -= it->second;
   live_.erase(it);
+  gapless_end_ = std::min(gapless_end_, ptr);
   return absl::OkStatus();
 }
 

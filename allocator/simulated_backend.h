@@ -122,6 +122,10 @@ class SimulatedBackend final : public DeviceBackend {
   int64_t free_calls_ = 0;
   // Live ranges by address -> granular size; used for address-ordered first fit.
   absl::btree_map<DevicePtr, uint64_t> live_;
+  // Invariant: live ranges tile [kBaseAddress, gapless_end_) with no gap, so first fit starts
+  // its scan here. A caching allocator rarely frees segments, so without this every Malloc
+  // walked all live segments (11 % of a 38k-block random benchmark).
+  DevicePtr gapless_end_ = kBaseAddress;
   std::deque<DevicePtr> scripted_;
   // Reservations by base -> size, and mapped pages by address -> page size.
   absl::btree_map<DevicePtr, uint64_t> reservations_;

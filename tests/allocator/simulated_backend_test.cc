@@ -1,0 +1,97 @@
+// SimulatedBackend's device allocations: lowest-address first fit in 2 MiB granules, scripted
+// addresses, and its errors. The randomized test checks every Malloc against a brute-force scan
+// of the live ranges, which is what the backend's gap-free prefix (gapless_end_) must reproduce.
+#include "allocator/simulated_backend.h"
+
+#include <map>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace fragscope {
+namespace {
+
+constexpr DevicePtr kBase = SimulatedBackend::kBaseAddress;
+constexpr uint64_t kGranule = SimulatedBackend::kGranularityBytes;
+
+TEST(SimulatedBackendTest, FirstFitReusesTheLowestGapThatFits) {
+  SimulatedBackend backend(kGiB);
+  const DevicePtr a = *backend.Malloc(kGranule);
+  const DevicePtr b = *backend.Malloc(3 * kGranule);
+  const DevicePtr c = *backend.Malloc(1);  // rounded up to one granule
+  EXPECT_EQ(a, kBase);
+  EXPECT_EQ(b, kBase + kGranule);
+  EXPECT_EQ(c, kBase + 4 * kGranule);
+  ASSERT_TRUE(backend.Free(b).ok());
+  EXPECT_EQ(*backend.Malloc(4 * kGranule), kBase + 5 * kGranule);  // the 3-granule gap is short
+  EXPECT_EQ(*backend.Malloc(2 * kGranule), kBase + kGranule);      // into the gap
+  ASSERT_TRUE(backend.Free(a).ok());
+  EXPECT_EQ(*backend.Malloc(kGranule), kBase);
+  EXPECT_EQ(*backend.Malloc(kGranule), kBase + 3 * kGranule);  // the rest of b's gap
+}
+
+TEST(SimulatedBackendTest, ErrorsNameTheProblem) {
+  SimulatedBackend backend(4 * kGranule);
+  EXPECT_TRUE(absl::IsInvalidArgument(backend.Malloc(0).status()));
+  const DevicePtr a = *backend.Malloc(4 * kGranule);
+  EXPECT_TRUE(absl::IsResourceExhausted(backend.Malloc(1).status()));
+  absl::Status bad_free = backend.Free(a + kGranule);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_free));
+  EXPECT_NE(bad_free.message().find("not a live simulated allocation"), std::string::npos);
+}
+
+TEST(SimulatedBackendTest, ScriptedAddressesAreUsedAndCheckedForOverlap) {
+  SimulatedBackend backend(kGiB);
+  backend.ScriptAddresses({kBase + 8 * kGranule, kBase + 9 * kGranule});
+  EXPECT_EQ(*backend.Malloc(kGranule), kBase + 8 * kGranule);
+  absl::StatusOr<DevicePtr> overlap = backend.Malloc(kGranule);  // scripted 9: free, fine
+  EXPECT_EQ(*overlap, kBase + 9 * kGranule);
+  backend.ScriptAddresses({kBase + 8 * kGranule});
+  EXPECT_TRUE(absl::IsInternal(backend.Malloc(kGranule).status()));
+  // Unscripted allocations still fill the lowest gap, below the scripted ranges.
+  EXPECT_EQ(*backend.Malloc(8 * kGranule), kBase);
+  EXPECT_EQ(*backend.Malloc(kGranule), kBase + 10 * kGranule);
+}
+
+// Random mallocs and frees (including scripted ones above the packed prefix) against a model
+// that scans every live range from the base.
+TEST(SimulatedBackendTest, FirstFitMatchesABruteForceScan) {
+  for (uint64_t seed : {1u, 2u, 3u, 4u}) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    SimulatedBackend backend(1024 * kGiB);
+    std::map<DevicePtr, uint64_t> model;  // live ranges
+    std::vector<DevicePtr> live;
+    for (int step = 0; step < 3000; ++step) {
+      if (live.empty() || rng() % 100 < 60) {
+        const uint64_t bytes = (1 + rng() % 6) * kGranule - rng() % kGranule;
+        const uint64_t granular = (bytes + kGranule - 1) / kGranule * kGranule;
+        DevicePtr expected = kBase;
+        for (const auto& [ptr, size] : model) {
+          if (ptr - expected >= granular) break;
+          expected = ptr + size;
+        }
+        if (rng() % 50 == 0) {  // a scripted address past everything live
+          expected = (model.empty() ? kBase : model.rbegin()->first + model.rbegin()->second) +
+                     (rng() % 4) * kGranule;
+          backend.ScriptAddresses({expected});
+        }
+        absl::StatusOr<DevicePtr> ptr = backend.Malloc(bytes);
+        ASSERT_TRUE(ptr.ok()) << ptr.status();
+        ASSERT_EQ(*ptr, expected) << "step " << step;
+        model.emplace(*ptr, granular);
+        live.push_back(*ptr);
+      } else {
+        const size_t i = rng() % live.size();
+        ASSERT_TRUE(backend.Free(live[i]).ok());
+        model.erase(live[i]);
+        live[i] = live.back();
+        live.pop_back();
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fragscope
