@@ -36,6 +36,30 @@
 // release, recorded in .fslog as empty_cache with kEventFlagOomRetry, inferred for snapshots)
 // wrote the completions of that synchronization before its own segment events; those streams are
 // left busy until after the allocation, so the blocks are freed inside the ladder, as they were.
+// A free_completed right after its own free_requested is therefore ambiguous: an immediate free
+// (no other stream used the block), or a stream-ordered free that the next allocation's ladder
+// synchronized first. The replay looks ahead through that allocation's ladder (completions,
+// segment frees and unmaps, the OOM-retry empty_cache, new segments or maps) to the allocation
+// itself; if the block, once free (merged with its free neighbours), would have served it from
+// the cache while the trace shows the allocation went past the cache (an OOM, the OOM-retry
+// record, new device memory), the block was not free when the allocation looked: the free was
+// stream-ordered and completed inside the ladder, and it is replayed so. (Without empty_cache
+// records, releases between may be an empty_cache() before the allocation: the block must serve
+// with and without the memory they released.) Otherwise both readings give the cache lookup the
+// same answer and the free is replayed as immediate; only a later step of that allocation's
+// ladder could still tell them apart (garbage collection or the max_split_size release choosing
+// the block, or growing it in an expandable segment), and verify would then name the segment
+// event where they part. The lookahead is O(pending frees + segments released) events, taken
+// only at such a free.
+// What the replay does not reproduce: the order of the frees that one poll completes together.
+// The allocator frees them in the iteration order of its per-stream event table (a hash map, per
+// process seeded, keyed by the replay's pseudo-streams rather than the job's streams). The same
+// blocks are freed at the same point and end in the same layout, but merging them in another
+// order creates and absorbs other intermediate inactive split blocks: the accumulated (and peak)
+// inactive_split and inactive_split_bytes counts may differ from the job's, their current values
+// do not. Reproducing the order needs an allocator call that polls events (the replay would then
+// complete one pseudo-stream at a time), and for the ladder's synchronization an allocator that
+// synchronizes in a defined order.
 //
 // Note [Inferring empty_cache]
 // PyTorch's snapshots do not record empty_cache() calls; they show only the segment_free (and
@@ -180,6 +204,12 @@ class Replayer {
 
   // --- Note [Stream-ordered frees in a replay] (replay_frees.cc) ---
   void ApplyFreeRequested(const TraceEvent& event);
+  // Whether the free_completed that follows the block's free_requested at once came from the
+  // next allocation's retry ladder, as the lookahead proves when the block would have served that
+  // allocation from the cache; if so, that allocation is expected to run the ladder.
+  // REQUIRES: the current event is the block's free_requested, and Peek(1) its free_completed;
+  // `live` is the block, still allocated in the replay.
+  bool CompletedInNextLadder(const LiveBlock& live);
   void ApplyFreeCompleted(const TraceEvent& event);
   // Completes the pseudo-streams of the free_completed events read so far.
   void CompleteQueuedFrees();
@@ -194,7 +224,15 @@ class Replayer {
   // Whether a free cached block would serve the allocation `next` before any release, so that
   // it could not have been the retry ladder's (get_free_block's best fit and oversize rules).
   // O(blocks); asked only for a group of segment frees that a full device or cap could explain.
-  bool CacheServes(const TraceEvent& next) const;
+  // With `also_free` (a replay address of an allocated block), as if that block had been freed
+  // first and merged with its free neighbours; without the blocks (also_free included) that
+  // overlap a `released` range.
+  struct ReleasedRange {
+    DevicePtr ptr = 0;
+    uint64_t bytes = 0;
+  };
+  bool CacheServes(const TraceEvent& next, DevicePtr also_free = 0,
+                   const std::vector<ReleasedRange>& released = {}) const;
 
   // --- Note [Expandable segments in a replay]: scripted addresses (replay_addresses.cc) ---
   // A segment_alloc or segment_map read before the allocation that makes it.

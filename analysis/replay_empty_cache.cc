@@ -1,6 +1,8 @@
 // Replayer: telling an empty_cache() from the allocator's own releases (retry ladder, garbage
 // collection) in a trace that does not record empty_cache. See Note [Inferring empty_cache] in
 // replay.h.
+#include <vector>
+
 #include "allocator/size_policy.h"
 #include "analysis/replay.h"
 
@@ -22,7 +24,8 @@ void Replayer::ClearQueuedSegmentFrees() {
 
 void Replayer::SettleSegmentFrees(const TraceEvent& next) {
   if (queued_segment_frees_ == 0) return;
-  bool internal = source_.info().records_empty_cache;
+  // A ladder already inferred (Note [Stream-ordered frees in a replay]) released them.
+  bool internal = source_.info().records_empty_cache || ladder_expected_;
   if (!internal && (next.kind == EventKind::kAlloc || next.kind == EventKind::kOom)) {
     const DeviceStats stats = allocator_->GetStats();
     const auto reserved = static_cast<uint64_t>(stats.reserved_bytes[0].current);
@@ -59,17 +62,41 @@ void Replayer::SettleSegmentFrees(const TraceEvent& next) {
   ClearQueuedSegmentFrees();
 }
 
-bool Replayer::CacheServes(const TraceEvent& next) const {
+bool Replayer::CacheServes(const TraceEvent& next, DevicePtr also_free,
+                           const std::vector<ReleasedRange>& released) const {
   const AllocatorOptions& o = config_.options;
   const uint64_t rounded = RoundSize(next.requested_bytes, o);
   const PoolKind pool = PoolFor(rounded);
+  auto gone = [&](DevicePtr ptr, uint64_t size) {
+    for (const ReleasedRange& r : released) {
+      if (ptr < r.ptr + r.bytes && r.ptr < ptr + size) return true;
+    }
+    return false;
+  };
   uint64_t best = 0;
   for (const SegmentInfo& segment : allocator_->Snapshot().segments) {
     if (segment.stream != next.stream || segment.segment_type != pool) continue;
-    for (const BlockInfo& b : segment.blocks) {
-      if (b.state == BlockState::kInactive && b.size >= rounded && (best == 0 || b.size < best)) {
-        best = b.size;
+    const std::vector<BlockInfo>& blocks = segment.blocks;
+    auto is_free = [&](size_t i) {
+      return i < blocks.size() && blocks[i].state == BlockState::kInactive;
+    };
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const BlockInfo& b = blocks[i];
+      DevicePtr ptr = b.address;
+      uint64_t size = 0;
+      if (also_free != 0 && b.address == also_free) {
+        // Freed, it merges with its free neighbours (a snapshot segment is one mapped range).
+        const bool prev_free = i > 0 && is_free(i - 1);
+        if (prev_free) ptr = blocks[i - 1].address;
+        size = b.size + (prev_free ? blocks[i - 1].size : 0) +
+               (is_free(i + 1) ? blocks[i + 1].size : 0);
+      } else if (is_free(i)) {
+        const bool merges =
+            also_free != 0 && ((i > 0 && blocks[i - 1].address == also_free) ||
+                               (i + 1 < blocks.size() && blocks[i + 1].address == also_free));
+        if (!merges) size = b.size;
       }
+      if (size >= rounded && (best == 0 || size < best) && !gone(ptr, size)) best = size;
     }
   }
   return best > 0 && !OversizeRuleRejects(best, rounded, o);

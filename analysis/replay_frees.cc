@@ -1,5 +1,7 @@
 // Replayer: frees, immediate and stream-ordered. See Note [Stream-ordered frees in a replay] in
 // replay.h.
+#include <vector>
+
 #include "absl/strings/str_format.h"
 #include "analysis/replay.h"
 
@@ -23,7 +25,8 @@ void Replayer::ApplyFreeRequested(const TraceEvent& event) {
   if (source_.info().records_free_completed) {
     const TraceEvent* next = events_.Peek(1);
     deferred =
-        !(next != nullptr && next->kind == EventKind::kFreeCompleted && next->ptr == event.ptr);
+        !(next != nullptr && next->kind == EventKind::kFreeCompleted && next->ptr == event.ptr) ||
+        CompletedInNextLadder(live);
     if (!deferred) skip_completion_of_ = event.ptr;
   }
   if (deferred) {
@@ -44,6 +47,60 @@ void Replayer::ApplyFreeRequested(const TraceEvent& event) {
   }
   if (!live.origin.before_trace) phases_.Unref(live.origin.phase);
   if (!deferred) live_.erase(it);
+}
+
+bool Replayer::CompletedInNextLadder(const LiveBlock& live) {
+  // Peek(1) is the block's own free_completed. The allocation's events up to its record, as
+  // CachingAllocator::Allocate writes them: completions (the ladder's synchronization), segment
+  // frees and unmaps (its releases), the OOM-retry empty_cache, segment allocs and maps.
+  const bool records_empty_cache = source_.info().records_empty_cache;
+  const TraceEvent* allocation = nullptr;
+  bool went_past_cache = false;  // the trace shows the allocation was not served by the cache
+  bool oom_retry = false;
+  std::vector<ReleasedRange> released;
+  for (size_t k = 2; allocation == nullptr; ++k) {
+    const TraceEvent* e = events_.Peek(k);
+    if (e == nullptr) return false;
+    switch (e->kind) {
+      case EventKind::kFreeCompleted:
+        break;
+      case EventKind::kSegmentFree:
+      case EventKind::kSegmentUnmap:
+        // Without empty_cache records these may also be an empty_cache() called before the
+        // allocation, which took that memory out of the cache before it looked.
+        if (!records_empty_cache) {
+          if (!config_.script_addresses) return false;  // no way to tell which blocks they were
+          released.push_back({e->ptr, e->bytes});
+        }
+        break;
+      case EventKind::kEmptyCache:
+        if ((e->flags & kEventFlagOomRetry) == 0) return false;  // a user's empty_cache()
+        oom_retry = went_past_cache = true;
+        break;
+      case EventKind::kSegmentAlloc:
+      case EventKind::kSegmentMap:
+        went_past_cache = true;
+        break;
+      case EventKind::kAlloc:
+      case EventKind::kOom:
+        allocation = e;
+        break;
+      default:
+        return false;  // another user-level event first: the completion was not the ladder's
+    }
+  }
+  if (allocation->kind == EventKind::kOom) went_past_cache = true;
+  // A log that records empty_cache shows the synchronizing ladder itself.
+  if (!went_past_cache || (records_empty_cache && !oom_retry)) return false;
+  // Read as immediate, the block was in the cache when the allocation looked, with or without
+  // the releases (the allocation's own, after it looked, or an empty_cache() before): if it
+  // would have served in both cases, the reading contradicts the trace.
+  if (!CacheServes(*allocation, live.ours) ||
+      (!released.empty() && !CacheServes(*allocation, live.ours, released))) {
+    return false;
+  }
+  ladder_expected_ = true;  // the completions read until the allocation are its ladder's
+  return true;
 }
 
 void Replayer::ApplyFreeCompleted(const TraceEvent& event) {
