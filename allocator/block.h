@@ -50,11 +50,11 @@ struct Segment {
   uint64_t page_bytes = 0;
 };
 
-struct Block {
+// One cache line: a free in a large pool reads the block and both neighbours, each a likely cache
+// miss, and a Block straddling two lines would double them.
+struct alignas(64) Block {
   DevicePtr ptr = 0;
   uint64_t size = 0;
-  // The caller's request; meaningful only while the block is active.
-  uint64_t requested_size = 0;
   StreamId stream = 0;
   Segment* segment = nullptr;
   Block* prev = nullptr;  // lower-address neighbour in the same segment
@@ -68,18 +68,27 @@ struct Block {
   bool used_on_other_streams = false;
   // Outstanding stream events that must complete before the block may be reused.
   int32_t event_count = 0;
-  // The pool's GC clock when the block last became free (PyTorch's gc_count_base).
-  uint64_t gc_count_base = 0;
+
+  // While the block is active (allocated, or freed and waiting for events): the caller's
+  // request. While it is free in a pool: the pool's GC clock when it became free (PyTorch's
+  // gc_count_base). Never both, so they share a word (keeping Block to one cache line).
+  uint64_t requested_size() const { return requested_or_gc_stamp_; }
+  void set_requested_size(uint64_t bytes) { requested_or_gc_stamp_ = bytes; }
+  uint64_t gc_count_base() const { return requested_or_gc_stamp_; }
+  void set_gc_count_base(uint64_t clock) { requested_or_gc_stamp_ = clock; }
 
   bool IsSplit() const { return prev != nullptr || next != nullptr; }
   bool IsExpandable() const { return segment->expandable; }
   // Free for merging and reuse: not allocated, not waiting for events (PyTorch's merge test).
   bool IsFree() const { return !allocated && event_count == 0; }
   DevicePtr end() const { return ptr + size; }
+
+ private:
+  uint64_t requested_or_gc_stamp_ = 0;
 };
 
 // Plain data, so that recycling one (BlockArena::Delete) is a handful of stores.
-static_assert(std::is_trivially_copyable_v<Block>);
+static_assert(std::is_trivially_copyable_v<Block> && sizeof(Block) == 64);
 
 // An object pool of Blocks: allocation and release are O(1) and touch no global allocator after
 // warm-up. Not thread-safe (used under the allocator lock).

@@ -162,7 +162,7 @@ class BlockPool {
 
   // REQUIRES: block is free and not in the set. Stamps the GC clock into the block.
   void Insert(Block* block) {
-    block->gc_count_base = gc_clock_;
+    block->set_gc_count_base(gc_clock_);
     const bool inserted = blocks_.insert(PoolEntry::Of(block)).second;
     FRAGSCOPE_DCHECK(inserted);
     (void)inserted;
@@ -206,7 +206,7 @@ class BlockPool {
       auto& entry = const_cast<PoolEntry&>(*it.it_);
       entry.ptr = new_ptr;
       entry.size = new_size;
-      block->gc_count_base = gc_clock_;
+      block->set_gc_count_base(gc_clock_);
     } else {
       Insert(block);
     }

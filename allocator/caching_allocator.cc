@@ -183,7 +183,7 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
     pool.Erase(*in_pool);
   }
   block->allocated = true;
-  block->requested_size = requested;
+  block->set_requested_size(requested);
   active_.Insert(block->ptr, block);
 
   AllocatorEvent e = BlockEvent(EventKind::kAlloc, *block);
@@ -283,7 +283,7 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
   }
   block->allocated = false;
   AllocatorEvent e = BlockEvent(EventKind::kFreeRequested, *block);
-  e.requested_bytes = block->requested_size;
+  e.requested_bytes = block->requested_size();
   if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
   Emit(e);
   if (!block->used_on_other_streams) {

@@ -46,9 +46,9 @@ AllocatorSnapshot CachingAllocator::Snapshot() const {
         block.state = BlockState::kInactive;
       }
       if (block.state != BlockState::kInactive) {
-        block.requested_size = b->requested_size;
+        block.requested_size = b->requested_size();
         info->active_size += b->size;
-        info->requested_size += b->requested_size;
+        info->requested_size += b->requested_size();
         if (b->allocated) info->allocated_size += b->size;
       }
       info->total_size += b->size;
@@ -148,7 +148,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
         }
         add(active, b->pool, 1);
         add(active_bytes, b->pool, static_cast<int64_t>(b->size));
-        add(requested_bytes, b->pool, static_cast<int64_t>(b->requested_size));
+        add(requested_bytes, b->pool, static_cast<int64_t>(b->requested_size()));
         if (b->allocated) {
           add(allocation, b->pool, 1);
           add(allocated_bytes, b->pool, static_cast<int64_t>(b->size));

@@ -12,7 +12,7 @@ using internal::ReportBackendError;
 void CachingAllocator::FreeBlockLocked(Block* block) {
   FRAGSCOPE_DCHECK(block->IsFree() && !block->used_on_other_streams);
   AllocatorEvent e = BlockEvent(EventKind::kFreeCompleted, *block);
-  e.requested_bytes = block->requested_size;
+  e.requested_bytes = block->requested_size();
 
   // PyTorch's try_merge_blocks: only free blocks merge (not allocated, not waiting for events),
   // and mapped memory never merges with unmapped address space. (A freed block is mapped.)
@@ -22,7 +22,7 @@ void CachingAllocator::FreeBlockLocked(Block* block) {
   BlockPool& pool = PoolOf(block->pool);
   Block* result = block;
   if (prev == nullptr && next == nullptr) {
-    block->requested_size = 0;
+    block->set_requested_size(0);
     pool.Insert(block);
   } else {
     // The survivor is the larger free neighbour, already in the pool: it absorbs the freed block
@@ -194,7 +194,7 @@ void CachingAllocator::GarbageCollectCachedBlocksLocked() {
   if (reserved_bytes_ <= threshold) return;
   const uint64_t target = reserved_bytes_ - threshold;
   const uint64_t clock = large_pool_.gc_clock();
-  auto age = [clock](const Block* b) { return static_cast<double>(clock - b->gc_count_base); };
+  auto age = [clock](const Block* b) { return static_cast<double>(clock - b->gc_count_base()); };
 
   double total_age = 0.0;
   int64_t freeable = 0;
