@@ -10,6 +10,10 @@
 //   0 unlocked, 1 locked without waiters, 2 locked and maybe waiters.
 // Uncontended Lock and Unlock are one atomic read-modify-write each. A contended Lock spins
 // briefly (allocator critical sections are ~100 ns), then sleeps.
+//
+// Every fragscope lock is this one (the hooks' registries too), also because it is header-only
+// atomics that ThreadSanitizer instruments: the system Abseil is not built with TSan, so TSan
+// cannot see absl::Mutex's happens-before edges and reports races on data it guards.
 #pragma once
 
 #include <atomic>

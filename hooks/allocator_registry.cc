@@ -13,7 +13,7 @@ namespace fragscope::hooks {
 AllocatorRegistry::AllocatorRegistry(BackendFactory factory) : factory_(std::move(factory)) {}
 
 AllocatorRegistry::~AllocatorRegistry() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (size_t d = 0; d < owned_.size(); ++d) {
     allocators_[d].store(nullptr, std::memory_order_release);
     if (owned_[d] == nullptr) continue;
@@ -34,7 +34,7 @@ bool AllocatorRegistry::AnyDeviceLocked() const {
 
 absl::Status AllocatorRegistry::Configure(std::optional<std::string_view> conf,
                                           std::optional<std::string_view> log_pattern) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (AnyDeviceLocked()) {
     return absl::FailedPreconditionError(
         "fragscope is already allocating: configure it before the first CUDA allocation");
@@ -52,7 +52,7 @@ absl::Status AllocatorRegistry::Configure(std::optional<std::string_view> conf,
 }
 
 absl::Status AllocatorRegistry::SetBackendFactory(BackendFactory factory) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (AnyDeviceLocked()) {
     return absl::FailedPreconditionError(
         "the backend factory must be set before the first allocation");
@@ -80,13 +80,13 @@ absl::Status AllocatorRegistry::LoadConfigLocked() {
 }
 
 absl::StatusOr<AllocatorOptions> AllocatorRegistry::Options() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FRAGSCOPE_RETURN_IF_ERROR(LoadConfigLocked());
   return config_->options;
 }
 
 DeviceLogs* AllocatorRegistry::logs() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!LoadConfigLocked().ok()) return nullptr;
   return logs_.get();
 }
@@ -103,7 +103,7 @@ absl::StatusOr<CachingAllocator*> AllocatorRegistry::Get(int device) {
   }
   if (CachingAllocator* allocator = Find(device)) return allocator;
 
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const auto index = static_cast<size_t>(device);
   if (owned_[index] != nullptr) return owned_[index]->allocator.get();
   FRAGSCOPE_RETURN_IF_ERROR(LoadConfigLocked());

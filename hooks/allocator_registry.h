@@ -26,9 +26,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/device_backend.h"
+#include "allocator/mutex.h"
 #include "hooks/device_logs.h"
 #include "hooks/hook_config.h"
 
@@ -76,7 +76,7 @@ class AllocatorRegistry {
   absl::Status LoadConfigLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AnyDeviceLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   BackendFactory factory_ ABSL_GUARDED_BY(mu_);
   std::optional<HookConfig> config_ ABSL_GUARDED_BY(mu_);
   absl::Status config_error_ ABSL_GUARDED_BY(mu_);

@@ -12,7 +12,7 @@ DeviceLogs::DeviceLogs(std::string pattern, EventLogWriterOptions options)
     : pattern_(std::move(pattern)), options_(options) {}
 
 DeviceLogs::~DeviceLogs() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (int d = 0; d < kMaxDevices; ++d) {
     writers_[static_cast<size_t>(d)].store(nullptr, std::memory_order_release);
     owned_[static_cast<size_t>(d)].reset();
@@ -28,7 +28,7 @@ EventLogWriter* DeviceLogs::GetOrOpen(int device,
                                       const std::function<EventLogHeaderInfo()>& make_info) {
   if (!enabled() || device < 0 || device >= kMaxDevices) return nullptr;
   if (EventLogWriter* writer = Get(device)) return writer;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const auto index = static_cast<size_t>(device);
   if (owned_[index] != nullptr) return owned_[index].get();
   if (failed_[index]) return nullptr;
@@ -61,7 +61,7 @@ void DeviceLogs::MarkAll(std::string_view text) {
     }
   }
   if (any_open) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& writer : owned_) {
     if (writer != nullptr) {  // opened since the scan above
       writer->Mark(text);

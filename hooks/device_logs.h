@@ -22,8 +22,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "allocator/event_log_writer.h"
+#include "allocator/mutex.h"
 
 namespace fragscope::hooks {
 
@@ -59,7 +59,7 @@ class DeviceLogs {
  private:
   std::string pattern_;
   EventLogWriterOptions options_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::array<std::unique_ptr<EventLogWriter>, kMaxDevices> owned_ ABSL_GUARDED_BY(mu_);
   std::array<bool, kMaxDevices> failed_ ABSL_GUARDED_BY(mu_){};
   std::vector<std::string> early_markers_ ABSL_GUARDED_BY(mu_);

@@ -38,16 +38,16 @@ void PreloadReport(const std::string& message) {
 
 void SegmentRanges::OnEvent(const AllocatorEvent& event) {
   if (event.kind == EventKind::kSegmentAlloc || event.kind == EventKind::kSegmentMap) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ranges_[event.ptr] = event.bytes;
   } else if (event.kind == EventKind::kSegmentFree || event.kind == EventKind::kSegmentUnmap) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ranges_.erase(event.ptr);
   }
 }
 
 bool SegmentRanges::Contains(uint64_t ptr) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = ranges_.upper_bound(ptr);
   if (it == ranges_.begin()) return false;
   --it;
@@ -159,7 +159,7 @@ void PreloadState::ObserveMalloc(int error, void* ptr, size_t size, void* stream
     event.bytes = size;
     event.pool = SegmentPool(size);
     {
-      absl::MutexLock lock(&live_mu_);
+      MutexLock lock(&live_mu_);
       live_[event.ptr] = Live{size, device};
     }
     live_bytes_[index].fetch_add(size, std::memory_order_relaxed);
@@ -177,7 +177,7 @@ void PreloadState::ObserveMalloc(int error, void* ptr, size_t size, void* stream
     return;
   }
   if (EventLogWriter* writer = ObserveLog(device)) {
-    absl::MutexLock lock(&observe_log_mu_[index]);
+    MutexLock lock(&observe_log_mu_[index]);
     writer->OnEvent(event);
   }
 }
@@ -186,7 +186,7 @@ void PreloadState::ObserveFree(void* ptr, void* stream) {
   if (observe_logs_ == nullptr || ptr == nullptr) return;
   Live live{};
   {
-    absl::MutexLock lock(&live_mu_);
+    MutexLock lock(&live_mu_);
     auto it = live_.find(reinterpret_cast<uint64_t>(ptr));
     if (it == live_.end()) return;
     live = it->second;
@@ -202,7 +202,7 @@ void PreloadState::ObserveFree(void* ptr, void* stream) {
   event.pool = SegmentPool(live.bytes);
   event.stream = reinterpret_cast<StreamId>(stream);
   if (EventLogWriter* writer = ObserveLog(live.device)) {
-    absl::MutexLock lock(&observe_log_mu_[index]);
+    MutexLock lock(&observe_log_mu_[index]);
     writer->OnEvent(event);
   }
 }

@@ -32,8 +32,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "allocator/allocator_events.h"
+#include "allocator/mutex.h"
 #include "hooks/allocator_registry.h"
 #include "hooks/device_logs.h"
 #include "hooks/real_cuda.h"
@@ -50,7 +50,7 @@ class SegmentRanges final : public AllocatorObserver {
   bool Contains(uint64_t ptr) const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<uint64_t, uint64_t> ranges_ ABSL_GUARDED_BY(mu_);  // base -> bytes
 };
 
@@ -97,12 +97,12 @@ class PreloadState {
 
   // observe mode
   std::unique_ptr<DeviceLogs> observe_logs_;
-  std::array<absl::Mutex, kMaxDevices> observe_log_mu_;  // serializes OnEvent per device
+  std::array<Mutex, kMaxDevices> observe_log_mu_;  // serializes OnEvent per device
   struct Live {
     uint64_t bytes;
     int device;
   };
-  absl::Mutex live_mu_;
+  Mutex live_mu_;
   absl::flat_hash_map<uint64_t, Live> live_ ABSL_GUARDED_BY(live_mu_);
   std::array<std::atomic<uint64_t>, kMaxDevices> live_bytes_{};
 
