@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds and runs the CPU test suite under a sanitizer: scripts/sanitize.sh address|undefined|thread
-# (build dir build-<sanitizer>; CUDA and LibTorch off, since their libraries are not instrumented).
+# Builds and runs the CPU test suite under a sanitizer:
+#   scripts/sanitize.sh address|undefined|thread [BUILD_DIR]
+# (BUILD_DIR defaults to build-<sanitizer>; CUDA and LibTorch off, since their libraries are not
+# instrumented).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-sanitizer=${1:?usage: scripts/sanitize.sh address|undefined|thread}
-dir=build-$sanitizer
+sanitizer=${1:?usage: scripts/sanitize.sh address|undefined|thread [BUILD_DIR]}
+dir=${2:-build-$sanitizer}
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRAGSCOPE_SANITIZE="$sanitizer" \
   -DFRAGSCOPE_WITH_CUDA=OFF -DFRAGSCOPE_WITH_TORCH=OFF -DFRAGSCOPE_BUILD_BENCHMARKS=OFF
 cmake --build "$dir" -j"$(nproc)"
