@@ -1,5 +1,7 @@
 #include "analysis/fslog_source.h"
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <utility>
 
@@ -7,13 +9,171 @@
 #include "allocator/allocator_options.h"
 
 namespace fragscope {
+namespace {
 
-FslogSource::FslogSource(EventLogReader reader) : reader_(std::move(reader)) { FillInfo(); }
+// Cores counted by open, started sources in kAuto's budget: one per consumer, one per reader
+// thread (Note [Reading on a background thread]).
+std::atomic<int> cores_in_use{0};
 
-absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::Open(const std::string& path) {
+// Takes the cores a source that starts reading needs, and says whether it reads in background.
+bool TakeCores(FslogReading reading, int* taken) {
+  if (reading != FslogReading::kAuto) {
+    *taken = reading == FslogReading::kBackgroundThread ? 2 : 1;
+    cores_in_use.fetch_add(*taken);
+    return reading == FslogReading::kBackgroundThread;
+  }
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  int in_use = cores_in_use.load();
+  do {
+    *taken = in_use + 2 <= cores ? 2 : 1;
+  } while (!cores_in_use.compare_exchange_weak(in_use, in_use + *taken));
+  return *taken == 2;
+}
+
+// A decoded event into a consumer's event: the fields every kind carries, and the text of the
+// kinds that have one.
+void CopyEvent(const TraceEvent& from, TraceEvent* to) {
+  to->kind = from.kind;
+  to->pool = from.pool;
+  to->flags = from.flags;
+  to->index = from.index;
+  to->time_ns = from.time_ns;
+  to->ptr = from.ptr;
+  to->bytes = from.bytes;
+  to->requested_bytes = from.requested_bytes;
+  to->stream = from.stream;
+  to->device_free_bytes = from.device_free_bytes;
+  to->device_total_bytes = from.device_total_bytes;
+  to->reserved_bytes = from.reserved_bytes;
+  to->allocated_bytes = from.allocated_bytes;
+  if (from.kind == EventKind::kMarker || from.kind == EventKind::kOptionsChange) {
+    to->text = from.text;
+  }
+}
+
+}  // namespace
+
+// Turns the records of one chunk into TraceEvents: folds options-change continuations, passes
+// over kinds from newer minor versions, rebases times on the log's start, refuses other devices.
+// Used by one thread at a time (the consumer, or the reader thread).
+class FslogSource::Decoder {
+ public:
+  Decoder(std::string name, int32_t device, uint64_t start_monotonic_ns)
+      : name_(std::move(name)),
+        device_(device),
+        time_base_ns_(start_monotonic_ns),
+        have_time_base_(start_monotonic_ns > 0) {}
+
+  void SetChunk(std::span<const LogRecord> chunk, uint64_t first_sequence) {
+    chunk_ = chunk;
+    first_sequence_ = first_sequence;
+    pos_ = 0;
+  }
+
+  // The chunk's next event into *event; false when the chunk has no more or on an error (then
+  // error() says which: mixed devices).
+  bool Next(TraceEvent* event);
+  const absl::Status& error() const { return error_; }
+
+ private:
+  std::string name_;
+  int32_t device_;
+  uint64_t time_base_ns_;
+  bool have_time_base_;
+  std::span<const LogRecord> chunk_;
+  uint64_t first_sequence_ = 0;
+  size_t pos_ = 0;
+  absl::Status error_;
+};
+
+bool FslogSource::Decoder::Next(TraceEvent* event) {
+  while (pos_ < chunk_.size()) {
+    const size_t i = pos_++;
+    const LogRecord& r = chunk_[i];
+    const auto kind = static_cast<EventKind>(r.kind);
+    if (kind == EventKind::kOptionsChange && (r.flags & kRecordFlagContinuation) != 0) {
+      continue;  // folded into its first record below
+    }
+    if (r.kind < static_cast<uint8_t>(EventKind::kAlloc) ||
+        r.kind > static_cast<uint8_t>(EventKind::kMarker)) {
+      continue;  // a kind from a newer minor version: passed over
+    }
+    if (!have_time_base_ || r.timestamp_ns < time_base_ns_) {
+      time_base_ns_ = r.timestamp_ns;
+      have_time_base_ = true;
+    }
+    event->index = first_sequence_ + i;
+    event->time_ns = r.timestamp_ns - time_base_ns_;
+    event->kind = kind;
+    event->pool = static_cast<PoolKind>(r.pool & 1);
+    event->flags = r.flags;
+    event->ptr = event->bytes = event->requested_bytes = event->stream = 0;
+    event->device_free_bytes = event->device_total_bytes = 0;
+    event->reserved_bytes = event->allocated_bytes = 0;
+    if (kind == EventKind::kMarker) {
+      event->text.assign(MarkerText(r));
+      return true;
+    }
+    if (kind == EventKind::kOptionsChange) {
+      event->text.assign(OptionsChangeTextPart(r));
+      for (size_t j = i + 1; j < chunk_.size(); ++j) {
+        const LogRecord& c = chunk_[j];
+        if (c.kind != r.kind || (c.flags & kRecordFlagContinuation) == 0) break;
+        event->text.append(OptionsChangeTextPart(c));
+      }
+      return true;
+    }
+    if (r.device != device_) {
+      error_ = absl::FailedPreconditionError(absl::StrFormat(
+          "%s: mixed devices: event %d is on device %d but the log header says device %d; "
+          "fragscope analyzes one device per log",
+          name_, event->index, r.device, device_));
+      pos_ = chunk_.size();
+      return false;
+    }
+    const uint64_t* w = r.words;
+    event->bytes = w[kWordBytes];
+    event->requested_bytes = w[kWordRequestedBytes];
+    event->stream = w[kWordStream];
+    if (UsesStatsLayout(r.kind)) {
+      event->device_free_bytes = w[kWordDeviceFreeBytes];
+      event->device_total_bytes = w[kWordDeviceTotalBytes];
+      event->reserved_bytes = w[kWordReservedBytes];
+      event->allocated_bytes = w[kWordAllocatedBytes];
+    } else {
+      event->ptr = w[kWordPtr];
+    }
+    return true;
+  }
+  return false;
+}
+
+// One batch of the ring (Note [Reading on a background thread]).
+struct FslogSource::Batch {
+  std::vector<TraceEvent> events = std::vector<TraceEvent>(kBatchEvents);
+  size_t count = 0;
+  uint64_t end_offset = 0;  // the reader's file offset after these events
+  bool last = false;        // nothing follows: the end of the log, or `error`
+  absl::Status error;       // after the events
+  bool warnings_changed = false;
+  std::vector<std::string> warnings;  // the reader's, when changed
+};
+
+FslogSource::FslogSource(EventLogReader reader, FslogReading reading)
+    : reader_(std::move(reader)), reading_(reading) {
+  FillInfo();
+}
+
+FslogSource::~FslogSource() {
+  StopBackground();
+  cores_in_use.fetch_sub(cores_taken_);
+}
+
+absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::Open(const std::string& path,
+                                                               FslogReading reading) {
   absl::StatusOr<EventLogReader> reader = EventLogReader::Open(path);
   if (!reader.ok()) return reader.status();
-  auto source = std::unique_ptr<FslogSource>(new FslogSource(std::move(*reader)));
+  auto source = std::unique_ptr<FslogSource>(new FslogSource(std::move(*reader), reading));
   source->info_.path = path;
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(path, ec);
@@ -22,10 +182,11 @@ absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::Open(const std::string
 }
 
 absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::OpenBytes(std::string_view bytes,
-                                                                    std::string name) {
+                                                                    std::string name,
+                                                                    FslogReading reading) {
   absl::StatusOr<EventLogReader> reader = EventLogReader::OpenBytes(bytes, name);
   if (!reader.ok()) return reader.status();
-  auto source = std::unique_ptr<FslogSource>(new FslogSource(std::move(*reader)));
+  auto source = std::unique_ptr<FslogSource>(new FslogSource(std::move(*reader), reading));
   source->info_.path = std::move(name);
   source->file_bytes_ = static_cast<double>(bytes.size());
   return source;
@@ -48,78 +209,147 @@ void FslogSource::FillInfo() {
   info_.records_free_completed = true;
   absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(h.allocator_options);
   info_.expandable_segments = options.ok() && options->expandable_segments;
-  if (h.start_monotonic_ns > 0) {
-    time_base_ns_ = h.start_monotonic_ns;
-    have_time_base_ = true;
-  }
+  consumed_offset_ = reader_.offset();
+}
+
+std::vector<std::string> FslogSource::warnings() const {
+  return background_ ? warnings_ : reader_.warnings();
 }
 
 absl::StatusOr<bool> FslogSource::Next(TraceEvent* event) {
-  for (;;) {
-    if (pos_ >= chunk_.size()) {
-      absl::StatusOr<std::span<const LogRecord>> chunk = reader_.NextChunk(&first_sequence_);
-      if (!chunk.ok()) return chunk.status();
-      if (chunk->empty()) return false;
-      chunk_ = *chunk;
-      pos_ = 0;
+  // The common cases first: the next event of the batch in hand, or of the chunk being decoded
+  // on this thread.
+  if (holding_ && pos_ < ring_[head_].count) {
+    CopyEvent(ring_[head_].events[pos_++], event);
+  } else if (!decoding_here_ || !decoder_->Next(event)) {
+    absl::StatusOr<bool> got = NextSlow(event);
+    if (!got.ok()) {
+      error_ = got.status();
+      return error_;
     }
-    const size_t i = pos_++;
-    const LogRecord& r = chunk_[i];
-    const auto kind = static_cast<EventKind>(r.kind);
-    if (kind == EventKind::kOptionsChange && (r.flags & kRecordFlagContinuation) != 0) {
-      continue;  // folded into its first record below
-    }
-    if (r.kind < static_cast<uint8_t>(EventKind::kAlloc) ||
-        r.kind > static_cast<uint8_t>(EventKind::kMarker)) {
-      continue;  // a kind from a newer minor version: passed over
-    }
-    if (!have_time_base_ || r.timestamp_ns < time_base_ns_) {
-      time_base_ns_ = r.timestamp_ns;
-      have_time_base_ = true;
-    }
-    event->index = first_sequence_ + i;
-    event->time_ns = r.timestamp_ns - time_base_ns_;
-    event->kind = kind;
-    event->pool = static_cast<PoolKind>(r.pool & 1);
-    event->flags = r.flags;
-    if (kind == EventKind::kMarker) {
-      event->text.assign(MarkerText(r));
-      event->ptr = event->bytes = event->requested_bytes = event->stream = 0;
-      return true;
-    }
-    if (kind == EventKind::kOptionsChange) {
-      event->text.assign(OptionsChangeTextPart(r));
-      for (size_t j = i + 1; j < chunk_.size(); ++j) {
-        const LogRecord& c = chunk_[j];
-        if (c.kind != r.kind || (c.flags & kRecordFlagContinuation) == 0) break;
-        event->text.append(OptionsChangeTextPart(c));
-      }
-      return true;
-    }
-    if (r.device != info_.device) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "%s: mixed devices: event %d is on device %d but the log header says device %d; "
-          "fragscope analyzes one device per log",
-          info_.path, event->index, r.device, info_.device));
-    }
-    const uint64_t* w = r.words;
-    event->bytes = w[kWordBytes];
-    event->requested_bytes = w[kWordRequestedBytes];
-    event->stream = w[kWordStream];
-    if (UsesStatsLayout(r.kind)) {
-      event->ptr = 0;
-      event->device_free_bytes = w[kWordDeviceFreeBytes];
-      event->device_total_bytes = w[kWordDeviceTotalBytes];
-      event->reserved_bytes = w[kWordReservedBytes];
-      event->allocated_bytes = w[kWordAllocatedBytes];
-    } else {
-      event->ptr = w[kWordPtr];
-      if (kind == EventKind::kSegmentMap || kind == EventKind::kSegmentUnmap) {
-        info_.expandable_segments = true;
-      }
-    }
-    return true;
+    if (!*got) return false;
   }
+  if (event->kind == EventKind::kSegmentMap || event->kind == EventKind::kSegmentUnmap) {
+    info_.expandable_segments = true;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> FslogSource::NextSlow(TraceEvent* event) {
+  if (!error_.ok()) return error_;
+  if (!started_) {
+    started_ = true;
+    // The name in messages: the path, set after construction.
+    decoder_ =
+        std::make_unique<Decoder>(info_.path, info_.device, reader_.header().start_monotonic_ns);
+    background_ = TakeCores(reading_, &cores_taken_);
+    if (background_) {
+      ring_.resize(kRingBatches);
+      thread_ = std::thread([this] { ReadInBackground(); });
+    }
+  }
+  if (!background_) {
+    absl::StatusOr<bool> got = NextInline(event);
+    consumed_offset_ = reader_.offset();
+    decoding_here_ = got.ok();
+    return got;
+  }
+  for (;;) {
+    if (holding_) {
+      const Batch& batch = ring_[head_];
+      if (pos_ < batch.count) {
+        CopyEvent(batch.events[pos_++], event);
+        return true;
+      }
+      if (batch.last) {
+        if (!batch.error.ok()) return batch.error;
+        return false;
+      }
+    }
+    NextBatch();
+  }
+}
+
+absl::StatusOr<bool> FslogSource::NextInline(TraceEvent* event) {
+  for (;;) {
+    if (decoder_->Next(event)) return true;
+    if (!decoder_->error().ok()) return decoder_->error();
+    uint64_t first_sequence = 0;
+    absl::StatusOr<std::span<const LogRecord>> chunk = reader_.NextChunk(&first_sequence);
+    if (!chunk.ok()) return chunk.status();
+    if (chunk->empty()) return false;
+    decoder_->SetChunk(*chunk, first_sequence);
+  }
+}
+
+void FslogSource::ReadInBackground() {
+  size_t tail = 0;  // the next batch to fill; the consumer starts at ring_[0] too
+  size_t warnings_seen = 0;
+  for (;;) {
+    {
+      // A full ring is refilled once half of it is free: the thread wakes once per
+      // kRingBatches / 2 batches, not once per batch.
+      std::unique_lock<std::mutex> lock(mu_);
+      if (ready_ == kRingBatches) {
+        space_cv_.wait(lock, [this] { return stop_ || ready_ <= kRingBatches / 2; });
+      }
+      if (stop_) return;
+    }
+    Batch& batch = ring_[tail];
+    batch.count = 0;
+    batch.last = false;
+    batch.error = absl::OkStatus();
+    while (batch.count < kBatchEvents) {
+      absl::StatusOr<bool> got = NextInline(&batch.events[batch.count]);
+      if (!got.ok() || !*got) {
+        batch.last = true;
+        if (!got.ok()) batch.error = got.status();
+        break;
+      }
+      ++batch.count;
+    }
+    batch.end_offset = reader_.offset();
+    batch.warnings_changed = reader_.warnings().size() != warnings_seen;
+    if (batch.warnings_changed) {
+      batch.warnings = reader_.warnings();
+      warnings_seen = batch.warnings.size();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++ready_;
+    }
+    ready_cv_.notify_one();
+    if (batch.last) return;
+    tail = (tail + 1) % kRingBatches;
+  }
+}
+
+void FslogSource::NextBatch() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (holding_) {  // hand the finished batch back to the reader thread
+      --ready_;
+      head_ = (head_ + 1) % kRingBatches;
+      holding_ = false;
+      if (ready_ == kRingBatches / 2) space_cv_.notify_one();
+    }
+    ready_cv_.wait(lock, [this] { return ready_ > 0; });
+  }
+  holding_ = true;
+  pos_ = 0;
+  const Batch& batch = ring_[head_];
+  consumed_offset_ = batch.end_offset;
+  if (batch.warnings_changed) warnings_ = batch.warnings;
+}
+
+void FslogSource::StopBackground() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  space_cv_.notify_one();
+  thread_.join();
 }
 
 }  // namespace fragscope

@@ -78,13 +78,12 @@ absl::Status Replayer::Run(ReplayHooks* hooks) {
   forwarder_->hooks = hooks;
   bool stopped_early = false;
   for (;;) {
-    absl::StatusOr<TraceEvent*> got = events_.Next();
-    if (!got.ok()) {
+    TraceEvent* event = events_.Next();
+    if (event == nullptr) {
+      if (events_.status().ok()) break;
       forwarder_->hooks = nullptr;
-      return got.status();
+      return events_.status();
     }
-    TraceEvent* event = *got;
-    if (event == nullptr) break;
     if (event->index > config_.stop_after_index) {
       stopped_early = true;
       break;

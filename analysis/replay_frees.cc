@@ -6,6 +6,16 @@
 #include "analysis/replay.h"
 
 namespace fragscope {
+namespace {
+
+// Whether `e`, read right after a free's free_completed, may be an event inside the next
+// allocation (before its own record); most often it is the next user-level event itself.
+bool MayBeInsideAnAllocation(const TraceEvent* e) {
+  return e != nullptr && e->kind != EventKind::kAlloc && e->kind != EventKind::kFreeRequested &&
+         e->kind != EventKind::kMarker && e->kind != EventKind::kOptionsChange;
+}
+
+}  // namespace
 
 void Replayer::ApplyFreeRequested(const TraceEvent& event) {
   auto it = live_.find(event.ptr);
@@ -26,7 +36,7 @@ void Replayer::ApplyFreeRequested(const TraceEvent& event) {
     const TraceEvent* next = events_.Peek(1);
     deferred =
         !(next != nullptr && next->kind == EventKind::kFreeCompleted && next->ptr == event.ptr) ||
-        CompletedInNextLadder(live);
+        (MayBeInsideAnAllocation(events_.Peek(2)) && CompletedInNextLadder(live));
     if (!deferred) skip_completion_of_ = event.ptr;
   }
   if (deferred) {

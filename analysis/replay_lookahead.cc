@@ -34,22 +34,7 @@ bool TraceLookahead::ReadOne() {
   return true;
 }
 
-absl::StatusOr<TraceEvent*> TraceLookahead::Next() {
-  if (has_current_) {
-    head_ = (head_ + 1) & (ring_.size() - 1);
-    --held_;
-    has_current_ = false;
-  }
-  if (held_ == 0 && !ReadOne()) {
-    if (!source_error_.ok()) return source_error_;
-    return nullptr;
-  }
-  has_current_ = true;
-  return &Slot(0);
-}
-
-const TraceEvent* TraceLookahead::Peek(size_t k) {
-  const size_t at = (has_current_ ? 1 : 0) + k - 1;
+const TraceEvent* TraceLookahead::PeekSlow(size_t at) {
   while (held_ <= at) {
     if (!ReadOne()) return nullptr;
   }

@@ -1,0 +1,262 @@
+// Reading an .fslog for a replay on a background thread (Note [Reading on a background thread]
+// in analysis/fslog_source.h): the same events, warnings and errors (with their offsets) as on
+// the calling thread; clean stops at any point; and kAuto's core budget.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "allocator/event_log_format.h"
+#include "analysis/fidelity_check.h"
+#include "analysis/fslog_source.h"
+#include "analysis/replay.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/event_log_test_util.h"
+#include "tests/analysis/trace_builder.h"
+#include "tests/testing/status_matchers.h"
+
+namespace fragscope {
+namespace {
+
+using ::fragscope::testing::EncodedSample;
+using ::fragscope::testing::FileBytes;
+using ::fragscope::testing::LogBuilder;
+using ::fragscope::testing::TraceBuilder;
+using ::testing::HasSubstr;
+
+constexpr FslogReading kBothWays[] = {FslogReading::kCallingThread,
+                                      FslogReading::kBackgroundThread};
+
+// A random job with markers and options changes, about 1.5 events per operation (6000
+// operations make more than the background reader's ring holds).
+std::string RecordJob(int ops) {
+  std::mt19937_64 rng(11);
+  TraceBuilder t(600 * kMiB);
+  std::vector<DevicePtr> live;
+  for (int i = 0; i < ops; ++i) {
+    const int op = static_cast<int>(rng() % 100);
+    if (op < 2) {
+      t.Mark(absl::StrFormat("step %d / %s", i,
+                             op == 0 ? "forward"
+                                     : "a long phase name, longer "
+                                       "than one marker record"));
+    } else if (op < 3) {
+      t.SetOptions(rng() % 2 ? "max_split_size_mb:64" : "roundup_power2_divisions:4");
+    } else if (op < 55 || live.empty()) {
+      const uint64_t size = uint64_t{1} << (rng() % 24);
+      t.Tick();
+      absl::StatusOr<DevicePtr> p = t.allocator().Allocate(size + rng() % size, 0);
+      if (p.ok()) live.push_back(*p);
+    } else {
+      const size_t k = rng() % live.size();
+      t.Free(live[k]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+  }
+  return t.Finish();
+}
+
+struct Read {
+  std::vector<TraceEvent> events;
+  absl::Status status;  // the error that ended the reading, if any
+  absl::Status again;   // what Next returned once more after the end
+  std::vector<std::string> warnings;
+  double progress = 0;
+  bool background = false;
+};
+
+Read ReadAll(std::unique_ptr<FslogSource> source) {
+  Read read;
+  TraceEvent event;
+  for (;;) {
+    absl::StatusOr<bool> got = source->Next(&event);
+    if (!got.ok() || !*got) {
+      read.status = got.status();
+      read.again = source->Next(&event).status();
+      break;
+    }
+    read.events.push_back(event);
+  }
+  read.warnings = source->warnings();
+  read.progress = source->Progress();
+  read.background = source->reads_in_background();
+  return read;
+}
+
+Read ReadBytes(std::string_view bytes, FslogReading reading) {
+  absl::StatusOr<std::unique_ptr<FslogSource>> source =
+      FslogSource::OpenBytes(bytes, "job.fslog", reading);
+  EXPECT_OK(source.status());
+  if (!source.ok()) return {};
+  return ReadAll(*std::move(source));
+}
+
+void ExpectSameEvents(const std::vector<TraceEvent>& a, const std::vector<TraceEvent>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(a[i].kind, b[i].kind);
+    EXPECT_EQ(a[i].pool, b[i].pool);
+    EXPECT_EQ(a[i].flags, b[i].flags);
+    EXPECT_EQ(a[i].index, b[i].index);
+    EXPECT_EQ(a[i].time_ns, b[i].time_ns);
+    EXPECT_EQ(a[i].ptr, b[i].ptr);
+    EXPECT_EQ(a[i].bytes, b[i].bytes);
+    EXPECT_EQ(a[i].requested_bytes, b[i].requested_bytes);
+    EXPECT_EQ(a[i].stream, b[i].stream);
+    EXPECT_EQ(a[i].device_free_bytes, b[i].device_free_bytes);
+    EXPECT_EQ(a[i].device_total_bytes, b[i].device_total_bytes);
+    EXPECT_EQ(a[i].reserved_bytes, b[i].reserved_bytes);
+    EXPECT_EQ(a[i].allocated_bytes, b[i].allocated_bytes);
+    if (a[i].kind == EventKind::kMarker || a[i].kind == EventKind::kOptionsChange) {
+      EXPECT_EQ(a[i].text, b[i].text);
+    }
+  }
+}
+
+// File offsets of the log's chunks.
+std::vector<size_t> ChunkOffsets(const std::string& bytes) {
+  std::vector<size_t> offsets;
+  size_t at = *ParseFileHeaderSize(bytes);
+  while (at + kChunkHeaderBytes <= bytes.size()) {
+    offsets.push_back(at);
+    ChunkHeader chunk;
+    std::memcpy(&chunk, bytes.data() + at, sizeof(chunk));
+    at += kChunkHeaderBytes + chunk.payload_bytes;
+  }
+  return offsets;
+}
+
+TEST(ReplayReadingTest, BackgroundReaderDeliversTheSameEvents) {
+  const std::string bytes = FileBytes(RecordJob(6000));
+  Read inline_read = ReadBytes(bytes, FslogReading::kCallingThread);
+  Read background = ReadBytes(bytes, FslogReading::kBackgroundThread);
+  EXPECT_FALSE(inline_read.background);
+  EXPECT_TRUE(background.background);
+  EXPECT_OK(inline_read.status);
+  EXPECT_OK(background.status);
+  EXPECT_GT(inline_read.events.size(), FslogSource::kRingBatches * FslogSource::kBatchEvents);
+  ExpectSameEvents(inline_read.events, background.events);
+  EXPECT_EQ(inline_read.progress, 1.0);
+  EXPECT_EQ(background.progress, 1.0);
+  EXPECT_TRUE(background.warnings.empty());
+}
+
+TEST(ReplayReadingTest, CorruptChunkIsTheSameErrorAfterTheSameEvents) {
+  std::string bytes = FileBytes(RecordJob(3000));
+  const std::vector<size_t> chunks = ChunkOffsets(bytes);
+  ASSERT_GT(chunks.size(), 4u);
+  const size_t bad = chunks[chunks.size() / 2];
+  bytes[bad + kChunkHeaderBytes + 100] ^= 0x40;  // a payload byte: the CRC no longer matches
+  Read inline_read = ReadBytes(bytes, FslogReading::kCallingThread);
+  Read background = ReadBytes(bytes, FslogReading::kBackgroundThread);
+  EXPECT_THAT(std::string(inline_read.status.message()),
+              HasSubstr(absl::StrFormat("offset %d: corrupt chunk", bad)));
+  EXPECT_EQ(background.status, inline_read.status);
+  EXPECT_EQ(background.again, inline_read.status);  // sticky
+  EXPECT_EQ(inline_read.again, inline_read.status);
+  EXPECT_GT(inline_read.events.size(), 0u);
+  ExpectSameEvents(inline_read.events, background.events);
+}
+
+TEST(ReplayReadingTest, MixedDevicesIsTheSameErrorAfterTheSameEvents) {
+  LogBuilder log;  // the header says device 3; sample events are on devices seed % 4
+  std::vector<LogRecord> records;
+  for (int i = 0; i < 20; ++i) records.push_back(EncodedSample(EventKind::kAlloc, 3));
+  records.push_back(EncodedSample(EventKind::kAlloc, 5));
+  log.AddChunk(records);
+  for (FslogReading reading : kBothWays) {
+    Read read = ReadBytes(log.bytes(), reading);
+    EXPECT_EQ(read.events.size(), 20u);
+    EXPECT_THAT(std::string(read.status.message()),
+                HasSubstr("job.fslog: mixed devices: event 20 is on device 1"));
+    EXPECT_EQ(read.again, read.status);
+  }
+}
+
+TEST(ReplayReadingTest, TornTailIsTheSameWarning) {
+  std::string bytes = FileBytes(RecordJob(2000));
+  bytes.resize(bytes.size() - 1000);
+  Read inline_read = ReadBytes(bytes, FslogReading::kCallingThread);
+  Read background = ReadBytes(bytes, FslogReading::kBackgroundThread);
+  EXPECT_OK(inline_read.status);
+  EXPECT_OK(background.status);
+  ExpectSameEvents(inline_read.events, background.events);
+  ASSERT_EQ(inline_read.warnings.size(), 1u);
+  EXPECT_THAT(inline_read.warnings[0], HasSubstr("torn tail"));
+  EXPECT_EQ(background.warnings, inline_read.warnings);
+}
+
+// Destroying the source stops its thread wherever it is: never started, blocked on a full ring,
+// or done.
+TEST(ReplayReadingTest, BackgroundReaderStopsWhereverTheConsumerDoes) {
+  const std::string bytes = FileBytes(RecordJob(6000));
+  for (int read_first : {0, 1, 5000, 1 << 30}) {
+    SCOPED_TRACE(read_first);
+    std::unique_ptr<FslogSource> source =
+        *FslogSource::OpenBytes(bytes, "job.fslog", FslogReading::kBackgroundThread);
+    TraceEvent event;
+    for (int i = 0; i < read_first; ++i) {
+      absl::StatusOr<bool> got = source->Next(&event);
+      ASSERT_OK(got.status());
+      if (!*got) break;
+    }
+    if (read_first == 1) {  // let the thread fill the ring and block on it
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    source.reset();
+  }
+}
+
+// A replay that stops early (here at an event index) leaves the reader mid-log; the result is
+// the calling-thread replay's.
+TEST(ReplayReadingTest, ReplayStoppedEarlyMatchesTheCallingThreadReplay) {
+  const std::string path = RecordJob(20000);  // about 29000 events: the reader is ahead, not done
+  std::vector<DeviceStats> stats;
+  std::vector<uint64_t> last;
+  for (FslogReading reading : kBothWays) {
+    std::unique_ptr<FslogSource> source = *FslogSource::Open(path, reading);
+    ReplayConfig config;
+    config.capacity_bytes = source->info().capacity_bytes;
+    config.stop_after_index = 9000;
+    Replayer replayer(*source, config);
+    ASSERT_OK(replayer.Init());
+    FidelityChecker checker;
+    ASSERT_OK(replayer.Run(&checker));
+    EXPECT_FALSE(checker.divergence().has_value());
+    EXPECT_LE(replayer.last_index(), 9000u);
+    EXPECT_GT(replayer.last_index(), 8900u);
+    last.push_back(replayer.last_index());
+    stats.push_back(replayer.allocator().GetStats());
+  }
+  EXPECT_EQ(last[0], last[1]);
+  EXPECT_EQ(FlattenStats(stats[0]), FlattenStats(stats[1]));
+}
+
+// kAuto: a source reads in background while the open sources, each counted with its reader,
+// leave a core for it.
+TEST(ReplayReadingTest, AutoUsesAThreadOnlyWhenACoreIsFree) {
+  const std::string bytes = FileBytes(RecordJob(100));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  TraceEvent event;
+  std::unique_ptr<FslogSource> first = *FslogSource::OpenBytes(bytes);
+  ASSERT_OK(first->Next(&event).status());
+  EXPECT_EQ(first->reads_in_background(), cores >= 2);
+  std::unique_ptr<FslogSource> second = *FslogSource::OpenBytes(bytes);
+  ASSERT_OK(second->Next(&event).status());
+  EXPECT_EQ(second->reads_in_background(), cores >= (first->reads_in_background() ? 4u : 3u));
+  first.reset();
+  second.reset();
+  std::unique_ptr<FslogSource> third = *FslogSource::OpenBytes(bytes);
+  ASSERT_OK(third->Next(&event).status());
+  EXPECT_EQ(third->reads_in_background(), cores >= 2);  // the others' cores were given back
+}
+
+}  // namespace
+}  // namespace fragscope
