@@ -43,6 +43,9 @@ class ActiveBlockMap {
     }
   }
 
+  // Starts loading the slot where a lookup or insertion of `ptr` begins.
+  void Prefetch(DevicePtr ptr) const { __builtin_prefetch(&slots_[Home(ptr)]); }
+
   // REQUIRES: ptr != 0 and ptr is not in the map.
   void Insert(DevicePtr ptr, Block* block) {
     FRAGSCOPE_DCHECK(ptr != 0 && Find(ptr) == nullptr);

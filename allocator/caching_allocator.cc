@@ -165,7 +165,12 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
 
 DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterator* in_pool,
                                           uint64_t rounded, uint64_t requested) {
+  // With many live blocks the block, its map slot and its segment (read for the event) are each
+  // a cache miss: start the slot's with the block's (the pool key holds the address), then the
+  // segment's, instead of one after another.
+  active_.Prefetch(in_pool != nullptr ? in_pool->key().ptr : block->ptr);
   const bool was_split = block->IsSplit();
+  __builtin_prefetch(block->segment);
   uint64_t remainder_bytes = 0;
   BlockPool& pool = PoolOf(block->pool);
   if (ShouldSplit(block->size, rounded, block->pool, options_)) {
