@@ -25,6 +25,7 @@ double Seconds(std::chrono::steady_clock::time_point start) {
 class AtCapture final : public ReplayHooks {
  public:
   AtCapture(Replayer& replayer, uint64_t at) : replayer_(replayer), at_(at) {}
+  uint32_t callbacks() const override { return kHookTraceEvent | kHookFinish; }
   void OnTraceEvent(const TraceEvent& event) override {
     if (!layout_.has_value() && event.index > at_) Capture();
     prev_index_ = event.index;
@@ -53,6 +54,7 @@ class ProgressHook final : public ReplayHooks {
  public:
   ProgressHook(const TraceSource& source, const AnalysisOptions& options)
       : source_(source), options_(options) {}
+  uint32_t callbacks() const override { return kHookOpDone; }
   void OnOpDone(const TraceEvent&) override {
     if ((++ops_ & 0xFFFF) == 0 && options_.progress)
       options_.progress("replay", source_.Progress());

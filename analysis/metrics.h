@@ -60,6 +60,9 @@ class MetricsCollector final : public ReplayHooks {
   // REQUIRES: replayer.Init() has run (the collector starts from its state).
   explicit MetricsCollector(Replayer& replayer, size_t timeline_points = 1000);
 
+  uint32_t callbacks() const override {
+    return kHookTraceEvent | kHookAllocatorEvent | kHookOpDone | kHookOom | kHookFinish;
+  }
   void OnTraceEvent(const TraceEvent& event) override;
   void OnAllocatorEvent(const AllocatorEvent& event) override;
   void OnOpDone(const TraceEvent& event) override;

@@ -124,6 +124,7 @@ class OomCollector final : public ReplayHooks {
   static constexpr size_t kMaxExplanations = 1000;
 
   explicit OomCollector(Replayer& replayer) : replayer_(replayer) {}
+  uint32_t callbacks() const override { return kHookOom; }
   void OnOom(const ReplayOom& oom) override;
 
   std::vector<OomExplanation>& explanations() { return explanations_; }

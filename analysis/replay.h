@@ -143,11 +143,27 @@ struct ReplayOom {
   uint64_t external_bytes = 0;        // device memory outside the allocator assumed at this point
 };
 
+// The callbacks of ReplayHooks, as bits of ReplayHooks::callbacks().
+enum HookCallback : uint32_t {
+  kHookTraceEvent = 1u << 0,
+  kHookAllocatorEvent = 1u << 1,
+  kHookOpDone = 1u << 2,
+  kHookOom = 1u << 3,
+  kHookFinish = 1u << 4,
+  kHookStop = 1u << 5,
+  kHookAll = (1u << 6) - 1,
+};
+
 // Callbacks of one replay. OnAllocatorEvent runs under the allocator lock: it must not call the
 // allocator. The others may inspect it (Snapshot, GetStats).
 class ReplayHooks {
  public:
   virtual ~ReplayHooks() = default;
+  // The callbacks this hook overrides (HookCallback bits). A HookList calls a hook only for
+  // these, so the per-event fan-out reaches only hooks that act on it (the replay's hottest
+  // loop). The default is all of them; a hook that narrows it must name every callback it
+  // overrides.
+  virtual uint32_t callbacks() const { return kHookAll; }
   virtual void OnTraceEvent(const TraceEvent& /*event*/) {}
   virtual void OnAllocatorEvent(const AllocatorEvent& /*event*/) {}
   virtual void OnOpDone(const TraceEvent& /*event*/) {}
