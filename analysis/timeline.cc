@@ -8,20 +8,7 @@ Timeline::Timeline(size_t max_points) : max_points_(std::max<size_t>(max_points,
   buckets_.reserve(2 * max_points_);
 }
 
-void Timeline::MergeInto(TimelinePoint& into, const TimelinePoint& from) {
-  into.allocated_bytes = std::max(into.allocated_bytes, from.allocated_bytes);
-  into.active_bytes = std::max(into.active_bytes, from.active_bytes);
-  into.requested_bytes = std::max(into.requested_bytes, from.requested_bytes);
-  into.reserved_bytes = std::max(into.reserved_bytes, from.reserved_bytes);
-}
-
-void Timeline::Add(const TimelinePoint& sample) {
-  ++samples_;
-  if (!buckets_.empty() && in_last_bucket_ < width_) {
-    MergeInto(buckets_.back(), sample);
-    ++in_last_bucket_;
-    return;
-  }
+void Timeline::AddBucket(const TimelinePoint& sample) {
   if (buckets_.size() == 2 * max_points_) Compact();
   if (!buckets_.empty() && in_last_bucket_ < width_) {  // Compact left room in the last bucket
     MergeInto(buckets_.back(), sample);

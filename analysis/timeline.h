@@ -8,6 +8,7 @@
 // memory and O(1) amortized work per sample.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -28,13 +29,31 @@ class Timeline {
   // REQUIRES: max_points >= 2.
   explicit Timeline(size_t max_points = 1000);
 
-  void Add(const TimelinePoint& sample);
+  // Inline: the replay adds one sample per operation, and almost every one merges into the last
+  // bucket.
+  void Add(const TimelinePoint& sample) {
+    ++samples_;
+    if (buckets_.empty() || in_last_bucket_ >= width_) {
+      AddBucket(sample);
+      return;
+    }
+    MergeInto(buckets_.back(), sample);
+    ++in_last_bucket_;
+  }
   // At most max_points points (buckets merged once more if needed), in event order.
   std::vector<TimelinePoint> Points() const;
   uint64_t samples() const { return samples_; }
 
  private:
-  static void MergeInto(TimelinePoint& into, const TimelinePoint& from);
+  static void MergeInto(TimelinePoint& into, const TimelinePoint& from) {
+    into.allocated_bytes = std::max(into.allocated_bytes, from.allocated_bytes);
+    into.active_bytes = std::max(into.active_bytes, from.active_bytes);
+    into.requested_bytes = std::max(into.requested_bytes, from.requested_bytes);
+    into.reserved_bytes = std::max(into.reserved_bytes, from.reserved_bytes);
+  }
+  // The last bucket is full (or there is none): compacts if at 2 x max_points, then adds the
+  // sample to the last bucket if compaction made room there, else as a new bucket.
+  void AddBucket(const TimelinePoint& sample);
   void Compact();
 
   size_t max_points_;
