@@ -73,7 +73,15 @@ struct BlockAddressOrder {
 };
 
 class BlockPool {
-  using Set = absl::btree_set<PoolEntry, BlockOrder>;
+  // absl::btree_set's own container with 512-byte nodes (16 entries) instead of its default 256:
+  // one level fewer on the path of every best-fit search, insert and erase, the cache misses of a
+  // pool of many blocks (BM_RandomAllocations, interleaved, quiet VM: 1k live 269 -> 255 ns per
+  // op, 38k live 494-514 -> 457-483 ns; warm pair 88-93 -> 81 ns). absl::btree_set fixes the
+  // node size, so this names the container it is built from (absl/container/btree_set.h).
+  using Set = absl::container_internal::btree_set_container<
+      absl::container_internal::btree<absl::container_internal::set_params<
+          PoolEntry, BlockOrder, std::allocator<PoolEntry>, /*TargetNodeSize=*/512,
+          /*IsMulti=*/false>>>;
 
  public:
   // A position in the size order; dereferences to the Block. key() reads the entry's copy of the
