@@ -55,9 +55,9 @@ class ProgressHook final : public ReplayHooks {
   ProgressHook(const TraceSource& source, const AnalysisOptions& options)
       : source_(source), options_(options) {}
   uint32_t callbacks() const override { return kHookOpDone; }
+  // REQUIRES: options.progress is set.
   void OnOpDone(const TraceEvent&) override {
-    if ((++ops_ & 0xFFFF) == 0 && options_.progress)
-      options_.progress("replay", source_.Progress());
+    if ((++ops_ & 0xFFFF) == 0) options_.progress("replay", source_.Progress());
   }
 
  private:
@@ -131,7 +131,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   HookList hooks;
   hooks.Add(&metrics);
   hooks.Add(&ooms);
-  hooks.Add(&progress);
+  if (options.progress) hooks.Add(&progress);
   std::optional<AtCapture> at;
   if (options.at_index.has_value()) {
     at.emplace(replayer, *options.at_index);
