@@ -5,7 +5,6 @@
 // segment_free groups are; and expandable memory that existed before the trace is reported, not
 // rebuilt.
 #include <memory>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,13 +19,22 @@
 #include "analysis/snapshot_source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/analysis/replay_verify_util.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope {
 namespace {
 
+using ::fragscope::testing::Describe;
+using ::fragscope::testing::ExpectSameStats;
+using ::fragscope::testing::MakeSnapshot;
+using ::fragscope::testing::SnapshotRecorder;
 using ::fragscope::testing::TraceBuilder;
+using ::fragscope::testing::Verify;
+using ::fragscope::testing::VerifyFile;
+using ::fragscope::testing::VerifyResult;
+using ::fragscope::testing::VerifySnapshot;
 using ::testing::HasSubstr;
 
 constexpr StreamId kSide = 0x51de;
@@ -34,135 +42,6 @@ constexpr uint64_t kH200Bytes = 150109880320;  // the oracle's device (tests/dat
 
 std::string Oracle(const std::string& name) {
   return std::string(FRAGSCOPE_TEST_DATA_DIR) + "/oracle/" + name + ".pickle";
-}
-
-// Records an allocator's events as a PyTorch snapshot's device_traces does: no empty_cache
-// entries, alloc/free sizes are the requests, an OOM's size the rounded request.
-class SnapshotRecorder final : public AllocatorObserver {
- public:
-  void OnEvent(const AllocatorEvent& e) override {
-    SnapshotTraceEntry t;
-    t.addr = e.ptr;
-    t.size = e.bytes;
-    switch (e.kind) {
-      case EventKind::kAlloc:
-        t.action = TraceAction::kAlloc;
-        t.size = e.requested_bytes;
-        break;
-      case EventKind::kFreeRequested:
-        t.action = TraceAction::kFreeRequested;
-        t.size = e.requested_bytes;
-        break;
-      case EventKind::kFreeCompleted:
-        t.action = TraceAction::kFreeCompleted;
-        t.size = e.requested_bytes;
-        break;
-      case EventKind::kSegmentAlloc:
-        t.action = TraceAction::kSegmentAlloc;
-        break;
-      case EventKind::kSegmentFree:
-        t.action = TraceAction::kSegmentFree;
-        break;
-      case EventKind::kSegmentMap:
-        t.action = TraceAction::kSegmentMap;
-        break;
-      case EventKind::kSegmentUnmap:
-        t.action = TraceAction::kSegmentUnmap;
-        break;
-      case EventKind::kOom:
-        t.action = TraceAction::kOom;
-        t.addr = 0;
-        t.device_free = e.device_free_bytes;
-        break;
-      default:
-        return;  // PyTorch records no empty_cache
-    }
-    t.stream = static_cast<int64_t>(e.stream);
-    t.time_us = 1'700'000'000'000'000 + static_cast<int64_t>(entries.size());
-    entries.push_back(std::move(t));
-  }
-  std::vector<SnapshotTraceEntry> entries;
-};
-
-// A snapshot of `allocator` now, with trace entries [first, end) of `recorder`.
-std::shared_ptr<const PyTorchSnapshot> MakeSnapshot(const CachingAllocator& allocator,
-                                                    const SnapshotRecorder& recorder,
-                                                    const std::string& conf, size_t first = 0) {
-  auto snapshot = std::make_shared<PyTorchSnapshot>();
-  for (const SegmentInfo& s : allocator.Snapshot().segments) {
-    SnapshotSegment seg;
-    seg.address = s.address;
-    seg.total_size = s.total_size;
-    seg.allocated_size = s.allocated_size;
-    seg.active_size = s.active_size;
-    seg.requested_size = s.requested_size;
-    seg.stream = static_cast<int64_t>(s.stream);
-    seg.is_large = s.segment_type == PoolKind::kLarge;
-    seg.is_expandable = s.is_expandable;
-    for (const BlockInfo& b : s.blocks) {
-      seg.blocks.push_back({b.address, b.size, b.requested_size, b.state, nullptr});
-    }
-    snapshot->segments.push_back(std::move(seg));
-  }
-  snapshot->device_traces.emplace_back(recorder.entries.begin() + static_cast<ptrdiff_t>(first),
-                                       recorder.entries.end());
-  snapshot->allocator_settings.emplace();
-  snapshot->allocator_settings->alloc_conf = conf;
-  return snapshot;
-}
-
-struct VerifyResult {
-  std::optional<Divergence> divergence;
-  FidelityCounts counts;
-  std::vector<std::string> warnings;
-  DeviceStats stats;  // the replay's allocator at the end
-};
-
-VerifyResult Verify(TraceSource& source, uint64_t capacity,
-                    std::optional<uint64_t> allowed = std::nullopt, bool script = true) {
-  ReplayConfig config;
-  config.options = *ParseAllocatorOptions(source.info().allocator_options);
-  config.capacity_bytes = capacity;
-  config.allowed_bytes = allowed;
-  config.script_addresses = script;
-  Replayer replayer(source, config);
-  EXPECT_OK(replayer.Init());
-  FidelityChecker checker;
-  EXPECT_OK(replayer.Run(&checker));
-  return {checker.divergence(), checker.counts(), replayer.warnings(),
-          replayer.allocator().GetStats()};
-}
-
-VerifyResult VerifySnapshot(std::shared_ptr<const PyTorchSnapshot> snapshot, uint64_t capacity,
-                            std::optional<uint64_t> allowed = std::nullopt) {
-  absl::StatusOr<std::unique_ptr<SnapshotSource>> source =
-      SnapshotSource::FromSnapshot(std::move(snapshot), "recorded.pickle");
-  EXPECT_OK(source.status());
-  if (!source.ok()) return {};
-  return Verify(**source, capacity, allowed);
-}
-
-VerifyResult VerifyFile(const std::string& path, uint64_t capacity, bool script = true) {
-  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
-  EXPECT_OK(opener.status());
-  if (!opener.ok()) return {};
-  std::unique_ptr<TraceSource> source = *opener->Open();
-  return Verify(*source, capacity, std::nullopt, script);
-}
-
-std::string Describe(const VerifyResult& r) {
-  if (!r.divergence.has_value()) return "faithful";
-  return absl::StrFormat("event %d: expected %s, got %s", r.divergence->event_index,
-                         r.divergence->expected, r.divergence->got);
-}
-
-// Every statistic PyTorch keeps: the replay made the same calls (num_alloc_retries and
-// num_sync_all_streams tell the OOM retry's release from an empty_cache()).
-void ExpectSameStats(const DeviceStats& replay, const DeviceStats& job) {
-  const auto ours = FlattenStats(replay);
-  const auto theirs = FlattenStats(job);
-  ASSERT_EQ(ours.size(), theirs.size());
-  for (size_t i = 0; i < ours.size(); ++i) EXPECT_EQ(ours[i], theirs[i]);
 }
 
 TEST(ReplayExpandableTest, PyTorchOracleMatchesEveryMapUnmapAndAddress) {
@@ -314,85 +193,6 @@ TEST(ReplayExpandableTest, SettingsWithoutTheOptionStillReplayExpandable) {
 
 // A random job on three streams with record_stream, empty_cache and OOMs on a 600 MiB device,
 // recorded as an .fslog (empty_cache recorded) and as a snapshot (inferred).
-struct RandomJob {
-  std::string conf;
-  std::string log_path;
-  std::shared_ptr<const PyTorchSnapshot> snapshot;
-  DeviceStats stats;  // the job's allocator at the end
-};
-
-RandomJob RecordRandomJob(uint64_t seed) {
-  RandomJob job;
-  std::mt19937_64 rng(seed);
-  job.conf = seed == 3 ? "expandable_segments:True,roundup_power2_divisions:4"
-                       : "expandable_segments:True";
-  TraceBuilder t(600 * kMiB, job.conf);
-  SnapshotRecorder recorder;
-  t.allocator().AddObserver(&recorder);
-  std::vector<DevicePtr> live;
-  const StreamId streams[] = {0, 0x100, 0x200};
-  for (int i = 0; i < 3000; ++i) {
-    const int op = static_cast<int>(rng() % 100);
-    if (op < 55 || live.empty()) {
-      const uint64_t size = uint64_t{1} << (rng() % 27);
-      t.Tick();
-      absl::StatusOr<DevicePtr> p = t.allocator().Allocate(size + rng() % size, streams[rng() % 3]);
-      if (p.ok()) live.push_back(*p);
-    } else if (op < 97) {
-      const size_t k = rng() % live.size();
-      if (rng() % 8 == 0) {
-        const StreamId user = streams[rng() % 3] + 1;
-        t.backend().SetStreamBusy(user, true);
-        EXPECT_OK(t.allocator().RecordStream(live[k], user));
-      }
-      t.Free(live[k]);
-      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
-      if (rng() % 16 == 0) t.backend().CompleteStream(streams[rng() % 3] + 1);
-    } else {
-      t.EmptyCache();
-    }
-  }
-  t.allocator().RemoveObserver(&recorder);
-  job.stats = t.allocator().GetStats();
-  job.snapshot = MakeSnapshot(t.allocator(), recorder, job.conf);
-  job.log_path = t.Finish();
-  return job;
-}
-
-TEST(ReplayExpandableTest, RandomJobsAreFaithful) {
-  for (uint64_t seed : {1u, 2u, 3u}) {
-    SCOPED_TRACE(seed);
-    const RandomJob job = RecordRandomJob(seed);
-    EXPECT_GT(job.stats.num_ooms, 0);
-    EXPECT_GT(job.stats.num_device_free, 0);
-    VerifyResult log = VerifyFile(job.log_path, 600 * kMiB);
-    EXPECT_FALSE(log.divergence.has_value()) << Describe(log);
-    EXPECT_GT(log.counts.allocations, 1000u);
-    EXPECT_GT(log.counts.segment_maps, 0u);
-    ExpectSameStats(log.stats, job.stats);
-    VerifyResult snap = VerifySnapshot(job.snapshot, 600 * kMiB);
-    EXPECT_FALSE(snap.divergence.has_value()) << Describe(snap);
-    EXPECT_EQ(snap.counts.allocations, log.counts.allocations);
-  }
-}
-
-// 40 random jobs. Some free a block that another stream still uses just before an allocation
-// that runs the retry ladder: the ladder's synchronization completes that free first, so the
-// trace shows free_requested and free_completed back to back, as for an immediate free (seeds 12
-// and 25, among others). Read as immediate, the block would serve the allocation from the cache
-// and the replay would diverge; see Note [Stream-ordered frees in a replay].
-TEST(ReplayExpandableTest, FreesCompletedByTheNextRetryLadderAreFaithful) {
-  for (uint64_t seed = 1; seed <= 40; ++seed) {
-    SCOPED_TRACE(seed);
-    const RandomJob job = RecordRandomJob(seed);
-    VerifyResult log = VerifyFile(job.log_path, 600 * kMiB);
-    EXPECT_FALSE(log.divergence.has_value()) << Describe(log);
-    ExpectSameStats(log.stats, job.stats);
-    VerifyResult snap = VerifySnapshot(job.snapshot, 600 * kMiB);
-    EXPECT_FALSE(snap.divergence.has_value()) << Describe(snap);
-    EXPECT_EQ(snap.counts.allocations, log.counts.allocations);
-  }
-}
 
 // Expandable memory mapped before recording started: the source finds it by rewinding the final
 // segments through the trace, and the replay says it does not rebuild it.
