@@ -26,6 +26,8 @@ using ::fragscope::testing::VerifyFile;
 using ::fragscope::testing::VerifyResult;
 using ::fragscope::testing::VerifySnapshot;
 
+// A random job on three streams with record_stream, empty_cache and OOMs on a 600 MiB device,
+// recorded as an .fslog (empty_cache recorded) and as a snapshot (inferred).
 struct RandomJob {
   std::string conf;
   std::string log_path;

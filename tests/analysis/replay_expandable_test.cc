@@ -191,9 +191,6 @@ TEST(ReplayExpandableTest, SettingsWithoutTheOptionStillReplayExpandable) {
   EXPECT_FALSE(r.divergence.has_value()) << Describe(r);
 }
 
-// A random job on three streams with record_stream, empty_cache and OOMs on a 600 MiB device,
-// recorded as an .fslog (empty_cache recorded) and as a snapshot (inferred).
-
 // Expandable memory mapped before recording started: the source finds it by rewinding the final
 // segments through the trace, and the replay says it does not rebuild it.
 TEST(ReplayExpandableTest, StateBeforeTheTraceIsReportedNotRebuilt) {
