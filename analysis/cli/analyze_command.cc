@@ -83,7 +83,9 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
   if (const std::string* model = flags->Get("--model")) options.model = *model;
   options.run_sweep = !flags->Has("--no-sweep");
   ProgressBar bar(err);
-  options.progress = [&](const std::string& stage, double f) { bar.Update(stage, f); };
+  if (bar.active()) {  // else no progress hook in the replay at all
+    options.progress = [&](const std::string& stage, double f) { bar.Update(stage, f); };
+  }
 
   absl::StatusOr<AnalysisReport> report = AnalyzeTraces(flags->positional, options);
   bar.Clear();

@@ -167,7 +167,9 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
   AnalysisOptions analysis;
   analysis.threads = threads.ok() ? static_cast<int>(*threads) : 0;
   ProgressBar bar(err);
-  analysis.progress = [&](const std::string& stage, double f) { bar.Update(stage, f); };
+  if (bar.active()) {
+    analysis.progress = [&](const std::string& stage, double f) { bar.Update(stage, f); };
+  }
   absl::StatusOr<AnalysisReport> report = AnalyzeTraces({log_path}, analysis);
   bar.Clear();
   if (!report.ok()) {
