@@ -12,8 +12,11 @@ namespace fragscope {
 
 class HookList final : public ReplayHooks {
  public:
+  // The union of the hooks' callbacks: a replay skips the per-event calls nobody wants.
+  uint32_t callbacks() const override { return wanted_; }
   void Add(ReplayHooks* hooks) {
     const uint32_t wanted = hooks->callbacks();
+    wanted_ |= wanted;
     if ((wanted & kHookTraceEvent) != 0) trace_event_.push_back(hooks);
     if ((wanted & kHookAllocatorEvent) != 0) allocator_event_.push_back(hooks);
     if ((wanted & kHookOpDone) != 0) op_done_.push_back(hooks);
@@ -44,6 +47,7 @@ class HookList final : public ReplayHooks {
   }
 
  private:
+  uint32_t wanted_ = 0;
   // One list per callback, each in the order of Add.
   std::vector<ReplayHooks*> trace_event_, allocator_event_, op_done_, oom_, finish_, stop_;
 };

@@ -75,7 +75,11 @@ absl::Status Replayer::Init() {
 absl::Status Replayer::Run(ReplayHooks* hooks) {
   ReplayHooks no_hooks;
   if (hooks == nullptr) hooks = &no_hooks;
-  forwarder_->hooks = hooks;
+  // The per-event calls the hooks do not want are skipped (ReplayHooks::callbacks()).
+  const uint32_t wanted = hooks->callbacks();
+  const bool trace_events = (wanted & kHookTraceEvent) != 0;
+  const bool can_stop = (wanted & kHookStop) != 0;
+  forwarder_->hooks = (wanted & kHookAllocatorEvent) != 0 ? hooks : nullptr;
   bool stopped_early = false;
   for (;;) {
     TraceEvent* event = events_.Next();
@@ -91,9 +95,9 @@ absl::Status Replayer::Run(ReplayHooks* hooks) {
     ++events_read_;
     last_index_ = event->index;
     last_time_ns_ = event->time_ns;
-    hooks->OnTraceEvent(*event);
+    if (trace_events) hooks->OnTraceEvent(*event);
     Apply(*event, hooks);
-    if (hooks->Stop()) {
+    if (can_stop && hooks->Stop()) {
       stopped_early = true;
       break;
     }

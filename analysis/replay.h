@@ -159,10 +159,10 @@ enum HookCallback : uint32_t {
 class ReplayHooks {
  public:
   virtual ~ReplayHooks() = default;
-  // The callbacks this hook overrides (HookCallback bits). A HookList calls a hook only for
-  // these, so the per-event fan-out reaches only hooks that act on it (the replay's hottest
-  // loop). The default is all of them; a hook that narrows it must name every callback it
-  // overrides.
+  // The callbacks this hook overrides (HookCallback bits). Replayer::Run skips the per-event
+  // OnTraceEvent, Stop and OnAllocatorEvent calls a hook does not name, and a HookList calls each
+  // of its hooks only for the callbacks it names (the replay's hottest loop). The default is all
+  // of them; a hook that narrows it must name every callback it overrides.
   virtual uint32_t callbacks() const { return kHookAll; }
   virtual void OnTraceEvent(const TraceEvent& /*event*/) {}
   virtual void OnAllocatorEvent(const AllocatorEvent& /*event*/) {}

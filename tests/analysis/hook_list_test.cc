@@ -1,11 +1,18 @@
 // HookList: each callback reaches, in the order of Add, exactly the hooks whose callbacks() name
-// it; a hook that names none of them is never called; Stop asks only hooks that can stop.
+// it; a hook that names none of them is never called; Stop asks only hooks that can stop; its
+// callbacks() is the union. Replayer::Run skips the per-event calls a hook does not name.
 #include "analysis/hook_list.h"
 
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "analysis/open_trace.h"
+#include "analysis/replay.h"
 #include "gtest/gtest.h"
+#include "tests/analysis/trace_builder.h"
+#include "tests/testing/status_matchers.h"
 
 namespace fragscope {
 namespace {
@@ -82,9 +89,45 @@ TEST(HookListTest, StopIsTrueWhenAnyStoppingHookSaysSo) {
   EXPECT_EQ(log, (std::vector<std::string>{"first.stop", "second.stop"}));  // stops at the first
 }
 
-TEST(HookListTest, DefaultHooksGetEveryCallback) {
+TEST(HookListTest, DefaultHooksGetEveryCallbackAndAListWantsTheUnion) {
   ReplayHooks plain;
   EXPECT_EQ(plain.callbacks(), kHookAll);
+  std::vector<std::string> log;
+  RecordingHook progress("progress", kHookOpDone, log);
+  RecordingHook ooms("ooms", kHookOom | kHookFinish, log);
+  HookList hooks;
+  EXPECT_EQ(hooks.callbacks(), 0u);
+  hooks.Add(&progress);
+  hooks.Add(&ooms);
+  EXPECT_EQ(hooks.callbacks(), kHookOpDone | kHookOom | kHookFinish);
+}
+
+TEST(HookListTest, ReplayCallsOnlyTheCallbacksAHookNames) {
+  testing::TraceBuilder t(64 * kMiB);
+  const DevicePtr a = t.Alloc(3 * kMiB);
+  const DevicePtr b = t.Alloc(1000);
+  t.Free(a);
+  t.Free(b);
+  const std::string path = t.Finish();
+  for (const uint32_t wanted : {uint32_t{kHookOpDone}, uint32_t{kHookAll}}) {
+    SCOPED_TRACE(wanted);
+    std::unique_ptr<TraceSource> source = *TraceOpener::Create(path)->Open();
+    ReplayConfig config;
+    config.capacity_bytes = 64 * kMiB;
+    Replayer replayer(*source, config);
+    ASSERT_OK(replayer.Init());
+    std::vector<std::string> log;
+    RecordingHook hook("h", wanted, log);
+    ASSERT_OK(replayer.Run(&hook));
+    const auto count = [&](const std::string& entry) {
+      return std::count(log.begin(), log.end(), entry);
+    };
+    EXPECT_EQ(count("h.done"), 4);  // two allocations, two frees
+    const bool all = wanted == kHookAll;
+    EXPECT_EQ(count("h.trace") > 0, all);  // every record: allocs, frees, segment events
+    EXPECT_EQ(count("h.stop"), count("h.trace"));
+    EXPECT_EQ(count("h.alloc") > 0, all);  // the allocator's events
+  }
 }
 
 }  // namespace
