@@ -21,6 +21,7 @@ class ChromeTraceWriter final : public ReplayHooks {
   // REQUIRES: replayer.Init() has run; `out` outlives the writer.
   ChromeTraceWriter(Replayer& replayer, std::ostream& out);
 
+  uint32_t callbacks() const override { return kHookAll & ~kHookStop; }
   void OnTraceEvent(const TraceEvent& event) override;
   void OnAllocatorEvent(const AllocatorEvent& event) override { tracker_.OnEvent(event); }
   void OnOpDone(const TraceEvent& event) override;

@@ -67,6 +67,7 @@ int Changes(const AllocatorOptions& a, const AllocatorOptions& b) {
 class SweepHooks final : public ReplayHooks {
  public:
   explicit SweepHooks(SweepResult& result) : result_(result) {}
+  uint32_t callbacks() const override { return kHookOom; }
   void OnOom(const ReplayOom& oom) override {
     if (!oom.in_replay) return;
     ++result_.ooms;

@@ -39,6 +39,7 @@ class ConvertHooks final : public ReplayHooks {
  public:
   ConvertHooks(FslogFileWriter* fslog, SnapshotExportBuilder* pickle, int64_t start_us)
       : fslog_(fslog), pickle_(pickle), start_us_(start_us) {}
+  uint32_t callbacks() const override { return kHookTraceEvent | kHookAllocatorEvent; }
   void OnTraceEvent(const TraceEvent& e) override {
     time_ns_ = e.time_ns;
     if (fslog_ == nullptr) return;
