@@ -163,9 +163,7 @@ class BlockPool {
     if (enabled == address_index_enabled_) return;
     address_index_enabled_ = enabled;
     by_address_.clear();
-    for (Block* block : *this) {
-      if (enabled) by_address_.insert(block);
-    }
+    if (enabled) by_address_.insert(begin(), end());
   }
 
   // REQUIRES: block is free and not in the set. Stamps the GC clock into the block.

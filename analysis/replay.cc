@@ -14,6 +14,12 @@ namespace {
 
 constexpr size_t kMaxWarnings = 100;
 
+// Run(nullptr): no per-event callbacks at all.
+class NoHooks final : public ReplayHooks {
+ public:
+  uint32_t callbacks() const override { return 0; }
+};
+
 }  // namespace
 
 // Forwards the allocator's events to the current hooks.
@@ -73,7 +79,7 @@ absl::Status Replayer::Init() {
 }
 
 absl::Status Replayer::Run(ReplayHooks* hooks) {
-  ReplayHooks no_hooks;
+  NoHooks no_hooks;
   if (hooks == nullptr) hooks = &no_hooks;
   // The per-event calls the hooks do not want are skipped (ReplayHooks::callbacks()).
   const uint32_t wanted = hooks->callbacks();
