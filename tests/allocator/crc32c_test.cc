@@ -58,6 +58,34 @@ TEST(Crc32cTest, ImplementationsAgreeOnEveryLengthAndAlignment) {
   for (const auto& [name, extend] : impls) EXPECT_EQ(extend(0, data.data() + 3, 4096), big) << name;
 }
 
+// The hardware path joins three streams per group of 3 x 256 and 3 x 8192 bytes (crc32c.cc, Note
+// [Three-stream hardware CRC]): lengths on and around every group boundary, up to a whole chunk.
+TEST(Crc32cTest, ImplementationsAgreeAcrossThreeStreamGroups) {
+  std::mt19937_64 rng(777);
+  std::vector<unsigned char> data(3 * 3 * 8192 + 4096);
+  for (auto& b : data) b = static_cast<unsigned char>(rng());
+  std::vector<size_t> sizes = {65536 - 32, 65536, 3 * 3 * 8192 + 1000};
+  for (const size_t group : {size_t{3 * 256}, size_t{3 * 8192}}) {
+    for (size_t n = 1; n <= 3; ++n) {
+      for (size_t delta = 0; delta <= 16; ++delta) {
+        sizes.push_back(n * group + delta);
+        sizes.push_back(n * group - delta);
+      }
+    }
+  }
+  const auto impls = Implementations();
+  for (const size_t align : {size_t{0}, size_t{5}}) {
+    for (const size_t size : sizes) {
+      ASSERT_LE(align + size, data.size());
+      const uint32_t expected = Crc32cExtendSoftware(0x12345678, data.data() + align, size);
+      for (const auto& [name, extend] : impls) {
+        ASSERT_EQ(extend(0x12345678, data.data() + align, size), expected)
+            << name << " align " << align << " size " << size;
+      }
+    }
+  }
+}
+
 TEST(Crc32cTest, ExtendingEqualsOneCall) {
   const std::string text = "The quick brown fox jumps over the lazy dog, twice over.";
   for (size_t cut = 0; cut <= text.size(); ++cut) {
