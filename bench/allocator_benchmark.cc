@@ -3,6 +3,8 @@
 //
 //   BM_WarmPair          malloc+free of one size, always served from the cache.
 //   BM_WarmPairLogged    the same with the .fslog writer attached.
+//   BM_WarmPairObserved  the same with an observer that does nothing: the dispatch's share of
+//                        the logged pair's overhead.
 //   BM_RandomAllocations RMM's random_allocations: 2N steps, each allocates with 73 % probability
 //                        (below N live blocks and a 16000 MiB cap), else frees a random live
 //                        block; sizes uniform in [1, max_size MiB]. Reported per operation.
@@ -68,6 +70,27 @@ void BM_WarmPairLogged(benchmark::State& state) {
   std::remove(path.c_str());
 }
 BENCHMARK(BM_WarmPairLogged)->Arg(1 << 20)->Arg(32 << 20);
+
+// The floor under BM_WarmPairLogged: the three observer calls per pair without any work.
+void BM_WarmPairObserved(benchmark::State& state) {
+  struct NoOpObserver : AllocatorObserver {
+    void OnEvent(const AllocatorEvent& event) override { benchmark::DoNotOptimize(&event); }
+  };
+  SimulatedBackend backend(80 * kGiB);
+  CachingAllocator allocator(backend, DefaultOptions());
+  NoOpObserver observer;
+  allocator.AddObserver(&observer);
+  const auto size = static_cast<uint64_t>(state.range(0));
+  (void)allocator.Free(*allocator.Allocate(size, 0));
+  for (auto _ : state) {
+    absl::StatusOr<DevicePtr> p = allocator.Allocate(size, 0);
+    benchmark::DoNotOptimize(p);
+    (void)allocator.Free(*p);
+  }
+  state.SetItemsProcessed(state.iterations());
+  allocator.RemoveObserver(&observer);
+}
+BENCHMARK(BM_WarmPairObserved)->Arg(1 << 20)->Arg(32 << 20);
 
 void BM_RandomAllocations(benchmark::State& state) {
   const auto max_live = static_cast<size_t>(state.range(0));
