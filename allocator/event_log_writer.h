@@ -30,10 +30,11 @@
 // The hot path (OnEvent with room in the current chunk) is about 45 instructions and no call: the
 // fast side, one load of the published clock instead of a clock read (while the background thread
 // polls it publishes CLOCK_MONOTONIC every poll period; see Note [Coarse event timestamps] in
-// event_log_clock.h for the resolution this gives), and the record written as five aligned 16-byte
-// stores, copied from the AllocatorEvent, whose first 64 bytes are the block-layout record's bytes
-// 8..71 (checked at compile time; oom and empty_cache records, of the stats layout, take the slow
-// path).
+// event_log_clock.h for the resolution this gives), a write prefetch of the lines a few records
+// ahead (Note [Prefetching the chunk for writing] in the .cc), and the record written as five
+// aligned 16-byte stores, copied from the AllocatorEvent, whose first 64 bytes are the
+// block-layout record's bytes 8..71 (checked at compile time; oom and empty_cache records, of the
+// stats layout, take the slow path).
 //
 // Files: event_log_writer.cc is the producer side (OnEvent, markers, flushes),
 // event_log_writer_thread.cc the background thread and the fatal-signal path,
