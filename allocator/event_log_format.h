@@ -21,6 +21,7 @@
 // kinds through and ignore unknown flags.
 #pragma once
 
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -41,8 +42,11 @@ static_assert(std::endian::native == std::endian::little,
 
 // "FSLOG\r\n\x1a": the CR LF and ^Z catch files mangled by text-mode transfers (as PNG does).
 inline constexpr char kFileMagic[8] = {'F', 'S', 'L', 'O', 'G', '\r', '\n', '\x1a'};
-inline constexpr uint16_t kFormatVersionMajor = 1;
+// The version the writer writes. Readers accept majors kOldestReadableVersionMajor through
+// kFormatVersionMajor (2.0 added combined free records: Note [Combined free records]).
+inline constexpr uint16_t kFormatVersionMajor = 2;
 inline constexpr uint16_t kFormatVersionMinor = 0;
+inline constexpr uint16_t kOldestReadableVersionMajor = 1;
 // "FSCK" as the first four bytes of every chunk.
 inline constexpr uint32_t kChunkMagic = 0x4B435346;
 
@@ -88,6 +92,22 @@ enum RecordFlag : uint8_t {
   // kOptionsChange: this record continues the text of the preceding kOptionsChange record.
   kRecordFlagContinuation = 1 << 1,
 };
+
+// Note [Combined free records] (format 2.0)
+// Most frees complete at once (no stream uses to wait for): the allocator emits free_requested
+// and, right after it, free_completed of the same block. The writer stores such a pair as one
+// record: the free_requested record with kFreeRecordCompleted set in `flags`, whose otherwise
+// unused fields carry the free_completed's own: `aux` its merged_count, word 5 its split_bytes
+// (merged neighbour bytes), word 6 its result_bytes, and flag bit result_is_split. Both events
+// share the record's timestamp; readers deliver them as two events, in order, with consecutive
+// event numbers (LogEntry::sequence). A third of a typical log's records, and of the writer's
+// work on a free, go away.
+// The bit is outside the EventFlag range (bits 0-5) and a 1.x file never has it set.
+// EventLogWriter folds only when the free_completed comes within kCombineFreeWindowNs of its
+// free_requested (by its clock), the resolution its coarse timestamps have anyway; a
+// free_completed that waited for stream events is later and keeps its own record.
+inline constexpr uint8_t kFreeRecordCompleted = 1 << 7;
+inline constexpr uint64_t kCombineFreeWindowNs = 20'000;
 
 // --- On-disk structs ------------------------------------------------------------------------
 
@@ -251,6 +271,65 @@ inline AllocatorEvent DecodeEvent(const LogRecord& record) {
   event.requested_bytes = w[kWordRequestedBytes];
   event.stream = w[kWordStream];
   return event;
+}
+
+// Note [Combined free records]: whether `record` stands for a free_requested and a free_completed.
+// REQUIRES for a true answer to mean that: the file's major version is >= 2.
+inline bool IsCombinedFree(const LogRecord& record) {
+  return record.kind == static_cast<uint8_t>(EventKind::kFreeRequested) &&
+         (record.flags & kFreeRecordCompleted) != 0;
+}
+
+// Whether the free_completed `completed` can be folded into `requested`, a free_requested record
+// written just before it, without losing a field: the same block, nothing in the fields the fold
+// reuses, and only the flags each event may carry.
+inline bool CanCombineFree(const LogRecord& requested, const AllocatorEvent& completed) {
+  constexpr uint8_t kRequestedFlags = kEventFlagOversize | kEventFlagExpandable;
+  constexpr uint8_t kCompletedFlags = kEventFlagResultIsSplit | kEventFlagExpandable;
+  const uint64_t* w = requested.words;
+  return completed.kind == EventKind::kFreeCompleted &&
+         requested.kind == static_cast<uint8_t>(EventKind::kFreeRequested) &&
+         (requested.flags & ~kRequestedFlags) == 0 && (completed.flags & ~kCompletedFlags) == 0 &&
+         ((requested.flags ^ completed.flags) & kEventFlagExpandable) == 0 && requested.aux == 0 &&
+         requested.pool == static_cast<uint8_t>(completed.pool) &&
+         requested.device == completed.device && w[kWordPtr] == completed.ptr &&
+         w[kWordBytes] == completed.bytes && w[kWordRequestedBytes] == completed.requested_bytes &&
+         w[kWordStream] == completed.stream && w[kWordSegment] == completed.segment &&
+         w[kWordSplitBytes] == 0 && w[kWordResultBytes] == 0;
+}
+
+// Folds `completed` into `requested`. REQUIRES: CanCombineFree(*requested, completed).
+inline void CombineFree(const AllocatorEvent& completed, LogRecord* requested) {
+  requested->aux = completed.merged_count;
+  requested->words[kWordSplitBytes] = completed.split_bytes;
+  requested->words[kWordResultBytes] = completed.result_bytes;
+  // The flag last (a fatal-signal handler may copy the record meanwhile: it then sees a plain
+  // free_requested whose spare fields are set, which readers ignore).
+  std::atomic_signal_fence(std::memory_order_release);
+  requested->flags |= (completed.flags & kEventFlagResultIsSplit) | kFreeRecordCompleted;
+}
+
+// The event flags of each half of a combined record whose flags are `flags`.
+inline uint8_t CombinedFreeRequestedFlags(uint8_t flags) {
+  return flags & static_cast<uint8_t>(~(kFreeRecordCompleted | kEventFlagResultIsSplit));
+}
+inline uint8_t CombinedFreeCompletedFlags(uint8_t flags) {
+  return flags & static_cast<uint8_t>(~(kFreeRecordCompleted | kEventFlagOversize));
+}
+
+// The free_requested and free_completed records a combined record stands for (each as the
+// writer would have written it alone, with the combined record's timestamp).
+// REQUIRES: IsCombinedFree(combined).
+inline void SplitCombinedFree(const LogRecord& combined, LogRecord* requested,
+                              LogRecord* completed) {
+  *requested = combined;
+  requested->flags = CombinedFreeRequestedFlags(combined.flags);
+  requested->aux = 0;
+  requested->words[kWordSplitBytes] = 0;
+  requested->words[kWordResultBytes] = 0;
+  *completed = combined;
+  completed->kind = static_cast<uint8_t>(EventKind::kFreeCompleted);
+  completed->flags = CombinedFreeCompletedFlags(combined.flags);
 }
 
 // The longest prefix of `text` of at most `max_bytes` bytes that does not end inside a UTF-8

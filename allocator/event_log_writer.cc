@@ -193,15 +193,29 @@ void EventLogWriter::OnEvent(const AllocatorEvent& event) {
   }
   if (ns < last_timestamp_ns_) ns = last_timestamp_ns_;
   last_timestamp_ns_ = ns;
-  AppendEventLocked(event, index, ns);
+  if (!TryCombineFreeLocked(event, index, ns)) AppendEventLocked(event, index, ns);
   producer_lock_.FastUnlock();
 }
 
 ABSL_ATTRIBUTE_NOINLINE void EventLogWriter::OnEventPreciseLocked(const AllocatorEvent& event,
                                                                   uint32_t index,
                                                                   uint64_t published) {
-  AppendEventLocked(event, index, PreciseTimestampLocked(published));
+  const uint64_t ns = PreciseTimestampLocked(published);
+  if (!TryCombineFreeLocked(event, index, ns)) AppendEventLocked(event, index, ns);
   producer_lock_.FastUnlock();
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool EventLogWriter::TryCombineFreeLocked(
+    const AllocatorEvent& event, uint32_t index, uint64_t timestamp_ns) {
+  if (event.kind != EventKind::kFreeCompleted || index == 0) return false;
+  LogRecord& previous = current_slot_->records[index - 1];
+  // Timestamps never decrease in sequence order, so the difference cannot wrap.
+  if (timestamp_ns - previous.timestamp_ns > kCombineFreeWindowNs ||
+      !CanCombineFree(previous, event)) {
+    return false;
+  }
+  CombineFree(event, &previous);
+  return true;
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void EventLogWriter::AppendEventLocked(

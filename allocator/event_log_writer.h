@@ -34,7 +34,9 @@
 // ahead (Note [Prefetching the chunk for writing] in the .cc), and the record written as five
 // aligned 16-byte stores, copied from the AllocatorEvent, whose first 64 bytes are the
 // block-layout record's bytes 8..71 (checked at compile time; oom and empty_cache records, of the
-// stats layout, take the slow path).
+// stats layout, take the slow path). A free_completed that follows its free_requested within
+// kCombineFreeWindowNs goes into that record instead (Note [Combined free records] in
+// event_log_format.h): three records per immediate malloc+free become two.
 //
 // Files: event_log_writer.cc is the producer side (OnEvent, markers, flushes),
 // event_log_writer_thread.cc the background thread and the fatal-signal path,
@@ -181,6 +183,11 @@ class EventLogWriter : public AllocatorObserver {
   absl::Status WriteAt(const void* data, size_t size, uint64_t offset);
 
   // --- event_log_writer.cc: the producer side ---
+  // Note [Combined free records]: folds a free_completed into the free_requested record at
+  // `index` - 1 when that is its block's and `timestamp_ns` is within kCombineFreeWindowNs of it;
+  // returns whether it did (then nothing is appended).
+  bool TryCombineFreeLocked(const AllocatorEvent& event, uint32_t index, uint64_t timestamp_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(producer_lock_);
   // Stores the event's record at `index` of the current chunk and commits it.
   void AppendEventLocked(const AllocatorEvent& event, uint32_t index, uint64_t timestamp_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(producer_lock_);

@@ -73,6 +73,10 @@ EventLogReader& EventLogReader::operator=(EventLogReader&& other) noexcept {
   chunk_ = other.chunk_;  // points into buffer_, which moved with it
   chunk_pos_ = other.chunk_pos_;
   chunk_first_sequence_ = other.chunk_first_sequence_;
+  pending_completion_ = other.pending_completion_;
+  pending_sequence_ = other.pending_sequence_;
+  combined_before_ = other.combined_before_;
+  has_pending_completion_ = other.has_pending_completion_;
   return *this;
 }
 
@@ -237,14 +241,26 @@ absl::StatusOr<std::span<const LogRecord>> EventLogReader::NextChunk(uint64_t* f
 }
 
 absl::StatusOr<bool> EventLogReader::Next(LogEntry* entry) {
+  if (has_pending_completion_) {  // the second half of a combined free
+    has_pending_completion_ = false;
+    entry->sequence = pending_sequence_;
+    entry->record = pending_completion_;
+    entry->text.clear();
+    return true;
+  }
   for (;;) {
     while (chunk_pos_ < chunk_.size()) {
       const LogRecord& record = chunk_[chunk_pos_];
-      entry->sequence = chunk_first_sequence_ + chunk_pos_;
+      entry->sequence = chunk_first_sequence_ + chunk_pos_ + combined_before_;
       ++chunk_pos_;
       entry->record = record;
       entry->text.clear();
-      if (record.kind == static_cast<uint8_t>(EventKind::kMarker)) {
+      if (IsCombinedFree(record) && has_combined_frees()) {
+        SplitCombinedFree(record, &entry->record, &pending_completion_);
+        pending_sequence_ = entry->sequence + 1;
+        has_pending_completion_ = true;
+        ++combined_before_;
+      } else if (record.kind == static_cast<uint8_t>(EventKind::kMarker)) {
         const std::string_view text = MarkerText(record);
         entry->text.assign(text.data(), text.size());
       } else if (record.kind == static_cast<uint8_t>(EventKind::kOptionsChange)) {

@@ -36,6 +36,9 @@ namespace fragscope {
 // One logical record: an allocator event, a marker, or a whole options change (its continuation
 // records folded into `text`).
 struct LogEntry {
+  // The event's number in the log: its record's sequence number plus the number of combined free
+  // records before it, each of which stands for two events (Note [Combined free records] in
+  // event_log_format.h); the record sequence itself in a 1.x log.
   uint64_t sequence = 0;
   LogRecord record{};  // for an options change, its first record
   std::string text;    // marker and options_change text; empty for other kinds
@@ -67,11 +70,17 @@ class EventLogReader {
 
   // The next chunk's raw records (continuation records included), valid until the next call;
   // an empty span at the end of the log. *first_sequence, if given, receives the sequence number
-  // of the first record. Fastest way through a log. Do not mix with Next().
+  // of the first record. Fastest way through a log. Do not mix with Next(). When
+  // has_combined_frees(), a record for which IsCombinedFree() holds stands for two events
+  // (SplitCombinedFree; Note [Combined free records] in event_log_format.h).
   absl::StatusOr<std::span<const LogRecord>> NextChunk(uint64_t* first_sequence = nullptr);
 
-  // The next logical record; false at the end of the log.
+  // The next logical record; false at the end of the log. A combined free record comes out as
+  // its two events (free_requested, then free_completed: consecutive numbers).
   absl::StatusOr<bool> Next(LogEntry* entry);
+
+  // Whether the log may hold combined free records (format 2.0 and later).
+  bool has_combined_frees() const { return header_.version_major >= 2; }
 
   // Torn tail, sequence gaps, malformed text records; at most kMaxWarnings (then a count).
   const std::vector<std::string>& warnings() const { return warnings_; }
@@ -112,6 +121,11 @@ class EventLogReader {
   std::span<const LogRecord> chunk_;
   size_t chunk_pos_ = 0;
   uint64_t chunk_first_sequence_ = 0;
+  // The free_completed half of the combined free record Next() returned last, if any.
+  LogRecord pending_completion_{};
+  uint64_t pending_sequence_ = 0;
+  bool has_pending_completion_ = false;
+  uint64_t combined_before_ = 0;  // combined free records Next() has passed
 };
 
 }  // namespace fragscope

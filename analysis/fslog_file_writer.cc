@@ -49,6 +49,13 @@ void FslogFileWriter::FlushChunk() {
 }
 
 void FslogFileWriter::Append(const AllocatorEvent& event, uint64_t timestamp_ns) {
+  // Note [Combined free records], when the free_completed also has its free_requested's time.
+  if (event.kind == EventKind::kFreeCompleted && !chunk_.empty() &&
+      chunk_.back().timestamp_ns == base_ns_ + timestamp_ns &&
+      CanCombineFree(chunk_.back(), event)) {
+    CombineFree(event, &chunk_.back());
+    return;
+  }
   EncodeEvent(event, base_ns_ + timestamp_ns, Reserve(1));
 }
 

@@ -36,6 +36,7 @@ class FslogFileWriter final : public AllocatorObserver {
   void OptionsChange(std::string_view options, uint64_t timestamp_ns);
   // Writes the pending chunk and closes the file; the first write error, if any.
   absl::Status Close();
+  // Records written so far (a combined free record counts once: Note [Combined free records]).
   uint64_t records() const { return sequence_; }
 
  private:

@@ -58,16 +58,18 @@ void CopyEvent(const TraceEvent& from, TraceEvent* to) {
 // Used by one thread at a time (the consumer, or the reader thread).
 class FslogSource::Decoder {
  public:
-  Decoder(std::string name, int32_t device, uint64_t start_monotonic_ns)
+  Decoder(std::string name, int32_t device, uint64_t start_monotonic_ns, bool combined_frees)
       : name_(std::move(name)),
         device_(device),
         time_base_ns_(start_monotonic_ns),
-        have_time_base_(start_monotonic_ns > 0) {}
+        have_time_base_(start_monotonic_ns > 0),
+        combined_frees_(combined_frees) {}
 
   void SetChunk(std::span<const LogRecord> chunk, uint64_t first_sequence) {
     chunk_ = chunk;
     first_sequence_ = first_sequence;
     pos_ = 0;
+    pending_completion_ = nullptr;
   }
 
   // The chunk's next event into *event; false when the chunk has no more or on an error (then
@@ -80,13 +82,34 @@ class FslogSource::Decoder {
   int32_t device_;
   uint64_t time_base_ns_;
   bool have_time_base_;
+  bool combined_frees_;  // format 2.0 or later: Note [Combined free records]
   std::span<const LogRecord> chunk_;
   uint64_t first_sequence_ = 0;
   size_t pos_ = 0;
+  // A combined free whose free_requested half Next() returned last: the free_completed is next.
+  const LogRecord* pending_completion_ = nullptr;
+  uint64_t combined_before_ = 0;  // combined free records whose second event was delivered
   absl::Status error_;
 };
 
 bool FslogSource::Decoder::Next(TraceEvent* event) {
+  if (pending_completion_ != nullptr) {
+    // The same block, index and time as the free_requested returned last (into another slot).
+    const LogRecord& r = *std::exchange(pending_completion_, nullptr);
+    ++combined_before_;  // this record's first event took its own number
+    event->index = first_sequence_ + static_cast<size_t>(&r - chunk_.data()) + combined_before_;
+    event->time_ns = r.timestamp_ns - time_base_ns_;
+    event->kind = EventKind::kFreeCompleted;
+    event->pool = static_cast<PoolKind>(r.pool & 1);
+    event->flags = CombinedFreeCompletedFlags(r.flags);
+    event->ptr = r.words[kWordPtr];
+    event->bytes = r.words[kWordBytes];
+    event->requested_bytes = r.words[kWordRequestedBytes];
+    event->stream = r.words[kWordStream];
+    event->device_free_bytes = event->device_total_bytes = 0;
+    event->reserved_bytes = event->allocated_bytes = 0;
+    return true;
+  }
   while (pos_ < chunk_.size()) {
     const size_t i = pos_++;
     const LogRecord& r = chunk_[i];
@@ -102,7 +125,7 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
       time_base_ns_ = r.timestamp_ns;
       have_time_base_ = true;
     }
-    event->index = first_sequence_ + i;
+    event->index = first_sequence_ + i + combined_before_;  // LogEntry::sequence's numbering
     event->time_ns = r.timestamp_ns - time_base_ns_;
     event->kind = kind;
     event->pool = static_cast<PoolKind>(r.pool & 1);
@@ -142,6 +165,10 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
       event->allocated_bytes = w[kWordAllocatedBytes];
     } else {
       event->ptr = w[kWordPtr];
+      if (combined_frees_ && IsCombinedFree(r)) {
+        event->flags = CombinedFreeRequestedFlags(r.flags);
+        pending_completion_ = &r;
+      }
     }
     return true;
   }
@@ -241,7 +268,8 @@ absl::StatusOr<bool> FslogSource::NextSlow(TraceEvent* event) {
     started_ = true;
     // The name in messages: the path, set after construction.
     decoder_ =
-        std::make_unique<Decoder>(info_.path, info_.device, reader_.header().start_monotonic_ns);
+        std::make_unique<Decoder>(info_.path, info_.device, reader_.header().start_monotonic_ns,
+                                  reader_.has_combined_frees());
     background_ = TakeCores(reading_, &cores_taken_);
     if (background_) {
       ring_.resize(kRingBatches);

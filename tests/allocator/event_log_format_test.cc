@@ -146,12 +146,12 @@ TEST(EventLogFormatTest, HeaderErrorsNameTheOffset) {
   bad_magic[0] = 'X';
   EXPECT_NE(ParseFileHeaderSize(bad_magic).status().message().find("offset 0: bad magic"),
             std::string::npos);
-  EventLogHeader v2 = SampleHeader();
-  v2.version_major = 2;
-  EXPECT_NE(ParseFileHeaderSize(SerializeFileHeader(v2))
+  EventLogHeader v3 = SampleHeader();
+  v3.version_major = 3;
+  EXPECT_NE(ParseFileHeaderSize(SerializeFileHeader(v3))
                 .status()
                 .message()
-                .find("offset 8: unknown format version 2.0"),
+                .find("offset 8: unknown format version 3.0"),
             std::string::npos);
   EventLogHeader newer_minor = SampleHeader();
   newer_minor.version_minor = 9;

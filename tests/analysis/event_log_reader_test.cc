@@ -143,10 +143,14 @@ TEST(EventLogReaderTest, HeaderErrors) {
   EXPECT_EQ(ReadBytes("").status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(
       Contains(std::string(ReadBytes("hello, world, this is text").status.message()), "bad magic"));
-  EventLogHeader v2 = SampleHeader();
-  v2.version_major = 2;
-  EXPECT_TRUE(Contains(std::string(ReadBytes(SerializeFileHeader(v2)).status.message()),
-                       "unknown format version 2.0"));
+  EventLogHeader v3 = SampleHeader();
+  v3.version_major = 3;
+  EXPECT_TRUE(Contains(std::string(ReadBytes(SerializeFileHeader(v3)).status.message()),
+                       "unknown format version 3.0"));
+  EventLogHeader v0 = SampleHeader();
+  v0.version_major = 0;
+  EXPECT_TRUE(Contains(std::string(ReadBytes(SerializeFileHeader(v0)).status.message()),
+                       "unknown format version 0.0 (this reader knows 1.x to 2.x)"));
   std::string wrong_record_size = SerializeFileHeader(SampleHeader());
   wrong_record_size[offsetof(FileHeader, record_bytes)] = 64;
   EXPECT_TRUE(Contains(std::string(ReadBytes(wrong_record_size).status.message()),
@@ -199,6 +203,40 @@ TEST(EventLogReaderTest, SequenceGapsAreWarningsAndBackwardsIsAnError) {
   EXPECT_TRUE(Contains(result.warnings[0], "9 records missing before sequence 10"));
   EXPECT_TRUE(Contains(std::string(result.status.message()),
                        absl::StrFormat("offset %d: chunk sequence 5 goes backwards", bad)));
+}
+
+// Note [Combined free records]: in a 2.x log one record is two events; events are numbered by
+// record sequence plus the combined records before them, across chunks and gaps.
+TEST(EventLogReaderTest, CombinedFreeRecordIsTwoEventsAndShiftsTheNumbering) {
+  const testing::CombinedFreeSample free = testing::MakeCombinedFree(7, 1'000'000'500);
+  const auto build = [&](uint16_t major) {
+    EventLogHeader header = SampleHeader();
+    header.version_major = major;
+    LogBuilder builder(header);
+    builder.AddChunk({EncodedSample(EventKind::kAlloc, 0), free.record}, 0);  // ends the chunk
+    builder.AddChunk({EncodedSample(EventKind::kAlloc, 1)}, 2);
+    builder.AddChunk({EncodedSample(EventKind::kAlloc, 2)}, 5);  // 2 records missing
+    return builder.bytes();
+  };
+  const ReadResult v2 = ReadBytes(build(2));
+  ASSERT_TRUE(v2.status.ok()) << v2.status;
+  ASSERT_EQ(v2.entries.size(), 5u);
+  EXPECT_TRUE(testing::SameEvent(v2.entries[1].event(), free.requested));
+  EXPECT_TRUE(testing::SameEvent(v2.entries[2].event(), free.completed));
+  EXPECT_EQ(v2.entries[1].record.timestamp_ns, 1'000'000'500u);
+  EXPECT_EQ(v2.entries[2].record.timestamp_ns, 1'000'000'500u);
+  std::vector<uint64_t> numbers;
+  for (const LogEntry& entry : v2.entries) numbers.push_back(entry.sequence);
+  EXPECT_EQ(numbers, (std::vector<uint64_t>{0, 1, 2, 3, 6}));
+  EXPECT_EQ(v2.missing_records, 2u);
+
+  // A 1.x file has no combined records: the bit means nothing there and the record is one entry.
+  const ReadResult v1 = ReadBytes(build(1));
+  ASSERT_TRUE(v1.status.ok()) << v1.status;
+  ASSERT_EQ(v1.entries.size(), 4u);
+  EXPECT_EQ(v1.entries[1].kind(), EventKind::kFreeRequested);
+  EXPECT_EQ(v1.entries[1].record.flags, free.record.flags);
+  EXPECT_EQ(v1.entries[3].sequence, 5u);
 }
 
 TEST(EventLogReaderTest, WarningsAreBounded) {

@@ -114,6 +114,32 @@ inline LogRecord EncodedSample(EventKind kind, uint64_t seed) {
   return record;
 }
 
+// A free of `seed`'s block that completed at once, as the allocator emits it (free_requested,
+// then free_completed) and as the writer stores it (one combined record: Note [Combined free
+// records]). Device 3, the SampleHeader's.
+struct CombinedFreeSample {
+  AllocatorEvent requested;
+  AllocatorEvent completed;
+  LogRecord record;
+};
+inline CombinedFreeSample MakeCombinedFree(uint64_t seed, uint64_t timestamp_ns) {
+  CombinedFreeSample free;
+  free.requested = SampleEvent(EventKind::kFreeRequested, seed);
+  free.requested.device = 3;
+  free.requested.flags = kEventFlagOversize;
+  free.requested.merged_count = 0;
+  free.requested.split_bytes = free.requested.result_bytes = 0;
+  free.completed = free.requested;
+  free.completed.kind = EventKind::kFreeCompleted;
+  free.completed.flags = kEventFlagResultIsSplit;
+  free.completed.merged_count = 2;
+  free.completed.split_bytes = 3 * 512 * (seed + 1);
+  free.completed.result_bytes = 4 * 512 * (seed + 1);
+  EncodeEvent(free.requested, timestamp_ns, &free.record);
+  CombineFree(free.completed, &free.record);
+  return free;
+}
+
 // Everything a reader yields for a log.
 struct ReadResult {
   std::vector<LogEntry> entries;

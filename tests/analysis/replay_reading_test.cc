@@ -148,8 +148,45 @@ TEST(ReplayReadingTest, BackgroundReaderDeliversTheSameEvents) {
   EXPECT_TRUE(background.warnings.empty());
 }
 
+// Note [Combined free records]: one record, two events, on both reading paths, with the
+// reader's numbering (a combined record at a chunk's end, then a gap).
+TEST(ReplayReadingTest, CombinedFreeRecordIsTwoEventsBothWays) {
+  const testing::CombinedFreeSample free = testing::MakeCombinedFree(7, 1'000'000'500);
+  LogBuilder builder;  // device 3: the samples with seeds 3, 7 and 11 are on it
+  builder.AddChunk({EncodedSample(EventKind::kAlloc, 3), free.record}, 0);
+  builder.AddChunk({EncodedSample(EventKind::kAlloc, 7)}, 2);
+  builder.AddChunk({EncodedSample(EventKind::kAlloc, 11)}, 5);
+  std::vector<Read> reads;
+  for (FslogReading reading : kBothWays) reads.push_back(ReadBytes(builder.bytes(), reading));
+  for (const Read& read : reads) {
+    EXPECT_OK(read.status);
+    ASSERT_EQ(read.events.size(), 5u);
+    std::vector<EventKind> kinds;
+    std::vector<uint64_t> indices;
+    for (const TraceEvent& e : read.events) {
+      kinds.push_back(e.kind);
+      indices.push_back(e.index);
+    }
+    EXPECT_EQ(kinds, (std::vector<EventKind>{EventKind::kAlloc, EventKind::kFreeRequested,
+                                             EventKind::kFreeCompleted, EventKind::kAlloc,
+                                             EventKind::kAlloc}));
+    EXPECT_EQ(indices, (std::vector<uint64_t>{0, 1, 2, 3, 6}));
+    for (int half : {1, 2}) {
+      const TraceEvent& e = read.events[static_cast<size_t>(half)];
+      const AllocatorEvent& expected = half == 1 ? free.requested : free.completed;
+      EXPECT_EQ(e.flags, expected.flags);
+      EXPECT_EQ(e.ptr, expected.ptr);
+      EXPECT_EQ(e.bytes, expected.bytes);
+      EXPECT_EQ(e.requested_bytes, expected.requested_bytes);
+      EXPECT_EQ(e.stream, expected.stream);
+      EXPECT_EQ(e.time_ns, read.events[1].time_ns);
+    }
+  }
+  ExpectSameEvents(reads[0].events, reads[1].events);
+}
+
 TEST(ReplayReadingTest, CorruptChunkIsTheSameErrorAfterTheSameEvents) {
-  std::string bytes = FileBytes(RecordJob(3000));
+  std::string bytes = FileBytes(RecordJob(4000));
   const std::vector<size_t> chunks = ChunkOffsets(bytes);
   ASSERT_GT(chunks.size(), 4u);
   const size_t bad = chunks[chunks.size() / 2];
