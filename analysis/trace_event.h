@@ -44,8 +44,9 @@ struct TraceEvent {
   EventKind kind = EventKind::kAlloc;
   PoolKind pool = PoolKind::kSmall;
   uint8_t flags = 0;  // EventFlag bits (fslog only)
-  // Position in the source: the record's sequence number (fslog), the entry's index in
-  // device_traces (snapshot) or the row's line (RMM). Reports cite it as "event N".
+  // Position in the source: the event number (fslog: LogEntry::sequence's numbering), the
+  // entry's index in device_traces (snapshot) or the row's line (RMM). Reports cite it as
+  // "event N".
   uint64_t index = 0;
   // Nanoseconds since the trace's first event (0 when the source has no times).
   uint64_t time_ns = 0;
