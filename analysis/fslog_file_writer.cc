@@ -49,6 +49,7 @@ void FslogFileWriter::FlushChunk() {
 }
 
 void FslogFileWriter::Append(const AllocatorEvent& event, uint64_t timestamp_ns) {
+  ++events_;
   // Note [Combined free records], when the free_completed also has its free_requested's time.
   if (event.kind == EventKind::kFreeCompleted && !chunk_.empty() &&
       chunk_.back().timestamp_ns == base_ns_ + timestamp_ns &&
@@ -60,10 +61,12 @@ void FslogFileWriter::Append(const AllocatorEvent& event, uint64_t timestamp_ns)
 }
 
 void FslogFileWriter::Mark(std::string_view text, uint64_t timestamp_ns) {
+  ++events_;
   EncodeMarker(text, 0, base_ns_ + timestamp_ns, Reserve(1));
 }
 
 void FslogFileWriter::OptionsChange(std::string_view options, uint64_t timestamp_ns) {
+  ++events_;
   LogRecord records[kMaxOptionsChangeRecords];
   const size_t n = EncodeOptionsChange(options, base_ns_ + timestamp_ns, 0, records);
   LogRecord* out = Reserve(n);

@@ -38,6 +38,8 @@ class FslogFileWriter final : public AllocatorObserver {
   absl::Status Close();
   // Records written so far (a combined free record counts once: Note [Combined free records]).
   uint64_t records() const { return sequence_; }
+  // Events appended so far (allocator events, markers, options changes), as readers count them.
+  uint64_t events() const { return events_; }
 
  private:
   FslogFileWriter() = default;
@@ -51,6 +53,7 @@ class FslogFileWriter final : public AllocatorObserver {
   std::vector<LogRecord> chunk_;
   uint64_t chunk_first_ = 0;
   uint64_t sequence_ = 0;
+  uint64_t events_ = 0;
   bool failed_ = false;
 };
 

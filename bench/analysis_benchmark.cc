@@ -41,7 +41,7 @@ namespace {
 
 constexpr uint64_t kCapacityBytes = 80 * kGiB;
 
-// Writes about `events` records of a synthetic training job to `path`. Returns the count.
+// Writes about `events` events of a synthetic training job to `path`. Returns the count.
 uint64_t WriteSyntheticLog(const std::string& path, uint64_t events) {
   EventLogHeader header;
   header.device_total_bytes = kCapacityBytes;
@@ -56,10 +56,10 @@ uint64_t WriteSyntheticLog(const std::string& path, uint64_t events) {
   for (uint64_t i = 0; i < 64; ++i) persistent.push_back(*allocator.Allocate((64 + i) * kMiB, 0));
   uint64_t now = 0;
   std::vector<DevicePtr> saved;
-  for (uint64_t step = 0; log->records() < events; ++step) {
+  for (uint64_t step = 0; log->events() < events; ++step) {
     log->Mark(absl::StrFormat("step %d / forward", step), now);
     const uint64_t seq = 256 + 128 * (rng() % 8);
-    for (int layer = 0; layer < 48 && log->records() < events; ++layer) {
+    for (int layer = 0; layer < 48 && log->events() < events; ++layer) {
       for (int t = 0; t < 6; ++t) {
         log->set_time_ns(now += 500);
         saved.push_back(*allocator.Allocate(seq * (4096 + 1024 * static_cast<uint64_t>(t)), 0));
@@ -79,13 +79,13 @@ uint64_t WriteSyntheticLog(const std::string& path, uint64_t events) {
     }
   }
   allocator.RemoveObserver(log.get());
-  const uint64_t records = log->records();
+  const uint64_t written = log->events();
   (void)log->Close();
-  return records;
+  return written;
 }
 
 // The shared log of the benchmarks, written on first use.
-const std::string& SyntheticLog(uint64_t* records) {
+const std::string& SyntheticLog(uint64_t* events) {
   static uint64_t count = 0;
   static const std::string path = [] {
     const std::string p = (std::filesystem::temp_directory_path() /
@@ -100,7 +100,7 @@ const std::string& SyntheticLog(uint64_t* records) {
     });
     return p;
   }();
-  *records = count;
+  *events = count;
   return path;
 }
 
@@ -111,8 +111,8 @@ ReplayConfig Config() {
 }
 
 void BM_ReplayFslog(benchmark::State& state) {
-  uint64_t records = 0;
-  const std::string& path = SyntheticLog(&records);
+  uint64_t log_events = 0;
+  const std::string& path = SyntheticLog(&log_events);
   uint64_t events = 0;
   for (auto _ : state) {
     absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
@@ -123,7 +123,7 @@ void BM_ReplayFslog(benchmark::State& state) {
     events += replayer.events_read();
   }
   state.SetItemsProcessed(static_cast<int64_t>(events));
-  state.counters["events"] = static_cast<double>(records);
+  state.counters["events"] = static_cast<double>(log_events);
 }
 BENCHMARK(BM_ReplayFslog)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -131,8 +131,8 @@ BENCHMARK(BM_ReplayFslog)->Unit(benchmark::kMillisecond)->UseRealTime();
 // that fills the cores does; Note [Reading on a background thread] in analysis/fslog_source.h),
 // where BM_ReplayFslog uses a background reader when a core is free for it.
 void BM_ReplayFslogCallingThread(benchmark::State& state) {
-  uint64_t records = 0;
-  const std::string& path = SyntheticLog(&records);
+  uint64_t log_events = 0;
+  const std::string& path = SyntheticLog(&log_events);
   uint64_t events = 0;
   for (auto _ : state) {
     std::unique_ptr<FslogSource> source = *FslogSource::Open(path, FslogReading::kCallingThread);
@@ -146,8 +146,8 @@ void BM_ReplayFslogCallingThread(benchmark::State& state) {
 BENCHMARK(BM_ReplayFslogCallingThread)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_ReplayWithMetrics(benchmark::State& state) {
-  uint64_t records = 0;
-  const std::string& path = SyntheticLog(&records);
+  uint64_t log_events = 0;
+  const std::string& path = SyntheticLog(&log_events);
   uint64_t events = 0;
   for (auto _ : state) {
     absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
@@ -167,8 +167,8 @@ void BM_ReplayWithMetrics(benchmark::State& state) {
 BENCHMARK(BM_ReplayWithMetrics)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Sweep(benchmark::State& state) {
-  uint64_t records = 0;
-  const std::string& path = SyntheticLog(&records);
+  uint64_t log_events = 0;
+  const std::string& path = SyntheticLog(&log_events);
   absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
   const std::vector<SweepConfig> configs = *BuildSweepConfigs(AllocatorOptions(), SweepSpec());
   uint64_t events = 0;
@@ -176,7 +176,7 @@ void BM_Sweep(benchmark::State& state) {
     std::vector<SweepResult> results = RunSweep(*opener, configs, {kCapacityBytes, std::nullopt},
                                                 static_cast<int>(state.range(0)));
     benchmark::DoNotOptimize(results);
-    events += records * configs.size();
+    events += log_events * configs.size();
   }
   state.SetItemsProcessed(static_cast<int64_t>(events));
   state.counters["configs"] = static_cast<double>(configs.size());
@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
   }
   if (!path.empty()) {
     const uint64_t written = fragscope::WriteSyntheticLog(path, events);
-    std::cout << path << ": " << written << " records\n";
+    std::cout << path << ": " << written << " events\n";
     return 0;
   }
   benchmark::Initialize(&argc, argv);

@@ -142,7 +142,7 @@ if [ "$gpu_only" = 0 ]; then
 
   # --- Logging overhead ---
   section "Logging overhead (.fslog writer)"
-  emit "The warm pair with and without the writer attached (3 records per pair), CPU time, from" \
+  emit "The warm pair with and without the writer attached (2 records per pair), CPU time, from" \
     "the hot-path run above; the writer drops records when the disk falls behind (counted in" \
     "dropped_records above). Then the writer's cost per event and the reader's throughput." ""
   [ -f "$work/hot.json" ] && table overhead "$work/hot.json"
