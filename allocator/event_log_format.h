@@ -16,9 +16,10 @@
 // the allocator; see event_log_writer.h). A torn last chunk (a crash during its write) is dropped
 // by readers with a warning; any other damage is an error naming the file offset.
 //
-// Versioning: a reader rejects another major version. A minor version may only add record kinds,
-// flag bits, or meanings for fields that are zero/reserved in earlier minors; readers pass unknown
-// kinds through and ignore unknown flags.
+// Versioning: a reader rejects a major version it does not know (this one reads 1.x and 2.x; 2.0
+// added combined free records, below). A minor version may only add record kinds, flag bits, or
+// meanings for fields that are zero/reserved in earlier minors; readers pass unknown kinds
+// through and ignore unknown flags.
 #pragma once
 
 #include <atomic>
