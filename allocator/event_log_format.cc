@@ -135,10 +135,10 @@ absl::StatusOr<size_t> ParseFileHeaderSize(std::string_view fixed_bytes) {
   }
   if (fixed.version_major < kOldestReadableVersionMajor ||
       fixed.version_major > kFormatVersionMajor) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "offset %d: unknown format version %d.%d (this reader knows %d.x to %d.x)",
-        offsetof(FileHeader, version_major), fixed.version_major, fixed.version_minor,
-        kOldestReadableVersionMajor, kFormatVersionMajor));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("offset %d: unknown format version %d.%d (this reader knows %d.x to %d.x)",
+                        offsetof(FileHeader, version_major), fixed.version_major,
+                        fixed.version_minor, kOldestReadableVersionMajor, kFormatVersionMajor));
   }
   if (fixed.record_bytes != kRecordBytes) {
     return absl::DataLossError(absl::StrFormat("offset %d: record size %d, expected %d",
