@@ -73,8 +73,6 @@ EventLogReader& EventLogReader::operator=(EventLogReader&& other) noexcept {
   chunk_ = other.chunk_;  // points into buffer_, which moved with it
   chunk_pos_ = other.chunk_pos_;
   chunk_first_sequence_ = other.chunk_first_sequence_;
-  pending_completion_ = other.pending_completion_;
-  pending_sequence_ = other.pending_sequence_;
   combined_before_ = other.combined_before_;
   has_pending_completion_ = other.has_pending_completion_;
   return *this;
@@ -241,10 +239,12 @@ absl::StatusOr<std::span<const LogRecord>> EventLogReader::NextChunk(uint64_t* f
 }
 
 absl::StatusOr<bool> EventLogReader::Next(LogEntry* entry) {
-  if (has_pending_completion_) {  // the second half of a combined free
+  if (has_pending_completion_) {  // the second half of the combined free returned last
     has_pending_completion_ = false;
-    entry->sequence = pending_sequence_;
-    entry->record = pending_completion_;
+    LogRecord requested;
+    SplitCombinedFree(chunk_[chunk_pos_ - 1], &requested, &entry->record);
+    // One more than its first half's number (combined_before_ already counts the record).
+    entry->sequence = chunk_first_sequence_ + chunk_pos_ - 1 + combined_before_;
     entry->text.clear();
     return true;
   }
@@ -256,8 +256,8 @@ absl::StatusOr<bool> EventLogReader::Next(LogEntry* entry) {
       entry->record = record;
       entry->text.clear();
       if (IsCombinedFree(record) && has_combined_frees()) {
-        SplitCombinedFree(record, &entry->record, &pending_completion_);
-        pending_sequence_ = entry->sequence + 1;
+        LogRecord completed;
+        SplitCombinedFree(record, &entry->record, &completed);
         has_pending_completion_ = true;
         ++combined_before_;
       } else if (record.kind == static_cast<uint8_t>(EventKind::kMarker)) {

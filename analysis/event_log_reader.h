@@ -121,9 +121,8 @@ class EventLogReader {
   std::span<const LogRecord> chunk_;
   size_t chunk_pos_ = 0;
   uint64_t chunk_first_sequence_ = 0;
-  // The free_completed half of the combined free record Next() returned last, if any.
-  LogRecord pending_completion_{};
-  uint64_t pending_sequence_ = 0;
+  // Next() returned the free_requested half of chunk_[chunk_pos_ - 1], a combined free record;
+  // its free_completed half comes next.
   bool has_pending_completion_ = false;
   uint64_t combined_before_ = 0;  // combined free records Next() has passed
 };
