@@ -13,6 +13,7 @@ ran and every check passed, 1 otherwise; prints "skipped: no CUDA device" and ex
 GPU.
 """
 import argparse
+import gc
 import glob
 import json
 import os
@@ -54,6 +55,10 @@ def child(mode, out, steps, log_pattern):
     model, config = gpt2_job.build(torch)
     data = gpt2_job.batches(steps, batch=8, vocab=config.vocab_size)
     losses, seconds = gpt2_job.train(torch, model, data, mark=mark)
+    # The stats are compared with the whole log, so everything the job allocated is freed first
+    # (the model's parameters would otherwise be freed at exit, in the log but after the stats).
+    del model
+    gc.collect()
     if mode == "native":
         stats = dict(torch.cuda.memory_stats(0))
     else:
