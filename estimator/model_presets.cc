@@ -47,12 +47,20 @@ ModelSpec LlamaLike(std::string name, int64_t layers, int64_t hidden, int64_t he
   return spec;
 }
 
+// GPT-2 as transformers implements it: one c_attn projection, the Python "gelu_new".
+ModelSpec Gpt2(std::string name, int64_t layers, int64_t hidden, int64_t heads) {
+  ModelSpec spec = GptLike(std::move(name), layers, hidden, heads, 50257, 1024);
+  spec.fused_qkv = true;
+  spec.python_gelu = true;
+  return spec;
+}
+
 std::vector<ModelSpec> MakePresets() {
   std::vector<ModelSpec> presets;
-  presets.push_back(GptLike("gpt2-small", 12, 768, 12, 50257, 1024));
-  presets.push_back(GptLike("gpt2-medium", 24, 1024, 16, 50257, 1024));
-  presets.push_back(GptLike("gpt2-large", 36, 1280, 20, 50257, 1024));
-  presets.push_back(GptLike("gpt2-xl", 48, 1600, 25, 50257, 1024));
+  presets.push_back(Gpt2("gpt2-small", 12, 768, 12));
+  presets.push_back(Gpt2("gpt2-medium", 24, 1024, 16));
+  presets.push_back(Gpt2("gpt2-large", 36, 1280, 20));
+  presets.push_back(Gpt2("gpt2-xl", 48, 1600, 25));
   presets.push_back(LlamaLike("llama-2-7b", 32, 4096, 32, 32, 11008, 32000));
   presets.push_back(LlamaLike("llama-2-13b", 40, 5120, 40, 40, 13824, 32000));
   presets.push_back(LlamaLike("llama-2-70b", 80, 8192, 64, 8, 28672, 32000));

@@ -44,6 +44,10 @@ struct ModelSpec {
   int64_t experts_top_k = 0;    // experts active per token
   int64_t moe_ffn_size = 0;     // expert FFN size; 0 -> ffn_size
   int64_t parameter_count = 0;  // > 0: a given count (see above)
+  // Implementation details that only the torch-autocast activation model reads
+  // (autocast_activations.h): how transformers' eager modules store activations.
+  bool fused_qkv = false;    // one QKV projection (GPT-2's c_attn); false: q, k, v separately
+  bool python_gelu = false;  // transformers' Python tanh GeLU ("gelu_new"): fp32 intermediates
 
   bool has_architecture() const { return num_layers > 0; }
   bool is_moe() const { return num_experts > 0; }

@@ -92,7 +92,9 @@ absl::StatusOr<ModelSpec> FromOwnSchema(const JsonValue& root) {
                                       "num_experts",
                                       "experts_top_k",
                                       "moe_ffn_size",
-                                      "parameter_count"};
+                                      "parameter_count",
+                                      "fused_qkv",
+                                      "python_gelu"};
   for (const std::string& key : root.keys()) {
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
@@ -139,6 +141,8 @@ absl::StatusOr<ModelSpec> FromOwnSchema(const JsonValue& root) {
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "experts_top_k", spec.experts_top_k));
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "moe_ffn_size", spec.moe_ffn_size));
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "parameter_count", spec.parameter_count));
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "fused_qkv", spec.fused_qkv));
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "python_gelu", spec.python_gelu));
   if (spec.name.empty()) spec.name = "custom";
   return spec;
 }
@@ -190,6 +194,14 @@ absl::StatusOr<ModelSpec> FromHuggingFace(const JsonValue& root, const std::stri
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "n_inner", spec.ffn_size));
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "n_positions", spec.max_positions));
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "vocab_size", spec.vocab_size));
+    // transformers' GPT2Attention projects q, k, v with one c_attn; its default activation
+    // "gelu_new" is a Python tanh GeLU.
+    spec.fused_qkv = true;
+    std::string activation = "gelu_new";
+    if (const JsonValue* act = root.Find("activation_function")) {
+      FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(activation, ReadString(*act, "activation_function"));
+    }
+    spec.python_gelu = activation == "gelu_new";
   } else if (model_type == "opt") {
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_hidden_layers", spec.num_layers));
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "hidden_size", spec.hidden_size));

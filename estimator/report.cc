@@ -17,6 +17,7 @@ std::string Gib(double bytes) { return absl::StrFormat("%.2f", bytes / kGiB); }
 
 std::string Share(const Term& term, double device_total) {
   if (term.placement == Placement::kHost) return "host";
+  if (!term.at_peak) return "no peak";
   if (device_total <= 0) return "-";
   return absl::StrFormat("%.1f%%", 100.0 * term.value / device_total);
 }
@@ -194,11 +195,13 @@ std::string RenderJson(const Report& report) {
   absl::StrAppend(&out, "  \"terms\": [");
   for (size_t i = 0; i < e.terms.size(); ++i) {
     const Term& t = e.terms[i];
-    const double share = t.placement == Placement::kDevice && device > 0 ? t.value / device : 0;
+    const double share =
+        t.placement == Placement::kDevice && t.at_peak && device > 0 ? t.value / device : 0;
     absl::StrAppend(
         &out, i ? "," : "", "\n    {\"key\": ", JsonQuote(t.key),
         ", \"label\": ", JsonQuote(t.label),
         ", \"placement\": ", JsonQuote(t.placement == Placement::kDevice ? "device" : "host"),
+        ", \"at_peak\": ", t.at_peak ? "true" : "false",
         ", \"bytes\": ", JsonNumber(std::round(t.value)), ", \"gib\": ", JsonNumber(t.value / kGiB),
         ", \"share\": ", JsonNumber(share), ", \"formula\": ", JsonQuote(t.formula),
         ", \"values\": ", JsonQuote(t.values), ", \"source\": ", JsonQuote(t.source), "}");

@@ -10,7 +10,7 @@ namespace fragscope::estimator {
 double MemoryEstimate::DeviceBytes() const {
   double sum = 0;
   for (const Term& term : terms) {
-    if (term.placement == Placement::kDevice) sum += term.value;
+    if (term.placement == Placement::kDevice && term.at_peak) sum += term.value;
   }
   return sum;
 }

@@ -31,6 +31,9 @@ struct Term {
   std::string formula;  // symbolic, e.g. "P_local x 8 / d"
   std::string values;   // `formula` with numbers substituted
   std::string source;   // where the formula comes from
+  // False for a device term that is not alive at the peak the total describes (the gradients of
+  // a torch-autocast job, freed before the forward): reported, but not summed.
+  bool at_peak = true;
 };
 
 // The result of one estimate: memory terms per GPU (most-loaded rank) plus derived quantities
@@ -44,7 +47,7 @@ struct MemoryEstimate {
   std::vector<Term> quantities;    // everything else (counts, FLOPs, seconds)
   std::vector<std::string> notes;  // caveats that apply to this configuration
 
-  // Sum of the device terms, in bytes.
+  // Sum of the device terms alive at the peak, in bytes.
   double DeviceBytes() const;
   // Sum of the host terms, in bytes.
   double HostBytes() const;

@@ -48,6 +48,11 @@ absl::Status ValidateTrainingConfig(const TrainingConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("lora-rank = ", config.lora.rank, " must not be negative"));
   }
+  if (config.persistent_gradients && config.activation_model != ActivationModel::kTorchAutocast) {
+    return absl::InvalidArgumentError(
+        "persistent-grads applies to activation-model torch-autocast only (korthikanti always "
+        "counts the gradients)");
+  }
   if (config.overheads.cuda_context_bytes < 0 || config.overheads.workspace_bytes < 0) {
     return absl::InvalidArgumentError("cuda-context-mib and workspace-mib must not be negative");
   }
@@ -108,6 +113,16 @@ absl::string_view RecomputeName(Recompute recompute) {
   return "?";
 }
 
+absl::string_view ActivationModelName(ActivationModel model) {
+  switch (model) {
+    case ActivationModel::kKorthikanti:
+      return "korthikanti";
+    case ActivationModel::kTorchAutocast:
+      return "torch-autocast";
+  }
+  return "?";
+}
+
 absl::StatusOr<Precision> ParsePrecision(absl::string_view text, absl::string_view field) {
   const std::string name = absl::AsciiStrToLower(text);
   if (name == "fp32" || name == "float32") return Precision::kFp32;
@@ -146,6 +161,14 @@ absl::StatusOr<Recompute> ParseRecompute(absl::string_view text, absl::string_vi
   if (name == "selective") return Recompute::kSelective;
   if (name == "full") return Recompute::kFull;
   return Unknown(field, "recompute mode", text, "none, selective or full");
+}
+
+absl::StatusOr<ActivationModel> ParseActivationModel(absl::string_view text,
+                                                     absl::string_view field) {
+  const std::string name = absl::AsciiStrToLower(text);
+  if (name == "korthikanti" || name == "megatron") return ActivationModel::kKorthikanti;
+  if (name == "torch-autocast" || name == "autocast") return ActivationModel::kTorchAutocast;
+  return Unknown(field, "activation model", text, "korthikanti or torch-autocast");
 }
 
 double WeightBytes(Precision precision) { return precision == Precision::kFp32 ? 4.0 : 2.0; }

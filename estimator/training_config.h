@@ -34,6 +34,13 @@ enum class Optimizer : uint8_t { kAdam, kAdamW, kAdam8Bit, kSgd, kSgdMomentum, k
 // attention core (drops the a s^2 terms); full keeps only each layer's input.
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
 
+// Which code the activation formulas describe.
+//   kKorthikanti   Megatron-style fused kernels, 16-bit residual stream (activation_memory.h)
+//   kTorchAutocast transformers' eager modules under torch.autocast with fp32 parameters, one
+//                  GPU: fp32 residual stream and norms, per-op activation casts, the loss's fp32
+//                  logits; measured tensor by tensor on an H100 (autocast_activations.h)
+enum class ActivationModel : uint8_t { kKorthikanti, kTorchAutocast };
+
 struct TrainingConfig {
   Precision precision = Precision::kBf16Mixed;
   GradientRegime gradients = GradientRegime::kFp32;
@@ -49,6 +56,11 @@ struct TrainingConfig {
   bool flash_attention = false;     // no s^2 tensors are stored (like selective)
   bool dropout = true;              // Korthikanti assumes attention and hidden dropout
   bool include_activations = true;  // false: model states only, as DeepSpeed's estimator
+  ActivationModel activation_model = ActivationModel::kKorthikanti;
+  // kTorchAutocast only: gradients are alive at the activation peak (gradient accumulation, or
+  // zero_grad(set_to_none=False)). By default they are freed before the forward and allocated
+  // while the backward frees activations, so they are not part of the peak.
+  bool persistent_gradients = false;
   LoraConfig lora;
   DeviceOverheads overheads;
 };
@@ -61,11 +73,14 @@ absl::string_view PrecisionName(Precision precision);
 absl::string_view GradientRegimeName(GradientRegime regime);
 absl::string_view OptimizerName(Optimizer optimizer);
 absl::string_view RecomputeName(Recompute recompute);
+absl::string_view ActivationModelName(ActivationModel model);
 
 absl::StatusOr<Precision> ParsePrecision(absl::string_view text, absl::string_view field);
 absl::StatusOr<GradientRegime> ParseGradientRegime(absl::string_view text, absl::string_view field);
 absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view text, absl::string_view field);
 absl::StatusOr<Recompute> ParseRecompute(absl::string_view text, absl::string_view field);
+absl::StatusOr<ActivationModel> ParseActivationModel(absl::string_view text,
+                                                     absl::string_view field);
 
 // Bytes of one weight / activation element at this precision: 4 for fp32, else 2.
 double WeightBytes(Precision precision);

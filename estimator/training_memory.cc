@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 
 #include "estimator/activation_memory.h"
+#include "estimator/autocast_activations.h"
 #include "estimator/lora.h"
 #include "estimator/optimizer_states.h"
 #include "estimator/overheads.h"
@@ -78,12 +79,13 @@ std::string Workload(const TrainingConfig& c, int zero_stage) {
   }
   return absl::StrFormat(
       "training: %s, %s, %s%s; tp %d x pp %d x dp %d = %d GPU%s%s%s%s; seq %d, micro-batch %d, "
-      "recompute %s%s",
+      "recompute %s%s%s",
       precision, OptimizerName(c.optimizer), sharding, lora, l.tp, l.pp, l.dp, l.gpus(),
       l.gpus() == 1 ? "" : "s", l.ep > 1 ? absl::StrCat(", ep ", l.ep) : "",
       l.vpp > 1 ? absl::StrCat(", vpp ", l.vpp) : "",
       l.sequence_parallel ? ", sequence parallel" : "", c.seq_len, c.micro_batch,
-      RecomputeName(c.recompute), c.flash_attention ? ", flash attention" : "");
+      RecomputeName(c.recompute), c.flash_attention ? ", flash attention" : "",
+      c.activation_model == ActivationModel::kTorchAutocast ? ", torch.autocast activations" : "");
 }
 
 }  // namespace
@@ -191,12 +193,24 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
     }
   }
   const bool offload = config.offload_optimizer;
-  estimate.terms.push_back(Place(
+  Term gradients = Place(
       StateTerm("gradients", absl::StrCat("gradients (", grad_what, ")"), trainable, grad_bytes,
                 zero >= 2,
                 absl::StrCat("reference/estimator.md sec. 7 (Megatron, ZeRO paper, HF anatomy)",
                              zero >= 2 ? absl::StrCat("; ", zero_source) : "")),
-      offload));
+      offload);
+  const bool autocast = config.activation_model == ActivationModel::kTorchAutocast;
+  if (autocast && config.include_activations && !config.persistent_gradients) {
+    // zero_grad(set_to_none=True) frees them before the forward; the backward allocates them
+    // while it frees more activations than that, so the peak (its start) holds none.
+    gradients.at_peak = false;
+    absl::StrAppend(&gradients.label, " [not at the peak]");
+    estimate.notes.push_back(
+        "gradients are not counted in the total: a torch-autocast step's peak is at the start of "
+        "the backward, before they are allocated (--persistent-grads when they are kept across "
+        "micro-batches)");
+  }
+  estimate.terms.push_back(gradients);
   if (mixed && !config.lora.enabled() && config.gradients == GradientRegime::k16BitPlusFp32Copy) {
     estimate.terms.push_back(
         Place(StateTerm("main_gradients", "main gradients (fp32 copy)", trainable, 4, zero >= 1,
@@ -263,8 +277,9 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   }
 
   if (config.include_activations) {
-    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(std::vector<Term> activations,
-                                         ActivationTerms(spec, config));
+    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(
+        std::vector<Term> activations,
+        autocast ? AutocastActivationTerms(spec, config) : ActivationTerms(spec, config));
     for (Term& term : activations) estimate.terms.push_back(std::move(term));
   } else {
     estimate.notes.push_back("activations not included (model states only)");

@@ -72,6 +72,10 @@ Training:
   --flash-attention          no s^2 attention tensors are stored
   --no-dropout               no dropout masks (Korthikanti assumes dropout)
   --no-activations           model states only
+  --activation-model NAME    korthikanti (default: Megatron's fused kernels) or torch-autocast
+                             (transformers' eager modules under torch.autocast, one GPU;
+                             measured on an H100: estimator/README.md)
+  --persistent-grads         torch-autocast: gradients live at the peak (accumulation)
   --lora-rank R              LoRA with rank R (frozen base)
   --lora-targets LIST        q,k,v,o,gate,up,down or all (default q,v)
   --qlora                    NF4 base weights (QLoRA); --no-double-quant: without double quant

@@ -102,6 +102,9 @@ absl::StatusOr<est::TrainingConfig> BuildTraining(const Flags& flags) {
   FRAGSCOPE_RETURN_IF_ERROR(ReadEnum(flags, "grads", est::ParseGradientRegime, c.gradients));
   FRAGSCOPE_RETURN_IF_ERROR(ReadEnum(flags, "optimizer", est::ParseOptimizer, c.optimizer));
   FRAGSCOPE_RETURN_IF_ERROR(ReadEnum(flags, "recompute", est::ParseRecompute, c.recompute));
+  FRAGSCOPE_RETURN_IF_ERROR(
+      ReadEnum(flags, "activation-model", est::ParseActivationModel, c.activation_model));
+  c.persistent_gradients = flags.Has("persistent-grads");
   int64_t zero = 0;
   if (const std::optional<std::string> value = flags.Value("zero")) {
     if (!absl::SimpleAtoi(*value, &zero) || zero < 0 || zero > 3) {
@@ -156,6 +159,8 @@ absl::Status CheckModeFlags(const Flags& flags, bool training) {
                                               "flash-attention",
                                               "no-dropout",
                                               "no-activations",
+                                              "activation-model",
+                                              "persistent-grads",
                                               "lora-rank",
                                               "lora-targets",
                                               "qlora",

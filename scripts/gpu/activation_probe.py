@@ -24,7 +24,7 @@ def probe(name, seq):
     from transformers import AutoModelForCausalLM
 
     config = ea.make_config(name)
-    _, _, batch, _, _ = ea.MODELS[name]
+    batch = ea.MODELS[name][2]
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = AutoModelForCausalLM.from_config(config)
