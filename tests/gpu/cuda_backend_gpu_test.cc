@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "allocator/allocator_options.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/cuda_backend.h"
 #include "gtest/gtest.h"
@@ -265,6 +266,48 @@ TEST_F(CudaVirtualMemoryGpuTest, DestroyingTheBackendReleasesWhatIsLeft) {
   EXPECT_OK(other->MapPages(again, 20 * kMiB, 20 * kMiB));
   EXPECT_OK(other->UnmapPages(again, 20 * kMiB, 20 * kMiB, 0));
   EXPECT_OK(other->ReleaseAddressRange(again, kGiB));
+}
+
+// The caching allocator with expandable_segments:True on the driver's virtual memory: blocks
+// hold their data across page boundaries, frees re-merge, and empty_cache unmaps the free pages.
+TEST_F(CudaVirtualMemoryGpuTest, CachingAllocatorWithExpandableSegments) {
+  ASSERT_OK_AND_ASSIGN(AllocatorOptions options,
+                       ParseAllocatorOptions("expandable_segments:True"));
+  CachingAllocator allocator(*backend_, options);
+  const std::vector<uint64_t> sizes = {100, 3 * kMiB, 25 * kMiB, 300 * kMiB, 7 * kMiB};
+  std::vector<DevicePtr> blocks;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ASSERT_OK_AND_ASSIGN(DevicePtr ptr, allocator.Allocate(sizes[i], 0));
+    Fill(ptr, sizes[i], static_cast<int>(0x21 + i));
+    blocks.push_back(ptr);
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_TRUE(AllEqual(Read(blocks[i], sizes[i]), 0, sizes[i], static_cast<uint8_t>(0x21 + i)))
+        << "block " << i;
+  }
+  EXPECT_OK(allocator.CheckInvariants());
+  const int64_t reserved = allocator.GetStats().reserved_bytes[0].current;
+  EXPECT_GE(reserved, int64_t{335 * kMiB});
+  // Everything but the first block is freed; empty_cache unmaps the now free large pages.
+  for (size_t i = 1; i < blocks.size(); ++i) EXPECT_OK(allocator.Free(blocks[i]));
+  EXPECT_OK(allocator.CheckInvariants());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const DeviceMemInfo before_empty = backend_->MemInfo();
+  allocator.EmptyCache();
+  EXPECT_OK(allocator.CheckInvariants());
+  EXPECT_LE(FreeDrop(before_empty, backend_->MemInfo()), -int64_t{300 * kMiB})
+      << "the freed large pages went back to the device";
+  EXPECT_LE(allocator.GetStats().reserved_bytes[0].current, int64_t{2 * kMiB});
+  // A large block maps again at the lowest address, and the kept small block is intact.
+  ASSERT_OK_AND_ASSIGN(DevicePtr again, allocator.Allocate(40 * kMiB, 0));
+  Fill(again, 40 * kMiB, 0x5A);
+  EXPECT_TRUE(AllEqual(Read(again, 40 * kMiB), 0, 40 * kMiB, 0x5A));
+  EXPECT_TRUE(AllEqual(Read(blocks[0], sizes[0]), 0, sizes[0], 0x21));
+  EXPECT_OK(allocator.Free(again));
+  EXPECT_OK(allocator.Free(blocks[0]));
+  allocator.EmptyCache();
+  EXPECT_EQ(allocator.GetStats().reserved_bytes[0].current, 0);
+  EXPECT_OK(allocator.CheckInvariants());
 }
 
 using PluggableGpuTest = GpuTest;
