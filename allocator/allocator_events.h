@@ -48,6 +48,10 @@ enum EventFlag : uint8_t {
   kEventFlagWouldFitIfContiguous = 1 << 4,
   // kEmptyCache: this release is the OOM retry ladder's last step (counts num_alloc_retries).
   kEventFlagOomRetry = 1 << 5,
+  // kAlloc / kFreeRequested / kFreeCompleted of an observed PyTorch allocator (the observe mode):
+  // bytes is RoundSize(requested_bytes), inferred; PyTorch's block may be larger by the
+  // remainder it did not split (under 1 MiB + 512 B in the large pool).
+  kEventFlagSizeInferred = 1 << 6,
 };
 
 // One allocator event. Fields not listed for a kind are zero.

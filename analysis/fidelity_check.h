@@ -57,6 +57,7 @@ class FidelityChecker final : public ReplayHooks {
     EventKind kind;
     DevicePtr ptr;
     uint64_t bytes;  // 0 = not recorded
+    bool at_least;   // bytes is a lower bound (kEventFlagSizeInferred)
     uint64_t index;  // trace index (expected side)
   };
   void Compare(bool strict, const TraceEvent* op);

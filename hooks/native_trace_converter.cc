@@ -66,6 +66,7 @@ void NativeTraceConverter::FillBlock(const NativeTraceEntry& entry, AllocatorEve
   event->ptr = entry.addr;
   event->bytes = rounded;
   event->requested_bytes = entry.size;
+  event->flags |= kEventFlagSizeInferred;
   event->segment = SegmentOf(entry.addr);
   if (options_.max_split_size_set() && rounded >= options_.max_split_size_bytes &&
       entry.action != NativeTraceAction::kFreeCompleted) {

@@ -148,6 +148,7 @@ TEST(EventLogFormatTest, HeaderErrorsNameTheOffset) {
             std::string::npos);
   EventLogHeader v3 = SampleHeader();
   v3.version_major = 3;
+  v3.version_minor = 0;
   EXPECT_NE(ParseFileHeaderSize(SerializeFileHeader(v3))
                 .status()
                 .message()

@@ -145,10 +145,12 @@ TEST(EventLogReaderTest, HeaderErrors) {
       Contains(std::string(ReadBytes("hello, world, this is text").status.message()), "bad magic"));
   EventLogHeader v3 = SampleHeader();
   v3.version_major = 3;
+  v3.version_minor = 0;
   EXPECT_TRUE(Contains(std::string(ReadBytes(SerializeFileHeader(v3)).status.message()),
                        "unknown format version 3.0"));
   EventLogHeader v0 = SampleHeader();
   v0.version_major = 0;
+  v0.version_minor = 0;
   EXPECT_TRUE(Contains(std::string(ReadBytes(SerializeFileHeader(v0)).status.message()),
                        "unknown format version 0.0 (this reader knows 1.x to 2.x)"));
   std::string wrong_record_size = SerializeFileHeader(SampleHeader());

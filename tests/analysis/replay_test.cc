@@ -11,9 +11,11 @@
 #include "absl/strings/match.h"
 #include "analysis/event_log_reader.h"
 #include "analysis/fidelity_check.h"
+#include "analysis/fslog_file_writer.h"
 #include "analysis/hook_list.h"
 #include "analysis/open_trace.h"
 #include "analysis/replay.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
@@ -302,6 +304,46 @@ TEST(OracleVerifyTest, SnapshotStateBeforeRecordingIsRebuilt) {
   size_t blocks = 0;
   for (const InitialSegment& s : info.initial_segments) blocks += s.allocated.size();
   EXPECT_EQ(blocks, 52u);  // the weights and the small tensors still allocated at the end
+}
+
+// An observed PyTorch log (the observe mode) only knows requests: a 299 MiB request carved from a
+// new 300 MiB segment is logged as a 299 MiB block, while PyTorch (and fragscope) hand out all
+// 300 MiB because a 1 MiB remainder is not split. kEventFlagSizeInferred makes verify take the
+// logged size as a lower bound; without the flag the same sizes are a divergence.
+std::string ObservedLog(bool size_inferred) {
+  const std::string path = ::testing::TempDir() + (size_inferred ? "/inferred.fslog" : "/exact.fslog");
+  EventLogHeader header;
+  header.device_total_bytes = 4 * kGiB;
+  header.device_name = "observed";
+  absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer = FslogFileWriter::Open(path, header);
+  EXPECT_OK(writer);
+  constexpr DevicePtr kSegment = 0x7fc49c000000;
+  AllocatorEvent segment;
+  segment.kind = EventKind::kSegmentAlloc;
+  segment.ptr = kSegment;
+  segment.segment = kSegment;
+  segment.bytes = 300 * kMiB;
+  segment.pool = PoolKind::kLarge;
+  (*writer)->Append(segment, 1000);
+  AllocatorEvent block = segment;
+  block.bytes = 299 * kMiB;
+  block.requested_bytes = 299 * kMiB;
+  block.flags = size_inferred ? kEventFlagSizeInferred : 0;
+  for (EventKind kind : {EventKind::kAlloc, EventKind::kFreeRequested, EventKind::kFreeCompleted}) {
+    block.kind = kind;
+    (*writer)->Append(block, 2000);
+  }
+  EXPECT_OK((*writer)->Close());
+  return path;
+}
+
+TEST(ReplayTest, InferredBlockSizesOfObservedLogsAreLowerBounds) {
+  VerifyResult inferred = Verify(ObservedLog(true));
+  EXPECT_FALSE(inferred.divergence.has_value()) << inferred.divergence->got;
+  EXPECT_EQ(inferred.counts.allocations, 1u);
+  VerifyResult exact = Verify(ObservedLog(false));
+  ASSERT_TRUE(exact.divergence.has_value());
+  EXPECT_THAT(exact.divergence->got, ::testing::HasSubstr("300.00 MiB"));
 }
 
 }  // namespace

@@ -195,5 +195,19 @@ TEST(EstimateCommandTest, BadModelJsonNamesFileFieldAndPosition) {
   ExpectUsageError({"--model-json", "/nonexistent/x.json"}, {"/nonexistent/x.json"});
 }
 
+TEST(EstimateCommandTest, TorchAutocastActivationModel) {
+  const Result r = RunEstimate({"--preset", "gpt2", "--train", "--seq", "512", "--micro-batch",
+                                "8", "--flash-attention", "--activation-model", "torch-autocast"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "torch.autocast activations")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "loss backward")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "[not at the peak]")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "no peak")) << r.out;
+  ExpectUsageError({"--preset", "gpt2", "--train", "--activation-model", "eager"},
+                   {"activation-model", "eager", "korthikanti or torch-autocast"});
+  ExpectUsageError({"--preset", "gpt2", "--train", "--persistent-grads"},
+                   {"persistent-grads", "torch-autocast"});
+}
+
 }  // namespace
 }  // namespace fragscope::cli

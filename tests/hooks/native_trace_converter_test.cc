@@ -36,6 +36,7 @@ TEST(NativeTraceConverterTest, SegmentsAndBlocksOfASmallAllocation) {
   EXPECT_EQ(event.kind, EventKind::kAlloc);
   EXPECT_EQ(event.requested_bytes, 100u);
   EXPECT_EQ(event.bytes, 512u) << "block size inferred by PyTorch's rounding";
+  EXPECT_NE(event.flags & kEventFlagSizeInferred, 0) << "and flagged as such";
   EXPECT_EQ(event.segment, kSeg);
   EXPECT_EQ(event.pool, PoolKind::kSmall);
   EXPECT_EQ(converter.allocated_bytes(), 512u);
