@@ -66,6 +66,9 @@ class Runner:
         rc_a, _ = self.run(f"{name}_analyze", [self.fragscope, "analyze", log, "--json", a_json,
                                                "--no-summary"] + cap)
         rc_s, _ = self.run(f"{name}_sweep", [self.fragscope, "sweep", log, "--json", s_json] + cap)
+        # Fidelity: the same requests through fragscope's allocator against the log's decisions.
+        rc_v, verify = self.run(f"{name}_verify", [self.fragscope, "verify", log] + cap)
+        verdict_v = verify.strip().splitlines()[0] if verify.strip() else "(no output)"
         causes, headlines, confs = [], [], []
         if rc_a == 0 and os.path.exists(a_json):
             ooms = json.load(open(a_json))["ranks"][0]["ooms"]["explained"]
@@ -90,6 +93,7 @@ class Runner:
         if len(confs) > 1:
             verdict += f"; best without expandable segments: `{confs[1]}`"
         lines.append(f"- `fragscope sweep`: exit {rc_s}, {verdict}")
+        lines.append(f"- `fragscope verify`: exit {rc_v}, {verdict_v}")
         return causes, confs, lines
 
 
