@@ -232,5 +232,30 @@ TEST(AnalysisCommandsTest, DemoTellsTheFragmentationStory) {
   EXPECT_GT(std::filesystem::file_size(html), 10000u);
 }
 
+// A real fragmentation OOM: scripts/gpu/frag_oom_job.py under PyTorch's own allocator on an H100
+// (4 GiB memory-fraction cap), logged by fragscope.observe() (tests/data/gpu/README.md).
+TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) {
+  const std::string log =
+      std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_fragmentation_oom.fslog";
+  const std::vector<std::string> cap = {"--memory-fraction", "0.05051862997816944", "--capacity",
+                                        "85017493504"};
+  auto with_cap = [&](std::vector<std::string> args) {
+    args.insert(args.end(), cap.begin(), cap.end());
+    return Fragscope(args);
+  };
+  CommandRun verify = with_cap({"verify", log});
+  EXPECT_EQ(verify.code, 0) << verify.out << verify.err;
+  EXPECT_THAT(verify.out, HasSubstr("faithful (90 events): 15 segment events, 21 allocations and "
+                                    "1 OOMs match the trace"));
+  CommandRun analyze = with_cap({"analyze", log, "--no-sweep", "--no-summary"});
+  EXPECT_EQ(analyze.code, 0) << analyze.err;
+  EXPECT_THAT(analyze.out, HasSubstr("request 316.00 MiB"));
+  EXPECT_THAT(analyze.out, HasSubstr("cause: fragmentation"));
+  EXPECT_THAT(analyze.out, HasSubstr("the largest was 199.00 MiB"));
+  CommandRun sweep = with_cap({"sweep", log, "--threads", "2"});
+  EXPECT_EQ(sweep.code, 0) << sweep.err;
+  EXPECT_THAT(sweep.out, HasSubstr("Recommended (*): PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+}
+
 }  // namespace
 }  // namespace fragscope
