@@ -6,13 +6,15 @@
 //    "num_heads": 32, "num_kv_heads": 8, "head_dim": 128, "ffn_size": 11008, "gated_mlp": true,
 //    "vocab_size": 32000, "tied_embeddings": false, "norm": "rmsnorm", "linear_biases": false,
 //    "position_embedding": "rotary", "max_positions": 0, "embedding_norm": false,
-//    "num_experts": 0, "experts_top_k": 0, "moe_ffn_size": 0, "parameter_count": 0}
+//    "num_experts": 0, "experts_top_k": 0, "moe_ffn_size": 0, "parameter_count": 0,
+//    "fused_qkv": false, "python_gelu": false}
 //
 // Hugging Face config.json (recognised by its "model_type"; other keys are ignored): model_type
 // llama, mistral and mixtral (num_hidden_layers, hidden_size, num_attention_heads,
 // num_key_value_heads, head_dim, intermediate_size, vocab_size, tie_word_embeddings,
 // attention_bias/mlp_bias, num_local_experts, num_experts_per_tok), gpt2 (n_layer, n_embd,
-// n_head, n_inner, n_positions, vocab_size) and opt (ffn_dim, max_position_embeddings + 2).
+// n_head, n_inner, n_positions, vocab_size, activation_function; fused_qkv is set, python_gelu
+// for "gelu_new") and opt (ffn_dim, max_position_embeddings + 2).
 // Other model types are an error: write the spec in the own schema instead.
 //
 // Errors are kInvalidArgument naming the key, e.g. "hidden_size: expected a non-negative

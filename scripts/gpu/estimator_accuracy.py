@@ -4,7 +4,7 @@ of real training against `fragscope estimate --activation-model torch-autocast`,
 initialization, fused AdamW, bf16 autocast, SDPA attention. Derivation models (GPT-2 124M and
 355M, a 1.1B Llama of TinyLlama's shape; two sequence lengths each), whose saved tensors the
 formula was written from, and holdout models measured only after it was fixed (GPT-2 at another
-shape, GPT-2 with PyTorch's tanh GeLU, a 0.4B Mistral-like model with GQA).
+shape, GPT-2 with PyTorch's tanh GeLU, a 0.29B Mistral-like model with GQA).
 
     estimator_accuracy.py all OUT_DIR --fragscope BIN [--timeout 150]   # measure + table
     estimator_accuracy.py measure MODEL OUT.json                         # one model (a child)
@@ -39,7 +39,7 @@ import time
 LLAMA_1B = {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
             "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000,
             "max_position_embeddings": 2048, "tie_word_embeddings": False}
-MISTRAL_04B = {"hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 16,
+MISTRAL_03B = {"hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 16,
                "num_attention_heads": 16, "num_key_value_heads": 8, "vocab_size": 32000,
                "max_position_embeddings": 4096, "tie_word_embeddings": False}
 GPT2_SMALL = {"n_layer": 12, "n_embd": 768, "n_head": 12}
@@ -51,7 +51,7 @@ MODELS = {
     "gpt2-124m-b4": ("gpt2", GPT2_SMALL, 4, (768,), [], "holdout"),
     "gpt2-124m-atengelu": ("gpt2", dict(GPT2_SMALL, activation_function="gelu_pytorch_tanh"), 8,
                            (512,), [], "holdout"),
-    "mistral-0.4b": ("mistral", MISTRAL_04B, 4, (2048,), ["--no-dropout"], "holdout"),
+    "mistral-0.3b": ("mistral", MISTRAL_03B, 4, (2048,), ["--no-dropout"], "holdout"),
 }
 # Two cuBLAS workspaces of 32 MiB (Hopper's default), one per handle: the forward's thread and
 # autograd's backward thread. Measured: allocated bytes before a forward minus parameters and

@@ -24,7 +24,7 @@ constexpr char kGpt2AtenGelu[] = R"({"model_type": "gpt2", "n_layer": 12, "n_emb
 constexpr char kLlama1b[] = R"({"model_type": "llama", "hidden_size": 2048,
     "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
     "num_key_value_heads": 4, "vocab_size": 32000, "tie_word_embeddings": false})";
-constexpr char kMistral04b[] = R"({"model_type": "mistral", "hidden_size": 1024,
+constexpr char kMistral03b[] = R"({"model_type": "mistral", "hidden_size": 1024,
     "intermediate_size": 3584, "num_hidden_layers": 16, "num_attention_heads": 16,
     "num_key_value_heads": 8, "vocab_size": 32000, "tie_word_embeddings": false})";
 
@@ -59,7 +59,7 @@ TEST(AutocastActivationsTest, PerLayerBytesMatchTheSavedTensorsMeasured) {
   EXPECT_DOUBLE_EQ(SbhUnits(Spec(kGpt2Small), Autocast(512, 8, true)), 90);     // 90.08
   EXPECT_DOUBLE_EQ(SbhUnits(Spec(kGpt2AtenGelu), Autocast(512, 8, true)), 42);  // 42.08 holdout
   EXPECT_DOUBLE_EQ(SbhUnits(Spec(kLlama1b), Autocast(1024, 4, false)), 52.5);   // 52.63
-  EXPECT_DOUBLE_EQ(SbhUnits(Spec(kMistral04b), Autocast(2048, 4, false)), 60);  // 60.20 holdout
+  EXPECT_DOUBLE_EQ(SbhUnits(Spec(kMistral03b), Autocast(2048, 4, false)), 60);  // 60.20 holdout
 }
 
 struct Measured {
@@ -83,7 +83,7 @@ TEST(AutocastActivationsTest, TotalsMatchThePeaksMeasuredOnAnH100) {
       {"gpt2-124m holdout", kGpt2Small, 768, 4, true, 6232426496, 1991112704},
       {"gpt2-124m gelu_pytorch_tanh holdout", kGpt2AtenGelu, 512, 8, true, 5920027136,
        1991112704},
-      {"mistral-0.4b holdout", kMistral04b, 2048, 4, false, 15450980864, 4673070592},
+      {"mistral-0.3b holdout", kMistral03b, 2048, 4, false, 15450980864, 4673070592},
   };
   for (const Measured& run : runs) {
     SCOPED_TRACE(absl::StrCat(run.name, " seq ", run.seq, " x ", run.batch));
