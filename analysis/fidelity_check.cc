@@ -80,9 +80,9 @@ void FidelityChecker::Compare(bool strict, const TraceEvent* op) {
   while (!divergence_.has_value() && !expected_.empty() && !actual_.empty()) {
     const Decision e = expected_.front();
     const Decision a = actual_.front();
-    const bool same = e.kind == a.kind && (e.ptr == 0 || e.ptr == a.ptr) &&
-                      (e.bytes == 0 || a.bytes == 0 || e.bytes == a.bytes ||
-                       (e.at_least && a.bytes > e.bytes));
+    const bool same =
+        e.kind == a.kind && (e.ptr == 0 || e.ptr == a.ptr) &&
+        (e.bytes == 0 || a.bytes == 0 || e.bytes == a.bytes || (e.at_least && a.bytes > e.bytes));
     if (!same) {
       Diverge(e.index, Describe(e.kind, e.ptr, e.bytes), Describe(a.kind, a.ptr, a.bytes));
       return;

@@ -100,9 +100,9 @@ absl::StatusOr<std::vector<Term>> AutocastActivationTerms(const ModelSpec& spec,
   stored.key = "activations";
   stored.label = absl::StrCat("activations (", spec.num_layers, " layers, torch.autocast)");
   stored.value = layer.total() * layers;
-  stored.formula = absl::StrCat(
-      "per_layer * L;  per_layer = norms + casts + attention", layer.scores > 0 ? " + scores" : "",
-      " + mlp + dropout (estimator/autocast_activations.h)");
+  stored.formula = absl::StrCat("per_layer * L;  per_layer = norms + casts + attention",
+                                layer.scores > 0 ? " + scores" : "",
+                                " + mlp + dropout (estimator/autocast_activations.h)");
   stored.values = absl::StrFormat(
       "%s * %s;  per_layer = %s + %s + %s%s + %s + %s = %s", FormatCount(layer.total()),
       FormatNumber(layers), FormatCount(layer.norms), FormatCount(layer.casts),
@@ -117,9 +117,9 @@ absl::StatusOr<std::vector<Term>> AutocastActivationTerms(const ModelSpec& spec,
   embedding.label = "activations (token ids + embedding dropout mask)";
   embedding.value = 8.0 * s * b + m * s * b * h;
   embedding.formula = "8 s b + m s b h";
-  embedding.values = absl::StrFormat("8 * %s * %s + %s * %s * %s * %s", FormatNumber(s),
-                                     FormatNumber(b), FormatNumber(m), FormatNumber(s),
-                                     FormatNumber(b), FormatNumber(h));
+  embedding.values =
+      absl::StrFormat("8 * %s * %s + %s * %s * %s * %s", FormatNumber(s), FormatNumber(b),
+                      FormatNumber(m), FormatNumber(s), FormatNumber(b), FormatNumber(h));
   embedding.source = kSource;
   terms.push_back(embedding);
 
@@ -141,8 +141,8 @@ absl::StatusOr<std::vector<Term>> AutocastActivationTerms(const ModelSpec& spec,
   backward.label = "loss backward (two fp32 logits gradients at once)";
   backward.value = 8.0 * s * b * v;
   backward.formula = "8 s b V";
-  backward.values = absl::StrFormat("8 * %s * %s * %s", FormatNumber(s), FormatNumber(b),
-                                    FormatNumber(v));
+  backward.values =
+      absl::StrFormat("8 * %s * %s * %s", FormatNumber(s), FormatNumber(b), FormatNumber(v));
   backward.source = absl::StrCat(kSource, "; the step's peak is at the start of the backward");
   terms.push_back(backward);
   return terms;

@@ -10,8 +10,9 @@
 //     inferred as RoundSize(request) under the job's PYTORCH_CUDA_ALLOC_CONF; PyTorch hands out a
 //     larger block when the remainder is too small to split (up to 1 MiB more in the large pool),
 //     which the trace does not say, so these events carry kEventFlagSizeInferred (`fragscope
-//     verify` then takes the size as a lower bound). The pool follows from the rounded size. The segment is found
-//     from the segment events seen so far (0 for blocks of segments allocated before observing).
+//     verify` then takes the size as a lower bound). The pool follows from the rounded size. The
+//     segment is found from the segment events seen so far (0 for blocks of segments allocated
+//     before observing).
 //   Not known at all: the split flags (kEventFlagBlockWasSplit, kEventFlagResultIsSplit),
 //     split_bytes, merged_count and result_bytes of free_completed, and empty_cache events (PyTorch
 //     traces the segment_free records of an empty_cache, not the call).

@@ -254,7 +254,8 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
   EXPECT_THAT(analyze.out, HasSubstr("the largest was 199.00 MiB"));
   CommandRun sweep = with_cap({"sweep", log, "--threads", "2"});
   EXPECT_EQ(sweep.code, 0) << sweep.err;
-  EXPECT_THAT(sweep.out, HasSubstr("Recommended (*): PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+  EXPECT_THAT(sweep.out,
+              HasSubstr("Recommended (*): PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
 }
 
 }  // namespace

@@ -311,7 +311,8 @@ TEST(OracleVerifyTest, SnapshotStateBeforeRecordingIsRebuilt) {
 // 300 MiB because a 1 MiB remainder is not split. kEventFlagSizeInferred makes verify take the
 // logged size as a lower bound; without the flag the same sizes are a divergence.
 std::string ObservedLog(bool size_inferred) {
-  const std::string path = ::testing::TempDir() + (size_inferred ? "/inferred.fslog" : "/exact.fslog");
+  const std::string path =
+      ::testing::TempDir() + (size_inferred ? "/inferred.fslog" : "/exact.fslog");
   EventLogHeader header;
   header.device_total_bytes = 4 * kGiB;
   header.device_name = "observed";

@@ -81,8 +81,7 @@ TEST(AutocastActivationsTest, TotalsMatchThePeaksMeasuredOnAnH100) {
       {"llama-1.1b", kLlama1b, 1024, 4, false, 26696127488, 17600877056},
       {"llama-1.1b", kLlama1b, 2048, 4, false, 38053499904, 17600877056},
       {"gpt2-124m holdout", kGpt2Small, 768, 4, true, 6232426496, 1991112704},
-      {"gpt2-124m gelu_pytorch_tanh holdout", kGpt2AtenGelu, 512, 8, true, 5920027136,
-       1991112704},
+      {"gpt2-124m gelu_pytorch_tanh holdout", kGpt2AtenGelu, 512, 8, true, 5920027136, 1991112704},
       {"mistral-0.3b holdout", kMistral03b, 2048, 4, false, 15450980864, 4673070592},
   };
   for (const Measured& run : runs) {

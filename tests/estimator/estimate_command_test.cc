@@ -196,8 +196,8 @@ TEST(EstimateCommandTest, BadModelJsonNamesFileFieldAndPosition) {
 }
 
 TEST(EstimateCommandTest, TorchAutocastActivationModel) {
-  const Result r = RunEstimate({"--preset", "gpt2", "--train", "--seq", "512", "--micro-batch",
-                                "8", "--flash-attention", "--activation-model", "torch-autocast"});
+  const Result r = RunEstimate({"--preset", "gpt2", "--train", "--seq", "512", "--micro-batch", "8",
+                                "--flash-attention", "--activation-model", "torch-autocast"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "torch.autocast activations")) << r.out;
   EXPECT_TRUE(Contains(r.out, "loss backward")) << r.out;

@@ -271,8 +271,7 @@ TEST_F(CudaVirtualMemoryGpuTest, DestroyingTheBackendReleasesWhatIsLeft) {
 // The caching allocator with expandable_segments:True on the driver's virtual memory: blocks
 // hold their data across page boundaries, frees re-merge, and empty_cache unmaps the free pages.
 TEST_F(CudaVirtualMemoryGpuTest, CachingAllocatorWithExpandableSegments) {
-  ASSERT_OK_AND_ASSIGN(AllocatorOptions options,
-                       ParseAllocatorOptions("expandable_segments:True"));
+  ASSERT_OK_AND_ASSIGN(AllocatorOptions options, ParseAllocatorOptions("expandable_segments:True"));
   CachingAllocator allocator(*backend_, options);
   const std::vector<uint64_t> sizes = {100, 3 * kMiB, 25 * kMiB, 300 * kMiB, 7 * kMiB};
   std::vector<DevicePtr> blocks;
