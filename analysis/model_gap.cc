@@ -35,7 +35,10 @@ std::string Category(const std::string& key) {
   if (key == "weights" || key == "lora_weights") return "weights";
   if (key == "gradients" || key == "main_gradients" || key == "lora_gradients") return "gradients";
   if (key == "master_weights" || absl::StrContains(key, "optimizer")) return "optimizer";
-  if (absl::StartsWith(key, "activations") || key == "recompute_working_set") return "activations";
+  if (absl::StartsWith(key, "activations") || key == "recompute_working_set" ||
+      key == "loss_backward") {
+    return "activations";
+  }
   if (key == "kv_cache") return "kv_cache";
   return "";
 }
@@ -117,6 +120,12 @@ absl::StatusOr<est::MemoryEstimate> EstimateFromModelSpec(const std::string& spe
         status = r.status();
       } else if (key == "flash") {
         train.flash_attention = value != "0";
+      } else if (key == "dropout") {
+        train.dropout = value != "0";
+      } else if (key == "activations") {
+        absl::StatusOr<est::ActivationModel> a = est::ParseActivationModel(value, "activations");
+        if (a.ok()) train.activation_model = *a;
+        status = a.status();
       } else if (key == "dtype" || key == "kv_dtype") {
         absl::StatusOr<est::DType> d = est::ParseDType(value, key);
         if (d.ok()) (key == "dtype" ? infer.weights : infer.kv_cache) = *d;
@@ -124,7 +133,8 @@ absl::StatusOr<est::MemoryEstimate> EstimateFromModelSpec(const std::string& spe
       } else {
         status = absl::InvalidArgumentError(absl::StrFormat(
             "--model: unknown key '%s' (known: train, infer, seq, micro_batch, precision, "
-            "optimizer, zero, tp, pp, dp, recompute, flash, batch, context, dtype, kv_dtype)",
+            "optimizer, zero, tp, pp, dp, recompute, flash, dropout, activations, batch, "
+            "context, dtype, kv_dtype)",
             key));
       }
       if (!status.ok()) return status;
@@ -138,7 +148,7 @@ ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSumma
   gap.model = absl::StrFormat("%s, %s", estimate.model_name, estimate.workload);
   std::map<std::string, TermGap> terms;
   for (const est::Term& t : estimate.terms) {
-    if (t.placement != est::Placement::kDevice) continue;
+    if (t.placement != est::Placement::kDevice || !t.at_peak) continue;
     const std::string category = Category(t.key);
     if (category.empty()) continue;
     terms[category].category = category;

@@ -5,15 +5,19 @@
 //   NAME_OR_JSON  an estimator preset (fragscope estimate --list-presets) or a model spec JSON
 //                 (fragscope's or a Hugging Face config.json)
 //   keys          train (default) | infer; seq, micro_batch, precision (fp32|fp16|bf16),
-//                 optimizer, zero, tp, pp, dp, recompute (none|selective|full), flash (0|1);
+//                 optimizer, zero, tp, pp, dp, recompute (none|selective|full), flash (0|1),
+//                 dropout (0|1), activations (korthikanti|torch-autocast: see
+//                 estimator/README.md; torch-autocast for an eager PyTorch job under autocast);
 //                 for inference: batch, context, dtype, kv_dtype
 //   e.g.  gpt2-medium:seq=1024,micro_batch=8   llama-2-7b:infer,batch=16,context=4096
+//         gpt2-small:seq=512,micro_batch=8,flash=1,activations=torch-autocast
 //
 // Attribution is a heuristic, and says so: live blocks are sorted into the estimator's terms by
 // the marker phase they were allocated in (forward -> activations, backward -> gradients,
 // optimizer/step -> optimizer state, init/weights/before the trace -> weights, prefill/decode ->
 // KV cache). The term whose measured bytes exceed its estimate the most is named. Device terms
-// that the allocator never sees (CUDA context, library workspace) are left out of the comparison.
+// that the allocator never sees (CUDA context, library workspace) and terms not alive at the
+// estimate's peak (Term::at_peak) are left out of the comparison.
 #pragma once
 
 #include <string>

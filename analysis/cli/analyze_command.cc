@@ -25,7 +25,8 @@ allocator settings with the one that avoids the OOM. Several .fslog logs are the
 each is summarized and the worst rank is named.
 
   --model SPEC              compare with the theoretical footprint: PRESET_OR_JSON[:key=value,...]
-                            e.g. gpt2-medium:seq=1024,micro_batch=8 (keys: analysis/model_gap.h)
+                            e.g. gpt2-medium:seq=1024,micro_batch=8 (keys: analysis/model_gap.h;
+                            activations=torch-autocast for an eager PyTorch job)
   --at EVENT                also show the segment layout after trace event EVENT
   --json OUT                write the report as JSON (schema: analysis/REPORT_SCHEMA.md)
   --html OUT                write a self-contained HTML report

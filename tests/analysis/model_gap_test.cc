@@ -1,0 +1,56 @@
+// --model SPEC for analyze: the estimate it builds and what the comparison counts.
+#include "analysis/model_gap.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "estimator/model_presets.h"
+#include "estimator/training_memory.h"
+#include "tests/testing/status_matchers.h"
+
+namespace fragscope {
+namespace {
+
+namespace est = ::fragscope::estimator;
+using ::testing::HasSubstr;
+
+TEST(ModelGapTest, TorchAutocastSpecMatchesTheEstimator) {
+  ASSERT_OK_AND_ASSIGN(
+      est::MemoryEstimate from_spec,
+      EstimateFromModelSpec("gpt2-small:seq=512,micro_batch=8,flash=1,activations=torch-autocast"));
+  est::TrainingConfig config;
+  config.seq_len = 512;
+  config.micro_batch = 8;
+  config.flash_attention = true;
+  config.activation_model = est::ActivationModel::kTorchAutocast;
+  ASSERT_OK_AND_ASSIGN(est::MemoryEstimate direct,
+                       est::EstimateTraining(*est::FindModelPreset("gpt2-small"), config));
+  EXPECT_DOUBLE_EQ(from_spec.DeviceBytes(), direct.DeviceBytes());
+  ASSERT_NE(from_spec.Find("loss_backward"), nullptr);
+}
+
+TEST(ModelGapTest, DropoutKeyAndBadActivationModel) {
+  ASSERT_OK_AND_ASSIGN(est::MemoryEstimate with, EstimateFromModelSpec("llama-2-7b:seq=1024"));
+  ASSERT_OK_AND_ASSIGN(est::MemoryEstimate without,
+                       EstimateFromModelSpec("llama-2-7b:seq=1024,dropout=0"));
+  EXPECT_LT(without.Find("activations")->value, with.Find("activations")->value);
+  absl::StatusOr<est::MemoryEstimate> bad = EstimateFromModelSpec("gpt2:activations=eager");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("activations: unknown activation model 'eager'"));
+}
+
+TEST(ModelGapTest, TermsOffThePeakAreNotTheoreticalBytes) {
+  ASSERT_OK_AND_ASSIGN(
+      est::MemoryEstimate estimate,
+      EstimateFromModelSpec("gpt2-small:seq=512,micro_batch=8,flash=1,activations=torch-autocast"));
+  const ModelGap gap = CompareWithModel(estimate, LayoutSummary{});
+  double expected = 0;
+  for (const char* key : {"weights", "master_weights", "optimizer_states", "activations",
+                          "activations_embedding", "activations_output", "loss_backward"}) {
+    expected += estimate.Find(key)->value;
+  }
+  EXPECT_DOUBLE_EQ(gap.theoretical_bytes, expected) << "no gradients, no workspace";
+}
+
+}  // namespace
+}  // namespace fragscope
