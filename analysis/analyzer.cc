@@ -201,9 +201,12 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
       report.model_gap_where = absl::StrFormat("at event %d (--at)", report.at_layout->index);
     }
     if (where != nullptr) {
-      report.model_gap = CompareWithModel(*estimate, *where);
+      const uint64_t available = report.allowed_bytes.value_or(report.capacity_bytes);
+      report.model_gap = CompareWithModel(*estimate, *where, available);
       for (OomExplanation& x : report.ooms) {
-        if (x.layout.has_value()) x.model_gap = CompareWithModel(*estimate, *x.layout).lines;
+        if (x.layout.has_value()) {
+          x.model_gap = CompareWithModel(*estimate, *x.layout, available).lines;
+        }
       }
     } else {
       report.model_gap_where =

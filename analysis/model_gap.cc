@@ -30,8 +30,12 @@ absl::StatusOr<int64_t> PositiveInt(const std::string& key, const std::string& v
 }
 
 // The estimator term a key belongs to in the comparison, or "" for terms the allocator never
-// sees (CUDA context, workspace, host terms, the 1.2x rule).
-std::string Category(const std::string& key) {
+// sees (CUDA context, workspace, host terms, the 1.2x rule). `autocast`: a torch-autocast
+// estimate, whose fp32 parameters are the master weights and whose 16-bit weights are forward
+// casts.
+std::string Category(const std::string& key, bool autocast) {
+  if (autocast && key == "master_weights") return "weights";
+  if (autocast && key == "weights") return "activations";
   if (key == "weights" || key == "lora_weights") return "weights";
   if (key == "gradients" || key == "main_gradients" || key == "lora_gradients") return "gradients";
   if (key == "master_weights" || absl::StrContains(key, "optimizer")) return "optimizer";
@@ -143,13 +147,16 @@ absl::StatusOr<est::MemoryEstimate> EstimateFromModelSpec(const std::string& spe
   return training ? est::EstimateTraining(*model, train) : est::EstimateInference(*model, infer);
 }
 
-ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSummary& layout) {
+ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSummary& layout,
+                          uint64_t available_bytes) {
   ModelGap gap;
+  // Only the torch-autocast activation model has a loss_backward term.
+  const bool autocast = estimate.Find("loss_backward") != nullptr;
   gap.model = absl::StrFormat("%s, %s", estimate.model_name, estimate.workload);
   std::map<std::string, TermGap> terms;
   for (const est::Term& t : estimate.terms) {
     if (t.placement != est::Placement::kDevice || !t.at_peak) continue;
-    const std::string category = Category(t.key);
+    const std::string category = Category(t.key, autocast);
     if (category.empty()) continue;
     terms[category].category = category;
     terms[category].estimated_bytes += t.value;
@@ -184,6 +191,13 @@ ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSumma
       size(gap.theoretical_bytes), size(gap.allocated_bytes), diff >= 0 ? "+" : "-",
       size(std::abs(diff)),
       gap.theoretical_bytes > 0 ? 100.0 * diff / gap.theoretical_bytes : 0.0));
+  if (available_bytes > 0 && gap.theoretical_bytes > static_cast<double>(available_bytes)) {
+    gap.lines.push_back(absl::StrFormat(
+        "The theoretical peak (%s) is more than the %s the job may use: no allocator setting can "
+        "make it fit; it needs a smaller micro-batch or sequence, recompute, or more memory (the "
+        "OOM's cause above only says where it failed first).",
+        size(gap.theoretical_bytes), size(static_cast<double>(available_bytes))));
+  }
   if (!gap.likely_term.empty()) {
     const TermGap& t = terms[gap.likely_term];
     gap.lines.push_back(absl::StrFormat(

@@ -15,8 +15,10 @@
 // Attribution is a heuristic, and says so: live blocks are sorted into the estimator's terms by
 // the marker phase they were allocated in (forward -> activations, backward -> gradients,
 // optimizer/step -> optimizer state, init/weights/before the trace -> weights, prefill/decode ->
-// KV cache). The term whose measured bytes exceed its estimate the most is named. Device terms
-// that the allocator never sees (CUDA context, library workspace) and terms not alive at the
+// KV cache). For a torch-autocast estimate the fp32 master weights are the model's parameters
+// (allocated at init: "weights") and the 16-bit weight copies are made in the forward
+// ("activations"). The term whose measured bytes exceed its estimate the most is named. Device
+// terms that the allocator never sees (CUDA context, library workspace) and terms not alive at the
 // estimate's peak (Term::at_peak) are left out of the comparison.
 #pragma once
 
@@ -48,7 +50,10 @@ struct ModelGap {
   std::vector<std::string> lines;  // the human explanation
 };
 
-// Compares `layout` (live blocks with phases) against `estimate`.
-ModelGap CompareWithModel(const estimator::MemoryEstimate& estimate, const LayoutSummary& layout);
+// Compares `layout` (live blocks with phases) against `estimate`. `available_bytes` is what the
+// job may use (the memory-fraction cap, else the device capacity; 0 = unknown): a theoretical
+// peak above it is called out, since no allocator setting can make such a job fit.
+ModelGap CompareWithModel(const estimator::MemoryEstimate& estimate, const LayoutSummary& layout,
+                          uint64_t available_bytes = 0);
 
 }  // namespace fragscope

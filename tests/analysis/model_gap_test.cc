@@ -12,7 +12,9 @@ namespace fragscope {
 namespace {
 
 namespace est = ::fragscope::estimator;
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ModelGapTest, TorchAutocastSpecMatchesTheEstimator) {
   ASSERT_OK_AND_ASSIGN(
@@ -50,6 +52,22 @@ TEST(ModelGapTest, TermsOffThePeakAreNotTheoreticalBytes) {
     expected += estimate.Find(key)->value;
   }
   EXPECT_DOUBLE_EQ(gap.theoretical_bytes, expected) << "no gradients, no workspace";
+}
+
+TEST(ModelGapTest, AutocastWeightsAreTheFp32ParametersAndAPeakAboveTheCapIsCalledOut) {
+  ASSERT_OK_AND_ASSIGN(
+      est::MemoryEstimate estimate,
+      EstimateFromModelSpec("gpt2-small:seq=512,micro_batch=8,flash=1,activations=torch-autocast"));
+  const ModelGap roomy = CompareWithModel(estimate, LayoutSummary{}, uint64_t{80} << 30);
+  for (const TermGap& t : roomy.terms) {
+    // The fp32 parameters (allocated at init) are "weights"; the 16-bit copies are forward work.
+    if (t.category == "weights") {
+      EXPECT_DOUBLE_EQ(t.estimated_bytes, estimate.Find("master_weights")->value);
+    }
+  }
+  for (const std::string& line : roomy.lines) EXPECT_THAT(line, Not(HasSubstr("no allocator")));
+  const ModelGap tight = CompareWithModel(estimate, LayoutSummary{}, uint64_t{4} << 30);
+  EXPECT_THAT(tight.lines, Contains(HasSubstr("no allocator setting can make it fit")));
 }
 
 }  // namespace
