@@ -258,5 +258,29 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
               HasSubstr("Recommended (*): PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
 }
 
+// GPT-2 small training (seq 1024 x 16) capped at 0.9x its torch-autocast estimate, observed on an
+// H100 (scripts/gpu/model_oom_check.py): the OOM looks like fragmentation by 50 MiB, but --model
+// says the theoretical peak does not fit the cap at all.
+TEST(AnalysisCommandsTest, RealH100Gpt2OomIsACapacityProblemByTheModel) {
+  const std::string log =
+      std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_gpt2_capacity_oom.fslog";
+  const std::vector<std::string> cap = {"--memory-fraction", "0.26854656403068167", "--capacity",
+                                        "85017493504"};
+  std::vector<std::string> verify = {"verify", log};
+  verify.insert(verify.end(), cap.begin(), cap.end());
+  CommandRun v = Fragscope(verify);
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+  EXPECT_THAT(v.out, HasSubstr("faithful (2207 events): 156 segment events, 684 allocations"));
+  std::vector<std::string> analyze = {
+      "analyze",    log,
+      "--no-sweep", "--no-summary",
+      "--model",    "gpt2-small:seq=1024,micro_batch=16,flash=1,activations=torch-autocast"};
+  analyze.insert(analyze.end(), cap.begin(), cap.end());
+  CommandRun a = Fragscope(analyze);
+  EXPECT_EQ(a.code, 0) << a.err;
+  EXPECT_THAT(a.out, HasSubstr("request 3.07 GiB"));
+  EXPECT_THAT(a.out, HasSubstr("The theoretical peak (23.56 GiB) is more than the 21.26 GiB"));
+}
+
 }  // namespace
 }  // namespace fragscope
