@@ -81,7 +81,7 @@ absl::StatusOr<MemoryEstimate> EstimateInference(const ModelSpec& spec,
     kv.key = "kv_cache";
     kv.label = absl::StrCat("KV cache (", DTypeName(config.kv_cache), ", ", config.batch, " x ",
                             config.context, " tokens)");
-    kv.value = per_token * static_cast<double>(config.context * config.batch);
+    kv.value = per_token * static_cast<double>(config.context) * static_cast<double>(config.batch);
     kv.formula = "2 * L_s * g_rank * d_h * bytes(kv) * context * batch";
     kv.values = absl::StrFormat("2 * %d * %d * %d * %s * %d * %d", LayersOnFirstStage(spec, layout),
                                 KvHeadsPerRank(spec, layout), spec.head_dimension(),

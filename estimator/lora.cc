@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -73,6 +74,17 @@ absl::StatusOr<int64_t> LoraParametersPerLayer(const ModelSpec& spec, const Lora
   const int64_t kv = spec.kv_width();
   const int64_t f = spec.is_moe() ? spec.expert_ffn() : spec.ffn();
   const int64_t experts = spec.is_moe() ? spec.num_experts : 1;
+  // Every adapter of every layer, bounded in floating point first, so that the integer counts
+  // here and in LoraFactoredSecondMomentPerLayer cannot overflow.
+  auto d = [](int64_t n) { return static_cast<double>(n); };
+  const double all_adapters =
+      d(spec.num_layers) * d(r) *
+      (2 * (d(h) + d(q)) + 2 * (d(h) + d(kv)) + 3 * (d(h) + d(f)) * d(experts));
+  if (all_adapters > kMaxParameters) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "lora rank = %d gives %s about %.3g adapter parameters, beyond the limit of 9e15", r,
+        spec.name, all_adapters));
+  }
   int64_t per_layer = 0;
   if (lora.targets & kLoraQ) per_layer += r * (h + q);
   if (lora.targets & kLoraK) per_layer += r * (h + kv);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace fragscope::estimator {
 namespace {
@@ -23,6 +24,23 @@ absl::Status RequirePositive(absl::string_view field, int64_t value) {
   return absl::OkStatus();
 }
 
+// An upper bound, in floating point, on every count CountParameters forms from the spec's
+// fields (each of its integer products is a summand of this sum or of a part of it).
+double ParameterUpperBound(const ModelSpec& s) {
+  const double h = static_cast<double>(s.hidden_size);
+  const double d =
+      s.head_dim > 0 ? static_cast<double>(s.head_dim) : h / static_cast<double>(s.num_heads);
+  const double q = static_cast<double>(s.num_heads) * d;
+  const double kv = static_cast<double>(s.kv_heads()) * d;
+  const double f = s.ffn_size > 0 ? static_cast<double>(s.ffn_size) : 4 * h;
+  const double experts = static_cast<double>(s.num_experts);
+  const double f_expert = s.moe_ffn_size > 0 ? static_cast<double>(s.moe_ffn_size) : f;
+  const double per_layer = h * (2 * q + 2 * kv) + 3 * h * (f + experts * f_expert) +
+                           3 * (q + kv + f + experts * f_expert) + h * (experts + 8);
+  return static_cast<double>(s.num_layers) * per_layer +
+         (2 * static_cast<double>(s.vocab_size) + static_cast<double>(s.max_positions) + 8) * h;
+}
+
 }  // namespace
 
 absl::Status ValidateModelSpec(const ModelSpec& spec) {
@@ -35,6 +53,9 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       {"moe_ffn_size", spec.moe_ffn_size}, {"parameter_count", spec.parameter_count}};
   for (const auto& [field, value] : non_negative) {
     if (absl::Status status = RequireNonNegative(field, value); !status.ok()) return status;
+  }
+  if (static_cast<double>(spec.parameter_count) > kMaxParameters) {
+    return FieldError("parameter_count", spec.parameter_count, "exceeds the limit of 9e15");
   }
   if (!spec.has_architecture()) {
     if (spec.parameter_count <= 0) {
@@ -58,6 +79,15 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat("num_kv_heads = ", spec.kv_heads(),
                                                    " must divide num_heads = ", spec.num_heads,
                                                    " (each query group has the same size)"));
+  }
+  // Integer counts (CountParameters) must not overflow: a spec this large is a typo, not a model.
+  if (const double bound = ParameterUpperBound(spec); bound > kMaxParameters) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the architecture (num_layers = %d, hidden_size = %d, num_heads = %d, head_dim = %d, "
+        "ffn_size = %d, vocab_size = %d, num_experts = %d) describes about %.3g parameters, "
+        "beyond the limit of 9e15",
+        spec.num_layers, spec.hidden_size, spec.num_heads, spec.head_dimension(), spec.ffn_size,
+        spec.vocab_size, spec.num_experts, bound));
   }
   if (spec.position_embedding == PositionKind::kLearned && spec.max_positions <= 0) {
     return FieldError("max_positions", spec.max_positions,

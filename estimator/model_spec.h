@@ -63,8 +63,14 @@ struct ModelSpec {
   int64_t kv_width() const { return kv_heads() * head_dimension(); }
 };
 
+// The most parameters a spec may describe (given or counted from its architecture): 9e15, over
+// a thousand times the largest published model, and below 2^53, so that every count the estimator
+// forms is exact in int64 and in double.
+inline constexpr double kMaxParameters = 9e15;
+
 // Checks ranges and divisibility; the error names the offending field and its value, e.g.
-// "num_kv_heads = 6 must divide num_heads = 32".
+// "num_kv_heads = 6 must divide num_heads = 32". A spec that passes has at most kMaxParameters
+// parameters.
 //   REQUIRES nothing; safe on any spec.
 absl::Status ValidateModelSpec(const ModelSpec& spec);
 

@@ -26,14 +26,18 @@ absl::Status ValidateParallelLayout(const ParallelLayout& layout, const ModelSpe
                                                          {"dp", layout.dp},
                                                          {"ep", layout.ep},
                                                          {"vpp", layout.vpp}};
+  // The bounds keep products such as gpus() = tp * pp * dp exact in int64.
+  constexpr int64_t kMaxSize = int64_t{1} << 20;
+  constexpr int64_t kMaxMicrobatches = int64_t{1} << 30;
   for (const auto& [field, value] : sizes) {
-    if (value < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(field, " = ", value, " must be >= 1"));
+    if (value < 1 || value > kMaxSize) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " = ", value, " must be in [1, ", kMaxSize, "]"));
     }
   }
-  if (layout.num_microbatches < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("microbatches = ", layout.num_microbatches, " must not be negative"));
+  if (layout.num_microbatches < 0 || layout.num_microbatches > kMaxMicrobatches) {
+    return absl::InvalidArgumentError(absl::StrCat("microbatches = ", layout.num_microbatches,
+                                                   " must be in [0, ", kMaxMicrobatches, "]"));
   }
   if (layout.dp % layout.ep != 0) return NotDividing("ep", layout.ep, "dp", layout.dp);
   if (layout.vpp > 1 && layout.pp == 1) {

@@ -1,5 +1,7 @@
 // Inference: KV cache (reference 5 and 8.2), the 1.2x line, GPU presets and the roofline
 // (llm-analysis's LLaMA-7B run, reference 8.2).
+#include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -74,6 +76,20 @@ TEST(InferenceMemoryTest, WeightDtypes) {
     config.weights = dtype;
     EXPECT_EQ(EstimateInference(bare, config)->Find("weights")->value, bytes);
   }
+}
+
+// Found by tests/fuzz/model_flag_fuzz: batch * context overflowed int64.
+TEST(InferenceMemoryTest, HugeBatchAndContextGiveAFiniteKvCache) {
+  InferenceConfig config;
+  config.batch = INT64_MAX;
+  config.context = INT64_MAX;
+  absl::StatusOr<MemoryEstimate> estimate =
+      EstimateInference(*FindModelPreset("llama-2-7b"), config);
+  ASSERT_TRUE(estimate.ok()) << estimate.status();
+  const Term* kv = estimate->Find("kv_cache");
+  ASSERT_NE(kv, nullptr);
+  EXPECT_TRUE(std::isfinite(kv->value));
+  EXPECT_GT(kv->value, 1e40);
 }
 
 TEST(InferenceMemoryTest, BareCountNeedsContextZero) {

@@ -88,6 +88,35 @@ TEST(ParameterCountTest, BareCountHasNoBreakdown) {
   EXPECT_EQ(count->per_layer, 0);
 }
 
+// Found by tests/fuzz/model_spec_json_fuzz: a Mixtral config with 1,162,171,968 heads of 128
+// made the integer counts overflow. Specs beyond 9e15 parameters are errors that name the sizes.
+TEST(ParameterCountTest, SpecsBeyondTheParameterLimitAreErrors) {
+  ModelSpec spec = *FindModelPreset("mixtral-8x7b");
+  spec.num_heads = 1162171968;
+  spec.num_kv_heads = 8;
+  spec.head_dim = 128;
+  absl::Status status = CountParameters(spec).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message()).find("num_heads = 1162171968"), std::string::npos)
+      << status;
+  EXPECT_NE(std::string(status.message()).find("beyond the limit of 9e15"), std::string::npos);
+
+  ModelSpec wide = *FindModelPreset("gpt2-small");
+  wide.hidden_size = int64_t{1} << 40;  // 4h^2 per layer alone overflows int64
+  wide.num_heads = 1;
+  EXPECT_FALSE(CountParameters(wide).ok());
+
+  ModelSpec bare;
+  bare.name = "bare";
+  bare.parameter_count = int64_t{9'000'000'000'000'001};
+  status = CountParameters(bare).status();
+  EXPECT_NE(std::string(status.message()).find("parameter_count = 9000000000000001"),
+            std::string::npos)
+      << status;
+  bare.parameter_count = int64_t{9'000'000'000'000'000};
+  EXPECT_TRUE(CountParameters(bare).ok());
+}
+
 TEST(ParameterCountTest, GivenCountOverridesArchitecturalTotal) {
   ModelSpec spec = *FindModelPreset("llama-2-7b");
   spec.parameter_count = 7000000000;

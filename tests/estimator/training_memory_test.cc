@@ -1,5 +1,7 @@
 // Training model states: the bytes-per-parameter table of reference sec. 7, ZeRO, Megatron's
 // distributed optimizer, DeepSpeed's estimators, offload, LoRA/QLoRA, MoE sharding.
+#include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -222,6 +224,38 @@ TEST(TrainingMemoryTest, InvalidCombinationsNameTheField) {
   EXPECT_NE(std::string(EstimateTraining(*FindModelPreset("gpt2-small"), config).status().message())
                 .find("gate"),
             std::string::npos);
+}
+
+// Found by tests/fuzz/estimate_command_fuzz: sizes that made integer products overflow are
+// errors naming the field, and the largest accepted ones give finite estimates.
+TEST(TrainingMemoryTest, HugeSizesAreErrorsOrFiniteEstimates) {
+  const ModelSpec llama = *FindModelPreset("llama-2-7b");
+  TrainingConfig config;
+  config.layout.dp = INT64_MAX;
+  EXPECT_NE(std::string(EstimateTraining(llama, config).status().message())
+                .find("dp = 9223372036854775807 must be in [1, 1048576]"),
+            std::string::npos);
+  config = TrainingConfig();
+  config.layout.num_microbatches = INT64_MAX;
+  EXPECT_NE(std::string(EstimateTraining(llama, config).status().message()).find("microbatches"),
+            std::string::npos);
+  config = TrainingConfig();
+  config.lora.rank = INT64_MAX;
+  EXPECT_NE(std::string(EstimateTraining(llama, config).status().message())
+                .find("lora rank = 9223372036854775807"),
+            std::string::npos);
+  config = TrainingConfig();
+  config.seq_len = INT64_MAX;
+  config.micro_batch = INT64_MAX;
+  for (const ActivationModel model :
+       {ActivationModel::kKorthikanti, ActivationModel::kTorchAutocast}) {
+    config.activation_model = model;
+    absl::StatusOr<MemoryEstimate> estimate = EstimateTraining(llama, config);
+    ASSERT_TRUE(estimate.ok()) << estimate.status();
+    for (const Term& term : estimate->terms) {
+      EXPECT_TRUE(std::isfinite(term.value) && term.value >= 0) << term.key;
+    }
+  }
 }
 
 TEST(TrainingMemoryTest, OptimizerNamesParseAndUnknownOnesAreErrors) {
