@@ -1,12 +1,13 @@
 // libFuzzer target for the small parsers of the command line and the hooks' environment: byte
 // sizes and counts (analysis/cli/cli_flags.h: --capacity, --allowed, --at, ...), list splitting
-// (the sweep's grids), and FRAGSCOPE_LOG path patterns (allocator/event_log_writer.h %p %r %%,
-// hooks/hook_config.h %d and the per-device name).
+// (the sweep's grids), the trace commands' flags with the sweep grid (ParseFlags and
+// ApplyAnalysisFlags; arguments one per line), and FRAGSCOPE_LOG path patterns
+// (allocator/event_log_writer.h %p %r %%, hooks/hook_config.h %d and the per-device name).
 //
 // Input: one selector byte, then the text. Properties checked: nothing crashes or trips a
 // sanitizer; an accepted size or count printed in decimal parses back to itself; split lists
 // hold exactly the input's characters minus the separating commas; an expanded path pattern
-// keeps no '%' except the literal ones its "%%" asked for.
+// keeps no '%' except the literal ones its "%%" asked for; a refused command line says why.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "allocator/check.h"
 #include "allocator/event_log_writer.h"
 #include "analysis/cli/cli_flags.h"
@@ -39,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fragscope;
   if (size == 0) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0: {
       const absl::StatusOr<uint64_t> bytes = cli::ParseByteSize(text, "--capacity");
       if (bytes.ok()) {
@@ -70,6 +72,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const size_t percents = static_cast<size_t>(std::count(path->begin(), path->end(), '%'));
         FRAGSCOPE_CHECK(percents == CountLiteralPercents(text));
       }
+      break;
+    }
+    case 5: {
+      const std::vector<std::string> args =
+          absl::StrSplit(absl::string_view(text.data(), text.size()), '\n');
+      absl::StatusOr<cli::ParsedFlags> flags =
+          cli::ParseFlags(args, cli::Flags({cli::kTraceFlags, cli::kSweepFlags}));
+      absl::Status status = flags.status();
+      AnalysisOptions options;
+      if (flags.ok()) status = cli::ApplyAnalysisFlags(*flags, &options);
+      FRAGSCOPE_CHECK(status.ok() || !status.message().empty());
       break;
     }
     case 4: {
