@@ -11,16 +11,17 @@
 namespace fragscope::estimator {
 
 absl::Status ValidateInferenceConfig(const InferenceConfig& config) {
-  if (config.batch <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("batch = ", config.batch, " must be positive"));
-  }
-  if (config.context < 0) {
+  if (config.batch <= 0 || config.batch > kMaxSequenceOrBatch) {
     return absl::InvalidArgumentError(
-        absl::StrCat("context = ", config.context, " must not be negative"));
+        absl::StrCat("batch = ", config.batch, " must be in [1, ", kMaxSequenceOrBatch, "]"));
   }
-  if (config.prompt_tokens < 0) {
+  if (config.context < 0 || config.context > kMaxSequenceOrBatch) {
     return absl::InvalidArgumentError(
-        absl::StrCat("prompt = ", config.prompt_tokens, " must not be negative"));
+        absl::StrCat("context = ", config.context, " must be in [0, ", kMaxSequenceOrBatch, "]"));
+  }
+  if (config.prompt_tokens < 0 || config.prompt_tokens > kMaxSequenceOrBatch) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt = ", config.prompt_tokens,
+                                                   " must be in [0, ", kMaxSequenceOrBatch, "]"));
   }
   if (!(config.overhead_factor >= 1.0)) {
     return absl::InvalidArgumentError(

@@ -12,7 +12,8 @@
 namespace fragscope::estimator {
 namespace {
 
-constexpr int64_t kSearchLimit = int64_t{1} << 40;
+// The largest value a configuration accepts (model_spec.h).
+constexpr int64_t kSearchLimit = kMaxSequenceOrBatch;
 
 // Largest x in [1, kSearchLimit] with device_bytes(x) <= capacity, for monotone device_bytes.
 absl::StatusOr<int64_t> LargestFitting(

@@ -68,6 +68,11 @@ struct ModelSpec {
 // forms is exact in int64 and in double.
 inline constexpr double kMaxParameters = 9e15;
 
+// The largest sequence length, micro-batch, inference batch and context a configuration may
+// name: 2^30, a hundred times the longest context of a published model. Two of them multiplied
+// stay below 2^60, so token counts are exact, and an estimate built from them stays finite.
+inline constexpr int64_t kMaxSequenceOrBatch = int64_t{1} << 30;
+
 // Checks ranges and divisibility; the error names the offending field and its value, e.g.
 // "num_kv_heads = 6 must divide num_heads = 32". A spec that passes has at most kMaxParameters
 // parameters.

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "estimator/model_spec.h"
 
 namespace fragscope::estimator {
 namespace {
@@ -34,12 +35,13 @@ absl::Status ValidateTrainingConfig(const TrainingConfig& config) {
     return absl::InvalidArgumentError(
         "offload-params needs zero = 3 and offload-optimizer (DeepSpeed has no other combination)");
   }
-  if (config.seq_len <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("seq = ", config.seq_len, " must be positive"));
-  }
-  if (config.micro_batch <= 0) {
+  if (config.seq_len <= 0 || config.seq_len > kMaxSequenceOrBatch) {
     return absl::InvalidArgumentError(
-        absl::StrCat("micro-batch = ", config.micro_batch, " must be positive"));
+        absl::StrCat("seq = ", config.seq_len, " must be in [1, ", kMaxSequenceOrBatch, "]"));
+  }
+  if (config.micro_batch <= 0 || config.micro_batch > kMaxSequenceOrBatch) {
+    return absl::InvalidArgumentError(absl::StrCat("micro-batch = ", config.micro_batch,
+                                                   " must be in [1, ", kMaxSequenceOrBatch, "]"));
   }
   if (config.lora.qlora && !config.lora.enabled()) {
     return absl::InvalidArgumentError("qlora needs lora-rank > 0");

@@ -105,7 +105,11 @@ Output:
 
 std::string SolveLine(const std::string& what, int64_t answer, const est::GpuSpec& gpu) {
   if (answer == 0) return absl::StrCat("no ", what, " fits ", gpu.name, " (even 1 does not)\n");
-  return absl::StrCat("largest ", what, " that fits ", gpu.name, ": ", answer, "\n");
+  // The search stops at the largest value a configuration accepts.
+  const char* const unbounded = answer == est::kMaxSequenceOrBatch
+                                    ? " (the largest accepted value: memory does not limit it)"
+                                    : "";
+  return absl::StrCat("largest ", what, " that fits ", gpu.name, ": ", answer, unbounded, "\n");
 }
 
 void Emit(const est::Report& report, const Flags& flags, const std::string& prefix,

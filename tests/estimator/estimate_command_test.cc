@@ -114,6 +114,15 @@ TEST(EstimateCommandTest, SolveMaxBatchAndMinGpus) {
   ASSERT_TRUE(json.ok()) << json.status() << "\n" << r.out;
   EXPECT_EQ(json->Find("solve")->string_value(), "min-gpus");
   EXPECT_GT(json->Find("answer")->number(), 1);
+  // Model states only: memory does not grow with the micro-batch, so the search ends at the
+  // largest accepted value and says so.
+  r = RunEstimate({"--preset", "llama-2-7b", "--train", "--no-activations", "--zero", "3", "--dp",
+                   "8", "--gpu", "h100", "--solve", "max-batch"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out,
+                       "largest micro-batch that fits h100-80gb: 1073741824 (the largest accepted "
+                       "value: memory does not limit it)"))
+      << r.out;
 }
 
 // Every usage error: exit code 2, a message naming the flag and the value, nothing on stdout.
@@ -156,6 +165,10 @@ TEST(EstimateCommandTest, BadFlagsAndValuesNameThem) {
 }
 
 TEST(EstimateCommandTest, SemanticErrorsNameTheField) {
+  ExpectUsageError({"--preset", "llama-2-7b", "--train", "--seq", "9223372036854775807"},
+                   {"--seq = 9223372036854775807 must be in [1, 1073741824]"});
+  ExpectUsageError({"--preset", "llama-2-7b", "--batch", "2000000000"},
+                   {"--batch = 2000000000 must be in [1, 1073741824]"});
   ExpectUsageError({"--preset", "llama-2-13b", "--train", "--tp", "3"},
                    {"--tp = 3", "num_heads = 40"});
   ExpectUsageError({"--preset", "llama-2-70b", "--train", "--tp", "16"},

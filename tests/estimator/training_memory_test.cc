@@ -246,7 +246,16 @@ TEST(TrainingMemoryTest, HugeSizesAreErrorsOrFiniteEstimates) {
             std::string::npos);
   config = TrainingConfig();
   config.seq_len = INT64_MAX;
-  config.micro_batch = INT64_MAX;
+  EXPECT_NE(std::string(EstimateTraining(llama, config).status().message())
+                .find("seq = 9223372036854775807 must be in [1, 1073741824]"),
+            std::string::npos);
+  config.seq_len = 2048;
+  config.micro_batch = kMaxSequenceOrBatch + 1;
+  EXPECT_NE(std::string(EstimateTraining(llama, config).status().message())
+                .find("micro-batch = 1073741825 must be in [1, 1073741824]"),
+            std::string::npos);
+  config.seq_len = kMaxSequenceOrBatch;
+  config.micro_batch = kMaxSequenceOrBatch;
   for (const ActivationModel model :
        {ActivationModel::kKorthikanti, ActivationModel::kTorchAutocast}) {
     config.activation_model = model;
