@@ -13,7 +13,8 @@ std::string Size(uint64_t bytes) { return FormatSize(bytes); }
 
 std::string Percent(double fraction) { return absl::StrFormat("%.1f %%", 100.0 * fraction); }
 
-// Wraps `text` at `width` columns, each line prefixed by `indent`.
+// Wraps `text` at spaces to `width` columns, each line prefixed by `indent`. A word longer than
+// a line (a URL in PyTorch's OOM text) gets a line of its own, whole, so that it can be copied.
 void Wrapped(std::ostream& out, const std::string& text, const std::string& first_indent,
              size_t width = 100) {
   const std::string rest_indent(first_indent.size(), ' ');
@@ -24,9 +25,12 @@ void Wrapped(std::ostream& out, const std::string& text, const std::string& firs
     size_t end = std::min(text.size(), pos + room);
     if (end < text.size()) {
       const size_t space = text.rfind(' ', end);
-      if (space != std::string::npos && space > pos) end = space;
+      end = space != std::string::npos && space > pos ? space
+                                                      : std::min(text.find(' ', end), text.size());
     }
-    out << indent << text.substr(pos, end - pos) << "\n";
+    size_t line_end = end;
+    while (line_end > pos && text[line_end - 1] == ' ') --line_end;
+    out << indent << text.substr(pos, line_end - pos) << "\n";
     pos = end;
     while (pos < text.size() && text[pos] == ' ') ++pos;
   }

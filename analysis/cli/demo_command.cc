@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -181,50 +182,53 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
   RenderTextReport(*report, text, out);
 
   // 3. The log ends at the OOM, so the sweep shows which settings get past it. Re-run the whole
-  // job under each of those, best first, and take the first that completes every step.
+  // job under each of those; the fix is the one that completes every step with the lowest peak
+  // reserved memory (then the fewest device mallocs).
   RankReport& rank = report->ranks[0];
   if (!job->completed && !rank.sweep.empty()) {
-    std::vector<size_t> order;
+    struct Rerun {
+      size_t sweep_index;
+      DemoJobResult result;
+    };
+    std::vector<Rerun> reruns;
     for (size_t i = 0; i < rank.sweep.size(); ++i) {
       const SweepResult& r = rank.sweep[i];
-      if (r.ooms == 0 && r.error.empty() && r.config.pytorch_applicable) order.push_back(i);
+      if (r.ooms != 0 || !r.error.empty() || !r.config.pytorch_applicable) continue;
+      absl::StatusOr<DemoJobResult> rerun = RunDemoJob(workload, r.config.options, capacity);
+      if (rerun.ok()) reruns.push_back({i, *std::move(rerun)});
     }
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      const SweepResult& x = rank.sweep[a];
-      const SweepResult& y = rank.sweep[b];
-      return x.peak_reserved_bytes != y.peak_reserved_bytes
-                 ? x.peak_reserved_bytes < y.peak_reserved_bytes
-                 : x.device_mallocs < y.device_mallocs;
+    std::stable_sort(reruns.begin(), reruns.end(), [&](const Rerun& a, const Rerun& b) {
+      const auto key = [&](const Rerun& r) {
+        return std::make_tuple(!r.result.completed, r.result.peak_reserved_bytes,
+                               rank.sweep[r.sweep_index].device_mallocs);
+      };
+      return key(a) < key(b);
     });
     out << absl::StrFormat(
         "\nThe log ends at the OOM, so the sweep shows which settings get past it. Re-running the "
-        "whole\njob (all %d steps) under each of them:\n",
+        "whole\njob (all %d steps) under each of them, best first:\n",
         workload.steps);
-    std::optional<size_t> fix;
-    for (size_t i : order) {
-      const SweepResult& r = rank.sweep[i];
-      absl::StatusOr<DemoJobResult> rerun = RunDemoJob(workload, r.config.options, capacity);
-      if (!rerun.ok()) continue;
-      out << absl::StrFormat("  %-47s %s\n", r.config.label,
-                             rerun->completed
+    for (const Rerun& r : reruns) {
+      out << absl::StrFormat("  %-47s %s\n", rank.sweep[r.sweep_index].config.label,
+                             r.result.completed
                                  ? absl::StrFormat("completes, peak reserved %s",
-                                                   FormatSize(rerun->peak_reserved_bytes))
-                                 : absl::StrFormat("dies later, in \"%s\"", rerun->oom_phase));
-      if (rerun->completed && !fix.has_value()) fix = i;
+                                                   FormatSize(r.result.peak_reserved_bytes))
+                                 : absl::StrFormat("dies later, in \"%s\"", r.result.oom_phase));
     }
-    if (fix.has_value()) {
-      rank.recommended = fix;
+    if (!reruns.empty() && reruns.front().result.completed) {
+      const Rerun& fix = reruns.front();
+      const std::string& label = rank.sweep[fix.sweep_index].config.label;
+      rank.recommended = fix.sweep_index;
       rank.recommendation = absl::StrFormat(
           "avoids the OOM and completes all %d steps (checked by re-running the whole job), with "
           "the lowest peak reserved memory of those that do",
           workload.steps);
       for (OomExplanation& x : rank.ooms) {
         x.avoided_by = absl::StrFormat(
-            "%s avoids it, and the whole job then completes (peak reserved %s in the sweep)",
-            rank.sweep[*fix].config.label, FormatSize(rank.sweep[*fix].peak_reserved_bytes));
+            "%s avoids it, and the whole job then completes (peak reserved %s over all %d steps)",
+            label, FormatSize(fix.result.peak_reserved_bytes), workload.steps);
       }
-      out << absl::StrFormat("\nThe fix: PYTORCH_CUDA_ALLOC_CONF=%s\n",
-                             rank.sweep[*fix].config.label);
+      out << absl::StrFormat("\nThe fix: PYTORCH_CUDA_ALLOC_CONF=%s\n", label);
     } else {
       out << "\nNo swept setting completes the whole job.\n";
     }

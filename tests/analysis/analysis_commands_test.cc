@@ -229,6 +229,18 @@ TEST(AnalysisCommandsTest, DemoTellsTheFragmentationStory) {
   // The OOM message's own advice, checked by re-running the job: expandable segments.
   EXPECT_THAT(r.out, HasSubstr("The fix: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
   EXPECT_THAT(r.out, HasSubstr("max_split_size_mb:256                           completes"));
+  // Re-runs best first: completing ones by peak reserved, then the one that dies later.
+  const size_t best = r.out.find("  expandable_segments:True                        completes");
+  const size_t other = r.out.find("  max_split_size_mb:64                            completes");
+  const size_t dies = r.out.find("dies later");
+  EXPECT_LT(best, other);
+  EXPECT_LT(other, dies);
+  EXPECT_NE(dies, std::string::npos);
+  // The HTML report's explanation names the fix and its peak over the whole re-run job.
+  std::stringstream page;
+  page << std::ifstream(html).rdbuf();
+  EXPECT_THAT(page.str(), HasSubstr("expandable_segments:True avoids it, and the whole job then "
+                                    "completes (peak reserved 14.90 GiB over all 12 steps)"));
   EXPECT_GT(std::filesystem::file_size(html), 10000u);
 }
 

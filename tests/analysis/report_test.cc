@@ -79,6 +79,15 @@ TEST(ReportTest, TerminalReportFitsOneHundredColumns) {
   EXPECT_NE(text.str().find("Layout after event 10"), std::string::npos);
 }
 
+TEST(ReportTest, WrappingBreaksAtSpacesAndKeepsLongWordsWhole) {
+  const std::string url(120, 'u');
+  std::ostringstream out;
+  WriteWrapped(out, std::string(60, 'a') + " " + std::string(30, 'b') + " for  " + url + " end",
+               "  ");
+  EXPECT_EQ(out.str(), "  " + std::string(60, 'a') + " " + std::string(30, 'b') + " for\n  " + url +
+                           "\n  end\n");
+}
+
 TEST(ReportTest, HtmlIsSelfContained) {
   std::ostringstream html;
   WriteHtmlReport(ScenarioReport(), html);
