@@ -231,6 +231,25 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     FillPinning(layout, x);
     return x;
   }
+  if (!oom.in_replay && x.allowed_bytes == 0 &&
+      x.reserved_bytes + x.segment_bytes <= x.available_bytes) {
+    // The device had room for a new segment by the trace's own figures, yet the job failed:
+    // PyTorch refused under a cap the trace does not record (set_per_process_memory_fraction).
+    // The cap lay in [reserved, reserved + segment): the job held `reserved` and was refused the
+    // new segment.
+    x.cause = OomCause::kNotReproduced;
+    x.headline = absl::StrFormat(
+        "Not reproduced: the job ran out of memory here although the device still had %s free "
+        "(it could have given the new %s segment), and the replay served the request. The job "
+        "ran under a cap the trace does not record, most likely "
+        "torch.cuda.set_per_process_memory_fraction, of at least the %s it held and below %s "
+        "(that plus the new segment). Give it (--memory-fraction F or --allowed SIZE) to replay "
+        "and explain this OOM.",
+        Size(x.device_free_bytes), Size(x.segment_bytes), Size(x.reserved_bytes),
+        Size(x.reserved_bytes + x.segment_bytes));
+    FillPinning(layout, x);
+    return x;
+  }
   Classify(x);
   FillPinning(layout, x);
   if (!oom.in_replay) {
