@@ -179,6 +179,12 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
       report.recommendation = "no tested configuration avoids the OOM";
     }
     for (OomExplanation& x : report.ooms) {
+      if (!x.in_replay) {
+        x.avoided_by =
+            "none shown: the replay of the job's own settings does not fail here, so the sweep "
+            "cannot tell which setting would avoid it";
+        continue;
+      }
       std::optional<size_t> fix = SmallestFixFor(report.sweep, x.event_index);
       x.avoided_by =
           fix.has_value() ? DescribeFix(report.sweep[*fix]) : "no tested setting avoids it";

@@ -237,6 +237,18 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
   }
   if (!best.has_value()) return std::nullopt;
   const SweepResult& r = results[*best];
+  const auto trace_row = std::find_if(results.begin(), results.end(), [](const SweepResult& x) {
+    return x.config.is_trace_config && x.error.empty();
+  });
+  if (trace_has_oom && trace_row != results.end() && trace_row->ooms == 0) {
+    // The job failed but its own settings replay without an OOM (e.g. a cap the trace does not
+    // record): "avoids every OOM" would credit the setting with what the replay never showed.
+    return SweepRecommendation{
+        *best, absl::StrFormat("the job's OOM does not happen when its own settings are "
+                               "replayed (see the explanation), so no setting is shown to fix "
+                               "it; lowest peak reserved memory (%d device mallocs)",
+                               r.device_mallocs)};
+  }
   std::string reason =
       trace_has_oom ? absl::StrFormat(
                           "avoids every OOM with the lowest peak reserved memory among those "
