@@ -8,6 +8,7 @@
 #include "analysis/fidelity_check.h"
 #include "analysis/open_trace.h"
 #include "analysis/replay.h"
+#include "analysis/text_report.h"
 
 namespace fragscope::cli {
 namespace {
@@ -105,11 +106,21 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
   out << "  got (fragscope):    " << d.got << "\n";
   out << "  the trace's events up to it:\n";
   for (const std::string& line : d.context) out << "    " << line << "\n";
-  if (d.expected.rfind("oom", 0) == 0 && !config->allowed_bytes.has_value() &&
-      info.format == TraceFormat::kPyTorchSnapshot) {
-    out << "  hint: PyTorch ran out of memory here but the replay did not. If the job ran under "
-           "a per-process memory fraction (snapshots do not record it), pass --memory-fraction "
-           "or --allowed, and --capacity.\n";
+  // A job under a memory cap either fails here or first releases its cached segments to retry
+  // (PyTorch's retry ladder); a replay without the cap does neither.
+  const bool starts_retry =
+      (d.expected.rfind("segment_free", 0) == 0 || d.expected.rfind("segment_unmap", 0) == 0) &&
+      d.got.rfind("nothing", 0) == 0;
+  if ((d.expected.rfind("oom", 0) == 0 || starts_retry) && !config->allowed_bytes.has_value() &&
+      info.format != TraceFormat::kRmmCsv) {
+    WriteWrapped(
+        out,
+        absl::StrFormat(
+            "PyTorch %s here but the replay did not. If the job ran under a per-process memory "
+            "fraction (traces do not record it), pass --memory-fraction or --allowed, and "
+            "--capacity.",
+            starts_retry ? "released cached segments to retry an allocation" : "ran out of memory"),
+        "  hint: ");
   }
   if (info.expandable_segments && !options.capacity_bytes.has_value() && info.capacity_bytes == 0) {
     out << "  hint: the trace uses expandable segments, whose address reservations are 9/8 of "

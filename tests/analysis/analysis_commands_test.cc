@@ -255,6 +255,13 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
     args.insert(args.end(), cap.begin(), cap.end());
     return Fragscope(args);
   };
+  // Without the cap the job's retry ladder (cached segments released) is where verify diverges,
+  // and it says what is missing.
+  CommandRun uncapped_verify = Fragscope({"verify", log});
+  EXPECT_EQ(uncapped_verify.code, 1) << uncapped_verify.err;
+  EXPECT_THAT(uncapped_verify.out,
+              HasSubstr("hint: PyTorch released cached segments to retry an allocation here"));
+  EXPECT_THAT(uncapped_verify.out, HasSubstr("--memory-fraction or --allowed"));
   CommandRun verify = with_cap({"verify", log});
   EXPECT_EQ(verify.code, 0) << verify.out << verify.err;
   EXPECT_THAT(verify.out, HasSubstr("faithful (90 events): 15 segment events, 21 allocations and "
