@@ -137,7 +137,10 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
         return;
       }
       config_.options = *options;
+      // A cap the user gave (--allowed, --memory-fraction) wins over the log's, as in Init.
+      const double fraction = options->per_process_memory_fraction;
       allocator_->SetOptions(std::move(*options));
+      if (!config_.allowed_bytes.has_value()) (void)allocator_->SetMemoryFraction(fraction);
       return;
     }
     case EventKind::kAlloc:

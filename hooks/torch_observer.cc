@@ -10,6 +10,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -56,17 +57,65 @@ std::string NativeAllocConf() {
   return hooks::GetEnv("PYTORCH_ALLOC_CONF").value_or("");
 }
 
+// Whether PyTorch checks its memory cap (set_per_process_memory_fraction) around this action:
+// the device calls (cudaMalloc, cudaFree, map, unmap) and the OOM.
+bool IsDeviceCallOrOom(TraceEntry::Action action) {
+  switch (action) {
+    case TraceEntry::SEGMENT_ALLOC:
+    case TraceEntry::SEGMENT_FREE:
+    case TraceEntry::SEGMENT_MAP:
+    case TraceEntry::SEGMENT_UNMAP:
+    case TraceEntry::OOM:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Everything observing needs, created once by the first successful ObserveNativeAllocator and
 // never destroyed (PyTorch keeps calling the tracker until the process ends).
+//
+// Note [The memory fraction in observed logs]
+// torch.cuda.set_per_process_memory_fraction caps PyTorch's reserved memory without showing in
+// PYTORCH_CUDA_ALLOC_CONF, and a replay without the cap serves what the job could not (its OOM
+// "not reproduced", its retry ladder a divergence). So the log records it as
+// per_process_memory_fraction in the allocator options: in the header when set before
+// observing, and as an options change when it differs at a device call or an OOM (the first
+// moments it can matter; reading it is a plain load in PyTorch, safe under its lock). The replay
+// applies it like any other option. Only when the job's own conf parsed: the log's options string
+// is then the conf re-formatted with the fraction.
 struct Observer {
   std::string pattern;
   std::unique_ptr<hooks::DeviceLogs> logs;
+  // The job's allocator options, when its conf parsed (see the Note).
+  std::optional<AllocatorOptions> options;
   // Per device: created at attach time, used only under that device's allocator lock.
   std::array<std::unique_ptr<hooks::NativeTraceConverter>, kMaxDevices> converters;
   std::array<EventLogHeaderInfo, kMaxDevices> headers;
+  std::array<double, kMaxDevices> fractions{};  // the fraction the log shows, per device
 
   EventLogWriter* Log(int device) {
     return logs->GetOrOpen(device, [&] { return headers[static_cast<size_t>(device)]; });
+  }
+
+  // The options string for the job's conf under `fraction`. REQUIRES: options.
+  std::string ConfWithFraction(double fraction) const {
+    AllocatorOptions with = *options;
+    with.per_process_memory_fraction = fraction;
+    return FormatAllocatorOptions(with);
+  }
+
+  // Records the device's memory fraction if it changed (Note [The memory fraction in observed
+  // logs]). Under PyTorch's allocator lock.
+  void RecordFractionChange(int device) {
+    if (!options.has_value()) return;
+    const double fraction =
+        c10::cuda::CUDACachingAllocator::getMemoryFraction(static_cast<c10::DeviceIndex>(device));
+    double& shown = fractions[static_cast<size_t>(device)];
+    if (fraction == shown || !(fraction >= 0.0 && fraction <= 1.0)) return;
+    shown = fraction;
+    if (EventLogWriter* writer = Log(device))
+      writer->RecordOptionsChange(ConfWithFraction(fraction));
   }
 
   // Runs under PyTorch's allocator lock: no exception may escape into PyTorch.
@@ -76,6 +125,7 @@ struct Observer {
       if (device < 0 || device >= kMaxDevices) return;
       hooks::NativeTraceConverter* converter = converters[static_cast<size_t>(device)].get();
       if (converter == nullptr) return;
+      if (IsDeviceCallOrOom(entry.action_)) RecordFractionChange(device);
       hooks::NativeTraceEntry native;
       native.action = ActionOf(entry.action_);
       native.device = device;
@@ -133,24 +183,35 @@ absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
 
     const std::string alloc_conf = NativeAllocConf();
     absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(alloc_conf);
-    if (!options.ok()) {
-      std::fprintf(stderr,
-                   "fragscope: observe: cannot parse PyTorch's allocator conf \"%s\" (%s); block "
-                   "sizes in the log assume PyTorch's defaults\n",
-                   alloc_conf.c_str(), std::string(options.status().message()).c_str());
-      options = AllocatorOptions{};
-    }
     auto observer = std::make_unique<Observer>();
     observer->pattern = config->log_pattern;
     observer->logs = std::make_unique<hooks::DeviceLogs>(config->log_pattern);
+    const bool conf_parsed = options.ok();
+    if (!options.ok()) {
+      std::fprintf(stderr,
+                   "fragscope: observe: cannot parse PyTorch's allocator conf \"%s\" (%s); block "
+                   "sizes in the log assume PyTorch's defaults, and the memory fraction is not "
+                   "recorded\n",
+                   alloc_conf.c_str(), std::string(options.status().message()).c_str());
+      options = AllocatorOptions{};
+    } else {
+      observer->options = *options;
+    }
     const int device_count = std::min<int>(c10::cuda::device_count(), kMaxDevices);
     for (int d = 0; d < device_count; ++d) {
-      const cudaDeviceProp* prop = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(d));
+      const auto index = static_cast<c10::DeviceIndex>(d);
+      const cudaDeviceProp* prop = at::cuda::getDeviceProperties(index);
       EventLogHeaderInfo& header = observer->headers[static_cast<size_t>(d)];
       header.device_name = prop->name;
       header.device_total_bytes = prop->totalGlobalMem;
       header.device_index = d;
       header.allocator_options = alloc_conf;
+      observer->fractions[static_cast<size_t>(d)] = 1.0;
+      const double fraction = c10::cuda::CUDACachingAllocator::getMemoryFraction(index);
+      if (conf_parsed && fraction >= 0.0 && fraction < 1.0) {
+        observer->fractions[static_cast<size_t>(d)] = fraction;
+        header.allocator_options = observer->ConfWithFraction(fraction);
+      }
       observer->converters[static_cast<size_t>(d)] =
           std::make_unique<hooks::NativeTraceConverter>(*options, prop->totalGlobalMem);
     }

@@ -107,6 +107,23 @@ TEST(ReplayTest, OptionsChangesAndOomsReplayFaithfully) {
   EXPECT_EQ(r.counts.ooms, 1u);
 }
 
+// A memory fraction set during the job (logged as an options change) caps the replay from there
+// on, as it capped the job, and lifting it lifts the replay's cap too.
+TEST(ReplayTest, MemoryFractionChangesInTheLogCapTheReplay) {
+  TraceBuilder t(64 * kMiB);
+  DevicePtr a = t.Alloc(24 * kMiB);
+  t.SetOptions("per_process_memory_fraction:0.5");
+  t.AllocExpectOom(12 * kMiB);  // 24 + 12 > 32 MiB allowed
+  t.SetOptions("");
+  DevicePtr b = t.Alloc(12 * kMiB);
+  t.Free(a);
+  t.Free(b);
+  VerifyResult r = Verify(t.Finish());
+  EXPECT_FALSE(r.divergence.has_value()) << r.divergence->expected << " / " << r.divergence->got;
+  EXPECT_EQ(r.counts.ooms, 1u);
+  EXPECT_EQ(r.counts.allocations, 2u);
+}
+
 // A random job on four streams with record_stream, frees, empty_cache and OOMs on a 600 MiB
 // device (TCMalloc-style randomized test with a fixed seed); the path of its log.
 std::string RecordRandomJob(uint64_t seed, DeviceStats* stats = nullptr) {

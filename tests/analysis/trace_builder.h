@@ -72,9 +72,13 @@ class TraceBuilder {
     Tick();
     writer_->Mark(text, now_ns_);
   }
+  // As a job's settings change: the options, and the memory fraction they carry (the hooks log
+  // set_per_process_memory_fraction as an options change with per_process_memory_fraction).
   void SetOptions(const std::string& conf) {
     Tick();
-    allocator_->SetOptions(*ParseAllocatorOptions(conf));
+    const AllocatorOptions options = *ParseAllocatorOptions(conf);
+    allocator_->SetOptions(options);
+    EXPECT_TRUE(allocator_->SetMemoryFraction(options.per_process_memory_fraction).ok());
     writer_->OptionsChange(conf, now_ns_);
   }
   void EmptyCache() {

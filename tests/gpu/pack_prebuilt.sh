@@ -8,19 +8,21 @@
 #   scripts/gpu_validate.sh OUT_DIR <out-dir>    # the whole GPU validation (issue 8)
 # Build first: cmake --build BUILD --target fragscope fragscope_alloc fragscope_preload
 #   fragscope_torch fslog_counts cuda_backend_gpu_test torch_replace_gpu_test
-#   torch_observe_gpu_test [gpu_allocator_comparison]
+#   torch_observe_gpu_test torch_observe_fraction_gpu_test [gpu_allocator_comparison]
 # Usage: tests/gpu/pack_prebuilt.sh [build-dir] [out-dir]   (defaults: build-hooks build-gpu-pack)
 set -euo pipefail
 build=${1:-build-hooks}
 out=${2:-build-gpu-pack}
 for f in fragscope tests/gpu/fslog_counts tests/gpu/cuda_backend_gpu_test \
-         tests/gpu/torch_replace_gpu_test tests/gpu/torch_observe_gpu_test; do
+         tests/gpu/torch_replace_gpu_test tests/gpu/torch_observe_gpu_test \
+         tests/gpu/torch_observe_fraction_gpu_test; do
   [ -x "$build/$f" ] || { echo "pack_prebuilt: $build/$f is missing: build it first" >&2; exit 1; }
 done
 rm -rf "$out" && mkdir -p "$out/hooks" "$out/bin" "$out/syslibs"
 cp "$build"/hooks/*.so "$out/hooks/"
 cp "$build/fragscope" "$out/bin/"
-for t in fslog_counts cuda_backend_gpu_test torch_replace_gpu_test torch_observe_gpu_test; do
+for t in fslog_counts cuda_backend_gpu_test torch_replace_gpu_test torch_observe_gpu_test \
+         torch_observe_fraction_gpu_test; do
   cp "$build/tests/gpu/$t" "$out/bin/"
 done
 if [ -x "$build/bench/gpu_allocator_comparison" ]; then

@@ -16,7 +16,8 @@ failures=0
 runs=0
 skipped=0
 skipped_in() { grep -qE '^\[  SKIPPED \] [0-9]+ test|^skipped: ' "$1"; }
-for t in cuda_backend_gpu_test torch_replace_gpu_test torch_observe_gpu_test; do
+for t in cuda_backend_gpu_test torch_replace_gpu_test torch_observe_gpu_test \
+         torch_observe_fraction_gpu_test; do
   for name in $("$pack/bin/$t" --gtest_list_tests | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
     timeout -k 10 240 "$pack/bin/$t" --gtest_filter="$name" > "$logs/$name.log" 2>&1
     rc=$?
