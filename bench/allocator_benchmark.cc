@@ -5,6 +5,9 @@
 //   BM_WarmPairLogged    the same with the .fslog writer attached.
 //   BM_WarmPairObserved  the same with an observer that does nothing: the dispatch's share of
 //                        the logged pair's overhead.
+//   BM_WarmPairPaced, BM_WarmPairLoggedPaced
+//                        the pairs in timed bursts of 400 with 200 us pauses (a job's rhythm:
+//                        the log's writer keeps up, and each burst starts cold).
 //   BM_RandomAllocations RMM's random_allocations: 2N steps, each allocates with 73 % probability
 //                        (below N live blocks and a 16000 MiB cap), else frees a random live
 //                        block; sizes uniform in [1, max_size MiB]. Reported per operation.
@@ -72,12 +75,11 @@ void BM_WarmPair(benchmark::State& state) {
 }
 BENCHMARK(BM_WarmPair)->Arg(4096)->Arg(1 << 20)->Arg(32 << 20)->Arg(512 << 20);
 
-// The same pair with the .fslog writer attached (three events per pair: alloc, free_requested,
-// free_completed; two records, the free's combined), writing to /tmp. Target: <= 10 % over
-// BM_WarmPair.
-void BM_WarmPairLogged(benchmark::State& state) {
-  SimulatedBackend backend(80 * kGiB);
-  CachingAllocator allocator(backend, DefaultOptions());
+// Runs `run` with the .fslog writer observing `allocator`, writing to /tmp (deleted after), and
+// reports the records it dropped (every buffer awaiting the disk).
+template <typename Run>
+void RunLogged(benchmark::State& state, const SimulatedBackend& backend,
+               CachingAllocator& allocator, Run run) {
   EventLogHeaderInfo info;
   info.device_name = backend.name();
   info.device_total_bytes = backend.capacity_bytes();
@@ -88,12 +90,20 @@ void BM_WarmPairLogged(benchmark::State& state) {
     return;
   }
   allocator.AddObserver(writer->get());
-  RunWarmPairs(state, allocator);
+  run();
   state.counters["dropped_records"] = static_cast<double>((*writer)->dropped_records());
   allocator.RemoveObserver(writer->get());
   const std::string path = (*writer)->path();
   writer->reset();
   std::remove(path.c_str());
+}
+
+// The same pair with the .fslog writer attached (three events per pair: alloc, free_requested,
+// free_completed; two records, the free's combined). Target: <= 10 % over BM_WarmPair.
+void BM_WarmPairLogged(benchmark::State& state) {
+  SimulatedBackend backend(80 * kGiB);
+  CachingAllocator allocator(backend, DefaultOptions());
+  RunLogged(state, backend, allocator, [&] { RunWarmPairs(state, allocator); });
 }
 BENCHMARK(BM_WarmPairLogged)->Arg(1 << 20)->Arg(32 << 20);
 
@@ -107,22 +117,7 @@ BENCHMARK(BM_WarmPairPaced)->Arg(1 << 20)->Arg(32 << 20)->UseManualTime();
 void BM_WarmPairLoggedPaced(benchmark::State& state) {
   SimulatedBackend backend(80 * kGiB);
   CachingAllocator allocator(backend, DefaultOptions());
-  EventLogHeaderInfo info;
-  info.device_name = backend.name();
-  info.device_total_bytes = backend.capacity_bytes();
-  absl::StatusOr<std::unique_ptr<EventLogWriter>> writer =
-      EventLogWriter::Open("/tmp/fragscope_bench_%p.fslog", info);
-  if (!writer.ok()) {
-    state.SkipWithError(std::string(writer.status().message()).c_str());
-    return;
-  }
-  allocator.AddObserver(writer->get());
-  RunPacedWarmPairs(state, allocator);
-  state.counters["dropped_records"] = static_cast<double>((*writer)->dropped_records());
-  allocator.RemoveObserver(writer->get());
-  const std::string path = (*writer)->path();
-  writer->reset();
-  std::remove(path.c_str());
+  RunLogged(state, backend, allocator, [&] { RunPacedWarmPairs(state, allocator); });
 }
 BENCHMARK(BM_WarmPairLoggedPaced)->Arg(1 << 20)->Arg(32 << 20)->UseManualTime();
 
