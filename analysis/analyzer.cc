@@ -154,7 +154,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   report.warnings = replayer.warnings();
   for (const std::string& w : (*source)->warnings()) report.warnings.push_back(w);
   if (report.metrics.events == 0) {
-    report.warnings.push_back("the trace has no events: nothing to analyze");
+    report.warnings.push_back(kEmptyTraceWarning);
   }
 
   bool trace_has_oom = false;

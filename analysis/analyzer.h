@@ -45,6 +45,9 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
 
 absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const AnalysisOptions& options);
 
+// The warning of a rank whose trace has no events.
+inline constexpr char kEmptyTraceWarning[] = "the trace has no events: nothing to analyze";
+
 // Errors: a file that cannot be read, two logs of the same rank, logs of different jobs.
 absl::StatusOr<AnalysisReport> AnalyzeTraces(const std::vector<std::string>& paths,
                                              const AnalysisOptions& options);

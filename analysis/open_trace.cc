@@ -1,6 +1,8 @@
 #include "analysis/open_trace.h"
 
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <utility>
 
@@ -15,8 +17,17 @@
 namespace fragscope {
 
 absl::StatusOr<TraceFormat> DetectTraceFormat(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: is a directory, not a trace file", path));
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrFormat("%s: cannot open the file", path));
+  if (!in) {
+    const int error = errno;
+    return absl::NotFoundError(
+        absl::StrFormat("%s: cannot open the file: %s", path, std::strerror(error)));
+  }
   char head[16] = {};
   in.read(head, sizeof(head));
   const auto n = static_cast<size_t>(in.gcount());

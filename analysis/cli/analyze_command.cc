@@ -99,6 +99,12 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
   if (!any_events) {
     err << "fragscope analyze: " << flags->positional[0]
         << ": the trace is empty (no allocation events): nothing to analyze\n";
+    // Why it is empty, when the reader knows (e.g. its only chunk was torn).
+    for (const RankReport& r : report->ranks) {
+      for (const std::string& w : r.warnings) {
+        if (w != kEmptyTraceWarning) err << "  warning: " << w << "\n";
+      }
+    }
     return 1;
   }
   TextReportOptions text;

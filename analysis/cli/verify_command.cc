@@ -83,8 +83,12 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
     err << "fragscope verify: " << s.message() << "\n";
     return 1;
   }
+  // The replay's warnings and the reader's (a torn tail dropped, chunks skipped).
+  std::vector<std::string> warnings = replayer.warnings();
+  for (std::string& w : (*source)->warnings()) warnings.push_back(std::move(w));
   if (replayer.events_read() == 0) {
     err << "fragscope verify: " << path << ": the trace is empty (no events): nothing to verify\n";
+    for (const std::string& w : warnings) err << "  warning: " << w << "\n";
     return 1;
   }
   const FidelityCounts& c = checker.counts();
@@ -96,7 +100,7 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
     out << absl::StrFormat(
         "faithful (%d events): %d segment events%s, %d allocations and %d OOMs match the trace\n",
         replayer.events_read(), c.segment_events, maps, c.allocations, c.ooms);
-    for (const std::string& w : replayer.warnings()) out << "  warning: " << w << "\n";
+    for (const std::string& w : warnings) out << "  warning: " << w << "\n";
     return 0;
   }
   const Divergence& d = *checker.divergence();
@@ -128,7 +132,7 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
            "1 TiB): pass the device's --capacity so reservations land at the trace's "
            "addresses.\n";
   }
-  for (const std::string& w : replayer.warnings()) out << "  warning: " << w << "\n";
+  for (const std::string& w : warnings) out << "  warning: " << w << "\n";
   return 1;
 }
 

@@ -2,6 +2,7 @@
 // message naming the problem for every kind of bad input.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "analysis/cli/command_line.h"
@@ -135,6 +136,14 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
     w->Append(e, 1);
     ASSERT_OK(w->Close());
   }
+  // A log cut inside its only chunk (a job killed while the chunk was being written): empty, and
+  // the messages say why.
+  const std::string torn = TempPath("torn.fslog");
+  {
+    std::ifstream in(QuietLog(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(torn, std::ios::binary) << bytes.substr(0, bytes.size() - 10);
+  }
   struct Case {
     std::vector<std::string> args;
     int code;
@@ -143,7 +152,10 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
   const std::vector<Case> cases = {
       {{"analyze"}, 2, "no trace given"},
       {{"analyze", QuietLog(), "--bogus"}, 2, "unknown flag --bogus"},
-      {{"analyze", "/nonexistent/trace.fslog"}, 1, "cannot open"},
+      {{"analyze", "/nonexistent/trace.fslog"}, 1, "cannot open the file: No such file"},
+      {{"analyze", ::testing::TempDir()}, 1, "is a directory, not a trace file"},
+      {{"analyze", torn}, 1, "torn tail: incomplete chunk"},
+      {{"verify", torn}, 1, "torn tail: incomplete chunk"},
       {{"analyze", empty}, 1, "the file is empty"},
       {{"analyze", garbage}, 1, "not a format fragscope reads"},
       {{"analyze", no_events}, 1, "the trace is empty"},
