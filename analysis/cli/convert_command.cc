@@ -3,6 +3,7 @@
 // written out, so every output carries complete allocator decisions (segments, block sizes)
 // even when the input had none (an RMM CSV). For a trace that `fragscope verify` finds faithful
 // (any .fslog written by fragscope, PyTorch's own snapshots) they are the trace's own decisions.
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -91,6 +92,13 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   }
   const std::string& in = flags->positional[0];
   const std::string& out_path = flags->positional[1];
+  // Writing OUT truncates it while IN is still being read: never the same file.
+  std::error_code ec;
+  if (std::filesystem::equivalent(in, out_path, ec)) {
+    err << "fragscope convert: '" << out_path
+        << "' is the input file; write the output to another path\n";
+    return 2;
+  }
   std::string to = flags->Get("--to") != nullptr ? *flags->Get("--to") : "";
   if (to.empty()) {
     if (absl::EndsWith(out_path, ".fslog")) to = "fslog";

@@ -169,6 +169,7 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"verify", Oracle("micro_expandable")}, 1, "pass the device's --capacity"},
       {{"sweep", QuietLog(), "--max-split-size-mb", "10"}, 2, "max_split_size_mb"},
       {{"convert", QuietLog(), TempPath("out.txt")}, 2, "cannot tell the output format"},
+      {{"convert", torn, torn}, 2, "is the input file"},
       {{"demo", "--steps", "x"}, 2, "--steps expects"},
   };
   for (const Case& c : cases) {
