@@ -73,6 +73,10 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
     err << "fragscope analyze: " << s.message() << "\n";
     return 2;
   }
+  if (absl::Status s = CheckOutputsAreNotInputs(*flags, {"--json", "--html"}); !s.ok()) {
+    err << "fragscope analyze: " << s.message() << "\n";
+    return 2;
+  }
   if (const std::string* at = flags->Get("--at")) {
     absl::StatusOr<uint64_t> n = ParseCount(*at, "--at");
     if (!n.ok()) {

@@ -1,6 +1,8 @@
 #include "analysis/cli/cli_flags.h"
 
 #include <cmath>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -175,6 +177,22 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
             absl::StrFormat("--gc-threshold expects numbers in [0, 1) (0 = off), got '%s'", item));
       }
       options->sweep.garbage_collection_thresholds.push_back(t);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOutputsAreNotInputs(const ParsedFlags& flags,
+                                      std::initializer_list<std::string_view> output_flags) {
+  for (std::string_view flag : output_flags) {
+    const std::string* out = flags.Get(flag);
+    if (out == nullptr) continue;
+    for (const std::string& in : flags.positional) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(*out, in, ec)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s '%s' is an input trace; write the report to another path", flag, *out));
+      }
     }
   }
   return absl::OkStatus();

@@ -51,6 +51,11 @@ inline const std::vector<FlagSpec> kSweepFlags = {
 // Applies kTraceFlags and kSweepFlags found in `flags`.
 absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* options);
 
+// An error naming the flag when one of `output_flags` (e.g. --json, --html) names the same file
+// as one of the positional arguments (the traces): a report must never overwrite a trace.
+absl::Status CheckOutputsAreNotInputs(const ParsedFlags& flags,
+                                      std::initializer_list<std::string_view> output_flags);
+
 // Concatenation helper for spec lists.
 std::vector<FlagSpec> Flags(std::initializer_list<std::vector<FlagSpec>> lists);
 

@@ -56,6 +56,10 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
     err << "fragscope sweep: " << s.message() << "\n";
     return 2;
   }
+  if (absl::Status s = CheckOutputsAreNotInputs(*flags, {"--json"}); !s.ok()) {
+    err << "fragscope sweep: " << s.message() << "\n";
+    return 2;
+  }
   absl::StatusOr<TraceOpener> opener = TraceOpener::Create(flags->positional[0], {options.device});
   if (!opener.ok()) {
     err << "fragscope sweep: " << opener.status().message() << "\n";

@@ -170,6 +170,8 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"sweep", QuietLog(), "--max-split-size-mb", "10"}, 2, "max_split_size_mb"},
       {{"convert", QuietLog(), TempPath("out.txt")}, 2, "cannot tell the output format"},
       {{"convert", torn, torn}, 2, "is the input file"},
+      {{"analyze", torn, "--html", torn}, 2, "--html '" + torn + "' is an input trace"},
+      {{"sweep", torn, "--json", torn}, 2, "--json '" + torn + "' is an input trace"},
       {{"demo", "--steps", "x"}, 2, "--steps expects"},
   };
   for (const Case& c : cases) {
