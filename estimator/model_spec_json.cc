@@ -1,9 +1,13 @@
 #include "estimator/model_spec_json.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <system_error>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -249,8 +253,17 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text) {
 }
 
 absl::StatusOr<ModelSpec> LoadModelSpecFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model spec file '", path, "' is a directory (expected a JSON file)"));
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open model spec file '", path, "'"));
+  if (!in) {
+    const int error = errno;
+    return absl::NotFoundError(
+        absl::StrCat("cannot open model spec file '", path, "': ", std::strerror(error)));
+  }
   std::ostringstream text;
   text << in.rdbuf();
   absl::StatusOr<ModelSpec> spec = ModelSpecFromJson(text.str());

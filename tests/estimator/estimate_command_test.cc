@@ -205,7 +205,9 @@ TEST(EstimateCommandTest, BadModelJsonNamesFileFieldAndPosition) {
   }
   ExpectUsageError({"--model-json", path}, {"num_kv_heads = 3", "num_heads = 64"});
   std::remove(path.c_str());
-  ExpectUsageError({"--model-json", "/nonexistent/x.json"}, {"/nonexistent/x.json"});
+  ExpectUsageError({"--model-json", "/nonexistent/x.json"},
+                   {"/nonexistent/x.json", "No such file or directory"});
+  ExpectUsageError({"--model-json", ::testing::TempDir()}, {"is a directory"});
 }
 
 TEST(EstimateCommandTest, TorchAutocastActivationModel) {
