@@ -6,7 +6,8 @@
   2. the job natively with PyTorch's defaults (expected: OOM);
   3. the same under fragscope.observe() (expected: the same OOM, now in an .fslog);
   4. `fragscope analyze` of that log (text + JSON: the OOM's cause) and `fragscope sweep`
-     (text + JSON: the recommended PYTORCH_CUDA_ALLOC_CONF);
+     (text + JSON: the recommended PYTORCH_CUDA_ALLOC_CONF); `fragscope verify` with the cap
+     flags and without them (the log records the memory fraction itself);
   5. the job natively with the recommended setting (expected: completes), and, when that
      setting is expandable segments, also with the best sweep setting without them.
 
@@ -171,6 +172,15 @@ def main():
         if "fragmentation" not in causes:
             ok = False
             md.append(f"- FAILED: the OOM was not classified as fragmentation ({causes})")
+        # The observed log records set_per_process_memory_fraction itself (hooks/README.md), so
+        # the replay needs no cap flags.
+        rc_u, uncapped = r.run("observed_verify_uncapped", [r.fragscope, "verify", logs[0]])
+        first = uncapped.strip().splitlines()[0] if uncapped.strip() else "(no output)"
+        md.append(f"- `fragscope verify` with no cap flags (the log records the fraction): exit "
+                  f"{rc_u}, {first}")
+        if rc_u != 0:
+            ok = False
+            md.append("- FAILED: the observed log does not replay under the cap it recorded")
     for i, conf in enumerate(confs):
         rc, _, fixed = r.job(f"native_fixed{i}", "torch", a.allowed_gib, conf=conf)
         md.append(describe(f"native, `PYTORCH_CUDA_ALLOC_CONF={conf}`", rc, fixed))
