@@ -184,7 +184,12 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
       Size(m.peak_internal_waste_bytes));
   if (r.at_layout.has_value()) {
     const LayoutSummary& l = *r.at_layout;
-    out << absl::StrFormat("\nLayout after event %d (%s)\n", l.index, FormatDuration(l.time_ns));
+    // The layout after the last event <= --at; a trace that ends before --at is said to.
+    const bool past_end =
+        r.at_index.has_value() && *r.at_index > l.index && l.index == r.final_layout.index;
+    out << absl::StrFormat(
+        "\nLayout after event %d (%s%s)\n", l.index, FormatDuration(l.time_ns),
+        past_end ? absl::StrFormat("; the trace ends before --at %d", *r.at_index) : "");
     Wrapped(out,
             absl::StrFormat("%d segments (%d fragmented), reserved %s, allocated %s, %s free in "
                             "%d holes (largest %s; RMM fragmentation %.3f)",

@@ -8,6 +8,7 @@
 #include "analysis/cli/progress_bar.h"
 #include "analysis/html_report.h"
 #include "analysis/json_report.h"
+#include "analysis/model_gap.h"
 #include "analysis/text_report.h"
 
 namespace fragscope::cli {
@@ -85,7 +86,14 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
     }
     options.at_index = *n;
   }
-  if (const std::string* model = flags->Get("--model")) options.model = *model;
+  if (const std::string* model = flags->Get("--model")) {
+    // Checked before the replay, which may take seconds on a large trace.
+    if (absl::StatusOr<estimator::MemoryEstimate> e = EstimateFromModelSpec(*model); !e.ok()) {
+      err << "fragscope analyze: " << e.status().message() << "\n";
+      return 2;
+    }
+    options.model = *model;
+  }
   options.run_sweep = !flags->Has("--no-sweep");
   ProgressBar bar(err);
   if (bar.active()) {  // else no progress hook in the replay at all

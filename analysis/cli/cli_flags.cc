@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "allocator/allocator_options.h"
 
 namespace fragscope::cli {
 
@@ -132,7 +133,15 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
     if (!bytes.ok()) return bytes.status();
     options->allowed_bytes = *bytes;
   }
-  if (const std::string* v = flags.Get("--conf")) options->conf = *v;
+  if (const std::string* v = flags.Get("--conf")) {
+    // Checked here, before any trace is read, so that a typo is a usage error at once rather
+    // than a failed analysis after the trace was opened.
+    if (absl::StatusOr<AllocatorOptions> parsed = ParseAllocatorOptions(*v); !parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--conf '%s': %s", *v, parsed.status().message()));
+    }
+    options->conf = *v;
+  }
   if (const std::string* v = flags.Get("--device")) {
     absl::StatusOr<uint64_t> n = ParseCount(*v, "--device");
     if (!n.ok()) return n.status();

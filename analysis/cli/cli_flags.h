@@ -48,7 +48,8 @@ inline const std::vector<FlagSpec> kSweepFlags = {
     {"--gc-threshold"},      {"--expandable-segments"},
     {"--placement"},         {"--threads"}};
 
-// Applies kTraceFlags and kSweepFlags found in `flags`.
+// Applies kTraceFlags and kSweepFlags found in `flags`, checking every value (a --conf string
+// included) before any trace is opened: an error here is a usage error.
 absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* options);
 
 // An error naming the flag when one of `output_flags` (e.g. --json, --html) names the same file

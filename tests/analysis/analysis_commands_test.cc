@@ -85,8 +85,15 @@ TEST(AnalysisCommandsTest, AnalyzeSnapshotWithModel) {
   CommandRun r = Fragscope({"analyze", Oracle("gpt2_plain"), "--no-sweep", "--at", "3000",
                             "--model", "gpt2-small:seq=512,micro_batch=4"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("Layout after event 3000"));
+  EXPECT_THAT(r.out, HasSubstr("Layout after event 3000 ("));
+  EXPECT_THAT(r.out, Not(HasSubstr("the trace ends before")));
   EXPECT_THAT(r.out, HasSubstr("Theoretical footprint"));
+}
+
+TEST(AnalysisCommandsTest, AnalyzeAtPastTheEndSaysTheTraceEndsFirst) {
+  CommandRun r = Fragscope({"analyze", QuietLog(), "--no-sweep", "--at", "99999999"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("; the trace ends before --at 99999999)"));
 }
 
 TEST(AnalysisCommandsTest, AnalyzeRmmLogWithCapacity) {
@@ -163,7 +170,13 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"analyze", QuietLog(0, 2), QuietLog(0, 2)}, 1, "unknown rank mix"},
       {{"analyze", QuietLog(0, 2), QuietLog(1, 4)}, 1, "unknown rank mix"},
       {{"analyze", QuietLog(), "--capacity", "lots"}, 2, "--capacity expects a size"},
-      {{"analyze", QuietLog(), "--model", "no-such-model"}, 1, "no-such-model"},
+      // Flag values are usage errors, found before any trace is replayed.
+      {{"analyze", QuietLog(), "--model", "no-such-model"}, 2, "unknown preset 'no-such-model'"},
+      {{"analyze", QuietLog(), "--model", "gpt2-small:seq=x"}, 2, "seq expects"},
+      {{"analyze", QuietLog(), "--conf", "bogus:1"}, 2, "--conf 'bogus:1': Unrecognized key"},
+      {{"sweep", QuietLog(), "--conf", "max_split_size_mb:10"}, 2, "must be >= 20"},
+      {{"verify", QuietLog(), "--conf", "expandable_segments:maybe"}, 2, "--conf"},
+      {{"convert", QuietLog(), TempPath("c.json"), "--conf", "x"}, 2, "--conf 'x'"},
       {{"verify", no_events}, 1, "the trace is empty"},
       // No capacity in the snapshot: reservations are sized for 1 TiB, so addresses differ.
       {{"verify", Oracle("micro_expandable")}, 1, "pass the device's --capacity"},
