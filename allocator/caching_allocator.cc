@@ -4,9 +4,9 @@
 #include "allocator/caching_allocator.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "allocator/memory_fraction.h"
 #include "allocator/size_policy.h"
 
 namespace fragscope {
@@ -344,9 +344,19 @@ absl::Status CachingAllocator::SetMemoryFraction(double fraction) {
     allowed_maximum_bytes_.reset();
     return absl::OkStatus();
   }
-  const double total = static_cast<double>(backend_.MemInfo().total_bytes);
-  allowed_maximum_bytes_ = static_cast<uint64_t>(std::llround(fraction * total));
+  // Truncated, as PyTorch 2.11 does: Note [The memory fraction's bytes].
+  allowed_maximum_bytes_ = AllowedBytesForFraction(fraction, backend_.MemInfo().total_bytes);
   return absl::OkStatus();
+}
+
+void CachingAllocator::SetAllowed(std::optional<uint64_t> bytes) {
+  Lock lock(&mu_);
+  allowed_maximum_bytes_ = bytes;
+}
+
+std::optional<uint64_t> CachingAllocator::Allowed() const {
+  Lock lock(&mu_);
+  return allowed_maximum_bytes_;
 }
 
 double CachingAllocator::GetMemoryFraction() const {

@@ -86,10 +86,15 @@ class CachingAllocator {
   // Returns every unsplit cached segment to the device, after synchronizing pending events.
   void EmptyCache();
 
-  // Caps reserved memory at round(fraction * device total); 1.0 removes the cap.
+  // Caps reserved memory at fraction * device total, truncated to bytes (PyTorch 2.11's cap;
+  // Note [The memory fraction's bytes] in memory_fraction.h); 1.0 removes the cap.
   // REQUIRES: 0 <= fraction <= 1, else kInvalidArgument.
   absl::Status SetMemoryFraction(double fraction);
   double GetMemoryFraction() const;
+  // The cap in bytes, exactly (a replay's --allowed; no round trip through a fraction); nullopt
+  // removes it. Allowed() is the cap in force, from either setter.
+  void SetAllowed(std::optional<uint64_t> bytes);
+  std::optional<uint64_t> Allowed() const;
 
   // Replaces the options (torch._C._accelerator_setAllocatorSettings). Takes effect for the next
   // decision; existing blocks keep their sizes.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
+#include "allocator/memory_fraction.h"
 #include "allocator/memory_summary.h"
 #include "analysis/hook_list.h"
 #include "analysis/metrics.h"
@@ -104,8 +105,8 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
   if (options.allowed_bytes.has_value()) {
     config.allowed_bytes = options.allowed_bytes;
   } else if (options.memory_fraction.has_value()) {
-    config.allowed_bytes = static_cast<uint64_t>(*options.memory_fraction *
-                                                 static_cast<double>(config.capacity_bytes));
+    // PyTorch's cap for the fraction (Note [The memory fraction's bytes]).
+    config.allowed_bytes = AllowedBytesForFraction(*options.memory_fraction, config.capacity_bytes);
   }
   return config;
 }

@@ -67,10 +67,12 @@ absl::Status Replayer::Init() {
   allocator_->ResetPeakStats();
   allocator_->ResetAccumulatedStats();
   allocator_->SetOptions(config_.options);
-  const double capacity = static_cast<double>(config_.capacity_bytes);
   if (config_.allowed_bytes.has_value()) {
-    const double fraction = std::min(1.0, static_cast<double>(*config_.allowed_bytes) / capacity);
-    return allocator_->SetMemoryFraction(fraction);
+    // Exactly the bytes given; a cap at or above the capacity is no cap (fraction 1.0).
+    const uint64_t allowed = *config_.allowed_bytes;
+    allocator_->SetAllowed(allowed < config_.capacity_bytes ? std::optional(allowed)
+                                                            : std::nullopt);
+    return absl::OkStatus();
   }
   if (config_.options.per_process_memory_fraction < 1.0) {
     return allocator_->SetMemoryFraction(config_.options.per_process_memory_fraction);

@@ -30,10 +30,9 @@ void Replayer::SettleSegmentFrees(const TraceEvent& next) {
     const DeviceStats stats = allocator_->GetStats();
     const auto reserved = static_cast<uint64_t>(stats.reserved_bytes[0].current);
     const AllocatorOptions& o = config_.options;
-    const double fraction = allocator_->GetMemoryFraction();
-    const bool capped = fraction < 1.0;
-    const auto allowed =
-        static_cast<uint64_t>(fraction * static_cast<double>(config_.capacity_bytes));
+    const std::optional<uint64_t> cap = allocator_->Allowed();
+    const bool capped = cap.has_value();
+    const uint64_t allowed = cap.value_or(config_.capacity_bytes);
     const bool gc_due = capped && o.garbage_collection_threshold > 0 &&
                         static_cast<double>(reserved) >
                             o.garbage_collection_threshold * static_cast<double>(allowed);

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "allocator/allocator_options.h"
+#include "allocator/memory_fraction.h"
 #include "hooks/device_logs.h"
 #include "hooks/hook_config.h"
 #include "hooks/native_trace_converter.h"
@@ -98,10 +99,16 @@ struct Observer {
     return logs->GetOrOpen(device, [&] { return headers[static_cast<size_t>(device)]; });
   }
 
-  // The options string for the job's conf under `fraction`. REQUIRES: options.
-  std::string ConfWithFraction(double fraction) const {
+  // The options string for the job's conf under the fraction PyTorch reports for `device`
+  // (allowed / total), written as one that gives back exactly the job's cap (Note [The memory
+  // fraction's bytes] in allocator/memory_fraction.h); 1.0 is no cap. REQUIRES: options.
+  std::string ConfWithFraction(int device, double reported) const {
+    const uint64_t total = headers[static_cast<size_t>(device)].device_total_bytes;
     AllocatorOptions with = *options;
-    with.per_process_memory_fraction = fraction;
+    with.per_process_memory_fraction =
+        reported < 1.0 && total > 0
+            ? FractionForAllowedBytes(AllowedBytesOfReportedFraction(reported, total), total)
+            : 1.0;
     return FormatAllocatorOptions(with);
   }
 
@@ -115,7 +122,7 @@ struct Observer {
     if (fraction == shown || !(fraction >= 0.0 && fraction <= 1.0)) return;
     shown = fraction;
     if (EventLogWriter* writer = Log(device))
-      writer->RecordOptionsChange(ConfWithFraction(fraction));
+      writer->RecordOptionsChange(ConfWithFraction(device, fraction));
   }
 
   // Runs under PyTorch's allocator lock: no exception may escape into PyTorch.
@@ -210,7 +217,7 @@ absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
       const double fraction = c10::cuda::CUDACachingAllocator::getMemoryFraction(index);
       if (conf_parsed && fraction >= 0.0 && fraction < 1.0) {
         observer->fractions[static_cast<size_t>(d)] = fraction;
-        header.allocator_options = observer->ConfWithFraction(fraction);
+        header.allocator_options = observer->ConfWithFraction(d, fraction);
       }
       observer->converters[static_cast<size_t>(d)] =
           std::make_unique<hooks::NativeTraceConverter>(*options, prop->totalGlobalMem);

@@ -127,6 +127,29 @@ TEST_F(CachingAllocatorOomTest, MemoryFractionRoundTrips) {
   }
 }
 
+// The cap in bytes: fraction * total truncated, as PyTorch 2.11 computes it, or exactly the bytes
+// given to SetAllowed; fraction 1.0 and nullopt remove it.
+TEST_F(CachingAllocatorOomTest, AllowedBytesAreTheCapInForce) {
+  Init("", kGiB);
+  EXPECT_EQ(allocator_->Allowed(), std::nullopt);
+  ASSERT_OK(allocator_->SetMemoryFraction(2.0 / 3.0));
+  EXPECT_EQ(allocator_->Allowed(), std::optional<uint64_t>(715827882));  // 715827882.67
+  allocator_->SetAllowed(300 * kMiB + 1);
+  EXPECT_EQ(allocator_->Allowed(), std::optional<uint64_t>(300 * kMiB + 1));
+  EXPECT_NEAR(allocator_->GetMemoryFraction(), (300.0 * 1048576 + 1) / 1073741824.0, 1e-12);
+  const DevicePtr x = Alloc(280 * kMiB);
+  const DevicePtr y = Alloc(20 * kMiB);              // 300 MiB reserved: under the cap
+  EXPECT_FALSE(allocator_->Allocate(kMiB, 0).ok());  // a 2 MiB segment: over it
+  allocator_->SetAllowed(std::nullopt);
+  Free(Alloc(kMiB));
+  Free(x);
+  Free(y);
+  EXPECT_EQ(allocator_->GetMemoryFraction(), 1.0);
+  ASSERT_OK(allocator_->SetMemoryFraction(0.5));
+  ASSERT_OK(allocator_->SetMemoryFraction(1.0));
+  EXPECT_EQ(allocator_->Allowed(), std::nullopt);
+}
+
 TEST_F(CachingAllocatorOomTest, FractionOptionAppliesAtConstruction) {
   Init("per_process_memory_fraction:0.25", kGiB);
   EXPECT_DOUBLE_EQ(allocator_->GetMemoryFraction(), 0.25);

@@ -167,6 +167,34 @@ TEST(ReplayExpandableTest, FractionCapIsCheckedAgainstTheAllocationSize) {
   ExpectSameStats(r.stats, allocator.GetStats());
 }
 
+// A cap met exactly: 62 of 78 MiB allowed, 42 MiB reserved, and the small pool's 2 MiB segment
+// released just before a 20 MiB allocation. 42 + 20 MiB reach the cap without passing it, so the
+// allocation needed no release (PyTorch's malloc fails only above the cap): the release was the
+// user's empty_cache(), not the retry ladder's. (The inference once read the cap back through the
+// fraction, 62 MiB - 1 byte for this capacity, took the release for the ladder's, and the replay
+// kept the segment.) segment_free and segment_unmap alike.
+TEST(ReplayExpandableTest, ReleaseBeforeAnAllocationThatFillsTheCapExactlyIsAnEmptyCache) {
+  for (const std::string conf : {"", "expandable_segments:True"}) {
+    SCOPED_TRACE(conf);
+    SimulatedBackend backend(78 * kMiB);
+    CachingAllocator allocator(backend, *ParseAllocatorOptions(conf));
+    allocator.SetAllowed(62 * kMiB);
+    SnapshotRecorder recorder;
+    allocator.AddObserver(&recorder);
+    ASSERT_OK_AND_ASSIGN(DevicePtr a, allocator.Allocate(20 * kMiB, 0));
+    ASSERT_OK_AND_ASSIGN(DevicePtr b, allocator.Allocate(20 * kMiB, 0));
+    ASSERT_OK_AND_ASSIGN(DevicePtr small, allocator.Allocate(1 * kMiB, 0));
+    ASSERT_OK(allocator.Free(small));
+    allocator.EmptyCache();  // releases the small pool's 2 MiB; 40 MiB stay reserved
+    ASSERT_OK_AND_ASSIGN(DevicePtr d, allocator.Allocate(20 * kMiB, 0));  // 40 + 20 <= 62
+    EXPECT_EQ(allocator.GetStats().num_alloc_retries, 0);
+    for (DevicePtr p : {a, b, d}) ASSERT_OK(allocator.Free(p));
+    VerifyResult r = VerifySnapshot(MakeSnapshot(allocator, recorder, conf), 78 * kMiB, 62 * kMiB);
+    EXPECT_FALSE(r.divergence.has_value()) << Describe(r);
+    ExpectSameStats(r.stats, allocator.GetStats());
+  }
+}
+
 // A snapshot whose settings string lacks expandable_segments (set through the API) but whose
 // trace maps pages is replayed with expandable segments.
 TEST(ReplayExpandableTest, SettingsWithoutTheOptionStillReplayExpandable) {
