@@ -359,6 +359,12 @@ std::optional<uint64_t> CachingAllocator::Allowed() const {
   return allowed_maximum_bytes_;
 }
 
+double CachingAllocator::RecordedMemoryFraction() const {
+  Lock lock(&mu_);
+  if (!allowed_maximum_bytes_.has_value()) return 1.0;
+  return FractionForAllowedBytes(*allowed_maximum_bytes_, backend_.MemInfo().total_bytes);
+}
+
 double CachingAllocator::GetMemoryFraction() const {
   Lock lock(&mu_);
   if (!allowed_maximum_bytes_.has_value()) return 1.0;

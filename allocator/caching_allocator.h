@@ -91,6 +91,9 @@ class CachingAllocator {
   // REQUIRES: 0 <= fraction <= 1, else kInvalidArgument.
   absl::Status SetMemoryFraction(double fraction);
   double GetMemoryFraction() const;
+  // The fraction a log records for the cap in force: one that SetMemoryFraction (and PyTorch)
+  // turn back into exactly that cap (FractionForAllowedBytes); 1.0 without a cap.
+  double RecordedMemoryFraction() const;
   // The cap in bytes, exactly (a replay's --allowed; no round trip through a fraction); nullopt
   // removes it. Allowed() is the cap in force, from either setter.
   void SetAllowed(std::optional<uint64_t> bytes);

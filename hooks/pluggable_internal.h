@@ -16,7 +16,7 @@ void ReportException(const char* function);
 
 // Records `allocator`'s current options (memory fraction included) as an options change in the
 // device's log, if it has one.
-void RecordOptionsInLog(AllocatorRegistry& registry, int device, CachingAllocator& allocator);
+void RecordOptionsInLog(AllocatorRegistry& registry, int device, const CachingAllocator& allocator);
 
 // Copies `text` into buf[0..len) snprintf-style; returns text.size().
 size_t CopyOut(const std::string& text, char* buf, size_t len);

@@ -3,14 +3,12 @@
 // allocator: a device fragscope has not allocated on reads as all zeros, as in PyTorch.
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "allocator/device_stats.h"
-#include "allocator/memory_fraction.h"
 #include "allocator/memory_summary.h"
 #include "hooks/fragscope_alloc.h"
 #include "hooks/pluggable_allocator.h"
@@ -37,17 +35,13 @@ DeviceStats StatsOf(int device) {
 
 }  // namespace
 
-void RecordOptionsInLog(AllocatorRegistry& registry, int device, CachingAllocator& allocator) {
+void RecordOptionsInLog(AllocatorRegistry& registry, int device,
+                        const CachingAllocator& allocator) {
   DeviceLogs* logs = registry.logs();
   EventLogWriter* writer = logs != nullptr ? logs->Get(device) : nullptr;
   if (writer == nullptr) return;
   AllocatorOptions options = allocator.options();
-  // A fraction that gives back exactly this cap (Note [The memory fraction's bytes]).
-  const std::optional<uint64_t> allowed = allocator.Allowed();
-  options.per_process_memory_fraction =
-      allowed.has_value()
-          ? FractionForAllowedBytes(*allowed, allocator.backend().MemInfo().total_bytes)
-          : 1.0;
+  options.per_process_memory_fraction = allocator.RecordedMemoryFraction();
   writer->RecordOptionsChange(FormatAllocatorOptions(options));
 }
 

@@ -140,6 +140,12 @@ TEST_F(CachingAllocatorOomTest, AllowedBytesAreTheCapInForce) {
   const DevicePtr x = Alloc(280 * kMiB);
   const DevicePtr y = Alloc(20 * kMiB);              // 300 MiB reserved: under the cap
   EXPECT_FALSE(allocator_->Allocate(kMiB, 0).ok());  // a 2 MiB segment: over it
+  // What a log records for the cap gives it back through SetMemoryFraction.
+  const double recorded = allocator_->RecordedMemoryFraction();
+  allocator_->SetAllowed(std::nullopt);
+  EXPECT_EQ(allocator_->RecordedMemoryFraction(), 1.0);
+  ASSERT_OK(allocator_->SetMemoryFraction(recorded));
+  EXPECT_EQ(allocator_->Allowed(), std::optional<uint64_t>(300 * kMiB + 1));
   allocator_->SetAllowed(std::nullopt);
   Free(Alloc(kMiB));
   Free(x);
