@@ -11,18 +11,9 @@
 namespace fragscope::estimator {
 
 absl::Status ValidateInferenceConfig(const InferenceConfig& config) {
-  if (config.batch <= 0 || config.batch > kMaxSequenceOrBatch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch = ", config.batch, " must be in [1, ", kMaxSequenceOrBatch, "]"));
-  }
-  if (config.context < 0 || config.context > kMaxSequenceOrBatch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("context = ", config.context, " must be in [0, ", kMaxSequenceOrBatch, "]"));
-  }
-  if (config.prompt_tokens < 0 || config.prompt_tokens > kMaxSequenceOrBatch) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt = ", config.prompt_tokens,
-                                                   " must be in [0, ", kMaxSequenceOrBatch, "]"));
-  }
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(RequireSequenceOrBatch("batch", config.batch, 1));
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(RequireSequenceOrBatch("context", config.context, 0));
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(RequireSequenceOrBatch("prompt", config.prompt_tokens, 0));
   if (!(config.overhead_factor >= 1.0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("overhead-factor = ", config.overhead_factor, " must be >= 1"));

@@ -24,6 +24,16 @@ absl::Status RequirePositive(absl::string_view field, int64_t value) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status RequireSequenceOrBatch(absl::string_view field, int64_t value, int64_t least) {
+  if (value >= least && value <= kMaxSequenceOrBatch) return absl::OkStatus();
+  return FieldError(field, value,
+                    absl::StrCat("must be in [", least, ", ", kMaxSequenceOrBatch, "]"));
+}
+
+namespace {
+
 // An upper bound, in floating point, on every count CountParameters forms from the spec's
 // fields (each of its integer products is a summand of this sum or of a part of it).
 double ParameterUpperBound(const ModelSpec& s) {

@@ -73,6 +73,9 @@ inline constexpr double kMaxParameters = 9e15;
 // stay below 2^60, so token counts are exact, and an estimate built from them stays finite.
 inline constexpr int64_t kMaxSequenceOrBatch = int64_t{1} << 30;
 
+// OK when least <= value <= kMaxSequenceOrBatch; else "FIELD = VALUE must be in [least, 2^30]".
+absl::Status RequireSequenceOrBatch(absl::string_view field, int64_t value, int64_t least);
+
 // Checks ranges and divisibility; the error names the offending field and its value, e.g.
 // "num_kv_heads = 6 must divide num_heads = 32". A spec that passes has at most kMaxParameters
 // parameters.

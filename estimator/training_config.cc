@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "estimator/model_spec.h"
+#include "estimator/status_macros.h"
 
 namespace fragscope::estimator {
 namespace {
@@ -35,14 +36,8 @@ absl::Status ValidateTrainingConfig(const TrainingConfig& config) {
     return absl::InvalidArgumentError(
         "offload-params needs zero = 3 and offload-optimizer (DeepSpeed has no other combination)");
   }
-  if (config.seq_len <= 0 || config.seq_len > kMaxSequenceOrBatch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("seq = ", config.seq_len, " must be in [1, ", kMaxSequenceOrBatch, "]"));
-  }
-  if (config.micro_batch <= 0 || config.micro_batch > kMaxSequenceOrBatch) {
-    return absl::InvalidArgumentError(absl::StrCat("micro-batch = ", config.micro_batch,
-                                                   " must be in [1, ", kMaxSequenceOrBatch, "]"));
-  }
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(RequireSequenceOrBatch("seq", config.seq_len, 1));
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(RequireSequenceOrBatch("micro-batch", config.micro_batch, 1));
   if (config.lora.qlora && !config.lora.enabled()) {
     return absl::InvalidArgumentError("qlora needs lora-rank > 0");
   }

@@ -193,7 +193,6 @@ absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
     auto observer = std::make_unique<Observer>();
     observer->pattern = config->log_pattern;
     observer->logs = std::make_unique<hooks::DeviceLogs>(config->log_pattern);
-    const bool conf_parsed = options.ok();
     if (!options.ok()) {
       std::fprintf(stderr,
                    "fragscope: observe: cannot parse PyTorch's allocator conf \"%s\" (%s); block "
@@ -215,7 +214,7 @@ absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
       header.allocator_options = alloc_conf;
       observer->fractions[static_cast<size_t>(d)] = 1.0;
       const double fraction = c10::cuda::CUDACachingAllocator::getMemoryFraction(index);
-      if (conf_parsed && fraction >= 0.0 && fraction < 1.0) {
+      if (observer->options.has_value() && fraction >= 0.0 && fraction < 1.0) {
         observer->fractions[static_cast<size_t>(d)] = fraction;
         header.allocator_options = observer->ConfWithFraction(d, fraction);
       }
