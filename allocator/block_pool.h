@@ -49,19 +49,42 @@ struct PoolEntry {
   auto Tie() const { return std::tie(stream, size, ptr); }
 };
 
+// Note [Branch-light best-fit search]
+// A best-fit lookup, insert or erase in a pool of many free blocks mispredicts at every step of a
+// binary search within each btree node: the keys are random, so each "go left or right" branch is
+// a coin toss (~15 cycles lost each, about two per level). Two changes halve that: nodes are
+// searched linearly (one mispredicted loop exit per level; the extra comparisons are predicted),
+// and (size, ptr) is compared as one 128-bit number (cmp/sbb, no branch) instead of a tuple's
+// chain of branches. Measured with cachegrind's branch simulator on BM_RandomAllocations' mix
+// (bench/RESULTS.md, session 10): mispredicted branches per operation 25 -> 17 at 1k live blocks
+// and 29 -> 17 at 38k; the replay of a training-like log 5.6 -> 4.7 per event.
 struct BlockOrder {
   using is_transparent = void;
+  using absl_btree_prefer_linear_node_search = std::true_type;
   // A search key: the smallest possible key of (stream, size).
   struct Key {
     StreamId stream;
     uint64_t size;
   };
-  bool operator()(const PoolEntry& a, const PoolEntry& b) const { return a.Tie() < b.Tie(); }
+  // (hi, lo) as one 128-bit number, for a branch-free lexicographic comparison. Streams differ
+  // between neighbouring entries only at a stream's first and last entry.
+  static unsigned __int128 Wide(uint64_t hi, uint64_t lo) {
+    return (static_cast<unsigned __int128>(hi) << 64) | lo;
+  }
+  bool operator()(const PoolEntry& a, const PoolEntry& b) const {
+    if (a.stream != b.stream) [[unlikely]]
+      return a.stream < b.stream;
+    return Wide(a.size, a.ptr) < Wide(b.size, b.ptr);
+  }
   bool operator()(const PoolEntry& a, const Key& k) const {
-    return std::tie(a.stream, a.size) < std::tie(k.stream, k.size);
+    if (a.stream != k.stream) [[unlikely]]
+      return a.stream < k.stream;
+    return a.size < k.size;
   }
   bool operator()(const Key& k, const PoolEntry& b) const {
-    return std::tie(k.stream, k.size) <= std::tie(b.stream, b.size);
+    if (k.stream != b.stream) [[unlikely]]
+      return k.stream < b.stream;
+    return k.size <= b.size;
   }
 };
 
