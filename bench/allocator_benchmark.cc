@@ -16,14 +16,13 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "allocator/caching_allocator.h"
 #include "allocator/event_log_writer.h"
 #include "allocator/simulated_backend.h"
+#include "bench/random_mix.h"
 #include "benchmark/benchmark.h"
 
 namespace fragscope {
@@ -136,43 +135,19 @@ void BM_WarmPairObserved(benchmark::State& state) {
 BENCHMARK(BM_WarmPairObserved)->Arg(1 << 20)->Arg(32 << 20);
 
 void BM_RandomAllocations(benchmark::State& state) {
-  const auto max_live = static_cast<size_t>(state.range(0));
-  const auto max_size_bytes = static_cast<uint64_t>(state.range(1)) * kMiB;
-  constexpr uint64_t kCapBytes = 16000 * kMiB;
-  // Sizes are drawn so the 16000 MiB cap binds as in RMM's benchmark; the simulated device is
-  // larger so that fragmentation never turns into an OOM inside the timed loop.
-  SimulatedBackend backend(4 * kCapBytes);
+  SimulatedBackend backend(RandomAllocationMix::kDeviceBytes);
   CachingAllocator allocator(backend, DefaultOptions());
-  std::mt19937_64 rng(42);
-  std::uniform_int_distribution<uint64_t> size_dist(1, max_size_bytes);
-  std::vector<std::pair<DevicePtr, uint64_t>> live;
-  live.reserve(max_live);
-  uint64_t live_bytes = 0;
+  RandomAllocationMix mix(allocator, static_cast<size_t>(state.range(0)),
+                          static_cast<uint64_t>(state.range(1)) * kMiB);
   int64_t ops = 0;
   for (auto _ : state) {
-    for (size_t step = 0; step < 2 * max_live; ++step) {
-      const bool allocate = live.empty() || (rng() % 100 < 73 && live.size() < max_live);
-      const uint64_t size = size_dist(rng);
-      if (allocate && live_bytes + size <= kCapBytes) {
-        absl::StatusOr<DevicePtr> p = allocator.Allocate(size, 0);
-        if (p.ok()) {
-          live.emplace_back(*p, size);
-          live_bytes += size;
-        }
-      } else if (!live.empty()) {
-        const size_t i = rng() % live.size();
-        (void)allocator.Free(live[i].first);
-        live_bytes -= live[i].second;
-        live[i] = live.back();
-        live.pop_back();
-      }
-      ++ops;
-    }
+    for (int64_t step = 0; step < 2 * state.range(0); ++step) mix.Step();
+    ops += 2 * state.range(0);
   }
   state.SetItemsProcessed(ops);
   state.counters["ns_per_op"] = benchmark::Counter(
       static_cast<double>(ops), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  state.counters["live_blocks"] = static_cast<double>(live.size());
+  state.counters["live_blocks"] = static_cast<double>(mix.live_blocks());
 }
 BENCHMARK(BM_RandomAllocations)
     ->ArgsProduct({{1000, 10000, 100000}, {1, 64, 1024}})
