@@ -101,10 +101,13 @@ class BlockPool {
   // pool of many blocks (BM_RandomAllocations, interleaved, quiet VM: 1k live 269 -> 255 ns per
   // op, 38k live 494-514 -> 457-483 ns; warm pair 88-93 -> 81 ns). absl::btree_set fixes the
   // node size, so this names the container it is built from (absl/container/btree_set.h).
-  using Set = absl::container_internal::btree_set_container<
-      absl::container_internal::btree<absl::container_internal::set_params<
-          PoolEntry, BlockOrder, std::allocator<PoolEntry>, /*TargetNodeSize=*/512,
-          /*IsMulti=*/false>>>;
+  using SetParams =
+      absl::container_internal::set_params<PoolEntry, BlockOrder, std::allocator<PoolEntry>,
+                                           /*TargetNodeSize=*/512, /*IsMulti=*/false>;
+  using Set =
+      absl::container_internal::btree_set_container<absl::container_internal::btree<SetParams>>;
+  static_assert(absl::container_internal::btree_node<SetParams>::use_linear_search::value,
+                "BlockOrder asks for linear node search: Note [Branch-light best-fit search]");
 
  public:
   // A position in the size order; dereferences to the Block. key() reads the entry's copy of the
