@@ -52,12 +52,13 @@ struct PoolEntry {
 // Note [Branch-light best-fit search]
 // A best-fit lookup, insert or erase in a pool of many free blocks mispredicts at every step of a
 // binary search within each btree node: the keys are random, so each "go left or right" branch is
-// a coin toss (~15 cycles lost each, about two per level). Two changes halve that: nodes are
-// searched linearly (one mispredicted loop exit per level; the extra comparisons are predicted),
-// and (size, ptr) is compared as one 128-bit number (cmp/sbb, no branch) instead of a tuple's
-// chain of branches. Measured with cachegrind's branch simulator on BM_RandomAllocations' mix
-// (bench/RESULTS.md, session 10): mispredicted branches per operation 25 -> 17 at 1k live blocks
-// and 29 -> 17 at 38k; the replay of a training-like log 5.6 -> 4.7 per event.
+// a coin toss (~15 cycles lost each, about two per level). Two changes cut that by a third or
+// more: nodes are searched linearly (one mispredicted loop exit per level; the extra comparisons
+// are predicted), and (size, ptr) is compared as one 128-bit number (cmp/sbb, no branch) instead
+// of a tuple's chain of branches. Measured with cachegrind's branch simulator
+// (bench/cachegrind_counts.sh; bench/RESULTS.md, session 10): mispredicted branches per operation
+// of BM_RandomAllocations' mix 25 -> 17 at 1k live blocks and 29 -> 17 at 38k; per event of the
+// one-core replay of a training-like log 4.25 -> 3.54.
 struct BlockOrder {
   using is_transparent = void;
   using absl_btree_prefer_linear_node_search = std::true_type;
