@@ -40,6 +40,12 @@ bool ParsePositive(const char* text, uint64_t* value) {
   return absl::SimpleAtoi(text, value) && *value > 0;
 }
 
+// Prints "MODE: message" on stderr; returns the exit status of a failed run.
+int Fail(const char* mode, const absl::Status& status) {
+  std::fprintf(stderr, "%s: %s\n", mode, std::string(status.message()).c_str());
+  return 1;
+}
+
 int RunRandom(uint64_t max_live, uint64_t max_size_mib, uint64_t steps) {
   SimulatedBackend backend(RandomAllocationMix::kDeviceBytes);
   CachingAllocator allocator(backend, AllocatorOptions{});
@@ -55,10 +61,7 @@ int RunPairs(uint64_t bytes, uint64_t pairs) {
   CachingAllocator allocator(backend, AllocatorOptions{});
   for (uint64_t i = 0; i < pairs; ++i) {
     absl::StatusOr<DevicePtr> p = allocator.Allocate(bytes, 0);
-    if (!p.ok()) {
-      std::fprintf(stderr, "pair: %s\n", std::string(p.status().message()).c_str());
-      return 1;
-    }
+    if (!p.ok()) return Fail("pair", p.status());
     (void)allocator.Free(*p);
   }
   std::printf("pair: %llu pairs of %llu bytes\n", static_cast<unsigned long long>(pairs),
@@ -69,21 +72,12 @@ int RunPairs(uint64_t bytes, uint64_t pairs) {
 int RunReplay(const char* path) {
   absl::StatusOr<std::unique_ptr<FslogSource>> source =
       FslogSource::Open(path, FslogReading::kCallingThread);
-  if (!source.ok()) {
-    std::fprintf(stderr, "replay: %s\n", std::string(source.status().message()).c_str());
-    return 1;
-  }
+  if (!source.ok()) return Fail("replay", source.status());
   ReplayConfig config;
   config.capacity_bytes = (*source)->info().capacity_bytes;  // the log header's
   Replayer replayer(**source, config);
-  if (absl::Status s = replayer.Init(); !s.ok()) {
-    std::fprintf(stderr, "replay: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  if (absl::Status s = replayer.Run(nullptr); !s.ok()) {
-    std::fprintf(stderr, "replay: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
+  if (absl::Status s = replayer.Init(); !s.ok()) return Fail("replay", s);
+  if (absl::Status s = replayer.Run(nullptr); !s.ok()) return Fail("replay", s);
   std::printf("replay: %llu events\n", static_cast<unsigned long long>(replayer.events_read()));
   return 0;
 }
