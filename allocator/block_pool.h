@@ -1,11 +1,13 @@
 // BlockPool: the free blocks of one pool (small or large), ordered for best fit.
 //
-// Order: (stream, size, address). lower_bound(stream, size) therefore finds the smallest free
-// block on the stream that is large enough, and among equal sizes the lowest address: PyTorch's
-// BlockComparatorSize. (The reference mentions a per-segment registration_counter in the key;
-// traces recorded from PyTorch 2.11 on an H200 show ties broken by address, and replaying them
-// matches only with this order: see tests/allocator/pytorch_oracle_test.cc.) Blocks never cross
-// streams: a lookup that lands on another stream's block finds nothing.
+// Order: (stream, size, address). Each stream's free blocks live in a set of their own, ordered
+// by (size, address), so LowerBound(stream, size) finds the smallest free block on the stream
+// that is large enough, and among equal sizes the lowest address: PyTorch's BlockComparatorSize,
+// whose first key is the stream. (The reference mentions a per-segment registration_counter in
+// the key; traces recorded from PyTorch 2.11 on an H200 show ties broken by address, and
+// replaying them matches only with this order: see tests/allocator/pytorch_oracle_test.cc.)
+// Blocks never cross streams: a lookup sees only its stream's blocks. ForEach visits every
+// block in the whole order, streams in increasing order, as PyTorch's loops over a pool do.
 //
 // Unmapped blocks of expandable segments are kept apart, in (stream, address) order
 // (PyTorch's BlockPool::unmapped): they are never handed out, only mapped.
@@ -13,21 +15,22 @@
 // For first-fit placement the pool also keeps the same blocks in address order (stream, ptr);
 // that index exists only while enabled (set_address_index), so best fit pays one branch for it.
 //
-// The size order holds (key, block) entries (PoolEntry), so lookups never touch Block objects;
-// the other sets hold pointers. The pool never splits, merges or frees blocks (see block.h).
-// Invariants: every block in the sets is free (not allocated, no pending events); an entry's key
-// equals its block's (stream, size, ptr), so a block's key fields change in the set only through
-// Rekey.
+// The size orders hold (size, ptr, block) entries (PoolEntry), so lookups never touch Block
+// objects; the other sets hold pointers. The pool never splits, merges or frees blocks (see
+// block.h). Invariants: every block in the sets is free (not allocated, no pending events) and
+// sits in its stream's set; an entry's key equals its block's (size, ptr), so a block's key
+// fields change in the set only through Rekey.
 //
-// A sentinel block with the largest possible key always sits at the end of the set, so the btree
-// never empties: a warm malloc+free that takes a pool's only block and puts a remainder back
-// would otherwise free and reallocate the root node every time. end() is the sentinel; callers
-// never see it.
+// A sentinel entry with the largest possible key always sits at the end of each stream's set,
+// so a btree never empties: a warm malloc+free that takes a pool's only block and puts a
+// remainder back would otherwise free and reallocate the root node every time. An iterator at
+// the sentinel is at_end(); callers never see its block.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <tuple>
 
 #include "absl/container/btree_set.h"
@@ -36,57 +39,44 @@
 
 namespace fragscope {
 
-// An entry of the size order: the block's key, copied in, and the block. Comparisons read the
-// copy, so a lookup in a pool of many blocks touches btree nodes only, never the scattered Block
-// objects (a cache miss per comparison otherwise).
+// An entry of a stream's size order: the block's key, copied in, and the block. Comparisons read
+// the copy, so a lookup in a pool of many blocks touches btree nodes only, never the scattered
+// Block objects (a cache miss per comparison otherwise). 24 bytes: the stream is the set's.
 struct PoolEntry {
-  StreamId stream;
   uint64_t size;
   DevicePtr ptr;
-  Block* block;
+  Block* block;  // nullptr for the sentinel
 
-  static PoolEntry Of(Block* b) { return {b->stream, b->size, b->ptr, b}; }
-  auto Tie() const { return std::tie(stream, size, ptr); }
+  static PoolEntry Of(Block* b) { return {b->size, b->ptr, b}; }
+  static constexpr PoolEntry Sentinel() { return {~uint64_t{0}, ~DevicePtr{0}, nullptr}; }
+  bool IsSentinel() const { return block == nullptr; }
 };
 
 // Note [Branch-light best-fit search]
 // A best-fit lookup, insert or erase in a pool of many free blocks mispredicts at every step of a
 // binary search within each btree node: the keys are random, so each "go left or right" branch is
-// a coin toss (~15 cycles lost each, about two per level). Two changes cut that by a third or
+// a coin toss (~15 cycles lost each, about two per level). Three changes cut that by a third or
 // more: nodes are searched linearly (one mispredicted loop exit per level; the extra comparisons
-// are predicted), and (size, ptr) is compared as one 128-bit number (cmp/sbb, no branch) instead
-// of a tuple's chain of branches. Measured with cachegrind's branch simulator
-// (bench/cachegrind_counts.sh; bench/RESULTS.md, session 10): mispredicted branches per operation
-// of BM_RandomAllocations' mix 25 -> 17 at 1k live blocks and 29 -> 17 at 38k; per event of the
-// one-core replay of a training-like log 4.25 -> 3.54.
+// are predicted); (size, ptr) is compared as one 128-bit number (cmp/sbb, no branch) instead of a
+// tuple's chain of branches; and the stream is not in the key at all (one set per stream), which
+// also makes an entry 24 bytes instead of 32, so a 512-byte node holds 20 instead of 15.
+// Measured with cachegrind's branch simulator (bench/cachegrind_counts.sh; bench/RESULTS.md,
+// sessions 10 and 11): mispredicted branches per operation of BM_RandomAllocations' mix 25 -> 15
+// at 1k live blocks and 29 -> 16 at 38k; per event of the one-core replay of a training-like log
+// 4.25 -> 3.5.
 struct BlockOrder {
   using is_transparent = void;
   using absl_btree_prefer_linear_node_search = std::true_type;
-  // A search key: the smallest possible key of (stream, size).
-  struct Key {
-    StreamId stream;
+  // A search key: the smallest possible key of a size.
+  struct MinKey {
     uint64_t size;
   };
-  // (hi, lo) as one 128-bit number, for a branch-free lexicographic comparison. Streams differ
-  // between neighbouring entries only at a stream's first and last entry.
-  static unsigned __int128 Wide(uint64_t hi, uint64_t lo) {
-    return (static_cast<unsigned __int128>(hi) << 64) | lo;
+  static unsigned __int128 Wide(const PoolEntry& e) {
+    return (static_cast<unsigned __int128>(e.size) << 64) | e.ptr;
   }
-  bool operator()(const PoolEntry& a, const PoolEntry& b) const {
-    if (a.stream != b.stream) [[unlikely]]
-      return a.stream < b.stream;
-    return Wide(a.size, a.ptr) < Wide(b.size, b.ptr);
-  }
-  bool operator()(const PoolEntry& a, const Key& k) const {
-    if (a.stream != k.stream) [[unlikely]]
-      return a.stream < k.stream;
-    return a.size < k.size;
-  }
-  bool operator()(const Key& k, const PoolEntry& b) const {
-    if (k.stream != b.stream) [[unlikely]]
-      return k.stream < b.stream;
-    return k.size <= b.size;
-  }
+  bool operator()(const PoolEntry& a, const PoolEntry& b) const { return Wide(a) < Wide(b); }
+  bool operator()(const PoolEntry& a, MinKey k) const { return a.size < k.size; }
+  bool operator()(MinKey k, const PoolEntry& b) const { return k.size <= b.size; }
 };
 
 // (stream, address): first-fit order.
@@ -97,11 +87,11 @@ struct BlockAddressOrder {
 };
 
 class BlockPool {
-  // absl::btree_set's own container with 512-byte nodes (16 entries) instead of its default 256:
-  // one level fewer on the path of every best-fit search, insert and erase, the cache misses of a
-  // pool of many blocks (BM_RandomAllocations, interleaved, quiet VM: 1k live 269 -> 255 ns per
-  // op, 38k live 494-514 -> 457-483 ns; warm pair 88-93 -> 81 ns). absl::btree_set fixes the
-  // node size, so this names the container it is built from (absl/container/btree_set.h).
+  // absl::btree_set's own container with 512-byte nodes instead of its default 256: one level
+  // fewer on the path of every best-fit search, insert and erase, the cache misses of a pool of
+  // many blocks (BM_RandomAllocations, interleaved, quiet VM: 1k live 269 -> 255 ns per op, 38k
+  // live 494-514 -> 457-483 ns; warm pair 88-93 -> 81 ns). absl::btree_set fixes the node size,
+  // so this names the container it is built from (absl/container/btree_set.h).
   using SetParams =
       absl::container_internal::set_params<PoolEntry, BlockOrder, std::allocator<PoolEntry>,
                                            /*TargetNodeSize=*/512, /*IsMulti=*/false>;
@@ -111,8 +101,9 @@ class BlockPool {
                 "BlockOrder asks for linear node search: Note [Branch-light best-fit search]");
 
  public:
-  // A position in the size order; dereferences to the Block. key() reads the entry's copy of the
-  // block's key without touching the block.
+  // A position in one stream's size order; dereferences to the Block. key() reads the entry's
+  // copy of the block's key without touching the block. A default-constructed iterator is
+  // at_end() (and at_begin()): the position of a stream with no free blocks.
   class iterator {
    public:
     using iterator_category = std::bidirectional_iterator_tag;
@@ -122,8 +113,14 @@ class BlockPool {
     using reference = Block*;
 
     iterator() = default;
+    // Past the stream's largest block.
+    bool at_end() const { return set_ == nullptr || it_->IsSentinel(); }
+    // At the stream's smallest block (or at_end() with no block before it).
+    bool at_begin() const { return set_ == nullptr || it_ == set_->begin(); }
+    // REQUIRES: !at_end().
     Block* operator*() const { return it_->block; }
     const PoolEntry& key() const { return *it_; }
+    // REQUIRES: !at_end() for ++, !at_begin() for --.
     iterator& operator++() {
       ++it_;
       return *this;
@@ -132,30 +129,46 @@ class BlockPool {
       --it_;
       return *this;
     }
-    iterator operator++(int) { return iterator(it_++); }
-    iterator operator--(int) { return iterator(it_--); }
-    friend bool operator==(const iterator& a, const iterator& b) { return a.it_ == b.it_; }
+    iterator operator++(int) { return iterator(set_, it_++); }
+    iterator operator--(int) { return iterator(set_, it_--); }
+    friend bool operator==(const iterator& a, const iterator& b) {
+      return a.set_ == b.set_ && (a.set_ == nullptr || a.it_ == b.it_);
+    }
 
    private:
     friend class BlockPool;
-    explicit iterator(Set::const_iterator it) : it_(it) {}
+    iterator(const Set* set, Set::const_iterator it) : set_(set), it_(it) {}
+    const Set* set_ = nullptr;
     Set::const_iterator it_;
   };
   using const_iterator = iterator;
 
   explicit BlockPool(PoolKind kind) : kind_(kind) {
-    sentinel_.stream = sentinel_.size = sentinel_.ptr = ~uint64_t{0};
-    blocks_.insert(PoolEntry::Of(&sentinel_));
+    // Most jobs allocate on one stream: start with the default stream's set in the cache.
+    cached_set_ = &NewStreamSet(0);
   }
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
 
   PoolKind kind() const { return kind_; }
 
-  // The best-fit position for (stream, size): the first block not ordered before the key, or
-  // end(). The block there may belong to another stream; callers check.
+  // The best-fit position for (stream, size): the stream's first block of at least `size` bytes,
+  // or at_end().
   iterator LowerBound(StreamId stream, uint64_t size) const {
-    return iterator(blocks_.lower_bound(BlockOrder::Key{stream, size}));
+    const Set* set = FindSet(stream);
+    if (set == nullptr) return iterator();
+    return iterator(set, set->lower_bound(BlockOrder::MinKey{size}));
+  }
+
+  // Calls visit(block) for every free block, in (stream, size, address) order.
+  // REQUIRES: visit does not change the pool.
+  template <typename Visit>
+  void ForEach(Visit visit) const {
+    for (const auto& [stream, set] : streams_) {
+      for (const PoolEntry& entry : set) {
+        if (!entry.IsSentinel()) visit(entry.block);
+      }
+    }
   }
 
   // The lowest-address free block on `stream` for which accept(block) is true, or nullptr.
@@ -190,33 +203,39 @@ class BlockPool {
     if (enabled == address_index_enabled_) return;
     address_index_enabled_ = enabled;
     by_address_.clear();
-    if (enabled) by_address_.insert(begin(), end());
+    if (enabled) ForEach([this](Block* b) { by_address_.insert(b); });
   }
 
-  // REQUIRES: block is free and not in the set. Stamps the GC clock into the block.
+  // REQUIRES: block is free and not in the pool. Stamps the GC clock into the block.
   void Insert(Block* block) {
     block->set_gc_count_base(gc_clock_);
-    const bool inserted = blocks_.insert(PoolEntry::Of(block)).second;
+    const bool inserted = SetFor(block->stream).insert(PoolEntry::Of(block)).second;
     FRAGSCOPE_DCHECK(inserted);
     (void)inserted;
+    ++size_;
     if (address_index_enabled_) by_address_.insert(block);
   }
-  // REQUIRES: block is in the set.
+  // REQUIRES: block is in the pool.
   void Erase(Block* block) {
-    const size_t erased = blocks_.erase(PoolEntry::Of(block));
+    const size_t erased = SetFor(block->stream).erase(PoolEntry::Of(block));
     FRAGSCOPE_DCHECK(erased == 1);
     (void)erased;
+    --size_;
     if (address_index_enabled_) by_address_.erase(block);
   }
-  iterator Erase(iterator it) {
+  // REQUIRES: !it.at_end().
+  void Erase(iterator it) {
     if (address_index_enabled_) by_address_.erase(*it);
-    return iterator(blocks_.erase(it.it_));
+    MutableSet(it).erase(it.it_);
+    --size_;
   }
-  // REQUIRES: block is in the set.
+  // REQUIRES: block is in the pool.
   iterator Find(Block* block) const {
-    auto it = blocks_.find(PoolEntry::Of(block));
-    FRAGSCOPE_DCHECK(it != blocks_.end() && it->block == block);
-    return iterator(it);
+    const Set* set = FindSet(block->stream);
+    FRAGSCOPE_DCHECK(set != nullptr);
+    auto it = set->find(PoolEntry::Of(block));
+    FRAGSCOPE_DCHECK(it != set->end() && it->block == block);
+    return iterator(set, it);
   }
 
   // Changes the key of the block at `it` to (new_ptr, new_size) by running `change` (the block
@@ -246,26 +265,37 @@ class BlockPool {
   }
 
   bool Contains(Block* block) const {
-    auto it = blocks_.find(PoolEntry::Of(block));
-    return it != blocks_.end() && it->block == block &&
+    const Set* set = FindSet(block->stream);
+    if (set == nullptr) return false;
+    auto it = set->find(PoolEntry::Of(block));
+    return it != set->end() && it->block == block &&
            (!address_index_enabled_ || by_address_.contains(block));
   }
   // False if the address index (when enabled) holds other blocks than the size order.
   bool IndexesAgree() const { return !address_index_enabled_ || by_address_.size() == size(); }
   // False if an entry's key copy differs from its block's key (a key changed in the set without
-  // Rekey), or the keys are not strictly increasing. O(blocks): for the invariant checker.
+  // Rekey), a block sits in another stream's set, the keys are not strictly increasing, or a
+  // set's last entry is not its sentinel. O(blocks): for the invariant checker.
   bool IsOrdered() const {
-    for (auto it = blocks_.begin(); it != blocks_.end(); ++it) {
-      if (it->Tie() != PoolEntry::Of(it->block).Tie()) return false;
-      if (std::next(it) != blocks_.end() && !BlockOrder()(*it, *std::next(it))) return false;
+    size_t count = 0;
+    for (const auto& [stream, set] : streams_) {
+      for (auto it = set.begin(); it != set.end(); ++it) {
+        const bool last = std::next(it) == set.end();
+        if (it->IsSentinel() != last) return false;
+        if (last) break;
+        const PoolEntry actual = PoolEntry::Of(it->block);
+        if (it->size != actual.size || it->ptr != actual.ptr || it->block->stream != stream) {
+          return false;
+        }
+        if (!BlockOrder()(*it, *std::next(it))) return false;
+        ++count;
+      }
     }
-    return true;
+    return count == size_;
   }
 
-  iterator begin() const { return iterator(blocks_.begin()); }
-  iterator end() const { return iterator(std::prev(blocks_.end())); }
-  size_t size() const { return blocks_.size() - 1; }
-  bool empty() const { return size() == 0; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
 
   // The garbage-collection clock: the number of lookups in this pool while GC is enabled
   // (PyTorch's get_free_blocks_call_count). A free block's age is clock - gc_count_base.
@@ -275,11 +305,37 @@ class BlockPool {
  private:
   using AddressSet = absl::btree_set<Block*, BlockAddressOrder>;
 
-  // Whether key (stream of *it, size, ptr) sorts strictly between the neighbours of `it`.
-  bool KeyFitsAt(iterator it, DevicePtr ptr, uint64_t size) const {
-    const auto key = std::make_tuple(it.key().stream, size, ptr);
-    if (it != begin() && !(std::prev(it).key().Tie() < key)) return false;
-    return key < std::next(it).key().Tie();  // the sentinel follows every real block
+  // The set of `stream`'s blocks, or nullptr if the stream never had one. The last set used is
+  // cached: one comparison on the hot path.
+  const Set* FindSet(StreamId stream) const {
+    if (stream == cached_stream_) [[likely]]
+      return cached_set_;
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) return nullptr;
+    cached_stream_ = stream;
+    cached_set_ = const_cast<Set*>(&it->second);  // the pool owns its sets
+    return cached_set_;
+  }
+  // The set of `stream`'s blocks, created (empty but for its sentinel) if needed.
+  Set& SetFor(StreamId stream) {
+    if (FindSet(stream) != nullptr) [[likely]]
+      return *cached_set_;
+    cached_stream_ = stream;
+    cached_set_ = &NewStreamSet(stream);
+    return *cached_set_;
+  }
+  Set& NewStreamSet(StreamId stream) {
+    Set& set = streams_[stream];
+    set.insert(PoolEntry::Sentinel());
+    return set;
+  }
+  static Set& MutableSet(iterator it) { return const_cast<Set&>(*it.set_); }
+
+  // Whether (size, ptr) sorts strictly between the neighbours of `it` in its stream's set.
+  static bool KeyFitsAt(iterator it, DevicePtr ptr, uint64_t size) {
+    const PoolEntry key{size, ptr, nullptr};
+    if (!it.at_begin() && !BlockOrder()(*std::prev(it.it_), key)) return false;
+    return BlockOrder()(key, *std::next(it.it_));  // the sentinel follows every real block
   }
 
   // Visits the blocks of `stream` in `set`, lowest address first, until visit returns a block.
@@ -294,8 +350,12 @@ class BlockPool {
   }
 
   PoolKind kind_;
-  Block sentinel_;
-  Set blocks_;
+  // Each stream's free blocks in (size, ptr) order; std::map, so a Set never moves and the
+  // cached pointer and iterators stay valid while streams are added.
+  std::map<StreamId, Set> streams_;
+  mutable StreamId cached_stream_ = 0;
+  mutable Set* cached_set_ = nullptr;
+  size_t size_ = 0;  // free blocks in all streams' sets
   AddressSet by_address_;
   AddressSet unmapped_;
   bool address_index_enabled_ = false;

@@ -46,10 +46,10 @@ absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId str
   const uint64_t segment_size = SegmentSizeFor(rounded, options_);
 
   BlockPool::iterator cached = FindFreeBlockLocked(pool, stream, rounded);
-  if (cached == pool.end() && RunFreeMemoryCallbacksLocked()) {
+  if (cached.at_end() && RunFreeMemoryCallbacksLocked()) {
     cached = FindFreeBlockLocked(pool, stream, rounded);
   }
-  if (cached != pool.end()) return HandOutLocked(*cached, &cached, rounded, size);
+  if (!cached.at_end()) return HandOutLocked(*cached, &cached, rounded, size);
 
   if (GcEnabledLocked()) GarbageCollectCachedBlocksLocked();
   // The retry ladder. A backend error other than out-of-memory stops it at once.
@@ -77,10 +77,10 @@ BlockPool::iterator CachingAllocator::FindFreeBlockLocked(BlockPool& pool, Strea
       return b->size >= rounded && (expandable || !b->IsExpandable()) &&
              !OversizeRuleRejects(b->size, rounded, options_);
     });
-    return block != nullptr ? pool.Find(block) : pool.end();
+    return block != nullptr ? pool.Find(block) : BlockPool::iterator();
   }
   auto it = pool.LowerBound(stream, rounded);
-  if (it == pool.end() || it.key().stream != stream) return pool.end();
+  if (it.at_end()) return it;
   if (expandable_segment_count_ > 0 && (*it)->IsExpandable()) {
     if (expandable) {
       // A free block bordering unmapped space can grow for free: count that space, and prefer
@@ -89,8 +89,7 @@ BlockPool::iterator CachingAllocator::FindFreeBlockLocked(BlockPool& pool, Strea
         return b->size + (b->next != nullptr && !b->next->mapped ? b->next->size : 0);
       };
       for (auto next = std::next(it);
-           (*it)->IsExpandable() && next != pool.end() && (*next)->stream == stream &&
-           expandable_size(*next) < expandable_size(*it);
+           (*it)->IsExpandable() && !next.at_end() && expandable_size(*next) < expandable_size(*it);
            ++next) {
         it = next;
       }
@@ -98,12 +97,12 @@ BlockPool::iterator CachingAllocator::FindFreeBlockLocked(BlockPool& pool, Strea
       // expandable_segments was turned off: its segments serve no new requests.
       do {
         ++it;
-      } while (it != pool.end() && (*it)->IsExpandable() && (*it)->stream == stream);
-      if (it == pool.end() || (*it)->stream != stream) return pool.end();
+      } while (!it.at_end() && (*it)->IsExpandable());
+      if (it.at_end()) return it;
     }
   }
   // PyTorch rejects here rather than trying the next candidate (pytorch#189504).
-  if (OversizeRuleRejects(it.key().size, rounded, options_)) return pool.end();
+  if (OversizeRuleRejects(it.key().size, rounded, options_)) return BlockPool::iterator();
   return it;
 }
 
@@ -217,7 +216,7 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
   r.reserved_bytes = reserved_bytes_;
   const PoolKind kind = PoolFor(rounded);
   for (const BlockPool* pool : {&small_pool_, &large_pool_}) {
-    for (const Block* b : *pool) {
+    pool->ForEach([&](const Block* b) {
       r.free_cached_bytes += b->size;
       ++r.free_cached_fragments;
       r.largest_free_cached_block = std::max(r.largest_free_cached_block, b->size);
@@ -225,7 +224,7 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
           OversizeRuleRejects(b->size, rounded, options_)) {
         r.oversize_rejected_bytes += b->size;
       }
-    }
+    });
   }
   active_.ForEach([&r](DevicePtr, const Block* b) {
     if (!b->allocated) r.pending_free_bytes += b->size;

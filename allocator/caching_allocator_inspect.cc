@@ -62,7 +62,7 @@ uint64_t CachingAllocator::LargestFreeCachedBlock() const {
   Lock lock(&mu_);
   uint64_t largest = 0;
   for (const BlockPool* pool : {&small_pool_, &large_pool_}) {
-    for (const Block* b : *pool) largest = std::max(largest, b->size);
+    pool->ForEach([&largest](const Block* b) { largest = std::max(largest, b->size); });
   }
   return largest;
 }

@@ -136,7 +136,7 @@ bool CachingAllocator::ReleaseAvailableCachedBlocksLocked(BlockPool& pool, Strea
   const uint64_t key_size = std::max(rounded, max_split);
   auto it = pool.LowerBound(stream, key_size);
   // Expandable memory is never released here (PyTorch#134338): its blocks are skipped.
-  if (it != pool.end() && (*it)->stream == stream && !(*it)->IsSplit() && !(*it)->IsExpandable()) {
+  if (!it.at_end() && !(*it)->IsSplit() && !(*it)->IsExpandable()) {
     ReleaseBlockLocked(*it);
     return true;
   }
@@ -146,10 +146,10 @@ bool CachingAllocator::ReleaseAvailableCachedBlocksLocked(BlockPool& pool, Strea
   // possible when max_split_size is not a multiple of 2 MiB; fragscope skips split blocks.
   std::vector<Block*> victims;
   uint64_t released = 0;
-  while (it != pool.begin() && released < key_size) {
+  while (!it.at_begin() && released < key_size) {
     --it;
     Block* block = *it;
-    if (block->stream != stream || block->size < max_split) break;
+    if (block->size < max_split) break;
     if (block->IsSplit() || block->IsExpandable()) continue;
     victims.push_back(block);
     released += block->size;
@@ -167,13 +167,13 @@ void CachingAllocator::ReleaseCachedBlocksLocked(bool oom_retry) {
   for (BlockPool* pool : {&large_pool_, &small_pool_}) {
     victims.clear();
     to_unmap.clear();
-    for (Block* block : *pool) {
+    pool->ForEach([&](Block* block) {
       if (block->IsExpandable()) {
         to_unmap.push_back(block);
       } else if (!block->IsSplit()) {
         victims.push_back(block);
       }
-    }
+    });
     for (Block* block : victims) ReleaseBlockLocked(block);
     for (Block* block : to_unmap) UnmapBlockLocked(block);
   }
@@ -198,11 +198,11 @@ void CachingAllocator::GarbageCollectCachedBlocksLocked() {
 
   double total_age = 0.0;
   int64_t freeable = 0;
-  for (const Block* block : large_pool_) {
-    if (block->IsSplit() || block->IsExpandable()) continue;
+  large_pool_.ForEach([&](const Block* block) {
+    if (block->IsSplit() || block->IsExpandable()) return;
     total_age += age(block);
     ++freeable;
-  }
+  });
   uint64_t reclaimed = 0;
   bool freed_any = true;
   std::vector<Block*> victims;
@@ -211,11 +211,11 @@ void CachingAllocator::GarbageCollectCachedBlocksLocked() {
     victims.clear();
     // Free every block at least as old as the average; do not stop at the target, so GC does
     // not trigger again right away.
-    for (Block* block : large_pool_) {
+    large_pool_.ForEach([&](Block* block) {
       if (!block->IsSplit() && !block->IsExpandable() && age(block) >= age_threshold) {
         victims.push_back(block);
       }
-    }
+    });
     freed_any = !victims.empty();
     for (Block* block : victims) {
       reclaimed += block->size;
