@@ -169,7 +169,7 @@ class CachingAllocator {
 
   // --- Allocation path (caching_allocator.cc) ---
   // The cached free block that serves `rounded` bytes on `stream` under the placement policy and
-  // the oversize rules, left in the pool; pool.end() if none.
+  // the oversize rules, left in the pool; an at_end() iterator if none.
   BlockPool::iterator FindFreeBlockLocked(BlockPool& pool, StreamId stream, uint64_t rounded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool RunFreeMemoryCallbacksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
