@@ -129,11 +129,6 @@ class BlockPool {
       --it_;
       return *this;
     }
-    iterator operator++(int) { return iterator(set_, it_++); }
-    iterator operator--(int) { return iterator(set_, it_--); }
-    friend bool operator==(const iterator& a, const iterator& b) {
-      return a.set_ == b.set_ && (a.set_ == nullptr || a.it_ == b.it_);
-    }
 
    private:
     friend class BlockPool;
@@ -141,7 +136,6 @@ class BlockPool {
     const Set* set_ = nullptr;
     Set::const_iterator it_;
   };
-  using const_iterator = iterator;
 
   explicit BlockPool(PoolKind kind) : kind_(kind) {
     // Most jobs allocate on one stream: start with the default stream's set in the cache.

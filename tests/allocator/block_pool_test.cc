@@ -66,7 +66,7 @@ TEST(BlockPoolTest, WalksBackwardsFromTheEndOfAStream) {
   EXPECT_EQ(*it, &small);
   EXPECT_TRUE(it.at_begin());
   pool.Erase(it);
-  EXPECT_TRUE(pool.LowerBound(1, 1).key().ptr == large.ptr);
+  EXPECT_EQ(*pool.LowerBound(1, 1), &large);
   EXPECT_EQ(pool.size(), 2u);
   EXPECT_TRUE(pool.IsOrdered());
 }
