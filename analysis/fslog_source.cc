@@ -243,23 +243,38 @@ std::vector<std::string> FslogSource::warnings() const {
   return background_ ? warnings_ : reader_.warnings();
 }
 
-absl::StatusOr<bool> FslogSource::Next(TraceEvent* event) {
-  // The common cases first: the next event of the batch in hand, or of the chunk being decoded
-  // on this thread.
+inline bool FslogSource::NextFast(TraceEvent* event) {
   if (holding_ && pos_ < ring_[head_].count) {
     CopyEvent(ring_[head_].events[pos_++], event);
   } else if (!decoding_here_ || !decoder_->Next(event)) {
-    absl::StatusOr<bool> got = NextSlow(event);
-    if (!got.ok()) {
-      error_ = got.status();
-      return error_;
-    }
-    if (!*got) return false;
+    return false;
   }
-  if (event->kind == EventKind::kSegmentMap || event->kind == EventKind::kSegmentUnmap) {
-    info_.expandable_segments = true;
-  }
+  NoteExpandable(*event);
   return true;
+}
+
+absl::StatusOr<bool> FslogSource::Next(TraceEvent* event) {
+  if (NextFast(event)) return true;
+  absl::StatusOr<bool> got = NextSlow(event);
+  if (!got.ok()) {
+    error_ = got.status();
+    return error_;
+  }
+  if (*got) NoteExpandable(*event);
+  return got;
+}
+
+absl::StatusOr<size_t> FslogSource::NextBatch(std::span<TraceEvent* const> events) {
+  size_t n = 0;
+  while (n < events.size()) {
+    if (!NextFast(events[n])) {
+      absl::StatusOr<bool> got = Next(events[n]);  // a boundary, the start, the end or an error
+      if (!got.ok() && n == 0) return got.status();
+      if (!got.ok() || !*got) break;  // errors are sticky: the next call returns it
+    }
+    ++n;
+  }
+  return n;
 }
 
 absl::StatusOr<bool> FslogSource::NextSlow(TraceEvent* event) {

@@ -67,6 +67,7 @@ class FslogSource final : public TraceSource {
   ~FslogSource() override;
 
   absl::StatusOr<bool> Next(TraceEvent* event) override;
+  absl::StatusOr<size_t> NextBatch(std::span<TraceEvent* const> events) override;
   std::vector<std::string> warnings() const override;
   double Progress() const override {
     return file_bytes_ == 0 ? 0.0 : static_cast<double>(consumed_offset_) / file_bytes_;
@@ -80,6 +81,14 @@ class FslogSource final : public TraceSource {
 
   FslogSource(EventLogReader reader, FslogReading reading);
   void FillInfo();
+  // The common cases of Next(): the next event of the batch in hand, or of the chunk being
+  // decoded on this thread. False: Next() must take the slow path.
+  bool NextFast(TraceEvent* event);
+  void NoteExpandable(const TraceEvent& event) {
+    if (event.kind == EventKind::kSegmentMap || event.kind == EventKind::kSegmentUnmap) {
+      info_.expandable_segments = true;
+    }
+  }
   // Everything but the next event of the batch in hand: errors, the start, the calling-thread
   // path, the next batch.
   absl::StatusOr<bool> NextSlow(TraceEvent* event);

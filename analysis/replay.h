@@ -227,15 +227,22 @@ class Replayer {
   // `live` is the block, still allocated in the replay.
   bool CompletedInNextLadder(const LiveBlock& live);
   void ApplyFreeCompleted(const TraceEvent& event);
-  // Completes the pseudo-streams of the free_completed events read so far.
-  void CompleteQueuedFrees();
+  // Completes the pseudo-streams of the free_completed events read so far. The inline guards
+  // here and below keep the replay's per-event path free of calls when nothing is queued.
+  void CompleteQueuedFrees() {
+    if (!queued_completions_.empty()) CompleteQueuedFreesNow();
+  }
+  void CompleteQueuedFreesNow();
 
   // --- Note [Inferring empty_cache] (replay_empty_cache.cc) ---
   // Queues a segment_free/unmap (or segment_alloc/map) read between user-level events.
   void QueueSegmentFree(const TraceEvent& event);
   // Settles the queued segment frees before the user-level event `next`: an empty_cache() the
   // replay calls, or the allocator's own (retry ladder, garbage collection).
-  void SettleSegmentFrees(const TraceEvent& next);
+  void SettleSegmentFrees(const TraceEvent& next) {
+    if (queued_segment_frees_ != 0) SettleSegmentFreesNow(next);
+  }
+  void SettleSegmentFreesNow(const TraceEvent& next);
   void ClearQueuedSegmentFrees();
   // Whether a free cached block would serve the allocation `next` before any release, so that
   // it could not have been the retry ladder's (get_free_block's best fit and oversize rules).
@@ -255,9 +262,18 @@ class Replayer {
   void QueueSegmentAlloc(const TraceEvent& event);
   // Scripts the queued segment_map addresses that lie in no live reservation as reservation
   // bases, before the allocation that maps them.
-  void ScriptQueuedReservations();
+  void ScriptQueuedReservations() {
+    if (!queued_maps_.empty()) ScriptQueuedReservationsNow();
+  }
+  void ScriptQueuedReservationsNow();
   // Clears what the allocation left queued (segment_alloc and reservation scripts) after it.
-  void ClearQueuedSegmentAllocs();
+  void ClearQueuedSegmentAllocs() {
+    if (queued_segment_alloc_bytes_ != 0 || reservations_scripted_ || frees_after_segment_alloc_ ||
+        !queued_maps_.empty()) {
+      ClearQueuedSegmentAllocsNow();
+    }
+  }
+  void ClearQueuedSegmentAllocsNow();
 
   TraceSource& source_;
   ReplayConfig config_;

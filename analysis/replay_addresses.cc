@@ -17,8 +17,8 @@ void Replayer::QueueSegmentAlloc(const TraceEvent& event) {
   queued_segment_alloc_bytes_ += event.bytes;
 }
 
-void Replayer::ScriptQueuedReservations() {
-  if (!config_.script_addresses || queued_maps_.empty()) return;
+void Replayer::ScriptQueuedReservationsNow() {
+  if (!config_.script_addresses) return;
   std::vector<DevicePtr> bases;
   for (DevicePtr ptr : queued_maps_) {
     if (!backend_->InReservation(ptr)) bases.push_back(ptr);
@@ -28,7 +28,7 @@ void Replayer::ScriptQueuedReservations() {
   reservations_scripted_ = true;
 }
 
-void Replayer::ClearQueuedSegmentAllocs() {
+void Replayer::ClearQueuedSegmentAllocsNow() {
   if (queued_segment_alloc_bytes_ > 0 && config_.script_addresses) backend_->ScriptAddresses({});
   if (reservations_scripted_) backend_->ScriptReservations({});
   reservations_scripted_ = false;

@@ -22,8 +22,7 @@ void Replayer::ClearQueuedSegmentFrees() {
   frees_after_segment_alloc_ = false;
 }
 
-void Replayer::SettleSegmentFrees(const TraceEvent& next) {
-  if (queued_segment_frees_ == 0) return;
+void Replayer::SettleSegmentFreesNow(const TraceEvent& next) {
   // A ladder already inferred (Note [Stream-ordered frees in a replay]) released them.
   bool internal = source_.info().records_empty_cache || ladder_expected_;
   if (!internal && (next.kind == EventKind::kAlloc || next.kind == EventKind::kOom)) {

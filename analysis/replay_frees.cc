@@ -120,7 +120,7 @@ void Replayer::ApplyFreeCompleted(const TraceEvent& event) {
   live_.erase(it);
 }
 
-void Replayer::CompleteQueuedFrees() {
+void Replayer::CompleteQueuedFreesNow() {
   for (StreamId pseudo : queued_completions_) {
     backend_->CompleteStream(pseudo);
     free_pseudo_streams_.push_back(pseudo);

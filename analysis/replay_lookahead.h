@@ -2,17 +2,19 @@
 // past the event being applied (Note [Stream-ordered frees in a replay] in replay.h).
 //
 // Next() makes the next event current; Peek(k) shows the k-th event after the current one
-// without consuming it. Events live in a ring of heap-allocated slots that never move, so the
-// current event and every peeked one stay valid, uncopied, until the Next() call that passes
-// them. Memory: the deepest lookahead asked for since construction (one event in most traces).
+// without consuming it. Events live in a ring of slots that never move (their storage is a
+// deque), so the current event and every peeked one stay valid, uncopied, until the Next() call
+// that passes it. The ring is refilled a batch at a time (TraceSource::NextBatch: one virtual call
+// per batch, not per event), into every free slot up to the end of the ring's array. Memory:
+// kMinSlots events, or the deepest lookahead asked for since construction if deeper.
 //
-// Errors: a source error met while peeking is held back until the Next() that reaches it (which
-// returns nullptr, status() the error), so every event before it is still delivered, as the
+// Errors: a source error met while reading ahead is held back until the Next() that reaches it
+// (which returns nullptr, status() the error), so every event before it is still delivered, as the
 // source itself would deliver them. Next() and Peek() are inline: they run once per event.
 #pragma once
 
 #include <cstddef>
-#include <memory>
+#include <deque>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,6 +24,9 @@ namespace fragscope {
 
 class TraceLookahead {
  public:
+  // Ring slots at the start (a power of two): batches of up to this many events.
+  static constexpr size_t kMinSlots = 64;
+
   // REQUIRES: `source` outlives this object and is read only through it.
   explicit TraceLookahead(TraceSource& source);
 
@@ -33,9 +38,9 @@ class TraceLookahead {
       --held_;
       has_current_ = false;
     }
-    if (held_ == 0 && !ReadOne()) return nullptr;
+    if (held_ == 0 && !Refill()) return nullptr;
     has_current_ = true;
-    return ring_[head_].get();
+    return ring_[head_];
   }
   // The source's error once Next() has returned nullptr for it; OK at the end of the trace.
   const absl::Status& status() const { return source_error_; }
@@ -47,16 +52,17 @@ class TraceLookahead {
   }
 
  private:
-  // Reads one more event into the ring. False at the end of the source or on an error (kept in
-  // source_error_).
-  bool ReadOne();
+  // Reads more events into the free slots (growing the ring when it is full). False when none
+  // came: at the end of the source or on an error (kept in source_error_).
+  bool Refill();
   const TraceEvent* PeekSlow(size_t at);
   TraceEvent& Slot(size_t i) { return *ring_[(head_ + i) & (ring_.size() - 1)]; }
 
   TraceSource& source_;
+  std::deque<TraceEvent> storage_;  // the events; a deque never moves them as it grows
   // Slots [head_, head_ + held_) modulo the size (a power of two): the current event (if
-  // has_current_) and then the lookahead.
-  std::vector<std::unique_ptr<TraceEvent>> ring_;
+  // has_current_) and then the lookahead. Each points into storage_.
+  std::vector<TraceEvent*> ring_;
   size_t head_ = 0;
   size_t held_ = 0;
   bool has_current_ = false;

@@ -21,8 +21,7 @@ uint32_t PhaseTable::Intern(const std::string& text) {
   return id;
 }
 
-void PhaseTable::Unref(uint32_t id) {
-  if (--refs_[id] != 0 || id <= kBefore) return;
+void PhaseTable::Release(uint32_t id) {
   ids_.erase(text_[id]);
   released_.push_back(id);
 }

@@ -25,11 +25,15 @@ class PhaseTable {
   void Ref(uint32_t id) { ++refs_[id]; }
   // Releases `id` when its last reference goes (never kStart or kBefore).
   // REQUIRES: id has a reference.
-  void Unref(uint32_t id);
+  void Unref(uint32_t id) {
+    if (--refs_[id] == 0 && id > kBefore) Release(id);
+  }
   // REQUIRES: `id` came from Intern (or is kStart/kBefore) and has not been released.
   const std::string& Text(uint32_t id) const { return text_[id]; }
 
  private:
+  void Release(uint32_t id);
+
   std::vector<std::string> text_;
   std::vector<uint32_t> refs_;
   std::vector<uint32_t> released_;  // ids free for reuse

@@ -71,10 +71,25 @@ struct Read {
   bool background = false;
 };
 
-Read ReadAll(std::unique_ptr<FslogSource> source) {
+// Reads the whole source with Next(), or with NextBatch() in batches of `batch` events.
+Read ReadAll(std::unique_ptr<FslogSource> source, size_t batch = 0) {
   Read read;
   TraceEvent event;
+  std::vector<TraceEvent> slots(std::max<size_t>(batch, 1));
+  std::vector<TraceEvent*> pointers;
+  for (TraceEvent& slot : slots) pointers.push_back(&slot);
   for (;;) {
+    if (batch > 0) {
+      absl::StatusOr<size_t> got = source->NextBatch(pointers);
+      if (!got.ok() || *got == 0) {
+        read.status = got.status();
+        read.again = source->NextBatch(pointers).status();
+        break;
+      }
+      read.events.insert(read.events.end(), slots.begin(),
+                         slots.begin() + static_cast<ptrdiff_t>(*got));
+      continue;
+    }
     absl::StatusOr<bool> got = source->Next(&event);
     if (!got.ok() || !*got) {
       read.status = got.status();
@@ -89,12 +104,12 @@ Read ReadAll(std::unique_ptr<FslogSource> source) {
   return read;
 }
 
-Read ReadBytes(std::string_view bytes, FslogReading reading) {
+Read ReadBytes(std::string_view bytes, FslogReading reading, size_t batch = 0) {
   absl::StatusOr<std::unique_ptr<FslogSource>> source =
       FslogSource::OpenBytes(bytes, "job.fslog", reading);
   EXPECT_OK(source.status());
   if (!source.ok()) return {};
-  return ReadAll(*std::move(source));
+  return ReadAll(*std::move(source), batch);
 }
 
 void ExpectSameEvents(const std::vector<TraceEvent>& a, const std::vector<TraceEvent>& b) {
@@ -228,6 +243,34 @@ TEST(ReplayReadingTest, TornTailIsTheSameWarning) {
   ASSERT_EQ(inline_read.warnings.size(), 1u);
   EXPECT_THAT(inline_read.warnings[0], HasSubstr("torn tail"));
   EXPECT_EQ(background.warnings, inline_read.warnings);
+}
+
+// NextBatch (what the replay's lookahead reads with) delivers what Next does, batch by batch,
+// on both paths: the same events, then the same error, which a batch that meets it after some
+// events returns on the next call.
+TEST(ReplayReadingTest, BatchesDeliverWhatNextDoes) {
+  const std::string good = FileBytes(RecordJob(4000));
+  std::string corrupt = good;
+  const std::vector<size_t> chunks = ChunkOffsets(corrupt);
+  ASSERT_GT(chunks.size(), 4u);
+  corrupt[chunks[chunks.size() / 2] + kChunkHeaderBytes + 100] ^= 0x40;
+  for (const std::string* bytes : {&good, static_cast<const std::string*>(&corrupt)}) {
+    const Read expected = ReadBytes(*bytes, FslogReading::kCallingThread);
+    for (FslogReading reading : kBothWays) {
+      for (size_t batch : {size_t{1}, size_t{7}, size_t{64}, size_t{5000}}) {
+        SCOPED_TRACE(absl::StrFormat(
+            "%s, %s, batches of %d", bytes == &good ? "good" : "corrupt",
+            reading == FslogReading::kCallingThread ? "calling thread" : "background", batch));
+        const Read read = ReadBytes(*bytes, reading, batch);
+        EXPECT_EQ(read.status, expected.status);
+        EXPECT_EQ(read.again, expected.status);
+        ExpectSameEvents(read.events, expected.events);
+        if (bytes == &good) {
+          EXPECT_EQ(read.progress, 1.0);
+        }
+      }
+    }
+  }
 }
 
 // Destroying the source stops its thread wherever it is: never started, blocked on a full ring,
