@@ -247,7 +247,7 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
 }
 
 absl::StatusOr<Block*> CachingAllocator::FindActiveBlockLocked(DevicePtr ptr) const {
-  if (Block* block = active_.Find(ptr); block != nullptr) return block;
+  if (Block* block = active_.Get(ptr); block != nullptr) return block;
   // Not the start of an active block: say what it is.
   auto seg = segments_.upper_bound(ptr);
   if (seg != segments_.begin()) {
@@ -274,7 +274,7 @@ absl::StatusOr<Block*> CachingAllocator::FindActiveBlockLocked(DevicePtr ptr) co
 absl::Status CachingAllocator::Free(DevicePtr ptr) {
   if (ptr == 0) return absl::OkStatus();
   Lock lock(&mu_);
-  Block* block = active_.Find(ptr);
+  Block* block = active_.Get(ptr);
   if (block == nullptr) return FindActiveBlockLocked(ptr).status();  // says what ptr is
   // The free reads the segment (event) and both neighbours (merge): start the three cache misses
   // together instead of one after another. In a large pool they dominate a free.
@@ -302,7 +302,7 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
 absl::Status CachingAllocator::RecordStream(DevicePtr ptr, StreamId stream) {
   Lock lock(&mu_);
   // A view at an offset protects its whole block (pytorch#27366): resolve interior pointers.
-  Block* block = active_.Find(ptr);
+  Block* block = active_.Get(ptr);
   if (block == nullptr) {
     if (auto seg = segments_.upper_bound(ptr); seg != segments_.begin()) {
       for (Block* b = std::prev(seg)->second.head; b != nullptr; b = b->next) {

@@ -47,7 +47,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "allocator/active_block_map.h"
+#include "allocator/address_map.h"
 #include "allocator/allocator_events.h"
 #include "allocator/allocator_options.h"
 #include "allocator/allocator_snapshot.h"

@@ -143,7 +143,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
         }
       } else {
         ++active_blocks;
-        if (active_.Find(b->ptr) != b) {
+        if (active_.Get(b->ptr) != b) {
           return Fail("active block 0x%x is missing from the active map", b->ptr);
         }
         add(active, b->pool, 1);

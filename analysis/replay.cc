@@ -214,13 +214,13 @@ void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
       hooks->OnOom(ReplayOom{&event, false, true, *report, external_bytes_});
     }
   }
-  auto [it, inserted] = live_.try_emplace(event.ptr, live);
+  auto [existing, inserted] = live_.TryEmplace(event.ptr, live);
   if (!inserted) {
-    if (it->second.ours != 0 && it->second.pending_stream == 0) {
+    if (existing->ours != 0 && existing->pending_stream == 0) {
       Warn(absl::StrFormat("event %d: the trace allocates 0x%x twice without freeing it",
                            event.index, event.ptr));
     }
-    it->second = live;
+    *existing = live;
   }
 }
 
@@ -261,9 +261,9 @@ void Replayer::ApplyOom(const TraceEvent& event, ReplayHooks* hooks) {
 absl::flat_hash_map<DevicePtr, BlockOrigin> Replayer::LiveBlockOrigins() const {
   absl::flat_hash_map<DevicePtr, BlockOrigin> origins;
   origins.reserve(live_.size());
-  for (const auto& [trace_ptr, live] : live_) {
+  live_.ForEach([&origins](DevicePtr, const LiveBlock& live) {
     if (live.ours != 0 && live.pending_stream == 0) origins.emplace(live.ours, live.origin);
-  }
+  });
   return origins;
 }
 

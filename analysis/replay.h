@@ -103,6 +103,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "allocator/address_map.h"
 #include "allocator/allocator_options.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/oom_report.h"
@@ -282,8 +283,8 @@ class Replayer {
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<Forwarder> forwarder_;
 
-  // Live blocks by the trace's address.
-  absl::flat_hash_map<DevicePtr, LiveBlock> live_;
+  // Live blocks by the trace's address (any address, 0 included).
+  AddressMap<LiveBlock, /*kZeroKey=*/true> live_;
 
   // Note [Stream-ordered frees in a replay].
   StreamId next_pseudo_stream_ = 0;

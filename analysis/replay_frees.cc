@@ -18,17 +18,17 @@ bool MayBeInsideAnAllocation(const TraceEvent* e) {
 }  // namespace
 
 void Replayer::ApplyFreeRequested(const TraceEvent& event) {
-  auto it = live_.find(event.ptr);
-  if (it == live_.end()) {
+  LiveBlock* found = live_.Find(event.ptr);
+  if (found == nullptr) {
     Warn(
         absl::StrFormat("event %d: free of 0x%x, which the trace never allocated (allocated "
                         "before recording started?)",
                         event.index, event.ptr));
     return;
   }
-  LiveBlock& live = it->second;
+  LiveBlock& live = *found;
   if (live.ours == 0) {  // its allocation failed in the replay
-    live_.erase(it);
+    live_.Erase(event.ptr);
     return;
   }
   bool deferred = false;
@@ -56,7 +56,7 @@ void Replayer::ApplyFreeRequested(const TraceEvent& event) {
     Warn(absl::StrFormat("event %d: free of 0x%x: %s", event.index, event.ptr, status.message()));
   }
   if (!live.origin.before_trace) phases_.Unref(live.origin.phase);
-  if (!deferred) live_.erase(it);
+  if (!deferred) live_.Erase(event.ptr);  // (the last use of `live`)
 }
 
 bool Replayer::CompletedInNextLadder(const LiveBlock& live) {
@@ -114,10 +114,10 @@ bool Replayer::CompletedInNextLadder(const LiveBlock& live) {
 }
 
 void Replayer::ApplyFreeCompleted(const TraceEvent& event) {
-  auto it = live_.find(event.ptr);
-  if (it == live_.end() || it->second.pending_stream == 0) return;
-  queued_completions_.push_back(it->second.pending_stream);
-  live_.erase(it);
+  const LiveBlock* live = live_.Find(event.ptr);
+  if (live == nullptr || live->pending_stream == 0) return;
+  queued_completions_.push_back(live->pending_stream);
+  live_.Erase(event.ptr);
 }
 
 void Replayer::CompleteQueuedFreesNow() {

@@ -65,7 +65,7 @@ void Replayer::BuildInitialState() {
         live.ours = *p;
         live.origin.phase = PhaseTable::kBefore;
         live.origin.before_trace = true;
-        live_[block->address] = live;
+        *live_.TryEmplace(block->address, live).first = live;
       }
     };
     // A free gap is carved in pieces its pool serves: small-pool requests are <= 1 MiB, while a
