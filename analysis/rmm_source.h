@@ -8,7 +8,6 @@
 #pragma once
 
 #include <memory>
-#include <span>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -24,9 +23,6 @@ class RmmSource final : public TraceSource {
                                             const std::string& path);
 
   absl::StatusOr<bool> Next(TraceEvent* event) override;
-  absl::StatusOr<size_t> NextBatch(std::span<TraceEvent* const> events) override {
-    return NextBatchOf(*this, events);
-  }
   std::vector<std::string> warnings() const override;
   double Progress() const override {
     return log_->entries.empty() ? 1.0 : static_cast<double>(pos_) / log_->entries.size();

@@ -19,7 +19,6 @@
 #pragma once
 
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -45,9 +44,6 @@ class SnapshotSource final : public TraceSource {
       const SnapshotSourceOptions& options = {});
 
   absl::StatusOr<bool> Next(TraceEvent* event) override;
-  absl::StatusOr<size_t> NextBatch(std::span<TraceEvent* const> events) override {
-    return NextBatchOf(*this, events);
-  }
   double Progress() const override;
 
   const std::shared_ptr<const PyTorchSnapshot>& snapshot() const { return snapshot_; }

@@ -14,4 +14,17 @@ std::string_view TraceFormatName(TraceFormat format) {
   return "unknown";
 }
 
+absl::StatusOr<size_t> TraceSource::NextBatch(std::span<TraceEvent* const> events) {
+  size_t n = 0;
+  for (; n < events.size(); ++n) {
+    absl::StatusOr<bool> got = Next(events[n]);
+    if (!got.ok()) {
+      if (n == 0) return got.status();
+      break;  // errors are sticky: the next call returns it
+    }
+    if (!*got) break;
+  }
+  return n;
+}
+
 }  // namespace fragscope

@@ -116,32 +116,15 @@ class TraceSource {
   virtual absl::StatusOr<bool> Next(TraceEvent* event) = 0;
   // The next events, in order, into `events[0]`, `events[1]`, ...: how many were read (fewer
   // than asked only at the end or before an error; 0 at the end). An error met after some events
-  // is returned by the next call. Sources override it with NextBatchOf(*this, events), which calls
-  // their own Next() directly (one virtual call per batch instead of per event).
-  virtual absl::StatusOr<size_t> NextBatch(std::span<TraceEvent* const> events) {
-    return NextBatchOf(*this, events);
-  }
+  // is returned by the next call. The default calls Next() per event; FslogSource overrides it
+  // with its fast path inline (the replay reads through it, a batch per virtual call).
+  virtual absl::StatusOr<size_t> NextBatch(std::span<TraceEvent* const> events);
   // Non-fatal problems met so far (torn tail, dropped records).
   virtual std::vector<std::string> warnings() const { return {}; }
   // The fraction of the input consumed so far, in [0, 1] (for progress bars).
   virtual double Progress() const { return 0.0; }
 
  protected:
-  // NextBatch through `source.Next()`; with a final `Source`, a direct call.
-  template <typename Source>
-  static absl::StatusOr<size_t> NextBatchOf(Source& source, std::span<TraceEvent* const> events) {
-    size_t n = 0;
-    for (; n < events.size(); ++n) {
-      absl::StatusOr<bool> got = source.Next(events[n]);
-      if (!got.ok()) {
-        if (n == 0) return got.status();
-        break;  // errors are sticky: the next call returns it
-      }
-      if (!*got) break;
-    }
-    return n;
-  }
-
   TraceInfo info_;
 };
 

@@ -25,7 +25,7 @@ class CountingSource final : public TraceSource {
   }
   absl::StatusOr<size_t> NextBatch(std::span<TraceEvent* const> events) override {
     ++batch_calls_;
-    return NextBatchOf(*this, events);
+    return TraceSource::NextBatch(events);
   }
   uint64_t next_calls() const { return next_calls_; }
   uint64_t batch_calls() const { return batch_calls_; }
