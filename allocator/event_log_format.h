@@ -57,6 +57,10 @@ inline constexpr size_t kRecordBytes = 80;
 // A chunk, header included, never exceeds 64 KiB: 818 records.
 inline constexpr size_t kMaxChunkBytes = 64 * 1024;
 inline constexpr size_t kMaxChunkRecords = (kMaxChunkBytes - kChunkHeaderBytes) / kRecordBytes;
+// Every sequence number is below this bound (a chunk's first_sequence + record_count <= it), so
+// readers' event numbers (sequence plus the combined free records before it, Note [Combined free
+// records]) stay below 2^63 and never wrap. No writer comes near it (2^62 records of 80 bytes).
+inline constexpr uint64_t kMaxSequence = uint64_t{1} << 62;
 inline constexpr size_t kMaxChunkPayloadBytes = kMaxChunkRecords * kRecordBytes;
 // Upper bound of the header's options text; longer option strings are truncated by the writer.
 inline constexpr size_t kMaxHeaderOptionsBytes = 64 * 1024;

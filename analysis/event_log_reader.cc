@@ -218,11 +218,16 @@ absl::StatusOr<std::span<const LogRecord>> EventLogReader::NextChunk(uint64_t* f
         offset_, chunk.payload_crc32c, payload_crc, chunk.first_sequence,
         chunk.first_sequence + chunk.record_count - 1)));
   }
-  if (chunk.first_sequence < expected_sequence_ ||
-      chunk.first_sequence > UINT64_MAX - chunk.record_count) {
+  if (chunk.first_sequence < expected_sequence_) {
     return Fail(absl::DataLossError(
         absl::StrFormat("offset %d: chunk sequence %d goes backwards (expected >= %d)", offset_,
                         chunk.first_sequence, expected_sequence_)));
+  }
+  if (chunk.first_sequence > kMaxSequence - chunk.record_count) {
+    return Fail(absl::DataLossError(
+        absl::StrFormat("offset %d: chunk sequence %d out of range (%d records; the format's "
+                        "limit is 2^62)",
+                        offset_, chunk.first_sequence, chunk.record_count)));
   }
   if (chunk.first_sequence > expected_sequence_) {
     const uint64_t missing = chunk.first_sequence - expected_sequence_;

@@ -241,6 +241,34 @@ TEST(EventLogReaderTest, CombinedFreeRecordIsTwoEventsAndShiftsTheNumbering) {
   EXPECT_EQ(v1.entries[3].sequence, 5u);
 }
 
+// Sequence numbers stay below kMaxSequence, so event numbers (sequence plus the combined records
+// before) never wrap. Fuzzing found a chunk starting at 2^64 - 8 after a combined free: its events
+// were numbered 0, 1, then 2^64 - 7 + 1 = wrapped to below the previous number.
+TEST(EventLogReaderTest, SequenceNumbersAboveTheFormatsBoundAreAnError) {
+  const testing::CombinedFreeSample free = testing::MakeCombinedFree(7, 1'000'000'500);
+  const auto read_with_last_chunk_at = [&](uint64_t first_sequence, size_t* bad_offset) {
+    LogBuilder builder;  // SampleHeader(): this version, so the free is two events
+    builder.AddChunk({free.record}, 0);
+    *bad_offset = builder.AddChunk(
+        {EncodedSample(EventKind::kAlloc, 1), EncodedSample(EventKind::kAlloc, 2)}, first_sequence);
+    return ReadBytes(builder.bytes());
+  };
+  size_t at = 0;
+  const ReadResult last_legal = read_with_last_chunk_at(kMaxSequence - 2, &at);
+  ASSERT_TRUE(last_legal.status.ok()) << last_legal.status;
+  std::vector<uint64_t> numbers;
+  for (const LogEntry& entry : last_legal.entries) numbers.push_back(entry.sequence);
+  EXPECT_EQ(numbers, (std::vector<uint64_t>{0, 1, kMaxSequence - 1, kMaxSequence}));
+
+  for (const uint64_t first : {kMaxSequence - 1, kMaxSequence, UINT64_MAX - 7, UINT64_MAX}) {
+    const ReadResult result = read_with_last_chunk_at(first, &at);
+    EXPECT_EQ(result.entries.size(), 2u) << first;  // the first chunk's two events
+    EXPECT_TRUE(Contains(
+        std::string(result.status.message()),
+        absl::StrFormat("offset %d: chunk sequence %d out of range (2 records", at, first)))
+        << result.status;
+  }
+}
 TEST(EventLogReaderTest, WarningsAreBounded) {
   LogBuilder builder;
   for (uint64_t i = 0; i < 1000; ++i)
