@@ -1,7 +1,7 @@
 #include "analysis/chrome_trace.h"
 
 #include "absl/strings/str_format.h"
-#include "analysis/json_writer.h"
+#include "estimator/report.h"
 
 namespace fragscope {
 
@@ -10,10 +10,9 @@ ChromeTraceWriter::ChromeTraceWriter(Replayer& replayer, std::ostream& out) : ou
   pid_ = replayer.info().rank;
   out_ << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   out_ << absl::StrFormat(
-      "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"%s\"}}",
-      pid_,
-      JsonWriter::Escape(absl::StrFormat("fragscope: %s (device %d)", replayer.info().path,
-                                         replayer.info().device)));
+      "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": %s}}", pid_,
+      estimator::JsonQuote(absl::StrFormat("fragscope: %s (device %d)", replayer.info().path,
+                                           replayer.info().device)));
   ++written_;
 }
 
@@ -35,9 +34,9 @@ void ChromeTraceWriter::OnTraceEvent(const TraceEvent& event) {
   }
   if (event.kind == EventKind::kMarker) {
     out_ << absl::StrFormat(
-        ",\n{\"name\": \"%s\", \"cat\": \"marker\", \"ph\": \"i\", \"s\": \"p\", \"ts\": %d, "
+        ",\n{\"name\": %s, \"cat\": \"marker\", \"ph\": \"i\", \"s\": \"p\", \"ts\": %d, "
         "\"pid\": %d, \"tid\": 0}",
-        JsonWriter::Escape(event.text), us, pid_);
+        estimator::JsonQuote(event.text), us, pid_);
     ++written_;
   }
 }

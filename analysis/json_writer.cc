@@ -3,39 +3,9 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "estimator/report.h"
 
 namespace fragscope {
-
-std::string JsonWriter::Escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
 
 void JsonWriter::Newline() {
   out_ << '\n';
@@ -83,13 +53,13 @@ void JsonWriter::EndArray() {
 
 void JsonWriter::Key(std::string_view key) {
   BeforeValue();
-  out_ << '"' << Escape(key) << "\": ";
+  out_ << estimator::JsonQuote(key) << ": ";
   after_key_ = true;
 }
 
 void JsonWriter::String(std::string_view value) {
   BeforeValue();
-  out_ << '"' << Escape(value) << '"';
+  out_ << estimator::JsonQuote(value);
 }
 
 void JsonWriter::Uint(uint64_t value) {

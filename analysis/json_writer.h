@@ -38,8 +38,6 @@ class JsonWriter {
   void Field(std::string_view key, double value) { Key(key), Double(value); }
   void Field(std::string_view key, bool value) { Key(key), Bool(value); }
 
-  static std::string Escape(std::string_view text);
-
  private:
   void BeforeValue();
   void Newline();

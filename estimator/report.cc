@@ -91,7 +91,7 @@ std::string FormatSeconds(double seconds) {
   return absl::StrFormat("%.4g us", seconds * 1e6);
 }
 
-std::string JsonQuote(absl::string_view text) {
+std::string JsonQuote(std::string_view text) {
   std::string out = "\"";
   for (const char c : text) {
     switch (c) {

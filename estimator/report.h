@@ -40,7 +40,7 @@ std::string RenderJson(const Report& report);
 
 // JSON string literal (with quotes) for `text`; control characters and non-ASCII bytes pass
 // through as \uXXXX / UTF-8 unchanged respectively.
-std::string JsonQuote(absl::string_view text);
+std::string JsonQuote(std::string_view text);
 
 // "12.34 ms", "1.2 s", "980 us" etc. for a time in seconds.
 std::string FormatSeconds(double seconds);
