@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "allocator/size_policy.h"
 
@@ -20,23 +21,23 @@ class NoHooks final : public ReplayHooks {
   uint32_t callbacks() const override { return 0; }
 };
 
-}  // namespace
-
-// Forwards the allocator's events to the current hooks.
-class Replayer::Forwarder final : public AllocatorObserver {
+// Forwards the allocator's events to a run's hooks. It observes the allocator only during a Run
+// whose hooks want allocator events, so a run that wants none pays nothing per event.
+class AllocatorEventForwarder final : public AllocatorObserver {
  public:
-  void OnEvent(const AllocatorEvent& event) override {
-    if (hooks != nullptr) hooks->OnAllocatorEvent(event);
-  }
-  ReplayHooks* hooks = nullptr;
+  explicit AllocatorEventForwarder(ReplayHooks& hooks) : hooks_(hooks) {}
+  void OnEvent(const AllocatorEvent& event) override { hooks_.OnAllocatorEvent(event); }
+
+ private:
+  ReplayHooks& hooks_;
 };
+
+}  // namespace
 
 Replayer::Replayer(TraceSource& source, ReplayConfig config)
     : source_(source), config_(std::move(config)), events_(source) {}
 
-Replayer::~Replayer() {
-  if (allocator_ != nullptr && forwarder_ != nullptr) allocator_->RemoveObserver(forwarder_.get());
-}
+Replayer::~Replayer() = default;
 
 void Replayer::Warn(std::string warning) {
   if (warnings_.size() < kMaxWarnings) {
@@ -60,8 +61,6 @@ absl::Status Replayer::Init() {
   // The state before the trace is carved under default options; see Note [State before the
   // trace].
   allocator_ = std::make_unique<CachingAllocator>(*backend_, AllocatorOptions());
-  forwarder_ = std::make_unique<Forwarder>();
-  allocator_->AddObserver(forwarder_.get());
   BuildInitialState();
   // The carving's own allocations are not the job's: statistics start from the rebuilt state.
   allocator_->ResetPeakStats();
@@ -87,13 +86,17 @@ absl::Status Replayer::Run(ReplayHooks* hooks) {
   const uint32_t wanted = hooks->callbacks();
   const bool trace_events = (wanted & kHookTraceEvent) != 0;
   const bool can_stop = (wanted & kHookStop) != 0;
-  forwarder_->hooks = (wanted & kHookAllocatorEvent) != 0 ? hooks : nullptr;
+  AllocatorEventForwarder forwarder(*hooks);
+  const bool forward = (wanted & kHookAllocatorEvent) != 0;
+  if (forward) allocator_->AddObserver(&forwarder);
+  absl::Cleanup detach = [&] {
+    if (forward) allocator_->RemoveObserver(&forwarder);
+  };
   bool stopped_early = false;
   for (;;) {
     TraceEvent* event = events_.Next();
     if (event == nullptr) {
       if (events_.status().ok()) break;
-      forwarder_->hooks = nullptr;
       return events_.status();
     }
     if (event->index > config_.stop_after_index) {
@@ -117,7 +120,6 @@ absl::Status Replayer::Run(ReplayHooks* hooks) {
   }
   CompleteQueuedFrees();
   hooks->OnFinish();
-  forwarder_->hooks = nullptr;
   return absl::OkStatus();
 }
 

@@ -203,7 +203,6 @@ class Replayer {
   absl::flat_hash_map<DevicePtr, BlockOrigin> LiveBlockOrigins() const;
 
  private:
-  class Forwarder;
   struct LiveBlock {
     DevicePtr ours = 0;           // 0: the replay failed to allocate it (OOM)
     StreamId pending_stream = 0;  // pseudo-stream of a stream-ordered free; 0 = none
@@ -281,7 +280,6 @@ class Replayer {
   TraceLookahead events_;
   std::unique_ptr<SimulatedBackend> backend_;
   std::unique_ptr<CachingAllocator> allocator_;
-  std::unique_ptr<Forwarder> forwarder_;
 
   // Live blocks by the trace's address (any address, 0 included).
   AddressMap<LiveBlock, /*kZeroKey=*/true> live_;
