@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_format.h"
 #include "allocator/allocator_options.h"
 
@@ -78,6 +79,11 @@ class FslogSource::Decoder {
   const absl::Status& error() const { return error_; }
 
  private:
+  // Next's rare cases, out of line: a marker's or options change's text (record `i` of the
+  // chunk, then its continuations); the error for a record of another device (returns false).
+  bool DecodeText(const LogRecord& r, size_t i, TraceEvent* event);
+  bool FailMixedDevices(const LogRecord& r, const TraceEvent& event);
+
   std::string name_;
   int32_t device_;
   uint64_t time_base_ns_;
@@ -133,27 +139,10 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->ptr = event->bytes = event->requested_bytes = event->stream = 0;
     event->device_free_bytes = event->device_total_bytes = 0;
     event->reserved_bytes = event->allocated_bytes = 0;
-    if (kind == EventKind::kMarker) {
-      event->text.assign(MarkerText(r));
-      return true;
+    if (kind == EventKind::kMarker || kind == EventKind::kOptionsChange) {
+      return DecodeText(r, i, event);  // tail calls: the path of block events needs no frame
     }
-    if (kind == EventKind::kOptionsChange) {
-      event->text.assign(OptionsChangeTextPart(r));
-      for (size_t j = i + 1; j < chunk_.size(); ++j) {
-        const LogRecord& c = chunk_[j];
-        if (c.kind != r.kind || (c.flags & kRecordFlagContinuation) == 0) break;
-        event->text.append(OptionsChangeTextPart(c));
-      }
-      return true;
-    }
-    if (r.device != device_) {
-      error_ = absl::FailedPreconditionError(absl::StrFormat(
-          "%s: mixed devices: event %d is on device %d but the log header says device %d; "
-          "fragscope analyzes one device per log",
-          name_, event->index, r.device, device_));
-      pos_ = chunk_.size();
-      return false;
-    }
+    if (r.device != device_) return FailMixedDevices(r, *event);
     const uint64_t* w = r.words;
     event->bytes = w[kWordBytes];
     event->requested_bytes = w[kWordRequestedBytes];
@@ -172,6 +161,31 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     }
     return true;
   }
+  return false;
+}
+
+ABSL_ATTRIBUTE_NOINLINE bool FslogSource::Decoder::DecodeText(const LogRecord& r, size_t i,
+                                                              TraceEvent* event) {
+  if (r.kind == static_cast<uint8_t>(EventKind::kMarker)) {
+    event->text.assign(MarkerText(r));
+    return true;
+  }
+  event->text.assign(OptionsChangeTextPart(r));
+  for (size_t j = i + 1; j < chunk_.size(); ++j) {
+    const LogRecord& c = chunk_[j];
+    if (c.kind != r.kind || (c.flags & kRecordFlagContinuation) == 0) break;
+    event->text.append(OptionsChangeTextPart(c));
+  }
+  return true;
+}
+
+ABSL_ATTRIBUTE_NOINLINE bool FslogSource::Decoder::FailMixedDevices(const LogRecord& r,
+                                                                    const TraceEvent& event) {
+  error_ = absl::FailedPreconditionError(absl::StrFormat(
+      "%s: mixed devices: event %d is on device %d but the log header says device %d; "
+      "fragscope analyzes one device per log",
+      name_, event.index, r.device, device_));
+  pos_ = chunk_.size();
   return false;
 }
 
