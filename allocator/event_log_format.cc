@@ -176,6 +176,11 @@ absl::StatusOr<EventLogHeader> ParseFileHeader(std::string_view bytes) {
         absl::StrFormat("offset %d: file header CRC mismatch (stored %08x, computed %08x)",
                         offsetof(FileHeader, header_crc32c), fixed.header_crc32c, crc));
   }
+  if (fixed.device_index < 0 || fixed.device_index > kMaxDeviceIndex) {
+    return absl::DataLossError(
+        absl::StrFormat("offset %d: device index %d is not a CUDA device ordinal (0 to %d)",
+                        offsetof(FileHeader, device_index), fixed.device_index, kMaxDeviceIndex));
+  }
   EventLogHeader header;
   header.version_major = fixed.version_major;
   header.version_minor = fixed.version_minor;

@@ -62,6 +62,8 @@ inline constexpr size_t kMaxChunkRecords = (kMaxChunkBytes - kChunkHeaderBytes) 
 // records]) stay below 2^63 and never wrap. No writer comes near it (2^62 records of 80 bytes).
 inline constexpr uint64_t kMaxSequence = uint64_t{1} << 62;
 inline constexpr size_t kMaxChunkPayloadBytes = kMaxChunkRecords * kRecordBytes;
+// The largest device ordinal a header may name: PyTorch's DeviceIndex is an int8_t.
+inline constexpr int32_t kMaxDeviceIndex = 127;
 // Upper bound of the header's options text; longer option strings are truncated by the writer.
 inline constexpr size_t kMaxHeaderOptionsBytes = 64 * 1024;
 inline constexpr size_t kMaxFileHeaderBytes = kFileHeaderBytes + kMaxHeaderOptionsBytes;

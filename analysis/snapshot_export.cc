@@ -2,12 +2,15 @@
 
 #include <utility>
 
+#include "allocator/check.h"
+#include "allocator/event_log_format.h"
 #include "analysis/pytorch_snapshot.h"
 
 namespace fragscope {
 
 SnapshotExportBuilder::SnapshotExportBuilder(int device)
     : device_(device), snapshot_(std::make_unique<PyTorchSnapshot>()) {
+  FRAGSCOPE_CHECK(device >= 0 && device <= kMaxDeviceIndex);
   snapshot_->device_traces.resize(static_cast<size_t>(device) + 1);
 }
 

@@ -35,6 +35,8 @@ struct ExportSegment {
 
 class SnapshotExportBuilder {
  public:
+  // REQUIRES: 0 <= device <= kMaxDeviceIndex (every trace source guarantees it): the snapshot
+  // holds one trace list per device up to this one.
   explicit SnapshotExportBuilder(int device);
   ~SnapshotExportBuilder();
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "allocator/allocator_options.h"
+#include "allocator/event_log_format.h"
 #include "allocator/size_policy.h"
 #include "analysis/pytorch_snapshot.h"
 
@@ -106,6 +107,11 @@ absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
         info_.path));
   } else {
     device_ = non_empty[0];
+  }
+  if (device_ > static_cast<size_t>(kMaxDeviceIndex)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: device_traces[%d] is not a CUDA device ordinal (0 to %d)", info_.path,
+                        device_, kMaxDeviceIndex));
   }
   info_.format = TraceFormat::kPyTorchSnapshot;
   info_.device = static_cast<int32_t>(device_);

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "allocator/allocator_options.h"
+#include "allocator/event_log_format.h"
 
 namespace fragscope::cli {
 
@@ -145,6 +146,10 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
   if (const std::string* v = flags.Get("--device")) {
     absl::StatusOr<uint64_t> n = ParseCount(*v, "--device");
     if (!n.ok()) return n.status();
+    if (*n > kMaxDeviceIndex) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--device %s: not a CUDA device ordinal (0 to %d)", *v, kMaxDeviceIndex));
+    }
     options->device = static_cast<int>(*n);
   }
   if (const std::string* v = flags.Get("--threads")) {

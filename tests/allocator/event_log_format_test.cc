@@ -1,8 +1,10 @@
 #include "allocator/event_log_format.h"
 
+#include <climits>
 #include <cstring>
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "allocator/crc32c.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/event_log_test_util.h"
@@ -162,6 +164,24 @@ TEST(EventLogFormatTest, HeaderErrorsNameTheOffset) {
   EXPECT_NE(ParseFileHeader(bad_crc).status().message().find("offset 16: file header CRC"),
             std::string::npos);
   EXPECT_FALSE(ParseFileHeaderSize(good.substr(0, 100)).ok());
+}
+
+TEST(EventLogFormatTest, DeviceIndexMustBeACudaOrdinal) {
+  // A header naming device 2^31 - 1 once made `fragscope convert` size a snapshot's per-device
+  // trace list by it (a fuzz finding: trace_analysis_fuzz).
+  for (const int32_t device : {0, kMaxDeviceIndex}) {
+    EventLogHeader header = SampleHeader();
+    header.device_index = device;
+    EXPECT_EQ(ParseFileHeader(SerializeFileHeader(header)).value().device_index, device);
+  }
+  for (const int32_t device : {-1, kMaxDeviceIndex + 1, INT32_MAX, INT32_MIN}) {
+    EventLogHeader header = SampleHeader();
+    header.device_index = device;
+    const absl::Status status = ParseFileHeader(SerializeFileHeader(header)).status();
+    EXPECT_EQ(status.message(),
+              absl::StrFormat("offset 28: device index %d is not a CUDA device ordinal (0 to 127)",
+                              device));
+  }
 }
 
 TEST(EventLogFormatTest, SealChunkChecksumsHeaderAndPayload) {

@@ -178,6 +178,8 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"verify", QuietLog(), "--conf", "expandable_segments:maybe"}, 2, "--conf"},
       {{"convert", QuietLog(), TempPath("c.json"), "--conf", "x"}, 2, "--conf 'x'"},
       {{"verify", no_events}, 1, "the trace is empty"},
+      // Once cast to an int (2^32 became device 0).
+      {{"verify", QuietLog(), "--device", "4294967296"}, 2, "not a CUDA device ordinal (0 to 127)"},
       // No capacity in the snapshot: reservations are sized for 1 TiB, so addresses differ.
       {{"verify", Oracle("micro_expandable")}, 1, "pass the device's --capacity"},
       {{"sweep", QuietLog(), "--max-split-size-mb", "10"}, 2, "max_split_size_mb"},
