@@ -5,21 +5,29 @@
 // frees of blocks never allocated, allocations at live addresses, segments that overlap, OOMs with
 // any numbers, options changes to anything, completions without requests, other devices.
 //
-// Input: a selector byte, then (selector mod 4):
+// Input: a selector byte, then (selector mod 5):
 //   0: an event program (below), written as an .fslog by FslogFileWriter, so every event decodes;
 //   1: the bytes of an .fslog, CRCs recomputed (as event_log_fuzz's odd modes do);
 //   2: the bytes of an RMM logging_resource_adaptor CSV;
-//   3: the bytes of a PyTorch snapshot pickle.
-// The event program is read with FuzzedDataProvider: the header's capacity, settings and device
-// from small tables, then operations until the input ends, each an event kind with addresses and
-// sizes from small tables (so that they collide) or raw values.
+//   3: the bytes of a PyTorch snapshot pickle;
+//   4: a job program: allocations, frees, record_stream, empty_cache and settings changes run on
+//      fragscope's own allocator over a SimulatedBackend and recorded, so the trace is faithful.
+// The programs are read with FuzzedDataProvider: the capacity and settings from small tables, then
+// operations until the input ends. An event program's events take addresses and sizes from small
+// tables (so that they collide) or raw values.
 //
 // Properties checked on every input: nothing crashes, hangs or trips a sanitizer; each command
 // exits 0 or 1 (never 2: its arguments are valid), and exit 1 comes with a message; the JSON
-// report of an analysis that succeeds parses (estimator/json_value.h, a strict reader).
+// report of an analysis that succeeds parses (estimator/json_value.h, a strict reader). A job
+// program's trace verifies as faithful (exit 0): the replay reproduces every allocator decision.
+// Its record_stream calls are left out under settings whose retry ladder can tell a
+// stream-ordered free from an immediate one only after the allocation's cache lookup (garbage
+// collection, max_split_size, expandable segments): Note [Stream-ordered frees in a replay] in
+// analysis/replay.h says why verify may then part from the job.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -32,9 +40,12 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "allocator/allocator_options.h"
+#include "allocator/caching_allocator.h"
 #include "allocator/check.h"
 #include "allocator/crc32c.h"
 #include "allocator/event_log_format.h"
+#include "allocator/simulated_backend.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/dump_command.h"
 #include "analysis/fslog_file_writer.h"
@@ -152,6 +163,88 @@ void WriteProgram(FuzzedDataProvider& in, const std::string& path) {
   FRAGSCOPE_CHECK((*writer)->Close().ok());
 }
 
+// Runs the job program in `in` on fragscope's allocator and records it as an .fslog at `path`.
+void WriteJob(FuzzedDataProvider& in, const std::string& path) {
+  static constexpr std::array<uint64_t, 3> kCapacities = {20 * kMiB, 256 * kMiB, 16 * kGiB};
+  static constexpr std::array<const char*, 6> kConfs = {
+      "",
+      "roundup_power2_divisions:4",
+      "max_split_size_mb:20",
+      "garbage_collection_threshold:0.6,per_process_memory_fraction:0.8",
+      "expandable_segments:True",
+      "max_split_size_mb:40,expandable_segments:True,garbage_collection_threshold:0.5"};
+  // The first two leave no ambiguity in a stream-ordered free (see the top of the file).
+  constexpr size_t kConfsWithStreamUses = 2;
+  static constexpr std::array<StreamId, 3> kStreams = {0, 0x100, 0x200};
+  constexpr StreamId kUser = 1;  // a user stream on top of each: kStreams[i] + kUser
+
+  const uint64_t capacity = in.PickValueInArray(kCapacities);
+  const bool stream_uses = in.ConsumeBool();
+  auto pick_conf = [&] {
+    return std::string(kConfs[in.ConsumeIntegralInRange<size_t>(
+        0, (stream_uses ? kConfsWithStreamUses : kConfs.size()) - 1)]);
+  };
+  std::string conf = pick_conf();
+  EventLogHeader header;
+  header.device_total_bytes = capacity;
+  header.allocator_options = conf;
+  header.start_monotonic_ns = 1'000'000'000;
+  header.clock = EventLogClock::kMonotonic;
+  absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer = FslogFileWriter::Open(path, header);
+  FRAGSCOPE_CHECK(writer.ok());
+  SimulatedBackend backend(capacity);
+  absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(conf);
+  FRAGSCOPE_CHECK(options.ok());
+  CachingAllocator allocator(backend, *options);
+  allocator.AddObserver(writer->get());
+  std::vector<DevicePtr> live;
+  uint64_t now_ns = 0;
+  for (size_t i = 0; i < kMaxOperations && in.remaining_bytes() > 0; ++i) {
+    (*writer)->set_time_ns(now_ns += 1000);
+    switch (in.ConsumeIntegralInRange<int>(0, 9)) {
+      default: {  // 0-4: allocate
+        const uint64_t size = std::min(Size(in), 2 * capacity);
+        const absl::StatusOr<DevicePtr> p = allocator.Allocate(size, in.PickValueInArray(kStreams));
+        if (p.ok() && *p != 0) live.push_back(*p);
+        break;
+      }
+      case 5:
+      case 6:
+      case 7: {  // free a live block, perhaps used on another stream first
+        if (live.empty()) break;
+        const size_t k = in.ConsumeIntegralInRange<size_t>(0, live.size() - 1);
+        if (stream_uses && in.ConsumeBool()) {
+          const StreamId user = in.PickValueInArray(kStreams) + kUser;
+          backend.SetStreamBusy(user, true);
+          FRAGSCOPE_CHECK(allocator.RecordStream(live[k], user).ok());
+        }
+        FRAGSCOPE_CHECK(allocator.Free(live[k]).ok());
+        live[k] = live.back();
+        live.pop_back();
+        break;
+      }
+      case 8:
+        if (stream_uses) backend.CompleteStream(in.PickValueInArray(kStreams) + kUser);
+        break;
+      case 9:
+        if (in.ConsumeBool()) {
+          allocator.EmptyCache();
+        } else {  // as TraceBuilder::SetOptions: the settings and the fraction they carry
+          conf = pick_conf();
+          options = ParseAllocatorOptions(conf);
+          FRAGSCOPE_CHECK(options.ok());
+          const double fraction = options->per_process_memory_fraction;
+          allocator.SetOptions(std::move(*options));
+          FRAGSCOPE_CHECK(allocator.SetMemoryFraction(fraction).ok());
+          (*writer)->OptionsChange(conf, now_ns);
+        }
+        break;
+    }
+  }
+  allocator.RemoveObserver(writer->get());
+  FRAGSCOPE_CHECK((*writer)->Close().ok());
+}
+
 uint32_t Load32(const std::string& bytes, size_t offset) {
   uint32_t v;
   std::memcpy(&v, bytes.data() + offset, sizeof(v));
@@ -212,7 +305,7 @@ std::string ReadFile(const std::string& path) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fragscope;
   if (size < 1) return 0;
-  const uint8_t selector = data[0] % 4;
+  const uint8_t selector = data[0] % 5;
   std::string trace;
   switch (selector) {
     case 0: {
@@ -232,10 +325,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       trace = ScratchPath("trace.csv");
       WriteFile(trace, std::string(reinterpret_cast<const char*>(data + 1), size - 1));
       break;
-    default:
+    case 3:
       trace = ScratchPath("trace.pickle");
       WriteFile(trace, std::string(reinterpret_cast<const char*>(data + 1), size - 1));
       break;
+    default: {
+      trace = ScratchPath("job.fslog");
+      FuzzedDataProvider in(data + 1, size - 1);
+      WriteJob(in, trace);
+      break;
+    }
   }
   // A small sweep grid on one thread keeps an input's run short; the flags are valid, so any exit
   // status 2 is a bug.
@@ -247,7 +346,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                       "--expandable-segments", "False,True", "--threads", "1"});
   // A report is JSON that a strict reader accepts (no NaN, no raw control characters).
   if (rc == 0) FRAGSCOPE_CHECK(estimator::ParseJson(ReadFile(json)).ok());
-  Run(cli::RunVerifyCommand, {trace});
+  const int verified = Run(cli::RunVerifyCommand, {trace});
+  if (selector == 4) FRAGSCOPE_CHECK(verified == 0);
   Run(cli::RunConvertCommand, {trace, ScratchPath("converted.pickle")});
   Run(cli::RunConvertCommand, {trace, ScratchPath("converted.json")});
   Run(cli::RunDumpCommand, {trace});
