@@ -13,42 +13,12 @@
 #include <string>
 #include <string_view>
 
-#include "allocator/crc32c.h"
 #include "allocator/event_log_format.h"
 #include "analysis/event_log_reader.h"
+#include "tests/fuzz/fslog_crcs.h"
 
 namespace fragscope {
 namespace {
-
-uint32_t Load32(const std::string& bytes, size_t offset) {
-  uint32_t v;
-  std::memcpy(&v, bytes.data() + offset, sizeof(v));
-  return v;
-}
-
-void Store32(std::string& bytes, size_t offset, uint32_t v) {
-  std::memcpy(bytes.data() + offset, &v, sizeof(v));
-}
-
-void FixCrcs(std::string& bytes) {
-  if (bytes.size() < kFileHeaderBytes) return;
-  const uint32_t header_bytes = Load32(bytes, offsetof(FileHeader, header_bytes));
-  if (header_bytes < kFileHeaderBytes || header_bytes > bytes.size()) return;
-  Store32(bytes, offsetof(FileHeader, header_crc32c), 0);
-  Store32(bytes, offsetof(FileHeader, header_crc32c), Crc32c(bytes.data(), header_bytes));
-  size_t offset = header_bytes;
-  while (offset + kChunkHeaderBytes <= bytes.size()) {
-    const uint32_t payload = Load32(bytes, offset + offsetof(ChunkHeader, payload_bytes));
-    if (payload > kMaxChunkPayloadBytes || offset + kChunkHeaderBytes + payload > bytes.size()) {
-      break;
-    }
-    Store32(bytes, offset + offsetof(ChunkHeader, payload_crc32c),
-            Crc32c(bytes.data() + offset + kChunkHeaderBytes, payload));
-    Store32(bytes, offset + offsetof(ChunkHeader, header_crc32c),
-            Crc32c(bytes.data() + offset, kChunkHeaderCrcCoveredBytes));
-    offset += kChunkHeaderBytes + payload;
-  }
-}
 
 void Check(bool condition) {
   if (!condition) __builtin_trap();
@@ -61,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fragscope;
   if (size == 0) return 0;
   std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
-  if (data[0] & 1) FixCrcs(bytes);
+  if (data[0] & 1) FixFslogCrcs(bytes);
 
   // Logical records.
   auto reader = EventLogReader::OpenBytes(bytes);

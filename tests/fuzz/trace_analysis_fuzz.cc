@@ -43,13 +43,13 @@
 #include "allocator/allocator_options.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/check.h"
-#include "allocator/crc32c.h"
 #include "allocator/event_log_format.h"
 #include "allocator/simulated_backend.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/dump_command.h"
 #include "analysis/fslog_file_writer.h"
 #include "estimator/json_value.h"
+#include "tests/fuzz/fslog_crcs.h"
 
 namespace fragscope {
 namespace {
@@ -245,37 +245,6 @@ void WriteJob(FuzzedDataProvider& in, const std::string& path) {
   FRAGSCOPE_CHECK((*writer)->Close().ok());
 }
 
-uint32_t Load32(const std::string& bytes, size_t offset) {
-  uint32_t v;
-  std::memcpy(&v, bytes.data() + offset, sizeof(v));
-  return v;
-}
-
-void Store32(std::string& bytes, size_t offset, uint32_t v) {
-  std::memcpy(bytes.data() + offset, &v, sizeof(v));
-}
-
-// Recomputes the header's and every whole chunk's CRCs (as event_log_fuzz does).
-void FixCrcs(std::string& bytes) {
-  if (bytes.size() < kFileHeaderBytes) return;
-  const uint32_t header_bytes = Load32(bytes, offsetof(FileHeader, header_bytes));
-  if (header_bytes < kFileHeaderBytes || header_bytes > bytes.size()) return;
-  Store32(bytes, offsetof(FileHeader, header_crc32c), 0);
-  Store32(bytes, offsetof(FileHeader, header_crc32c), Crc32c(bytes.data(), header_bytes));
-  size_t offset = header_bytes;
-  while (offset + kChunkHeaderBytes <= bytes.size()) {
-    const uint32_t payload = Load32(bytes, offset + offsetof(ChunkHeader, payload_bytes));
-    if (payload > kMaxChunkPayloadBytes || offset + kChunkHeaderBytes + payload > bytes.size()) {
-      break;
-    }
-    Store32(bytes, offset + offsetof(ChunkHeader, payload_crc32c),
-            Crc32c(bytes.data() + offset + kChunkHeaderBytes, payload));
-    Store32(bytes, offset + offsetof(ChunkHeader, header_crc32c),
-            Crc32c(bytes.data() + offset, kChunkHeaderCrcCoveredBytes));
-    offset += kChunkHeaderBytes + payload;
-  }
-}
-
 void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -317,7 +286,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 1: {
       trace = ScratchPath("raw.fslog");
       std::string bytes(reinterpret_cast<const char*>(data + 1), size - 1);
-      FixCrcs(bytes);
+      FixFslogCrcs(bytes);
       WriteFile(trace, bytes);
       break;
     }
