@@ -40,6 +40,10 @@ class SimulatedBackend final : public DeviceBackend {
   static constexpr DevicePtr kBaseAddress = DevicePtr{0x7f0000000000};
   static constexpr DevicePtr kReserveBaseAddress = DevicePtr{0x200000000000};
   static constexpr uint64_t kGranularityBytes = 2 * kMiB;
+  // The largest device a replay simulates: expandable segments reserve 9/8 of the capacity per
+  // stream and pool below kBaseAddress (104 TiB), so 4 TiB leaves room for 11 of them. Today's
+  // largest GPUs have under 300 GB.
+  static constexpr uint64_t kMaxCapacityBytes = uint64_t{4} << 40;
 
   explicit SimulatedBackend(uint64_t capacity_bytes, int device = 0);
 

@@ -53,6 +53,12 @@ absl::Status Replayer::Init() {
         absl::StrFormat("device capacity of %d bytes is too small to replay (at least 2 MiB)",
                         config_.capacity_bytes));
   }
+  if (config_.capacity_bytes > SimulatedBackend::kMaxCapacityBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "device capacity of %d bytes is too large to simulate (at most 4 TiB); pass the "
+        "device's own with --capacity",
+        config_.capacity_bytes));
+  }
   // Note [Expandable segments in a replay]: the trace's own settings, with what its events show.
   if (source_.info().expandable_segments && config_.follow_options_changes) {
     config_.options.expandable_segments = true;
@@ -210,8 +216,11 @@ void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
   } else {
     std::optional<OomReport> report = GetOomReport(ptr.status());
     if (!report.has_value()) {
-      Warn(absl::StrFormat("event %d: allocation of %d bytes failed: %s", event.index,
-                           event.requested_bytes, ptr.status().message()));
+      std::string warning =
+          absl::StrFormat("event %d: allocation of %d bytes failed: %s", event.index,
+                          event.requested_bytes, ptr.status().message());
+      if (failed_allocations_++ == 0) first_failed_allocation_ = warning;
+      Warn(std::move(warning));
     } else {
       hooks->OnOom(ReplayOom{&event, false, true, *report, external_bytes_});
     }

@@ -192,6 +192,11 @@ class Replayer {
   const TraceInfo& info() const { return source_.info(); }
   const ReplayConfig& config() const { return config_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // Allocations the replay's allocator refused for another reason than running out of memory
+  // (the simulated device's address space, an address the trace scripts twice): the replay's
+  // figures leave them out. The first one's warning, or "" when there was none.
+  uint64_t failed_allocations() const { return failed_allocations_; }
+  const std::string& first_failed_allocation() const { return first_failed_allocation_; }
 
   // Events read, and the index of the last one applied.
   uint64_t events_read() const { return events_read_; }
@@ -316,6 +321,8 @@ class Replayer {
   uint64_t last_time_ns_ = 0;
   std::vector<std::string> warnings_;
   uint64_t suppressed_warnings_ = 0;
+  uint64_t failed_allocations_ = 0;
+  std::string first_failed_allocation_;
 };
 
 // The pseudo-streams of Note [Stream-ordered frees in a replay] start here; a trace's own

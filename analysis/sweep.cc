@@ -101,6 +101,12 @@ SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
   absl::Status status = replayer.Init();
   SweepHooks hooks(result);
   if (status.ok()) status = replayer.Run(&hooks);
+  if (status.ok() && replayer.failed_allocations() > 0) {
+    // Its figures would leave those allocations out, and the row could look best.
+    status = absl::InternalError(
+        absl::StrFormat("%d allocations failed other than by running out of memory; the first: %s",
+                        replayer.failed_allocations(), replayer.first_failed_allocation()));
+  }
   if (!status.ok()) {
     result.error = std::string(status.message());
     return result;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/allocator_options.h"
 #include "allocator/event_log_format.h"
+#include "allocator/simulated_backend.h"
 
 namespace fragscope::cli {
 
@@ -119,6 +120,9 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
     if (*bytes < 2 * (uint64_t{1} << 20)) {
       return absl::InvalidArgumentError("--capacity must be at least 2MiB");
     }
+    if (*bytes > SimulatedBackend::kMaxCapacityBytes) {
+      return absl::InvalidArgumentError("--capacity must be at most 4TiB (the simulated device's)");
+    }
     options->capacity_bytes = *bytes;
   }
   if (const std::string* v = flags.Get("--memory-fraction")) {
@@ -155,6 +159,10 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
   if (const std::string* v = flags.Get("--threads")) {
     absl::StatusOr<uint64_t> n = ParseCount(*v, "--threads");
     if (!n.ok()) return n.status();
+    if (*n > kMaxThreads) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--threads must be at most %d", kMaxThreads));
+    }
     options->threads = static_cast<int>(*n);
   }
   if (const std::string* v = flags.Get("--max-split-size-mb")) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
+#include "allocator/simulated_backend.h"
 #include "analysis/analyzer.h"
 #include "analysis/cli/cli_flags.h"
 #include "analysis/cli/command_line.h"
@@ -55,15 +57,24 @@ DemoWorkloadConfig DefaultWorkload() {
   return w;
 }
 
+// The flag's value in [1, max], or `fallback` when it is absent.
 absl::StatusOr<int64_t> PositiveFlag(const ParsedFlags& flags, std::string_view name,
-                                     int64_t fallback) {
+                                     int64_t fallback, uint64_t max) {
   const std::string* v = flags.Get(name);
   if (v == nullptr) return fallback;
   absl::StatusOr<uint64_t> n = ParseCount(*v, name);
   if (!n.ok()) return n.status();
   if (*n == 0) return absl::InvalidArgumentError(absl::StrFormat("%s must be positive", name));
+  if (*n > max) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s must be at most %d", name, max));
+  }
   return static_cast<int64_t>(*n);
 }
+
+// Bounds of the demo's flags: the workload is generated in memory (about 2000 operations a step),
+// and the activations' sizes must not overflow.
+constexpr uint64_t kMaxSteps = 1000;
+constexpr uint64_t kMaxMicroBatch = 4096;
 
 }  // namespace
 
@@ -91,11 +102,13 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     return 2;
   }
   DemoWorkloadConfig workload = DefaultWorkload();
-  absl::StatusOr<int64_t> capacity_gib = PositiveFlag(*flags, "--capacity-gib", 16);
-  absl::StatusOr<int64_t> steps = PositiveFlag(*flags, "--steps", workload.steps);
-  absl::StatusOr<int64_t> batch = PositiveFlag(*flags, "--micro-batch", workload.micro_batch);
-  absl::StatusOr<int64_t> seed = PositiveFlag(*flags, "--seed", 3);
-  absl::StatusOr<int64_t> threads = PositiveFlag(*flags, "--threads", 0);
+  absl::StatusOr<int64_t> capacity_gib =
+      PositiveFlag(*flags, "--capacity-gib", 16, SimulatedBackend::kMaxCapacityBytes >> 30);
+  absl::StatusOr<int64_t> steps = PositiveFlag(*flags, "--steps", workload.steps, kMaxSteps);
+  absl::StatusOr<int64_t> batch =
+      PositiveFlag(*flags, "--micro-batch", workload.micro_batch, kMaxMicroBatch);
+  absl::StatusOr<int64_t> seed = PositiveFlag(*flags, "--seed", 3, INT64_MAX);
+  absl::StatusOr<int64_t> threads = PositiveFlag(*flags, "--threads", 0, kMaxThreads);
   for (const absl::StatusOr<int64_t>* v : {&capacity_gib, &steps, &batch, &seed}) {
     if (!v->ok()) {
       err << "fragscope demo: " << v->status().message() << "\n";

@@ -143,6 +143,19 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
     w->Append(e, 1);
     ASSERT_OK(w->Close());
   }
+  // A header that claims a 1 PiB device.
+  const std::string huge_device = TempPath("huge-device.fslog");
+  {
+    EventLogHeader huge = header;
+    huge.device_total_bytes = uint64_t{1} << 50;
+    std::unique_ptr<FslogFileWriter> w = *FslogFileWriter::Open(huge_device, huge);
+    AllocatorEvent e;
+    e.kind = EventKind::kAlloc;
+    e.ptr = 0x1000000;
+    e.bytes = e.requested_bytes = 2 * kMiB;
+    w->Append(e, 1);
+    ASSERT_OK(w->Close());
+  }
   // A log cut inside its only chunk (a job killed while the chunk was being written): empty, and
   // the messages say why.
   const std::string torn = TempPath("torn.fslog");
@@ -188,6 +201,14 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"analyze", torn, "--html", torn}, 2, "--html '" + torn + "' is an input trace"},
       {{"sweep", torn, "--json", torn}, 2, "--json '" + torn + "' is an input trace"},
       {{"demo", "--steps", "x"}, 2, "--steps expects"},
+      // Bounds that once crashed (std::bad_alloc) or replayed nonsense (every expandable row of
+      // the sweep at 0 bytes on a 10^8 GiB device).
+      {{"demo", "--steps", "100000000"}, 2, "--steps must be at most 1000"},
+      {{"demo", "--capacity-gib", "100000000"}, 2, "--capacity-gib must be at most 4096"},
+      {{"demo", "--micro-batch", "5000"}, 2, "--micro-batch must be at most 4096"},
+      {{"analyze", QuietLog(), "--capacity", "5TiB"}, 2, "--capacity must be at most 4TiB"},
+      {{"analyze", QuietLog(), "--threads", "4294967297"}, 2, "--threads must be at most 1024"},
+      {{"analyze", huge_device}, 1, "too large to simulate (at most 4 TiB)"},
   };
   for (const Case& c : cases) {
     CommandRun r = Fragscope(c.args);

@@ -142,6 +142,37 @@ TEST(SweepTest, ParallelSweepEqualsSequential) {
   }
 }
 
+// A configuration whose replay the simulated device cannot carry out (here: expandable segments
+// reserve 9/8 of a 4 TiB device per stream and pool, and 16 streams need more address space than
+// it has) is an error row, never a row with the figures of what did replay, which once made it
+// the recommendation: "0 bytes" of peak reserved memory.
+TEST(SweepTest, ReplaysWithFailedAllocationsAreErrorRows) {
+  const uint64_t capacity = SimulatedBackend::kMaxCapacityBytes;
+  TraceBuilder t(capacity);
+  for (StreamId stream = 1; stream <= 16; ++stream) {
+    t.Free(t.Alloc(4 * kMiB, stream));
+    t.Free(t.Alloc(4 * kKiB, stream));
+  }
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(t.Finish());
+  ASSERT_OK(opener.status());
+  SweepSpec spec;
+  spec.max_split_size_mb = {0};
+  ASSERT_OK_AND_ASSIGN(std::vector<SweepConfig> configs,
+                       BuildSweepConfigs(AllocatorOptions(), spec));
+  ASSERT_EQ(Labels(configs), (std::vector<std::string>{"(default)", "expandable_segments:True"}));
+  std::vector<SweepResult> rows = RunSweep(*opener, configs, {capacity, std::nullopt}, 1);
+  EXPECT_EQ(rows[0].error, "");
+  EXPECT_EQ(rows[0].device_mallocs, 32);
+  EXPECT_NE(rows[1].error.find("allocations failed other than by running out of memory; the "
+                               "first: event "),
+            std::string::npos)
+      << rows[1].error;
+  EXPECT_NE(rows[1].error.find("simulated virtual address space exhausted"), std::string::npos);
+  std::optional<SweepRecommendation> rec = RecommendConfig(rows, false);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->index, 0u);
+}
+
 // The demo's job (analysis/cli/demo_command.cc): a fragmentation OOM on 16 GiB that a
 // max_split_size_mb setting avoids.
 TEST(SweepTest, DemoWorkloadOomIsAvoidedByAMaxSplitSetting) {
