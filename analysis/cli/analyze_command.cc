@@ -31,7 +31,8 @@ each is summarized and the worst rank is named.
   --at EVENT                also show the segment layout after trace event EVENT
   --json OUT                write the report as JSON (schema: analysis/REPORT_SCHEMA.md)
   --html OUT                write a self-contained HTML report
-  --capacity SIZE           device capacity (default: the log header; snapshots: inferred at OOMs)
+  --capacity SIZE           device capacity, 2 MiB to 4 TiB (default: the log header; snapshots:
+                            inferred at OOMs)
   --memory-fraction F       per-process memory fraction the job ran with (snapshots omit it)
   --allowed SIZE            ... or the cap in bytes
   --conf CONF               replay under these PYTORCH_CUDA_ALLOC_CONF settings instead

@@ -44,6 +44,11 @@ setting that avoids the OOM, and writes an HTML report (fragscope-demo.html by d
   --json OUT        also write the JSON report
   --log OUT         keep the recorded event log (.fslog) there
   --conf CONF       the job's PYTORCH_CUDA_ALLOC_CONF (default: PyTorch's defaults)
+  --capacity-gib N  the simulated GPU's memory, 1 to 4096 (default 16)
+  --steps N         training steps, 1 to 1000 (default 12)
+  --micro-batch N   sequences per step, 1 to 4096 (default 10)
+  --seed N          the sequence lengths' random seed (default 3)
+  --threads N       sweep threads, 1 to 1024 (default: one per core)
 )usage";
 
 // The workload that dies of fragmentation on 16 GiB (found by sweeping seeds and batch sizes;
