@@ -107,6 +107,12 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
   } else if (options.memory_fraction.has_value()) {
     // PyTorch's cap for the fraction (Note [The memory fraction's bytes]).
     config.allowed_bytes = AllowedBytesForFraction(*options.memory_fraction, config.capacity_bytes);
+    if (*config.allowed_bytes < kSmallBufferBytes) {  // as --allowed (cli_flags.cc)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--memory-fraction %g caps the %s device at %s, below the smallest segment (2 MiB)",
+          *options.memory_fraction, FormatSize(config.capacity_bytes),
+          FormatSize(*config.allowed_bytes)));
+    }
   }
   return config;
 }

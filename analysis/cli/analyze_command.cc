@@ -34,7 +34,7 @@ each is summarized and the worst rank is named.
   --capacity SIZE           device capacity, 2 MiB to 4 TiB (default: the log header; snapshots:
                             inferred at OOMs)
   --memory-fraction F       per-process memory fraction the job ran with (snapshots omit it)
-  --allowed SIZE            ... or the cap in bytes
+  --allowed SIZE            ... or the cap in bytes (at least 2 MiB)
   --conf CONF               replay under these PYTORCH_CUDA_ALLOC_CONF settings instead
   --device N                the device of a multi-device snapshot
   --no-sweep                skip the settings sweep

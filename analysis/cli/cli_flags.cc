@@ -136,6 +136,10 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
   if (const std::string* v = flags.Get("--allowed")) {
     absl::StatusOr<uint64_t> bytes = ParseByteSize(*v, "--allowed");
     if (!bytes.ok()) return bytes.status();
+    // A smaller cap refuses every allocation, and reports read a cap of 0 as none.
+    if (*bytes < 2 * (uint64_t{1} << 20)) {
+      return absl::InvalidArgumentError("--allowed must be at least 2MiB (the smallest segment)");
+    }
     options->allowed_bytes = *bytes;
   }
   if (const std::string* v = flags.Get("--conf")) {

@@ -209,6 +209,11 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"analyze", QuietLog(), "--capacity", "5TiB"}, 2, "--capacity must be at most 4TiB"},
       {{"analyze", QuietLog(), "--threads", "4294967297"}, 2, "--threads must be at most 1024"},
       {{"analyze", huge_device}, 1, "too large to simulate (at most 4 TiB)"},
+      // A cap of 0 bytes was explained as fragmentation with the whole device "available".
+      {{"analyze", QuietLog(), "--allowed", "0"}, 2, "--allowed must be at least 2MiB"},
+      {{"analyze", QuietLog(), "--memory-fraction", "1e-300"},
+       1,
+       "--memory-fraction 1e-300 caps the 64.00 MiB device at 0 bytes, below the smallest segment"},
   };
   for (const Case& c : cases) {
     CommandRun r = Fragscope(c.args);
