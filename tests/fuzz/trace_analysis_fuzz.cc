@@ -19,7 +19,8 @@
 // Properties checked on every input: nothing crashes, hangs or trips a sanitizer; each command
 // exits 0 or 1 (never 2: its arguments are valid), and exit 1 comes with a message; the JSON
 // report of an analysis that succeeds parses (estimator/json_value.h, a strict reader). A job
-// program's trace verifies as faithful (exit 0): the replay reproduces every allocator decision.
+// program's trace verifies as faithful (exit 0): the replay reproduces every allocator decision;
+// and the allocator's invariants (CachingAllocator::CheckInvariants) hold after every operation.
 // Its record_stream calls are left out under settings whose retry ladder can tell a
 // stream-ordered free from an immediate one only after the allocation's cache lookup (garbage
 // collection, max_split_size, expandable segments): Note [Stream-ordered frees in a replay] in
@@ -239,6 +240,9 @@ void WriteJob(FuzzedDataProvider& in, const std::string& path) {
           (*writer)->OptionsChange(conf, now_ns);
         }
         break;
+    }
+    if (const absl::Status invariants = allocator.CheckInvariants(); !invariants.ok()) {
+      internal::CheckFailed(__FILE__, __LINE__, std::string(invariants.message()).c_str());
     }
   }
   allocator.RemoveObserver(writer->get());
