@@ -18,13 +18,13 @@
 //
 // Properties checked on every input: nothing crashes, hangs or trips a sanitizer; each command
 // exits 0 or 1 (never 2: its arguments are valid), and exit 1 comes with a message; the JSON
-// report of an analysis that succeeds parses (estimator/json_value.h, a strict reader). A job
-// program's trace verifies as faithful (exit 0): the replay reproduces every allocator decision;
-// and the allocator's invariants (CachingAllocator::CheckInvariants) hold after every operation.
-// Its record_stream calls are left out under settings whose retry ladder can tell a
-// stream-ordered free from an immediate one only after the allocation's cache lookup (garbage
-// collection, max_split_size, expandable segments): Note [Stream-ordered frees in a replay] in
-// analysis/replay.h says why verify may then part from the job.
+// report of an analysis that succeeds parses (estimator/json_value.h, a strict reader). In a job
+// program the allocator's invariants (CachingAllocator::CheckInvariants) hold after every
+// operation, and the recorded trace verifies as faithful (exit 0): the replay reproduces every
+// allocator decision. A job program makes no record_stream calls under settings whose retry
+// ladder can tell a stream-ordered free from an immediate one only after the allocation's cache
+// lookup (garbage collection, max_split_size, expandable segments): Note [Stream-ordered frees
+// in a replay] in analysis/replay.h says why verify may then part from the job.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <unistd.h>
 
