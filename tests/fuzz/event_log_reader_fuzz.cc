@@ -9,7 +9,6 @@
 // mode byte.
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <string_view>
 

@@ -32,12 +32,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -60,6 +61,8 @@ constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr DevicePtr kBase = 0x7f00'0000'0000;
 constexpr size_t kMaxOperations = 4000;
 
+// The process's scratch directory, removed when the fuzzer exits normally (after a crash it stays,
+// with the trace and reports of the failing input).
 const std::string& ScratchDir() {
   static const std::string dir = [] {
     const std::filesystem::path p = std::filesystem::temp_directory_path() /
@@ -67,6 +70,14 @@ const std::string& ScratchDir() {
     std::filesystem::create_directories(p);
     return p.string();
   }();
+  static const bool cleanup_registered = [] {
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(ScratchDir(), ignored);
+    });
+    return true;
+  }();
+  (void)cleanup_registered;
   return dir;
 }
 
