@@ -250,7 +250,8 @@ class Replayer {
   void SettleSegmentFreesNow(const TraceEvent& next);
   void ClearQueuedSegmentFrees();
   // Whether a free cached block would serve the allocation `next` before any release, so that
-  // it could not have been the retry ladder's (get_free_block's best fit and oversize rules).
+  // it could not have been the retry ladder's (get_free_block's best fit and oversize rules; the
+  // blocks of expandable segments only while expandable_segments is on).
   // O(blocks); asked only for a group of segment frees that a full device or cap could explain.
   // With `also_free` (a replay address of an allocated block), as if that block had been freed
   // first and merged with its free neighbours; without the blocks (also_free included) that

@@ -74,6 +74,9 @@ bool Replayer::CacheServes(const TraceEvent& next, DevicePtr also_free,
   uint64_t best = 0;
   for (const SegmentInfo& segment : allocator_->Snapshot().segments) {
     if (segment.stream != next.stream || segment.segment_type != pool) continue;
+    // With expandable_segments turned off, their blocks serve no new request (as in
+    // CachingAllocator::FindFreeBlockLocked).
+    if (segment.is_expandable && !o.expandable_segments) continue;
     const std::vector<BlockInfo>& blocks = segment.blocks;
     auto is_free = [&](size_t i) {
       return i < blocks.size() && blocks[i].state == BlockState::kInactive;

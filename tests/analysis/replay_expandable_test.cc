@@ -143,6 +143,32 @@ TEST(ReplayExpandableTest, UnmapsAfterAPartialMapAreTheRetryLadder) {
   ExpectSameStats(r.stats, allocator.GetStats());
 }
 
+// A free completed at once, then an allocation on another stream that goes through the retry
+// ladder, while that stream's only free cached block lies in an expandable segment and
+// expandable_segments has been turned off: that block serves nothing (FindFreeBlockLocked skips
+// it), so the free's completion before the ladder is no evidence of a stream-ordered free. The
+// replay's cache check once counted the block and read the free as stream-ordered; garbage
+// collection then saw a pending block instead of a free one and released the segments in another
+// order than the job (found by trace_analysis_fuzz).
+TEST(ReplayExpandableTest, BlocksOfExpandableSegmentsTurnedOffServeNothing) {
+  constexpr StreamId kOther = 0x200;
+  TraceBuilder t(100 * kMiB, "expandable_segments:True");
+  t.Free(t.Alloc(40 * kMiB, kSide));  // 40 MiB mapped and cached on the side stream
+  t.SetOptions("garbage_collection_threshold:0.5,per_process_memory_fraction:0.65");
+  const DevicePtr b = t.Alloc(10 * kMiB);
+  t.Free(t.Alloc(10 * kMiB, kOther));
+  t.Free(b);
+  // No cached block serves it. Garbage collection releases b's and the other stream's segments
+  // (equally old; in pool order), the cap still refuses a new segment, the ladder unmaps the side
+  // stream's pages, and then the new segment fits.
+  const DevicePtr c = t.Alloc(30 * kMiB, kSide);
+  EXPECT_EQ(t.allocator().GetStats().num_alloc_retries, 1);
+  t.Free(c);
+  VerifyResult r = VerifyFile(t.Finish(), 100 * kMiB);
+  EXPECT_FALSE(r.divergence.has_value()) << Describe(r);
+  EXPECT_EQ(r.counts.allocations, 4u);
+}
+
 // Under a memory fraction, PyTorch checks the cap against the allocation size (30 MiB here)
 // before mapping, although only one 20 MiB page gets mapped: the unmap before that map came from
 // the retry ladder, not from an empty_cache().

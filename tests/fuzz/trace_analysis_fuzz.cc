@@ -21,11 +21,10 @@
 // report of an analysis that succeeds parses (estimator/json_value.h, a strict reader). In a job
 // program the allocator's invariants (CachingAllocator::CheckInvariants) hold after every
 // operation, and the recorded trace verifies as faithful (exit 0): the replay reproduces every
-// allocator decision (not yet under garbage collection: see the check at the end). A job program
-// makes no record_stream calls under settings whose retry ladder can tell a stream-ordered free
-// from an immediate one only after the allocation's cache lookup (garbage collection,
-// max_split_size, expandable segments): Note [Stream-ordered frees in a replay] in
-// analysis/replay.h says why verify may then part from the job.
+// allocator decision. A job program makes no record_stream calls under settings whose retry ladder
+// can tell a stream-ordered free from an immediate one only after the allocation's cache lookup
+// (garbage collection, max_split_size, expandable segments): Note [Stream-ordered frees in a
+// replay] in analysis/replay.h says why verify may then part from the job.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <unistd.h>
 
@@ -176,14 +175,9 @@ void WriteProgram(FuzzedDataProvider& in, const std::string& path) {
   FRAGSCOPE_CHECK((*writer)->Close().ok());
 }
 
-// What a job program recorded.
-struct Job {
-  uint64_t events = 0;
-  bool garbage_collection = false;  // some of its settings enabled garbage collection
-};
-
 // Runs the job program in `in` on fragscope's allocator and records it as an .fslog at `path`.
-Job WriteJob(FuzzedDataProvider& in, const std::string& path) {
+// Returns the number of events recorded.
+uint64_t WriteJob(FuzzedDataProvider& in, const std::string& path) {
   static constexpr std::array<uint64_t, 3> kCapacities = {20 * kMiB, 256 * kMiB, 16 * kGiB};
   static constexpr std::array<const char*, 6> kConfs = {
       "",
@@ -203,9 +197,7 @@ Job WriteJob(FuzzedDataProvider& in, const std::string& path) {
     return std::string(kConfs[in.ConsumeIntegralInRange<size_t>(
         0, (stream_uses ? kConfsWithStreamUses : kConfs.size()) - 1)]);
   };
-  Job job;
   std::string conf = pick_conf();
-  job.garbage_collection = conf.find("garbage_collection") != std::string::npos;
   EventLogHeader header;
   header.device_total_bytes = capacity;
   header.allocator_options = conf;
@@ -252,7 +244,6 @@ Job WriteJob(FuzzedDataProvider& in, const std::string& path) {
           allocator.EmptyCache();
         } else {  // as TraceBuilder::SetOptions: the settings and the fraction they carry
           conf = pick_conf();
-          job.garbage_collection |= conf.find("garbage_collection") != std::string::npos;
           options = ParseAllocatorOptions(conf);
           FRAGSCOPE_CHECK(options.ok());
           const double fraction = options->per_process_memory_fraction;
@@ -268,8 +259,7 @@ Job WriteJob(FuzzedDataProvider& in, const std::string& path) {
   }
   allocator.RemoveObserver(writer->get());
   FRAGSCOPE_CHECK((*writer)->Close().ok());
-  job.events = (*writer)->events();
-  return job;
+  return (*writer)->events();
 }
 
 void WriteFile(const std::string& path, const std::string& bytes) {
@@ -303,7 +293,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const uint8_t selector = data[0] % 5;
   std::string trace;
-  Job job;
+  uint64_t job_events = 0;
   switch (selector) {
     case 0: {
       trace = ScratchPath("trace.fslog");
@@ -329,7 +319,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     default: {
       trace = ScratchPath("job.fslog");
       FuzzedDataProvider in(data + 1, size - 1);
-      job = WriteJob(in, trace);
+      job_events = WriteJob(in, trace);
       break;
     }
   }
@@ -344,10 +334,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A report is JSON that a strict reader accepts (no NaN, no raw control characters).
   if (rc == 0) FRAGSCOPE_CHECK(estimator::ParseJson(ReadFile(json)).ok());
   const int verified = Run(cli::RunVerifyCommand, {trace});
-  // A job with no events is an empty trace, which verify refuses. Under garbage collection verify
-  // may part from the job: an open divergence (tests/fuzz/README.md, "Known divergences"; seed
-  // job_gc_divergence), checked for crashes only until it is fixed.
-  if (job.events > 0 && !job.garbage_collection) FRAGSCOPE_CHECK(verified == 0);
+  // A job with no events is an empty trace, which verify refuses.
+  if (job_events > 0) FRAGSCOPE_CHECK(verified == 0);
   Run(cli::RunConvertCommand, {trace, ScratchPath("converted.pickle")});
   Run(cli::RunConvertCommand, {trace, ScratchPath("converted.json")});
   Run(cli::RunDumpCommand, {trace});
