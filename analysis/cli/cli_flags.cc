@@ -10,6 +10,7 @@
 #include "allocator/allocator_options.h"
 #include "allocator/event_log_format.h"
 #include "allocator/simulated_backend.h"
+#include "allocator/types.h"
 
 namespace fragscope::cli {
 
@@ -117,7 +118,7 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
   if (const std::string* v = flags.Get("--capacity")) {
     absl::StatusOr<uint64_t> bytes = ParseByteSize(*v, "--capacity");
     if (!bytes.ok()) return bytes.status();
-    if (*bytes < 2 * (uint64_t{1} << 20)) {
+    if (*bytes < kSmallBufferBytes) {
       return absl::InvalidArgumentError("--capacity must be at least 2MiB");
     }
     if (*bytes > SimulatedBackend::kMaxCapacityBytes) {
@@ -137,7 +138,7 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
     absl::StatusOr<uint64_t> bytes = ParseByteSize(*v, "--allowed");
     if (!bytes.ok()) return bytes.status();
     // A smaller cap refuses every allocation, and reports read a cap of 0 as none.
-    if (*bytes < 2 * (uint64_t{1} << 20)) {
+    if (*bytes < kSmallBufferBytes) {
       return absl::InvalidArgumentError("--allowed must be at least 2MiB (the smallest segment)");
     }
     options->allowed_bytes = *bytes;

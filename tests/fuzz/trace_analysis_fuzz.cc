@@ -47,6 +47,7 @@
 #include "allocator/check.h"
 #include "allocator/event_log_format.h"
 #include "allocator/simulated_backend.h"
+#include "allocator/types.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/dump_command.h"
 #include "analysis/fslog_file_writer.h"
@@ -56,8 +57,6 @@
 namespace fragscope {
 namespace {
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr DevicePtr kBase = 0x7f00'0000'0000;
 constexpr size_t kMaxOperations = 4000;
 
