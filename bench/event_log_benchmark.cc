@@ -24,6 +24,7 @@
 #include "allocator/event_log_writer.h"
 #include "analysis/event_log_reader.h"
 #include "benchmark/benchmark.h"
+#include "hooks/native_trace_converter.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -146,6 +147,55 @@ BENCHMARK(BM_OnEventBurst)
     ->Args({0, 1})
     ->Args({0, 0})
     ->UseManualTime();
+
+// The observe mode's own path (hooks/torch_observer.cc OnTrace, without LibTorch): PyTorch's
+// trace entries of a warm pair (alloc, free_requested, free_completed of one 1 MiB block) turned
+// into AllocatorEvents by the NativeTraceConverter and handed to the writer, in bursts as above.
+// What fragscope adds per event to PyTorch's allocator in observe mode, less PyTorch's own cost of
+// building the TraceEntry and calling the tracker (bench/gpu_history_overhead measures the whole).
+void BM_ObservedNativePairBurst(benchmark::State& state) {
+  constexpr int kPairs = kBurst / 3;
+  const std::string path = BenchPath("observed");
+  auto writer = EventLogWriter::Open(path, Info()).value();
+  hooks::NativeTraceConverter converter(AllocatorOptions{}, uint64_t{80} << 30);
+  hooks::NativeTraceEntry segment{hooks::NativeTraceAction::kSegmentAlloc, 0, 0x7f0000000000,
+                                  20 << 20, 7};
+  AllocatorEvent event;
+  converter.Convert(segment, &event);
+  writer->OnEvent(event);
+  std::vector<double> bursts;
+  double cpu_seconds = 0;
+  for (auto _ : state) {
+    const double cpu_start = ThreadCpuSeconds();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kPairs; ++i) {
+      for (hooks::NativeTraceAction action :
+           {hooks::NativeTraceAction::kAlloc, hooks::NativeTraceAction::kFreeRequested,
+            hooks::NativeTraceAction::kFreeCompleted}) {
+        const hooks::NativeTraceEntry entry{action, 0, 0x7f0000000000, 1 << 20, 7};
+        if (converter.Convert(entry, &event)) writer->OnEvent(event);
+      }
+    }
+    const auto stop = std::chrono::steady_clock::now();
+    cpu_seconds += ThreadCpuSeconds() - cpu_start;
+    const double seconds = std::chrono::duration<double>(stop - start).count();
+    state.SetIterationTime(seconds);
+    bursts.push_back(seconds);
+    writer->Flush().IgnoreError();  // untimed: let the background writer catch up
+  }
+  const double events = 3.0 * kPairs;
+  state.counters["cpu_ns_per_event"] =
+      cpu_seconds * 1e9 / (events * static_cast<double>(bursts.size()));
+  const auto middle = bursts.begin() + static_cast<std::ptrdiff_t>(bursts.size() / 2);
+  std::nth_element(bursts.begin(), middle, bursts.end());
+  state.counters["p50_ns_per_event"] = *middle * 1e9 / events;
+  state.counters["min_ns_per_event"] =
+      *std::min_element(bursts.begin(), bursts.end()) * 1e9 / events;
+  state.counters["dropped"] = static_cast<double>(writer->dropped_records());
+  writer.reset();
+  std::remove(path.c_str());
+}
+BENCHMARK(BM_ObservedNativePairBurst)->UseManualTime();
 
 void BM_OnEventSustained(benchmark::State& state) {
   const std::string path = BenchPath("sustained");

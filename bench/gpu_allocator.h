@@ -86,9 +86,11 @@ absl::StatusOr<std::unique_ptr<GpuAllocator>> MakeCudaMallocAllocator(const GpuC
 // --- gpu_allocator_torch.cc ---
 
 // PyTorch's native caching allocator. kFailedPrecondition when another allocator backend is
-// installed (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, a pluggable allocator) or when
-// fragscope's hooks are loaded in this process (LD_PRELOAD).
-absl::StatusOr<std::unique_ptr<GpuAllocator>> MakeTorchNativeAllocator(const GpuContext& context);
+// installed (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, a pluggable allocator) or, unless
+// `allow_fragscope_observer` (gpu_history_overhead links fragscope's observer, which only reads),
+// when fragscope's hooks are loaded in this process (LD_PRELOAD).
+absl::StatusOr<std::unique_ptr<GpuAllocator>> MakeTorchNativeAllocator(
+    const GpuContext& context, bool allow_fragscope_observer = false);
 
 // "2.11.0" (the LibTorch headers this binary was built with).
 std::string TorchVersion();

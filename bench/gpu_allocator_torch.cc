@@ -53,10 +53,11 @@ class TorchNativeAllocator final : public GpuAllocator {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GpuAllocator>> MakeTorchNativeAllocator(const GpuContext& context) {
+absl::StatusOr<std::unique_ptr<GpuAllocator>> MakeTorchNativeAllocator(
+    const GpuContext& context, bool allow_fragscope_observer) {
   // Symbols that only fragscope's hook libraries define.
   for (const char* symbol : {"fragscope_preload_mark", "fragscope_malloc"}) {
-    if (dlsym(RTLD_DEFAULT, symbol) != nullptr) {
+    if (!allow_fragscope_observer && dlsym(RTLD_DEFAULT, symbol) != nullptr) {
       return absl::FailedPreconditionError(
           absl::StrCat("fragscope's hooks are loaded in this process (", symbol,
                        " is defined; LD_PRELOAD?): PyTorch's figures would not be native"));

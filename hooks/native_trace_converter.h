@@ -72,7 +72,8 @@ class NativeTraceConverter {
   // Base of the known segment (or mapped range) holding `ptr`, or 0.
   DevicePtr SegmentOf(DevicePtr ptr) const;
   void RemoveRange(DevicePtr begin, uint64_t bytes);
-  void FillBlock(const NativeTraceEntry& entry, AllocatorEvent* event) const;
+  // Every field of *event for an alloc, free_requested or free_completed entry.
+  void FillBlockEvent(EventKind kind, const NativeTraceEntry& entry, AllocatorEvent* event) const;
   // Address, size, pool and flags of a segment event (alloc/free, or map/unmap if expandable).
   void FillSegment(const NativeTraceEntry& entry, bool expandable, AllocatorEvent* event) const;
 

@@ -1,14 +1,15 @@
 #!/bin/bash
 # Packs the GPU tests and tools of a build for a machine that has a GPU and torch but no build
 # toolchain (no abseil, no GoogleTest): the hook libraries, the test binaries, the `fragscope`
-# command line, the GPU allocator comparison (bench/gpu_allocator_comparison) when it was built,
-# all with debug info stripped, the abseil shared libraries they load, and BUILD_INFO (commit,
-# date, build type). Then, on that machine, from the repository root:
+# command line, the GPU benchmarks (bench/gpu_allocator_comparison, bench/gpu_history_overhead)
+# when they were built, all with debug info stripped, the abseil shared libraries they load, and
+# BUILD_INFO (commit, date, build type). Then, on that machine, from the repository root:
 #   tests/gpu/run_prebuilt.sh <out-dir>          # the GPU tests
 #   scripts/gpu_validate.sh OUT_DIR <out-dir>    # the whole GPU validation (issue 8)
 # Build first: cmake --build BUILD --target fragscope fragscope_alloc fragscope_preload
 #   fragscope_torch fslog_counts cuda_backend_gpu_test torch_replace_gpu_test
-#   torch_observe_gpu_test torch_observe_fraction_gpu_test [gpu_allocator_comparison]
+#   torch_observe_gpu_test torch_observe_fraction_gpu_test [gpu_allocator_comparison
+#   gpu_history_overhead]
 # Usage: tests/gpu/pack_prebuilt.sh [build-dir] [out-dir]   (defaults: build-hooks build-gpu-pack)
 set -euo pipefail
 build=${1:-build-hooks}
@@ -25,11 +26,13 @@ for t in fslog_counts cuda_backend_gpu_test torch_replace_gpu_test torch_observe
          torch_observe_fraction_gpu_test; do
   cp "$build/tests/gpu/$t" "$out/bin/"
 done
-if [ -x "$build/bench/gpu_allocator_comparison" ]; then
-  cp "$build/bench/gpu_allocator_comparison" "$out/bin/"
-else
-  echo "pack_prebuilt: no $build/bench/gpu_allocator_comparison (not built): left out"
-fi
+for b in gpu_allocator_comparison gpu_history_overhead; do
+  if [ -x "$build/bench/$b" ]; then
+    cp "$build/bench/$b" "$out/bin/"
+  else
+    echo "pack_prebuilt: no $build/bench/$b (not built): left out"
+  fi
+done
 strip --strip-debug "$out"/hooks/*.so "$out"/bin/*
 for f in "$out"/hooks/*.so "$out"/bin/*; do ldd "$f" 2>/dev/null; done |
   awk '/libabsl_/ {print $3}' | sort -u | xargs -r cp -L -t "$out/syslibs/"

@@ -1,5 +1,7 @@
 #include "hooks/native_trace_converter.h"
 
+#include <cstring>
+
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
@@ -101,6 +103,31 @@ TEST(NativeTraceConverterTest, OomCarriesDeviceFreeAndRunningTotals) {
   EXPECT_EQ(event.allocated_bytes, 60 * kMiB);
   EXPECT_EQ(event.stream, 9u);
   EXPECT_NE(event.flags & kEventFlagWouldFitIfContiguous, 0);
+}
+
+// The block events store every field in place (no zeroing first): one converted into an event
+// that held an OOM, with a reused AllocatorEvent as the observer does, carries nothing of it.
+TEST(NativeTraceConverterTest, BlockEventsOverwriteEveryFieldOfAReusedEvent) {
+  NativeTraceConverter converter(AllocatorOptions{}, 80 * kGiB);
+  for (A action : {A::kAlloc, A::kFreeRequested, A::kFreeCompleted}) {
+    AllocatorEvent event;
+    ASSERT_TRUE(converter.Convert(Entry(A::kOom, 123 * kMiB, 4 * kGiB, 9), &event));
+    event.merged_count = 2;
+    event.split_bytes = event.result_bytes = 77;
+    event.flags = 0xFF;
+    ASSERT_TRUE(converter.Convert(Entry(action, kSeg, 3 * kMiB, 5), &event));
+    AllocatorEvent expected;
+    expected.kind = action == A::kAlloc           ? EventKind::kAlloc
+                    : action == A::kFreeRequested ? EventKind::kFreeRequested
+                                                  : EventKind::kFreeCompleted;
+    expected.pool = PoolKind::kLarge;
+    expected.flags = kEventFlagSizeInferred;
+    expected.device = 2;
+    expected.ptr = kSeg;
+    expected.bytes = expected.requested_bytes = 3 * kMiB;
+    expected.stream = 5;
+    EXPECT_EQ(std::memcmp(&event, &expected, sizeof(event)), 0) << "action " << int(action);
+  }
 }
 
 TEST(NativeTraceConverterTest, SnapshotAndUnknownActionsHaveNoEvent) {

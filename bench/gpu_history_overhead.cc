@@ -1,0 +1,320 @@
+// gpu_history_overhead: what recording every allocation event costs PyTorch's own allocator
+// (issue 3: fragscope's log "against PyTorch's _record_memory_history at 1.5-2 us per event").
+// PyTorch's native caching allocator (LibTorch raw_alloc_with_stream / raw_delete, as in
+// gpu_allocator_comparison) runs the same warm pairs and random workload (gpu_workloads.h) under
+// four recording settings:
+//
+//   native            nothing recorded
+//   history           recordHistory with a 100,000-entry ring and no context (the C++ side of
+//                     torch.cuda.memory._record_memory_history(context=None, max_entries=100000))
+//   history + stacks  the same with a C++ stack per event (RecordContext::ALL and
+//                     CapturedTraceback::gather(cpp=true): what _record_memory_history's defaults,
+//                     context="all", stacks="all", record in a process without Python frames)
+//   fragscope observe fragscope::torch_hooks::ObserveNativeAllocator: PyTorch's trace tracker
+//                     feeding the .fslog writer (hooks/torch_observer.h), the observe mode;
+//                     or, with --last empty_tracker, a trace tracker that does nothing: what
+//                     PyTorch itself spends on a tracker (building each TraceEntry, the call)
+//
+// The first three are toggled: --rounds N runs them in turn N times (the host's drift then falls
+// on all of them alike). Observe runs once, after the rounds, because PyTorch cannot detach a trace
+// tracker. The report gives each setting's median ns per pair / operation (the median of its
+// rounds' medians) and the ns each recording setting adds per event against native (a warm pair
+// is 3 events: alloc, free_requested, free_completed; an operation of the random workload 1.5,
+// since every allocation is freed).
+//
+// Without a CUDA device it prints "skipped: no CUDA device (...)" and exits 0. Exit status 1 when
+// an allocator setting failed, 2 for bad flags.
+#include <torch/csrc/profiler/combined_traceback.h>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "allocator/format_size.h"
+#include "analysis/json_writer.h"
+#include "bench/gpu_allocator.h"
+#include "bench/gpu_workloads.h"
+#include "hooks/torch_observer.h"
+
+namespace fragscope::bench {
+namespace {
+
+constexpr char kUsage[] =
+    R"(usage: gpu_history_overhead [--device N] [--min-time SECONDS] [--repetitions N]
+    [--random-steps N] [--rounds N] [--last observe|empty_tracker] [--log-dir DIR]
+    [--json PATH]
+
+  --min-time SECONDS   a timed warm-pair batch lasts at least this, default 0.1
+  --repetitions N      timed warm-pair batches (and random passes), default 5
+  --random-steps N     steps of the random workload, default 20000
+  --rounds N           rounds of native, history, history + stacks, default 3
+  --last SETTING       the setting measured last, once: observe (default) or empty_tracker
+  --log-dir DIR        where fragscope observe writes its .fslog, default /tmp (kept: its
+                       records are the events observed)
+)";
+
+constexpr size_t kHistoryEntries = 100000;
+
+struct Flags {
+  int device = 0;
+  TimingOptions timing;
+  RandomWorkloadSpec random;
+  int rounds = 3;
+  std::string last = "observe";
+  std::string log_dir = "/tmp";
+  std::string json_path;
+};
+
+bool ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
+  for (int i = 1; i < argc; i += 2) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) {
+      *error = absl::StrCat("unknown flag or missing value: ", arg);
+      return false;
+    }
+    const std::string value = argv[i + 1];
+    bool ok = true;
+    if (arg == "--device") {
+      ok = absl::SimpleAtoi(value, &flags->device) && flags->device >= 0;
+    } else if (arg == "--min-time") {
+      ok = absl::SimpleAtod(value, &flags->timing.min_seconds) && flags->timing.min_seconds > 0;
+    } else if (arg == "--repetitions") {
+      ok = absl::SimpleAtoi(value, &flags->timing.repetitions) && flags->timing.repetitions > 0;
+      flags->timing.random_repetitions = flags->timing.repetitions;
+    } else if (arg == "--random-steps") {
+      ok = absl::SimpleAtoi(value, &flags->random.steps) && flags->random.steps >= 0;
+    } else if (arg == "--rounds") {
+      ok = absl::SimpleAtoi(value, &flags->rounds) && flags->rounds > 0;
+    } else if (arg == "--last") {
+      flags->last = value;
+      ok = value == "observe" || value == "empty_tracker";
+    } else if (arg == "--log-dir") {
+      flags->log_dir = value;
+    } else if (arg == "--json") {
+      flags->json_path = value;
+    } else {
+      *error = absl::StrCat("unknown flag: ", arg);
+      return false;
+    }
+    if (!ok) {
+      *error = absl::StrCat("bad value for ", arg, ": ", value);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::shared_ptr<c10::GatheredContext> GatherCppStack() {
+  return torch::CapturedTraceback::gather(/*python=*/false, /*script=*/false, /*cpp=*/true);
+}
+
+void RecordHistory(bool enabled, bool stacks) {
+  using c10::cuda::CUDACachingAllocator::RecordContext;
+  c10::cuda::CUDACachingAllocator::recordHistory(
+      enabled, stacks ? &GatherCppStack : nullptr, kHistoryEntries,
+      stacks ? RecordContext::ALL : RecordContext::NEVER, /*clearHistory=*/true, {});
+}
+
+struct Setting {
+  std::string key;    // JSON name
+  std::string title;  // column header
+};
+
+// The first is the baseline; `last` (observe or empty_tracker) is measured once, at the end.
+std::vector<Setting> Settings(const std::string& last) {
+  return {{"native", "native"},
+          {"history", "history"},
+          {"history_stacks", "history + C++ stacks"},
+          last == "observe" ? Setting{"observe", "fragscope observe"}
+                            : Setting{"empty_tracker", "empty tracker"}};
+}
+
+// Turns `setting` on and the others off (observe and the empty tracker, once on, stay on).
+absl::Status Enter(const std::string& key, const Flags& flags) {
+  try {
+    RecordHistory(key == "history" || key == "history_stacks", key == "history_stacks");
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("recordHistory: ", e.what_without_backtrace()));
+  }
+  if (key == "observe") {
+    return torch_hooks::ObserveNativeAllocator(
+        absl::StrCat(flags.log_dir, "/gpu_history_overhead.%p.fslog"));
+  }
+  if (key == "empty_tracker") {
+    c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(
+        [](const c10::cuda::CUDACachingAllocator::TraceEntry&) {});
+  }
+  return absl::OkStatus();
+}
+
+struct Workload {
+  std::string label;
+  uint64_t size = 0;         // warm pair; 0 = the random workload
+  double events_per_op = 0;  // allocator events PyTorch records per timed operation
+};
+
+// 0 for none.
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::string Ns(double ns) {
+  return ns < 1000 ? absl::StrFormat("%.1f", ns) : absl::StrFormat("%.0f", ns);
+}
+
+int Run(const Flags& flags, const std::string& command) {
+  std::string why;
+  if (const int count = CudaDeviceCount(&why); count <= flags.device) {
+    std::cout << "skipped: "
+              << (count == 0 ? absl::StrCat("no CUDA device (", why, ")")
+                             : absl::StrFormat("no CUDA device %d", flags.device))
+              << "\n";
+    return 0;
+  }
+  absl::StatusOr<GpuContext> context = CreateGpuContext(flags.device);
+  if (!context.ok()) {
+    std::cerr << "gpu_history_overhead: " << context.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<GpuAllocator>> native =
+      MakeTorchNativeAllocator(*context, /*allow_fragscope_observer=*/true);
+  if (!native.ok()) {
+    std::cerr << "gpu_history_overhead: " << native.status().message() << "\n";
+    return 1;
+  }
+  const RandomWorkload random = MakeRandomWorkload(flags.random);
+  std::vector<Workload> workloads;
+  for (uint64_t size : {uint64_t{4096}, uint64_t{1} << 20, uint64_t{32} << 20}) {
+    workloads.push_back({absl::StrCat("warm pair ", FormatSize(size), " (ns/pair)"), size, 3.0});
+  }
+  workloads.push_back({absl::StrFormat("random, %d ops (ns/op)", random.ops.size()), 0, 1.5});
+
+  // rounds[setting][workload]: the median of each round; the last setting has one round.
+  const std::vector<Setting> all = Settings(flags.last);
+  const size_t settings = all.size();
+  std::vector<std::vector<std::vector<double>>> rounds(
+      settings, std::vector<std::vector<double>>(workloads.size()));
+  std::vector<std::string> errors;
+  auto measure = [&](size_t s) {
+    const absl::Status entered = Enter(all[s].key, flags);
+    for (size_t w = 0; w < workloads.size(); ++w) {
+      Timing t;
+      if (!entered.ok()) {
+        t.error = std::string(entered.message());
+      } else {
+        t = workloads[w].size != 0 ? TimeWarmPair(**native, workloads[w].size, flags.timing)
+                                   : TimeRandomWorkload(**native, random, flags.timing);
+        (*native)->Release();
+      }
+      if (t.error.empty()) {
+        rounds[s][w].push_back(t.median_ns);
+      } else {
+        errors.push_back(absl::StrCat(all[s].key, ", ", workloads[w].label, ": ", t.error));
+      }
+    }
+  };
+  for (int r = 0; r < flags.rounds; ++r) {
+    for (size_t s = 0; s + 1 < settings; ++s) measure(s);
+  }
+  measure(settings - 1);  // observe or the empty tracker: last and once
+  (void)torch_hooks::ObserveFlush();
+
+  std::cout
+      << "### What recording costs PyTorch's native allocator\n\n- device: "
+      << DescribeDevice(flags.device) << "\n- LibTorch " << TorchVersion() << "; history ring "
+      << kHistoryEntries << " entries\n- command: `" << command
+      << "`\n- cells: median wall ns per pair / operation (of " << flags.rounds
+      << " rounds; the last setting: 1, after them); added: ns per recorded event against native "
+         "(a warm pair is 3 events, a random operation 1.5)\n\n";
+  std::vector<std::string> header = {"workload"};
+  for (const Setting& s : all) header.push_back(s.title);
+  for (size_t s = 1; s < settings; ++s)
+    header.push_back(absl::StrCat(all[s].title, ": added per event"));
+  std::cout << "| " << absl::StrJoin(header, " | ") << " |\n|---|";
+  for (size_t i = 1; i < header.size(); ++i) std::cout << "---:|";
+  std::cout << "\n";
+  // medians[setting][workload]; 0 when the setting failed.
+  std::vector<std::vector<double>> medians(settings, std::vector<double>(workloads.size()));
+  for (size_t s = 0; s < settings; ++s) {
+    for (size_t w = 0; w < workloads.size(); ++w) medians[s][w] = Median(rounds[s][w]);
+  }
+  for (size_t w = 0; w < workloads.size(); ++w) {
+    std::vector<std::string> cells = {workloads[w].label};
+    for (size_t s = 0; s < settings; ++s) {
+      cells.push_back(medians[s][w] > 0 ? Ns(medians[s][w]) : "error");
+    }
+    const double base = medians[0][w];
+    for (size_t s = 1; s < settings; ++s) {
+      const double ns = medians[s][w];
+      cells.push_back(ns > 0 && base > 0 ? absl::StrFormat("%+.1f ns (%+.0f %%)",
+                                                           (ns - base) / workloads[w].events_per_op,
+                                                           100 * (ns / base - 1))
+                                         : "-");
+    }
+    std::cout << "| " << absl::StrJoin(cells, " | ") << " |\n";
+  }
+  if (!errors.empty()) std::cout << "\n- " << absl::StrJoin(errors, "\n- ") << "\n";
+
+  if (!flags.json_path.empty()) {
+    std::ofstream out(flags.json_path, std::ios::trunc);
+    JsonWriter json(out);
+    json.BeginObject();
+    json.Field("schema", "fragscope.gpu_history_overhead/1");
+    json.Field("device", DescribeDevice(flags.device));
+    json.Field("torch", TorchVersion());
+    json.Field("command", command);
+    json.Key("results");
+    json.BeginArray();
+    for (size_t s = 0; s < settings; ++s) {
+      for (size_t w = 0; w < workloads.size(); ++w) {
+        json.BeginObject();
+        json.Field("setting", all[s].key);
+        json.Field("workload", workloads[w].label);
+        json.Field("events_per_op", workloads[w].events_per_op);
+        json.Field("median_ns", medians[s][w]);
+        json.Key("round_medians_ns");
+        json.BeginArray();
+        for (double ns : rounds[s][w]) json.Double(ns);
+        json.EndArray();
+        json.EndObject();
+      }
+    }
+    json.EndArray();
+    json.EndObject();
+    out << "\n";
+  }
+  DestroyGpuContext(*context);
+  return errors.empty() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace fragscope::bench
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help") {
+      std::cout << fragscope::bench::kUsage;
+      return 0;
+    }
+  }
+  fragscope::bench::Flags flags;
+  std::string error;
+  if (!fragscope::bench::ParseFlags(argc, argv, &flags, &error)) {
+    std::cerr << "gpu_history_overhead: " << error << "\n\n" << fragscope::bench::kUsage;
+    return 2;
+  }
+  std::vector<std::string> args(argv, argv + argc);
+  return fragscope::bench::Run(flags, absl::StrJoin(args, " "));
+}
