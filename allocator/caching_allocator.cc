@@ -211,7 +211,7 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
   r.device = device_;
   r.device_total_bytes = info.total_bytes;
   r.device_free_bytes = info.free_bytes;
-  r.allowed_bytes = allowed_maximum_bytes_.value_or(0);
+  r.allowed_bytes = allowed_maximum_bytes_;
   r.allocated_bytes = static_cast<uint64_t>(stats.allocated_bytes[0].current);
   r.reserved_bytes = reserved_bytes_;
   const PoolKind kind = PoolFor(rounded);

@@ -24,7 +24,7 @@ std::string FormatOomMessage(const OomReport& r) {
       "CUDA out of memory. Tried to allocate ", FormatSize(r.segment_bytes), ". GPU ", r.device,
       " has a total capacity of ", FormatSize(r.device_total_bytes), " of which ",
       FormatSize(r.device_free_bytes), " is free. ",
-      r.allowed_bytes > 0 ? absl::StrCat(FormatSize(r.allowed_bytes), " allowed; ") : "",
+      r.allowed_bytes.has_value() ? absl::StrCat(FormatSize(*r.allowed_bytes), " allowed; ") : "",
       "Of the allocated memory ", FormatSize(r.allocated_bytes), " is allocated by PyTorch, and ",
       FormatSize(unallocated),
       " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "

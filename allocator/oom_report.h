@@ -24,7 +24,8 @@ struct OomReport {
   int32_t device = 0;
   uint64_t device_total_bytes = 0;
   uint64_t device_free_bytes = 0;
-  uint64_t allowed_bytes = 0;  // memory-fraction cap; 0 = none
+  // The memory-fraction cap, when one is set (0 is a cap of 0 bytes: fraction 0).
+  std::optional<uint64_t> allowed_bytes;
   uint64_t allocated_bytes = 0;
   uint64_t reserved_bytes = 0;
   // Free cached memory at the failure (after the retry ladder released what it could).

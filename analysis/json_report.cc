@@ -159,12 +159,7 @@ void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& opti
   j.BeginObject();
   j.Field("capacity_bytes", r.capacity_bytes);
   j.Field("capacity_source", r.capacity_source);
-  j.Key("allowed_bytes");
-  if (r.allowed_bytes.has_value()) {
-    j.Uint(*r.allowed_bytes);
-  } else {
-    j.Null();
-  }
+  j.Field("allowed_bytes", r.allowed_bytes);
   j.EndObject();
   j.Key("replay");
   j.BeginObject();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -37,6 +38,11 @@ class JsonWriter {
   void Field(std::string_view key, int value) { Key(key), Int(value); }
   void Field(std::string_view key, double value) { Key(key), Double(value); }
   void Field(std::string_view key, bool value) { Key(key), Bool(value); }
+  // null when absent.
+  void Field(std::string_view key, const std::optional<uint64_t>& value) {
+    Key(key);
+    value.has_value() ? Uint(*value) : Null();
+  }
 
  private:
   void BeforeValue();

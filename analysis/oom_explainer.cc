@@ -72,7 +72,7 @@ void Classify(OomExplanation& x) {
         "Capacity: live tensors held %s and the request was %s; together %s, more than the "
         "%s %s, even with perfect packing.",
         Size(live), Size(r), Size(live + r), Size(x.limit_bytes),
-        x.allowed_bytes > 0 ? "allowed by the memory fraction" : "the device has");
+        x.allowed_bytes.has_value() ? "allowed by the memory fraction" : "the device has");
     x.evidence.push_back(absl::StrFormat("live %s + request %s = %s > limit %s", Size(live),
                                          Size(r), Size(live + r), Size(x.limit_bytes)));
     return;
@@ -212,8 +212,8 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
       x.reserved_bytes > x.allocated_bytes ? x.reserved_bytes - x.allocated_bytes : 0;
   const uint64_t held = x.device_free_bytes + x.reserved_bytes;
   x.outside_bytes = x.device_total_bytes > held ? x.device_total_bytes - held : 0;
-  x.limit_bytes =
-      x.allowed_bytes > 0 ? std::min(x.allowed_bytes, x.device_total_bytes) : x.device_total_bytes;
+  x.limit_bytes = x.allowed_bytes.has_value() ? std::min(*x.allowed_bytes, x.device_total_bytes)
+                                              : x.device_total_bytes;
   const uint64_t device_room =
       x.device_total_bytes > x.outside_bytes ? x.device_total_bytes - x.outside_bytes : 0;
   x.available_bytes = std::min(x.limit_bytes, device_room);
@@ -231,7 +231,7 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     FillPinning(layout, x);
     return x;
   }
-  if (!oom.in_replay && x.allowed_bytes == 0 &&
+  if (!oom.in_replay && !x.allowed_bytes.has_value() &&
       x.reserved_bytes + x.segment_bytes <= x.available_bytes) {
     // The device had room for a new segment by the trace's own figures, yet the job failed:
     // PyTorch refused under a cap the trace does not record (set_per_process_memory_fraction).

@@ -82,7 +82,8 @@ struct OomExplanation {
   StreamId stream = 0;
   uint64_t device_total_bytes = 0;
   uint64_t device_free_bytes = 0;
-  uint64_t allowed_bytes = 0;  // memory-fraction cap; 0 = none
+  // The memory-fraction cap PyTorch applied, when one was set (0 is a cap of 0 bytes).
+  std::optional<uint64_t> allowed_bytes;
   uint64_t limit_bytes = 0;
   uint64_t outside_bytes = 0;
   uint64_t available_bytes = 0;

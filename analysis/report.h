@@ -18,7 +18,7 @@
 namespace fragscope {
 
 // Bumped when a JSON field changes meaning or disappears; additions keep the version.
-inline constexpr int kReportSchemaVersion = 1;
+inline constexpr int kReportSchemaVersion = 2;
 
 // The analysis of one trace (one rank of a job).
 struct RankReport {

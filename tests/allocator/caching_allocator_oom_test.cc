@@ -119,6 +119,21 @@ TEST_F(CachingAllocatorOomTest, MemoryFractionCapsReservedMemory) {
   EXPECT_TRUE(Contains(r.status(), "512.00 MiB allowed; ")) << r.status();
 }
 
+// set_per_process_memory_fraction(0) is a cap of 0 bytes, not "no cap": every device allocation
+// fails, and the message says "0 bytes allowed" as PyTorch's does (its set_fraction flag).
+TEST_F(CachingAllocatorOomTest, FractionZeroIsACapOfZeroBytes) {
+  Init("", kGiB);
+  ASSERT_OK(allocator_->SetMemoryFraction(0.0));
+  absl::StatusOr<DevicePtr> r = allocator_->Allocate(512, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Contains(r.status(), "is free. 0 bytes allowed; Of the allocated")) << r.status();
+  const std::optional<OomReport> report = GetOomReport(r.status());
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->allowed_bytes, std::optional<uint64_t>(0));
+  ASSERT_OK(allocator_->SetMemoryFraction(1.0));
+  Free(Alloc(512));
+}
+
 // test_get_per_process_memory_fraction
 TEST_F(CachingAllocatorOomTest, MemoryFractionRoundTrips) {
   for (double f : {1.0, 0.0, 0.25, 0.3333, 0.75}) {

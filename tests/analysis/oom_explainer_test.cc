@@ -46,6 +46,23 @@ TEST(OomExplainerTest, CapacityWhenLiveMemoryPlusRequestExceedsTheDevice) {
   EXPECT_NE(x.headline.find("Capacity"), std::string::npos) << x.headline;
 }
 
+// A job that set its memory fraction to 0 (a cap of 0 bytes, logged as an options change) fails
+// its next allocation under that cap: capacity, against 0 bytes allowed, not the device's 64 MiB.
+TEST(OomExplainerTest, FractionZeroIsACapNotTheDevice) {
+  TraceBuilder t(64 * kMiB);
+  t.Alloc(4 * kMiB);
+  t.SetOptions("per_process_memory_fraction:0");
+  t.AllocExpectOom(1 * kMiB);
+  const RankReport r = Analyze(t.Finish());
+  ASSERT_EQ(r.ooms.size(), 1u);
+  const OomExplanation& x = r.ooms[0];
+  EXPECT_TRUE(x.in_replay);
+  EXPECT_EQ(x.allowed_bytes, std::optional<uint64_t>(0));
+  EXPECT_EQ(x.limit_bytes, 0u);
+  EXPECT_EQ(x.cause, OomCause::kCapacity);
+  EXPECT_NE(x.headline.find("allowed by the memory fraction"), std::string::npos) << x.headline;
+}
+
 // Two 20 MiB segments each hold two live 5 MiB blocks and two 5 MiB holes: 20 MiB cached + 24 MiB
 // on the device is free, but no hole or device range fits a 24 MiB segment.
 std::string FragmentedTrace() {

@@ -64,7 +64,7 @@ TEST(ReportTest, JsonStartsWithSchemaAndVersion) {
   std::ostringstream json;
   WriteJsonReport(ScenarioReport(), {}, json);
   EXPECT_EQ(
-      json.str().rfind("{\n  \"schema\": \"fragscope.analysis\",\n  \"schema_version\": 1,", 0), 0u)
+      json.str().rfind("{\n  \"schema\": \"fragscope.analysis\",\n  \"schema_version\": 2,", 0), 0u)
       << json.str().substr(0, 200);
 }
 
