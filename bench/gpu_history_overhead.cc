@@ -16,11 +16,11 @@
 //                     PyTorch itself spends on a tracker (building each TraceEntry, the call)
 //
 // The first three are toggled: --rounds N runs them in turn N times (the host's drift then falls
-// on all of them alike). Observe runs once, after the rounds, because PyTorch cannot detach a trace
-// tracker. The report gives each setting's median ns per pair / operation (the median of its
-// rounds' medians) and the ns each recording setting adds per event against native (a warm pair
-// is 3 events: alloc, free_requested, free_completed; an operation of the random workload 1.5,
-// since every allocation is freed).
+// on all of them alike). The last (observe or the empty tracker) runs once, after the rounds,
+// because PyTorch cannot detach a trace tracker. The report gives each setting's median ns per pair
+// / operation (the median of its rounds' medians) and the ns each recording setting adds per event
+// against native (a warm pair is 3 events: alloc, free_requested, free_completed; an operation of
+// the random workload 1.5, since every allocation is freed).
 //
 // Without a CUDA device it prints "skipped: no CUDA device (...)" and exits 0. Exit status 1 when
 // an allocator setting failed, 2 for bad flags.
