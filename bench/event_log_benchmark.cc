@@ -94,6 +94,46 @@ void BM_NullObserverBurst(benchmark::State& state) {
 }
 BENCHMARK(BM_NullObserverBurst);
 
+// Bursts timed one by one: wall time (the benchmark's manual time) and the calling thread's CPU
+// time, reported per event.
+class BurstTimes {
+ public:
+  template <typename Burst>
+  void Time(benchmark::State& state, Burst burst) {
+    const double cpu_start = ThreadCpuSeconds();
+    const auto start = std::chrono::steady_clock::now();
+    burst();
+    const auto stop = std::chrono::steady_clock::now();
+    cpu_seconds_ += ThreadCpuSeconds() - cpu_start;
+    const double seconds = std::chrono::duration<double>(stop - start).count();
+    state.SetIterationTime(seconds);
+    bursts_.push_back(seconds);
+  }
+
+  // The counters, for bursts of `events` events each, and the writer's dropped records.
+  void Report(benchmark::State& state, double events, const EventLogWriter& writer) {
+    if (bursts_.empty()) return;
+    const double all = events * static_cast<double>(bursts_.size());
+    double timed_seconds = 0;
+    for (double seconds : bursts_) timed_seconds += seconds;
+    // (items_per_second would divide by CPU time, which includes the untimed flushes.)
+    state.counters["ns_per_event"] = timed_seconds * 1e9 / all;
+    // The calling thread's CPU time in the bursts: what the mean would be without preemptions.
+    state.counters["cpu_ns_per_event"] = cpu_seconds_ * 1e9 / all;
+    // The median burst: robust against the preemptions of a shared (virtual) machine.
+    const auto middle = bursts_.begin() + static_cast<std::ptrdiff_t>(bursts_.size() / 2);
+    std::nth_element(bursts_.begin(), middle, bursts_.end());
+    state.counters["p50_ns_per_event"] = *middle * 1e9 / events;
+    state.counters["min_ns_per_event"] =
+        *std::min_element(bursts_.begin(), bursts_.end()) * 1e9 / events;
+    state.counters["dropped"] = static_cast<double>(writer.dropped_records());
+  }
+
+ private:
+  std::vector<double> bursts_;
+  double cpu_seconds_ = 0;
+};
+
 // range(0): 1 = TSC clock allowed (the default), 0 = clock_gettime.
 // range(1): 1 = coarse timestamps (the default: most records take the background thread's
 // published time), 0 = every record reads the clock.
@@ -106,34 +146,14 @@ void BM_OnEventBurst(benchmark::State& state) {
                                       .coarse_timestamps = state.range(1) != 0})
                     .value();
   AllocatorObserver* observer = writer.get();
-  uint64_t i = 0;
-  double timed_seconds = 0;
-  std::vector<double> bursts;
-  double cpu_seconds = 0;
+  BurstTimes times;
   for (auto _ : state) {
-    const double cpu_start = ThreadCpuSeconds();
-    const auto start = std::chrono::steady_clock::now();
-    for (const AllocatorEvent& event : events) observer->OnEvent(event);
-    i += kBurst;
-    const auto stop = std::chrono::steady_clock::now();
-    cpu_seconds += ThreadCpuSeconds() - cpu_start;
-    const double seconds = std::chrono::duration<double>(stop - start).count();
-    state.SetIterationTime(seconds);
-    timed_seconds += seconds;
-    bursts.push_back(seconds);
+    times.Time(state, [&] {
+      for (const AllocatorEvent& event : events) observer->OnEvent(event);
+    });
     writer->Flush().IgnoreError();  // untimed: let the background writer catch up
   }
-  // (items_per_second would divide by CPU time, which includes the untimed flushes.)
-  state.counters["ns_per_event"] = timed_seconds * 1e9 / static_cast<double>(i);
-  // The calling thread's CPU time in the bursts: what the mean would be without preemptions.
-  state.counters["cpu_ns_per_event"] = cpu_seconds * 1e9 / static_cast<double>(i);
-  // The median burst: robust against the preemptions of a shared (virtual) machine.
-  const auto middle = bursts.begin() + static_cast<std::ptrdiff_t>(bursts.size() / 2);
-  std::nth_element(bursts.begin(), middle, bursts.end());
-  state.counters["p50_ns_per_event"] = *middle * 1e9 / kBurst;
-  state.counters["min_ns_per_event"] =
-      *std::min_element(bursts.begin(), bursts.end()) * 1e9 / kBurst;
-  state.counters["dropped"] = static_cast<double>(writer->dropped_records());
+  times.Report(state, kBurst, *writer);
   state.SetLabel(absl::StrCat(
       writer->header().clock == EventLogClock::kTscCalibrated ? "tsc" : "clock_gettime",
       state.range(1) != 0 ? ", coarse" : ", every record"));
@@ -163,35 +183,21 @@ void BM_ObservedNativePairBurst(benchmark::State& state) {
   AllocatorEvent event;
   converter.Convert(segment, &event);
   writer->OnEvent(event);
-  std::vector<double> bursts;
-  double cpu_seconds = 0;
+  BurstTimes times;
   for (auto _ : state) {
-    const double cpu_start = ThreadCpuSeconds();
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < kPairs; ++i) {
-      for (hooks::NativeTraceAction action :
-           {hooks::NativeTraceAction::kAlloc, hooks::NativeTraceAction::kFreeRequested,
-            hooks::NativeTraceAction::kFreeCompleted}) {
-        const hooks::NativeTraceEntry entry{action, 0, 0x7f0000000000, 1 << 20, 7};
-        if (converter.Convert(entry, &event)) writer->OnEvent(event);
+    times.Time(state, [&] {
+      for (int i = 0; i < kPairs; ++i) {
+        for (hooks::NativeTraceAction action :
+             {hooks::NativeTraceAction::kAlloc, hooks::NativeTraceAction::kFreeRequested,
+              hooks::NativeTraceAction::kFreeCompleted}) {
+          const hooks::NativeTraceEntry entry{action, 0, 0x7f0000000000, 1 << 20, 7};
+          if (converter.Convert(entry, &event)) writer->OnEvent(event);
+        }
       }
-    }
-    const auto stop = std::chrono::steady_clock::now();
-    cpu_seconds += ThreadCpuSeconds() - cpu_start;
-    const double seconds = std::chrono::duration<double>(stop - start).count();
-    state.SetIterationTime(seconds);
-    bursts.push_back(seconds);
+    });
     writer->Flush().IgnoreError();  // untimed: let the background writer catch up
   }
-  const double events = 3.0 * kPairs;
-  state.counters["cpu_ns_per_event"] =
-      cpu_seconds * 1e9 / (events * static_cast<double>(bursts.size()));
-  const auto middle = bursts.begin() + static_cast<std::ptrdiff_t>(bursts.size() / 2);
-  std::nth_element(bursts.begin(), middle, bursts.end());
-  state.counters["p50_ns_per_event"] = *middle * 1e9 / events;
-  state.counters["min_ns_per_event"] =
-      *std::min_element(bursts.begin(), bursts.end()) * 1e9 / events;
-  state.counters["dropped"] = static_cast<double>(writer->dropped_records());
+  times.Report(state, 3.0 * kPairs, *writer);
   writer.reset();
   std::remove(path.c_str());
 }

@@ -137,7 +137,7 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
   if (const std::string* v = flags.Get("--allowed")) {
     absl::StatusOr<uint64_t> bytes = ParseByteSize(*v, "--allowed");
     if (!bytes.ok()) return bytes.status();
-    // A smaller cap refuses every allocation, and reports read a cap of 0 as none.
+    // A smaller cap refuses every allocation (no segment fits under it).
     if (*bytes < kSmallBufferBytes) {
       return absl::InvalidArgumentError("--allowed must be at least 2MiB (the smallest segment)");
     }
