@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -77,26 +78,27 @@ class AddressMap {
   bool Erase(DevicePtr ptr) {
     if (kZeroKey && ptr == 0) {
       if (!zero_.has_value()) return false;
-      zero_.reset();
-      --size_;
+      EraseZero();
       return true;
     }
-    size_t i = IndexOf(ptr);
+    const size_t i = IndexOf(ptr);
     if (i == kAbsent) return false;
-    // Backward shift: pull later members of the probe run into the hole when the hole lies
-    // between their home and their slot, so no lookup ever stops early at it.
-    for (size_t j = i;;) {
-      j = (j + 1) & mask();
-      if (slots_[j].key == 0) break;
-      const size_t home = Home(slots_[j].key);
-      if (((j - home) & mask()) >= ((j - i) & mask())) {
-        slots_[i] = std::move(slots_[j]);
-        i = j;
-      }
-    }
-    slots_[i] = Slot{};
-    --size_;
+    EraseSlot(i);
     return true;
+  }
+  // Removes the entry whose value Find returned, without probing for it again (a free looks its
+  // pointer up, then erases it).
+  // REQUIRES: `value` came from Find, with no insertion or erasure since.
+  void EraseFound(Value* value) {
+    if (kZeroKey && zero_.has_value() && value == &*zero_) {
+      EraseZero();
+      return;
+    }
+    // The value is a member of its slot: step back to the slot (standard layout).
+    static_assert(std::is_standard_layout_v<Slot>);
+    Slot* slot = reinterpret_cast<Slot*>(reinterpret_cast<char*>(value) - offsetof(Slot, value));
+    FRAGSCOPE_DCHECK(slot >= slots_.data() && slot < slots_.data() + slots_.size());
+    EraseSlot(static_cast<size_t>(slot - slots_.data()));
   }
 
   // Calls fn(ptr, value) for every entry, in no particular order.
@@ -115,6 +117,27 @@ class AddressMap {
   };
   static constexpr size_t kMinCapacity = 64;
   static constexpr size_t kAbsent = ~size_t{0};
+
+  void EraseZero() {
+    zero_.reset();
+    --size_;
+  }
+  // Empties slot i (a member) by backward shift: pulls later members of the probe run into the
+  // hole when the hole lies between their home and their slot, so no lookup ever stops early at
+  // it.
+  void EraseSlot(size_t i) {
+    for (size_t j = i;;) {
+      j = (j + 1) & mask();
+      if (slots_[j].key == 0) break;
+      const size_t home = Home(slots_[j].key);
+      if (((j - home) & mask()) >= ((j - i) & mask())) {
+        slots_[i] = std::move(slots_[j]);
+        i = j;
+      }
+    }
+    slots_[i] = Slot{};
+    --size_;
+  }
 
   // The slot holding `ptr` (not 0), or kAbsent: Erase's probe.
   size_t IndexOf(DevicePtr ptr) const {

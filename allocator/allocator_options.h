@@ -15,7 +15,9 @@
 // PYTORCH_CUDA_ALLOC_CONF.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -121,6 +123,11 @@ std::string FormatAllocatorOptions(const AllocatorOptions& options);
 // The roundup_power2_divisions entry for a block of `size_bytes`: index
 // clamp(floor(log2(size_bytes)) - 20, 0, 15), so sizes below 2 MiB (and 0) use entry 0 and
 // sizes from 32 GiB up use entry 15 (PyTorch's AllocatorConfig::roundup_power2_divisions(size)).
-uint32_t RoundupPower2DivisionsFor(const AllocatorOptions& options, uint64_t size_bytes);
+// Inline: every allocation rounds its size.
+inline uint32_t RoundupPower2DivisionsFor(const AllocatorOptions& options, uint64_t size_bytes) {
+  const int log2_size = size_bytes == 0 ? 0 : static_cast<int>(std::bit_width(size_bytes)) - 1;
+  const int index = std::clamp(log2_size - 20, 0, static_cast<int>(kRoundupPower2Intervals) - 1);
+  return options.roundup_power2_divisions[static_cast<size_t>(index)];
+}
 
 }  // namespace fragscope

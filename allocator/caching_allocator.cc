@@ -43,7 +43,6 @@ absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId str
   const uint64_t rounded = RoundSize(size, options_);
   const PoolKind kind = PoolFor(rounded);
   BlockPool& pool = PoolOf(kind);
-  const uint64_t segment_size = SegmentSizeFor(rounded, options_);
 
   BlockPool::iterator cached = FindFreeBlockLocked(pool, stream, rounded);
   if (cached.at_end() && RunFreeMemoryCallbacksLocked()) {
@@ -51,6 +50,7 @@ absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId str
   }
   if (!cached.at_end()) return HandOutLocked(*cached, &cached, rounded, size);
 
+  const uint64_t segment_size = SegmentSizeFor(rounded, options_);
   if (GcEnabledLocked()) GarbageCollectCachedBlocksLocked();
   // The retry ladder. A backend error other than out-of-memory stops it at once.
   absl::Status error;
@@ -274,8 +274,9 @@ absl::StatusOr<Block*> CachingAllocator::FindActiveBlockLocked(DevicePtr ptr) co
 absl::Status CachingAllocator::Free(DevicePtr ptr) {
   if (ptr == 0) return absl::OkStatus();
   Lock lock(&mu_);
-  Block* block = active_.Get(ptr);
-  if (block == nullptr) return FindActiveBlockLocked(ptr).status();  // says what ptr is
+  Block** entry = active_.Find(ptr);
+  if (entry == nullptr) return FindActiveBlockLocked(ptr).status();  // says what ptr is
+  Block* block = *entry;
   // The free reads the segment (event) and both neighbours (merge): start the three cache misses
   // together instead of one after another. In a large pool they dominate a free.
   __builtin_prefetch(block->segment);
@@ -291,7 +292,7 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
   if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
   Emit(e);
   if (!block->used_on_other_streams) {
-    active_.Erase(ptr);
+    active_.EraseFound(entry);  // (the observers above cannot change active_)
     FreeBlockLocked(block);
     return absl::OkStatus();
   }

@@ -104,10 +104,4 @@ std::string FormatRoundupPower2Divisions(const RoundupPower2Table& table) {
   return absl::StrCat("[", absl::StrJoin(items, ","), "]");
 }
 
-uint32_t RoundupPower2DivisionsFor(const AllocatorOptions& options, uint64_t size_bytes) {
-  const int log2_size = size_bytes == 0 ? 0 : static_cast<int>(std::bit_width(size_bytes)) - 1;
-  const int index = std::clamp(log2_size - 20, 0, static_cast<int>(kIntervals) - 1);
-  return options.roundup_power2_divisions[static_cast<size_t>(index)];
-}
-
 }  // namespace fragscope

@@ -1,7 +1,8 @@
 // Size policy: how a request is rounded, which pool serves it, and how big a new segment is.
 //
 // Pure functions of (size, options), PyTorch's round_size / get_pool / get_allocation_size
-// (shared/reference/pytorch_allocator.md §1). Worked examples:
+// (shared/reference/pytorch_allocator.md §1), inline because they run on every allocation
+// (RoundupPower2NextDivision, the rare path, is in size_policy.cc). Worked examples:
 //   1 B            -> 512 B block, small pool, 2 MiB segment
 //   1 MiB          -> 1 MiB block, small pool (two fit one 2 MiB segment)
 //   1 MiB + 1 B    -> 1 MiB + 512 B block, large pool, 20 MiB segment
@@ -12,6 +13,7 @@
 #include <cstdint>
 
 #include "allocator/allocator_options.h"
+#include "allocator/check.h"
 #include "allocator/types.h"
 
 namespace fragscope {
@@ -22,7 +24,14 @@ namespace fragscope {
 uint64_t RoundupPower2NextDivision(uint64_t size, uint64_t divisions);
 
 // The block size a request of `size` bytes occupies (PyTorch's round_size).
-uint64_t RoundSize(uint64_t size, const AllocatorOptions& options);
+inline uint64_t RoundSize(uint64_t size, const AllocatorOptions& options) {
+  if (size < kMinBlockBytes) return kMinBlockBytes;
+  const uint64_t divisions = RoundupPower2DivisionsFor(options, size);
+  if (divisions > 1 && size > kMinBlockBytes * divisions) {
+    return RoundupPower2NextDivision(size, divisions);
+  }
+  return (size + kMinBlockBytes - 1) / kMinBlockBytes * kMinBlockBytes;
+}
 
 // The pool that serves a block of `rounded_size` bytes.
 inline PoolKind PoolFor(uint64_t rounded_size) {
@@ -31,20 +40,37 @@ inline PoolKind PoolFor(uint64_t rounded_size) {
 
 // The size of the segment to allocate when no cached block fits a block of `rounded_size`
 // (PyTorch's get_allocation_size).
-uint64_t SegmentSizeFor(uint64_t rounded_size, const AllocatorOptions& options);
+inline uint64_t SegmentSizeFor(uint64_t rounded_size, const AllocatorOptions& options) {
+  if (rounded_size <= kSmallSizeBytes) return kSmallBufferBytes;
+  if (rounded_size < kMinLargeAllocBytes) return options.large_segment_size_bytes;
+  return (rounded_size + kRoundLargeBytes - 1) / kRoundLargeBytes * kRoundLargeBytes;
+}
 
 // Whether a free block of `block_size` bytes in `pool`, chosen for a request of `rounded_size`,
 // is split (PyTorch's should_split). Small pool, or any pool with expandable_segments on: the
 // remainder is at least 512 B. Large pool: the request is below max_split_size and more than
-// 1 MiB would remain.
-bool ShouldSplit(uint64_t block_size, uint64_t rounded_size, PoolKind pool,
-                 const AllocatorOptions& options);
+// 1 MiB would remain. REQUIRES: block_size >= rounded_size.
+inline bool ShouldSplit(uint64_t block_size, uint64_t rounded_size, PoolKind pool,
+                        const AllocatorOptions& options) {
+  FRAGSCOPE_DCHECK(block_size >= rounded_size);
+  const uint64_t remaining = block_size - rounded_size;
+  if (pool == PoolKind::kSmall || options.expandable_segments) return remaining >= kMinBlockBytes;
+  return rounded_size < options.max_split_size_bytes && remaining > kMinLargeSplitRemainderBytes;
+}
 
 // Whether an oversize rule forbids serving `rounded_size` from a free block of `block_size`
 // (PyTorch's get_free_block rejections): a block >= max_split_size never serves a request below
 // it, and serves a request >= max_split_size only if it is less than
 // request + max_non_split_rounding bytes.
-bool OversizeRuleRejects(uint64_t block_size, uint64_t rounded_size,
-                         const AllocatorOptions& options);
+inline bool OversizeRuleRejects(uint64_t block_size, uint64_t rounded_size,
+                                const AllocatorOptions& options) {
+  const uint64_t max_split = options.max_split_size_bytes;
+  if (rounded_size < max_split) return block_size >= max_split;
+  // Saturating add: a request near 2^64 with a huge tolerance must not wrap.
+  const uint64_t limit = rounded_size > kUnlimitedBytes - options.max_non_split_rounding_bytes
+                             ? kUnlimitedBytes
+                             : rounded_size + options.max_non_split_rounding_bytes;
+  return block_size >= limit;
+}
 
 }  // namespace fragscope

@@ -92,6 +92,7 @@ absl::Status Replayer::Run(ReplayHooks* hooks) {
   const uint32_t wanted = hooks->callbacks();
   const bool trace_events = (wanted & kHookTraceEvent) != 0;
   const bool can_stop = (wanted & kHookStop) != 0;
+  op_done_wanted_ = (wanted & kHookOpDone) != 0;
   AllocatorEventForwarder forwarder(*hooks);
   const bool forward = (wanted & kHookAllocatorEvent) != 0;
   if (forward) allocator_->AddObserver(&forwarder);
@@ -130,41 +131,15 @@ absl::Status Replayer::Run(ReplayHooks* hooks) {
 }
 
 void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
+  // The hot cases (alloc, frees, segment records) only call out; the rare ones are out-of-line
+  // calls too, so that this dispatch needs no stack frame of its own.
   switch (event.kind) {
-    case EventKind::kMarker: {
-      const uint32_t phase = phases_.Intern(event.text);
-      phases_.Ref(phase);
-      phases_.Unref(current_phase_);
-      current_phase_ = phase;
-      return;
-    }
-    case EventKind::kOptionsChange: {
-      if (!config_.follow_options_changes) return;
-      absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(event.text);
-      if (!options.ok()) {
-        Warn(absl::StrFormat("event %d: options change '%s' does not parse: %s", event.index,
-                             event.text, options.status().message()));
-        return;
-      }
-      config_.options = *options;
-      // A cap the user gave (--allowed, --memory-fraction) wins over the log's, as in Init.
-      const double fraction = options->per_process_memory_fraction;
-      allocator_->SetOptions(std::move(*options));
-      if (!config_.allowed_bytes.has_value()) (void)allocator_->SetMemoryFraction(fraction);
-      return;
-    }
     case EventKind::kAlloc:
       SettleSegmentFrees(event);
       // See Note [Stream-ordered frees in a replay]: completions read before an allocation whose
       // retry ladder synchronized events happened inside that ladder.
       if (!ladder_expected_) CompleteQueuedFrees();
       ApplyAlloc(event, hooks);
-      CompleteQueuedFrees();
-      ladder_expected_ = false;
-      break;
-    case EventKind::kOom:
-      SettleSegmentFrees(event);
-      ApplyOom(event, hooks);  // an OOM always went through the whole ladder
       CompleteQueuedFrees();
       ladder_expected_ = false;
       break;
@@ -189,19 +164,58 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
     case EventKind::kSegmentUnmap:
       QueueSegmentFree(event);
       return;
-    case EventKind::kEmptyCache:
-      ClearQueuedSegmentFrees();                      // recorded: nothing to infer
-      if ((event.flags & kEventFlagOomRetry) != 0) {  // part of the next allocation's ladder
-        ladder_expected_ = true;
-        return;
-      }
+    case EventKind::kOom:
+      SettleSegmentFrees(event);
+      ApplyOom(event, hooks);  // an OOM always went through the whole ladder
       CompleteQueuedFrees();
-      allocator_->EmptyCache();
+      ladder_expected_ = false;
       break;
+    case EventKind::kEmptyCache:
+      if (!ApplyEmptyCache(event)) return;
+      break;
+    case EventKind::kMarker:
+      ApplyMarker(event);
+      return;
+    case EventKind::kOptionsChange:
+      ApplyOptionsChange(event);
+      return;
     default:
       return;
   }
-  hooks->OnOpDone(event);
+  if (op_done_wanted_) hooks->OnOpDone(event);
+}
+
+void Replayer::ApplyMarker(const TraceEvent& event) {
+  const uint32_t phase = phases_.Intern(event.text);
+  phases_.Ref(phase);
+  phases_.Unref(current_phase_);
+  current_phase_ = phase;
+}
+
+void Replayer::ApplyOptionsChange(const TraceEvent& event) {
+  if (!config_.follow_options_changes) return;
+  absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(event.text);
+  if (!options.ok()) {
+    Warn(absl::StrFormat("event %d: options change '%s' does not parse: %s", event.index,
+                         event.text, options.status().message()));
+    return;
+  }
+  config_.options = *options;
+  // A cap the user gave (--allowed, --memory-fraction) wins over the log's, as in Init.
+  const double fraction = options->per_process_memory_fraction;
+  allocator_->SetOptions(std::move(*options));
+  if (!config_.allowed_bytes.has_value()) (void)allocator_->SetMemoryFraction(fraction);
+}
+
+bool Replayer::ApplyEmptyCache(const TraceEvent& event) {
+  ClearQueuedSegmentFrees();                      // recorded: nothing to infer
+  if ((event.flags & kEventFlagOomRetry) != 0) {  // part of the next allocation's ladder
+    ladder_expected_ = true;
+    return false;
+  }
+  CompleteQueuedFrees();
+  allocator_->EmptyCache();
+  return true;
 }
 
 void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
@@ -214,16 +228,7 @@ void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
     live.ours = *ptr;
     phases_.Ref(current_phase_);
   } else {
-    std::optional<OomReport> report = GetOomReport(ptr.status());
-    if (!report.has_value()) {
-      std::string warning =
-          absl::StrFormat("event %d: allocation of %d bytes failed: %s", event.index,
-                          event.requested_bytes, ptr.status().message());
-      if (failed_allocations_++ == 0) first_failed_allocation_ = warning;
-      Warn(std::move(warning));
-    } else {
-      hooks->OnOom(ReplayOom{&event, false, true, *report, external_bytes_});
-    }
+    AllocationFailed(event, ptr.status(), hooks);
   }
   auto [existing, inserted] = live_.TryEmplace(event.ptr, live);
   if (!inserted) {
@@ -232,6 +237,19 @@ void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
                            event.index, event.ptr));
     }
     *existing = live;
+  }
+}
+
+void Replayer::AllocationFailed(const TraceEvent& event, const absl::Status& status,
+                                ReplayHooks* hooks) {
+  std::optional<OomReport> report = GetOomReport(status);
+  if (!report.has_value()) {
+    std::string warning = absl::StrFormat("event %d: allocation of %d bytes failed: %s",
+                                          event.index, event.requested_bytes, status.message());
+    if (failed_allocations_++ == 0) first_failed_allocation_ = warning;
+    Warn(std::move(warning));
+  } else {
+    hooks->OnOom(ReplayOom{&event, false, true, *report, external_bytes_});
   }
 }
 

@@ -101,6 +101,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "allocator/address_map.h"
@@ -161,9 +162,9 @@ class ReplayHooks {
  public:
   virtual ~ReplayHooks() = default;
   // The callbacks this hook overrides (HookCallback bits). Replayer::Run skips the per-event
-  // OnTraceEvent, Stop and OnAllocatorEvent calls a hook does not name, and a HookList calls each
-  // of its hooks only for the callbacks it names (the replay's hottest loop). The default is all
-  // of them; a hook that narrows it must name every callback it overrides.
+  // OnTraceEvent, OnOpDone, Stop and OnAllocatorEvent calls a hook does not name, and a HookList
+  // calls each of its hooks only for the callbacks it names (the replay's hottest loop). The
+  // default is all of them; a hook that narrows it must name every callback it overrides.
   virtual uint32_t callbacks() const { return kHookAll; }
   virtual void OnTraceEvent(const TraceEvent& /*event*/) {}
   virtual void OnAllocatorEvent(const AllocatorEvent& /*event*/) {}
@@ -217,7 +218,16 @@ class Replayer {
   // --- The replay loop (replay.cc) ---
   void Apply(TraceEvent& event, ReplayHooks* hooks);
   void ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks);
-  void ApplyOom(const TraceEvent& event, ReplayHooks* hooks);
+  // The replay could not serve the trace's allocation: an OOM for the hooks, or a warning.
+  ABSL_ATTRIBUTE_NOINLINE void AllocationFailed(const TraceEvent& event, const absl::Status& status,
+                                                ReplayHooks* hooks);
+  // The rare events, never inlined into Apply (their frames would be every event's).
+  ABSL_ATTRIBUTE_NOINLINE void ApplyOom(const TraceEvent& event, ReplayHooks* hooks);
+  ABSL_ATTRIBUTE_NOINLINE void ApplyMarker(const TraceEvent& event);
+  ABSL_ATTRIBUTE_NOINLINE void ApplyOptionsChange(const TraceEvent& event);
+  // A recorded empty_cache: false when it is part of the next allocation's ladder (no operation
+  // of its own).
+  ABSL_ATTRIBUTE_NOINLINE bool ApplyEmptyCache(const TraceEvent& event);
   void Warn(std::string warning);
 
   // --- Note [State before the trace] (replay_initial_state.cc) ---
@@ -225,6 +235,11 @@ class Replayer {
 
   // --- Note [Stream-ordered frees in a replay] (replay_frees.cc) ---
   void ApplyFreeRequested(const TraceEvent& event);
+  // Its rare paths, out of line: warnings, and a free made stream-ordered (RecordStream onto a
+  // busy pseudo-stream, completed by the block's free_completed).
+  ABSL_ATTRIBUTE_NOINLINE void FreeOfUnknownBlock(const TraceEvent& event);
+  ABSL_ATTRIBUTE_NOINLINE void FreeFailed(const TraceEvent& event, const absl::Status& status);
+  ABSL_ATTRIBUTE_NOINLINE void DeferFree(LiveBlock& live);
   // Whether the free_completed that follows the block's free_requested at once came from the
   // next allocation's retry ladder, as the lookahead proves when the block would have served that
   // allocation from the cache; if so, that allocation is expected to run the ladder.
@@ -283,6 +298,8 @@ class Replayer {
 
   TraceSource& source_;
   ReplayConfig config_;
+  // The running hooks name kHookOpDone (set by Run).
+  bool op_done_wanted_ = false;
   TraceLookahead events_;
   std::unique_ptr<SimulatedBackend> backend_;
   std::unique_ptr<CachingAllocator> allocator_;

@@ -19,16 +19,10 @@ bool MayBeInsideAnAllocation(const TraceEvent* e) {
 
 void Replayer::ApplyFreeRequested(const TraceEvent& event) {
   LiveBlock* found = live_.Find(event.ptr);
-  if (found == nullptr) {
-    Warn(
-        absl::StrFormat("event %d: free of 0x%x, which the trace never allocated (allocated "
-                        "before recording started?)",
-                        event.index, event.ptr));
-    return;
-  }
+  if (found == nullptr) return FreeOfUnknownBlock(event);
   LiveBlock& live = *found;
   if (live.ours == 0) {  // its allocation failed in the replay
-    live_.Erase(event.ptr);
+    live_.EraseFound(found);
     return;
   }
   bool deferred = false;
@@ -39,24 +33,35 @@ void Replayer::ApplyFreeRequested(const TraceEvent& event) {
         (MayBeInsideAnAllocation(events_.Peek(2)) && CompletedInNextLadder(live));
     if (!deferred) skip_completion_of_ = event.ptr;
   }
-  if (deferred) {
-    StreamId pseudo;
-    if (!free_pseudo_streams_.empty()) {
-      pseudo = free_pseudo_streams_.back();
-      free_pseudo_streams_.pop_back();
-    } else {
-      pseudo = kFirstPseudoStream + next_pseudo_stream_++;
-    }
-    backend_->SetStreamBusy(pseudo, true);
-    (void)allocator_->RecordStream(live.ours, pseudo);
-    live.pending_stream = pseudo;
-  }
+  if (deferred) DeferFree(live);
   absl::Status status = allocator_->Free(live.ours);
-  if (!status.ok()) {
-    Warn(absl::StrFormat("event %d: free of 0x%x: %s", event.index, event.ptr, status.message()));
-  }
+  if (!status.ok()) FreeFailed(event, status);
   if (!live.origin.before_trace) phases_.Unref(live.origin.phase);
-  if (!deferred) live_.Erase(event.ptr);  // (the last use of `live`)
+  if (!deferred) live_.EraseFound(found);  // (the last use of `live`)
+}
+
+void Replayer::FreeOfUnknownBlock(const TraceEvent& event) {
+  Warn(absl::StrFormat(
+      "event %d: free of 0x%x, which the trace never allocated (allocated before recording "
+      "started?)",
+      event.index, event.ptr));
+}
+
+void Replayer::FreeFailed(const TraceEvent& event, const absl::Status& status) {
+  Warn(absl::StrFormat("event %d: free of 0x%x: %s", event.index, event.ptr, status.message()));
+}
+
+void Replayer::DeferFree(LiveBlock& live) {
+  StreamId pseudo;
+  if (!free_pseudo_streams_.empty()) {
+    pseudo = free_pseudo_streams_.back();
+    free_pseudo_streams_.pop_back();
+  } else {
+    pseudo = kFirstPseudoStream + next_pseudo_stream_++;
+  }
+  backend_->SetStreamBusy(pseudo, true);
+  (void)allocator_->RecordStream(live.ours, pseudo);
+  live.pending_stream = pseudo;
 }
 
 bool Replayer::CompletedInNextLadder(const LiveBlock& live) {
@@ -114,10 +119,10 @@ bool Replayer::CompletedInNextLadder(const LiveBlock& live) {
 }
 
 void Replayer::ApplyFreeCompleted(const TraceEvent& event) {
-  const LiveBlock* live = live_.Find(event.ptr);
+  LiveBlock* live = live_.Find(event.ptr);
   if (live == nullptr || live->pending_stream == 0) return;
   queued_completions_.push_back(live->pending_stream);
-  live_.Erase(event.ptr);
+  live_.EraseFound(live);
 }
 
 void Replayer::CompleteQueuedFreesNow() {

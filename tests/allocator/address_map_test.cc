@@ -1,7 +1,8 @@
 // AddressMap (allocator/address_map.h) against std::unordered_map: random inserts and erases
 // over a key set small enough that probe runs collide, wrap around the array's end, and the table
-// grows; every key is looked up after every step. Both forms: the allocator's ActiveBlockMap and
-// a map whose keys include 0 (the replay's).
+// grows; every key is looked up after every step. Erasures alternate between Erase(key) and
+// EraseFound(Find(key)). Both forms: the allocator's ActiveBlockMap and a map whose keys include 0
+// (the replay's).
 #include "allocator/address_map.h"
 
 #include <random>
@@ -48,8 +49,13 @@ TEST(AddressMapTest, MatchesUnorderedMapUnderChurn) {
         Block* block = &blocks[key / 512 - 1];
         map.Insert(key, block);
         expected.emplace(key, block);
-      } else {
+      } else if (step % 2 == 0) {
         EXPECT_EQ(map.Erase(key), expected.erase(key) == 1);
+      } else if (Block** found = map.Find(key); found != nullptr) {  // a free's lookup and erase
+        map.EraseFound(found);
+        EXPECT_EQ(expected.erase(key), 1u);
+      } else {
+        EXPECT_FALSE(expected.contains(key));
       }
       ASSERT_EQ(map.size(), expected.size());
       if (step % 97 == 0) {
@@ -68,8 +74,8 @@ TEST(AddressMapTest, MatchesUnorderedMapUnderChurn) {
   }
 }
 
-// Keys 0 .. 4095 * 512 (0 included), values carrying their key, TryEmplace and in-place
-// updates through Find.
+// Keys 0 .. 4095 * 512 (0 included), values carrying their key, TryEmplace, in-place updates
+// through Find, and erasure by key or by what Find returned.
 TEST(AddressMapTest, ZeroKeyMapMatchesUnorderedMap) {
   struct Value {
     DevicePtr key = 0;
@@ -93,8 +99,13 @@ TEST(AddressMapTest, ZeroKeyMapMatchesUnorderedMap) {
         ++value->updates;
         ++expected[key];
       }
-    } else {
+    } else if (step % 2 == 0) {
       EXPECT_EQ(map.Erase(key), expected.erase(key) == 1) << key;
+    } else if (Value* found = map.Find(key); found != nullptr) {  // key 0 included
+      map.EraseFound(found);
+      EXPECT_EQ(expected.erase(key), 1u) << key;
+    } else {
+      EXPECT_FALSE(expected.contains(key)) << key;
     }
     ASSERT_EQ(map.size(), expected.size());
   }
