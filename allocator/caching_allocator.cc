@@ -202,7 +202,7 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
 absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t rounded,
                                                  uint64_t segment_size, StreamId stream) {
   const DeviceMemInfo info = backend_.MemInfo();
-  const DeviceStats& stats = stats_.stats();
+  const DeviceStats stats = stats_.stats();
   OomReport r;
   r.requested_bytes = requested;
   r.rounded_bytes = rounded;
@@ -378,8 +378,8 @@ void CachingAllocator::SetOptions(AllocatorOptions options) {
   const bool first_fit = options_.placement == PlacementPolicy::kFirstFit;
   small_pool_.set_address_index(first_fit);
   large_pool_.set_address_index(first_fit);
-  stats_.mutable_stats().max_split_size =
-      options_.max_split_size_set() ? static_cast<int64_t>(options_.max_split_size_bytes) : -1;
+  stats_.set_max_split_size(
+      options_.max_split_size_set() ? static_cast<int64_t>(options_.max_split_size_bytes) : -1);
 }
 
 AllocatorOptions CachingAllocator::options() const {
@@ -409,12 +409,12 @@ DeviceStats CachingAllocator::GetStats() const {
 
 void CachingAllocator::ResetPeakStats() {
   Lock lock(&mu_);
-  stats_.mutable_stats().ResetPeak();
+  stats_.ResetPeak();
 }
 
 void CachingAllocator::ResetAccumulatedStats() {
   Lock lock(&mu_);
-  stats_.mutable_stats().ResetAccumulated();
+  stats_.ResetAccumulated();
 }
 
 }  // namespace fragscope

@@ -190,7 +190,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
     return Fail("%d blocks live in the arena but %d are in segments", arena_.live_count(),
                 free_blocks + active_blocks + unmapped_blocks);
   }
-  const DeviceStats& s = stats_.stats();
+  const DeviceStats s = stats_.stats();
   struct Check {
     const char* name;
     const StatArray& stat;

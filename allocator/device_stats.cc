@@ -6,13 +6,12 @@ namespace fragscope {
 
 namespace {
 
+// Calls fn(stat) for every Stat of `s`.
 template <typename Fn>
-void ForEachStatArray(DeviceStats& s, Fn fn) {
-  for (StatArray* a :
-       {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-        &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
-    for (Stat& stat : *a) fn(stat);
-  }
+void ForEachStat(DeviceStats& s, Fn fn) {
+  ForEachStatArray(s, [&fn](StatArray& array) {
+    for (Stat& stat : array) fn(stat);
+  });
   fn(s.oversize_allocations);
   fn(s.oversize_segments);
 }
@@ -20,12 +19,12 @@ void ForEachStatArray(DeviceStats& s, Fn fn) {
 }  // namespace
 
 void DeviceStats::ResetAccumulated() {
-  ForEachStatArray(*this, [](Stat& s) { s.ResetAccumulated(); });
+  ForEachStat(*this, [](Stat& s) { s.ResetAccumulated(); });
   num_alloc_retries = num_ooms = num_sync_all_streams = num_device_alloc = num_device_free = 0;
 }
 
 void DeviceStats::ResetPeak() {
-  ForEachStatArray(*this, [](Stat& s) { s.ResetPeak(); });
+  ForEachStat(*this, [](Stat& s) { s.ResetPeak(); });
 }
 
 std::vector<std::pair<std::string, int64_t>> FlattenStats(const DeviceStats& s) {

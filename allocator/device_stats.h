@@ -76,6 +76,16 @@ struct DeviceStats {
   friend bool operator==(const DeviceStats&, const DeviceStats&) = default;
 };
 
+// Calls fn(array) for each per-pool StatArray of `stats` (a DeviceStats, const or not).
+template <typename Stats, typename Fn>
+void ForEachStatArray(Stats& stats, Fn fn) {
+  for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
+                      &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                      &stats.inactive_split_bytes, &stats.requested_bytes}) {
+    fn(*array);
+  }
+}
+
 // The stats as torch.cuda.memory_stats() flattens them: ("allocation.all.current", 3), ... in
 // PyTorch's key order.
 std::vector<std::pair<std::string, int64_t>> FlattenStats(const DeviceStats& stats);

@@ -6,7 +6,7 @@
 namespace fragscope {
 
 ChromeTraceWriter::ChromeTraceWriter(Replayer& replayer, std::ostream& out) : out_(out) {
-  tracker_.mutable_stats() = replayer.allocator().GetStats();
+  tracker_.Assign(replayer.allocator().GetStats());
   pid_ = replayer.info().rank;
   out_ << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   out_ << absl::StrFormat(
@@ -17,7 +17,7 @@ ChromeTraceWriter::ChromeTraceWriter(Replayer& replayer, std::ostream& out) : ou
 }
 
 void ChromeTraceWriter::WriteCounter() {
-  const DeviceStats& s = tracker_.stats();
+  const DeviceStats s = tracker_.stats();
   out_ << absl::StrFormat(
       ",\n{\"name\": \"memory\", \"ph\": \"C\", \"ts\": %d, \"pid\": %d, \"args\": "
       "{\"allocated\": %d, \"active\": %d, \"reserved\": %d}}",

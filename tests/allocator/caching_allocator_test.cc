@@ -219,6 +219,40 @@ TEST_F(CachingAllocatorTest, StatsPeaksAndResets) {
   Free(b);
 }
 
+// The "all" entries are the pools' sums, and the "all" peak is the largest sum, which neither
+// pool's peak shows: small 1 MiB + large 4 MiB live together, then each alone at its own peak.
+TEST_F(CachingAllocatorTest, AllPoolsPeakIsTheLargestSumOfThePools) {
+  const DevicePtr small = Alloc(kMiB);
+  const DevicePtr large = Alloc(4 * kMiB);
+  Free(small);
+  Free(large);
+  const DevicePtr large2 = Alloc(6 * kMiB);
+  DeviceStats s = Stats();
+  for (const StatArray* a : {&s.allocated_bytes, &s.active_bytes, &s.allocation, &s.segment,
+                             &s.reserved_bytes, &s.requested_bytes, &s.inactive_split_bytes}) {
+    EXPECT_EQ((*a)[0].current, (*a)[1].current + (*a)[2].current);
+    EXPECT_EQ((*a)[0].allocated, (*a)[1].allocated + (*a)[2].allocated);
+    EXPECT_EQ((*a)[0].freed, (*a)[1].freed + (*a)[2].freed);
+  }
+  EXPECT_EQ(s.allocated_bytes[1].peak, static_cast<int64_t>(kMiB));
+  EXPECT_EQ(s.allocated_bytes[2].peak, static_cast<int64_t>(6 * kMiB));
+  EXPECT_EQ(s.allocated_bytes[0].peak, static_cast<int64_t>(6 * kMiB));
+  EXPECT_EQ(s.allocation[0].peak, 2);  // small and the first large together
+  EXPECT_EQ(s.allocation[1].peak, 1);
+  EXPECT_EQ(s.allocation[2].peak, 1);
+  allocator_->ResetPeakStats();
+  s = Stats();
+  EXPECT_EQ(s.allocation[0].peak, 1);
+  EXPECT_EQ(s.allocated_bytes[0].peak, static_cast<int64_t>(6 * kMiB));
+  Free(large2);
+  const DevicePtr small2 = Alloc(512);
+  s = Stats();
+  EXPECT_EQ(s.allocation[0].peak, 1);
+  EXPECT_EQ(s.allocated_bytes[0].peak, static_cast<int64_t>(6 * kMiB));
+  EXPECT_EQ(s.allocated_bytes[0].current, 512);
+  Free(small2);
+}
+
 TEST_F(CachingAllocatorTest, FlattenedStatsUsePytorchKeys) {
   Alloc(1024);
   const auto flat = FlattenStats(Stats());
