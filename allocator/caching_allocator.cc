@@ -190,12 +190,14 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
   block->set_requested_size(requested);
   active_.Insert(block->ptr, block);
 
-  AllocatorEvent e = BlockEvent(EventKind::kAlloc, *block);
-  e.requested_bytes = requested;
-  e.split_bytes = remainder_bytes;
-  if (was_split) e.flags |= kEventFlagBlockWasSplit;
-  if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
-  Emit(e);
+  EmitMade([&] {
+    AllocatorEvent e = BlockEvent(EventKind::kAlloc, *block);
+    e.requested_bytes = requested;
+    e.split_bytes = remainder_bytes;
+    if (was_split) e.flags |= kEventFlagBlockWasSplit;
+    if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
+    return e;
+  });
   return block->ptr;
 }
 
@@ -287,10 +289,12 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
         "double free: 0x%x was already freed and is waiting for events on other streams", ptr));
   }
   block->allocated = false;
-  AllocatorEvent e = BlockEvent(EventKind::kFreeRequested, *block);
-  e.requested_bytes = block->requested_size();
-  if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
-  Emit(e);
+  EmitMade([&] {
+    AllocatorEvent e = BlockEvent(EventKind::kFreeRequested, *block);
+    e.requested_bytes = block->requested_size();
+    if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
+    return e;
+  });
   if (!block->used_on_other_streams) {
     active_.EraseFound(entry);  // (the observers above cannot change active_)
     FreeBlockLocked(block);

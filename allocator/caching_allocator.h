@@ -145,6 +145,18 @@ class CachingAllocator {
     stats_.Apply(event);
     for (AllocatorObserver* observer : observers_) observer->OnEvent(event);
   }
+  // Emit of the event `make()` returns, for the hot paths. Without observers the event is only
+  // the stats' input: its address is never taken, so the compiler keeps the fields the stats read
+  // in registers and stores none of the others (the two branches each have their own copy of the
+  // stats update).
+  template <typename MakeEvent>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void EmitMade(MakeEvent make) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (ABSL_PREDICT_TRUE(observers_.empty())) {
+      stats_.Apply(make());
+    } else {
+      Emit(make());
+    }
+  }
   // The event for `block` with every kind-specific field zero.
   ABSL_ATTRIBUTE_ALWAYS_INLINE AllocatorEvent BlockEvent(EventKind kind, const Block& block) const {
     // Every field spelled out: zero-initializing the whole struct first compiles to `rep stos`.

@@ -11,8 +11,11 @@ using internal::ReportBackendError;
 
 void CachingAllocator::FreeBlockLocked(Block* block) {
   FRAGSCOPE_DCHECK(block->IsFree() && !block->used_on_other_streams);
-  AllocatorEvent e = BlockEvent(EventKind::kFreeCompleted, *block);
-  e.requested_bytes = block->requested_size();
+  // The freed block as it was (the merge below may delete it); completed at the end.
+  AllocatorEvent freed = BlockEvent(EventKind::kFreeCompleted, *block);
+  freed.requested_bytes = block->requested_size();
+  uint8_t merged_count = 0;
+  uint64_t merged_bytes = 0;  // what the neighbours added
 
   // PyTorch's try_merge_blocks: only free blocks merge (not allocated, not waiting for events),
   // and mapped memory never merges with unmapped address space. (A freed block is mapped.)
@@ -38,12 +41,19 @@ void CachingAllocator::FreeBlockLocked(Block* block) {
       MergeInto(result, block, arena_);
       if (other != nullptr) MergeInto(result, other, arena_);
     });
-    e.merged_count = static_cast<uint8_t>((prev != nullptr) + (next != nullptr));
-    e.split_bytes = merged_size - e.bytes;
+    merged_count = static_cast<uint8_t>((prev != nullptr) + (next != nullptr));
+    merged_bytes = merged_size - freed.bytes;
   }
-  e.result_bytes = result->size;
-  if (result->IsSplit()) e.flags |= kEventFlagResultIsSplit;
-  Emit(e);
+  const bool result_is_split = result->IsSplit();
+  const uint64_t result_bytes = result->size;
+  EmitMade([&] {
+    AllocatorEvent e = freed;
+    e.merged_count = merged_count;
+    e.split_bytes = merged_bytes;
+    e.result_bytes = result_bytes;
+    if (result_is_split) e.flags |= kEventFlagResultIsSplit;
+    return e;
+  });
 }
 
 uint64_t CachingAllocator::TryMergeLocked(Block* dst, Block* src) {

@@ -10,10 +10,13 @@
 // PyTorch updates each statistic's "all" entry and its pool's entry together by the same
 // amount, so the "all" entry's current, allocated and freed are always the sums of the two
 // pools'. The tracker keeps only the pools' entries and the "all" peak (the largest sum seen, set
-// where a pool's entry grows), and stats() adds the rest up: half of the updates on the hot path
-// (about 60 instructions of a warm malloc+free pair's ~900).
+// where a pool's entry grows), and stats() adds the rest up: half of the updates on the hot path.
+// Apply branches on the pool once and updates that pool's entries with the pool as a template
+// argument, so each entry is a constant offset (together about 70 instructions of a warm
+// malloc+free pair's ~880).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/base/attributes.h"
@@ -49,37 +52,49 @@ class StatsTracker final : public AllocatorObserver {
   void set_max_split_size(int64_t bytes) { stats_.max_split_size = bytes; }
 
   ABSL_ATTRIBUTE_ALWAYS_INLINE void Apply(const AllocatorEvent& e) {
+    // The pool is a template argument below, so that every entry's address is a constant offset.
+    if (e.pool == PoolKind::kSmall) {
+      ApplyToPool<1>(e);
+    } else {
+      ApplyToPool<2>(e);
+    }
+  }
+
+ private:
+  // Apply for the events of pool entry kPool (1 small, 2 large).
+  template <size_t kPool>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void ApplyToPool(const AllocatorEvent& e) {
     const auto bytes = static_cast<int64_t>(e.bytes);
     const bool expandable = (e.flags & kEventFlagExpandable) != 0;
     switch (e.kind) {
       case EventKind::kAlloc: {
-        Increase(stats_.allocation, e.pool, 1);
-        Increase(stats_.allocated_bytes, e.pool, bytes);
-        Increase(stats_.active, e.pool, 1);
-        Increase(stats_.active_bytes, e.pool, bytes);
-        Increase(stats_.requested_bytes, e.pool, static_cast<int64_t>(e.requested_bytes));
+        Increase<kPool>(stats_.allocation, 1);
+        Increase<kPool>(stats_.allocated_bytes, bytes);
+        Increase<kPool>(stats_.active, 1);
+        Increase<kPool>(stats_.active_bytes, bytes);
+        Increase<kPool>(stats_.requested_bytes, static_cast<int64_t>(e.requested_bytes));
         if (e.flags & kEventFlagOversize) stats_.oversize_allocations.Increase(1);
         if (expandable) break;  // PyTorch keeps no inactive_split stats for expandable segments
         const bool was_split = (e.flags & kEventFlagBlockWasSplit) != 0;
         if (e.split_bytes > 0) {
           if (was_split) {
             // An already-split free block shrinks by the allocated bytes.
-            Decrease(stats_.inactive_split_bytes, e.pool, bytes);
+            Decrease<kPool>(stats_.inactive_split_bytes, bytes);
           } else {
             // A whole free block became split: its remainder is a new inactive split block.
-            Increase(stats_.inactive_split_bytes, e.pool, static_cast<int64_t>(e.split_bytes));
-            Increase(stats_.inactive_split, e.pool, 1);
+            Increase<kPool>(stats_.inactive_split_bytes, static_cast<int64_t>(e.split_bytes));
+            Increase<kPool>(stats_.inactive_split, 1);
           }
         } else if (was_split) {
           // A free block inside a split segment is reused whole.
-          Decrease(stats_.inactive_split_bytes, e.pool, bytes);
-          Decrease(stats_.inactive_split, e.pool, 1);
+          Decrease<kPool>(stats_.inactive_split_bytes, bytes);
+          Decrease<kPool>(stats_.inactive_split, 1);
         }
         break;
       }
       case EventKind::kFreeRequested:
-        Decrease(stats_.allocation, e.pool, 1);
-        Decrease(stats_.allocated_bytes, e.pool, bytes);
+        Decrease<kPool>(stats_.allocation, 1);
+        Decrease<kPool>(stats_.allocated_bytes, bytes);
         if (e.flags & kEventFlagOversize) stats_.oversize_allocations.Decrease(1);
         break;
       case EventKind::kFreeCompleted:
@@ -90,26 +105,26 @@ class StatsTracker final : public AllocatorObserver {
             blocks += 1;
             split_bytes += static_cast<int64_t>(e.result_bytes);
           }
-          Update(stats_.inactive_split, e.pool, blocks);
-          Update(stats_.inactive_split_bytes, e.pool, split_bytes);
+          Update<kPool>(stats_.inactive_split, blocks);
+          Update<kPool>(stats_.inactive_split_bytes, split_bytes);
         }
-        Decrease(stats_.active, e.pool, 1);
-        Decrease(stats_.active_bytes, e.pool, bytes);
-        Decrease(stats_.requested_bytes, e.pool, static_cast<int64_t>(e.requested_bytes));
+        Decrease<kPool>(stats_.active, 1);
+        Decrease<kPool>(stats_.active_bytes, bytes);
+        Decrease<kPool>(stats_.requested_bytes, static_cast<int64_t>(e.requested_bytes));
         break;
       case EventKind::kSegmentAlloc:
-        Increase(stats_.segment, e.pool, 1);
+        Increase<kPool>(stats_.segment, 1);
         [[fallthrough]];
       case EventKind::kSegmentMap:
-        Increase(stats_.reserved_bytes, e.pool, bytes);
+        Increase<kPool>(stats_.reserved_bytes, bytes);
         if (e.flags & kEventFlagOversize) stats_.oversize_segments.Increase(1);
         ++stats_.num_device_alloc;
         break;
       case EventKind::kSegmentFree:
-        Decrease(stats_.segment, e.pool, 1);
+        Decrease<kPool>(stats_.segment, 1);
         [[fallthrough]];
       case EventKind::kSegmentUnmap:
-        Decrease(stats_.reserved_bytes, e.pool, bytes);
+        Decrease<kPool>(stats_.reserved_bytes, bytes);
         if (e.flags & kEventFlagOversize) stats_.oversize_segments.Decrease(1);
         ++stats_.num_device_free;
         break;
@@ -126,24 +141,23 @@ class StatsTracker final : public AllocatorObserver {
     }
   }
 
- private:
-  static Stat& Pool(StatArray& array, PoolKind pool) {
-    return array[pool == PoolKind::kSmall ? 1u : 2u];
-  }
   // The pool's entry of `array`, and the "all" peak (Note [The "all" entries are sums]).
-  static void Increase(StatArray& array, PoolKind pool, int64_t amount) {
-    Pool(array, pool).Increase(amount);
+  template <size_t kPool>
+  static void Increase(StatArray& array, int64_t amount) {
+    array[kPool].Increase(amount);
     const int64_t all = array[1].current + array[2].current;
     if (all > array[0].peak) array[0].peak = all;
   }
-  static void Decrease(StatArray& array, PoolKind pool, int64_t amount) {
-    Pool(array, pool).Decrease(amount);
+  template <size_t kPool>
+  static void Decrease(StatArray& array, int64_t amount) {
+    array[kPool].Decrease(amount);
   }
-  static void Update(StatArray& array, PoolKind pool, int64_t delta) {
+  template <size_t kPool>
+  static void Update(StatArray& array, int64_t delta) {
     if (delta >= 0) {
-      Increase(array, pool, delta);
+      Increase<kPool>(array, delta);
     } else {
-      Decrease(array, pool, -delta);
+      Decrease<kPool>(array, -delta);
     }
   }
 
