@@ -44,6 +44,7 @@
 
 #include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -263,8 +264,11 @@ class CachingAllocator {
   // read the block and its segment, two cache misses in a large pool).
   size_t expandable_segment_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Per-stream FIFO of (event, block) for blocks freed after use on that stream. Per-stream
-  // queues avoid head-of-line blocking (pytorch#71616).
-  absl::flat_hash_map<StreamId, std::deque<std::pair<EventHandle, Block*>>> pending_events_
+  // queues avoid head-of-line blocking (pytorch#71616). Ordered by stream, so the order in which
+  // frees complete (and with it the transient inactive_split peaks and the order of the
+  // free_completed events) is the same in every run: PyTorch's map hashes the stream's id, a fixed
+  // order for given streams, where an absl hash map's order depends on where its table lives.
+  absl::btree_map<StreamId, std::deque<std::pair<EventHandle, Block*>>> pending_events_
       ABSL_GUARDED_BY(mu_);
   // Bytes obtained from the device (PyTorch's total_allocated_memory).
   uint64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -104,7 +104,7 @@ void CachingAllocator::ProcessEventsLocked() {
       }
     }
     if (queue.empty()) {
-      pending_events_.erase(it++);
+      it = pending_events_.erase(it);
     } else {
       ++it;
     }
