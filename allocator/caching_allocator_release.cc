@@ -44,14 +44,12 @@ void CachingAllocator::FreeBlockLocked(Block* block) {
     merged_count = static_cast<uint8_t>((prev != nullptr) + (next != nullptr));
     merged_bytes = merged_size - freed.bytes;
   }
-  const bool result_is_split = result->IsSplit();
-  const uint64_t result_bytes = result->size;
   EmitMade([&] {
     AllocatorEvent e = freed;
     e.merged_count = merged_count;
     e.split_bytes = merged_bytes;
-    e.result_bytes = result_bytes;
-    if (result_is_split) e.flags |= kEventFlagResultIsSplit;
+    e.result_bytes = result->size;
+    if (result->IsSplit()) e.flags |= kEventFlagResultIsSplit;
     return e;
   });
 }

@@ -9,11 +9,11 @@
 #include <cmath>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "allocator/caching_allocator.h"
+#include "allocator/device_stats.h"
 #include "allocator/simulated_backend.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -69,39 +69,17 @@ void Step(Subject& s, uint64_t draw, uint64_t size_draw) {
   }
 }
 
-// The fields in which `a` and `b` differ, for failure messages.
+// The stats in which `a` and `b` differ ("key: a/b" lines, memory_stats() keys), for failure
+// messages.
 std::string Differences(const DeviceStats& a, const DeviceStats& b) {
+  const auto flat_a = FlattenStats(a);
+  const auto flat_b = FlattenStats(b);
   std::string out;
-  auto arrays = [&](const char* name, const StatArray& x, const StatArray& y) {
-    for (size_t i = 0; i < kNumStatTypes; ++i) {
-      if (!(x[i] == y[i])) {
-        out += absl::StrFormat("%s[%d]: current %d/%d peak %d/%d allocated %d/%d freed %d/%d\n",
-                               name, i, x[i].current, y[i].current, x[i].peak, y[i].peak,
-                               x[i].allocated, y[i].allocated, x[i].freed, y[i].freed);
-      }
+  for (size_t i = 0; i < flat_a.size(); ++i) {
+    if (flat_a[i].second != flat_b[i].second) {
+      absl::StrAppendFormat(&out, "%s: %d/%d\n", flat_a[i].first, flat_a[i].second,
+                            flat_b[i].second);
     }
-  };
-#define FRAGSCOPE_DIFF_ARRAY(f) arrays(#f, a.f, b.f)
-  FRAGSCOPE_DIFF_ARRAY(allocation);
-  FRAGSCOPE_DIFF_ARRAY(segment);
-  FRAGSCOPE_DIFF_ARRAY(active);
-  FRAGSCOPE_DIFF_ARRAY(inactive_split);
-  FRAGSCOPE_DIFF_ARRAY(allocated_bytes);
-  FRAGSCOPE_DIFF_ARRAY(reserved_bytes);
-  FRAGSCOPE_DIFF_ARRAY(active_bytes);
-  FRAGSCOPE_DIFF_ARRAY(inactive_split_bytes);
-  FRAGSCOPE_DIFF_ARRAY(requested_bytes);
-#undef FRAGSCOPE_DIFF_ARRAY
-  arrays("oversize_allocations", {a.oversize_allocations}, {b.oversize_allocations});
-  arrays("oversize_segments", {a.oversize_segments}, {b.oversize_segments});
-  for (auto [name, x, y] :
-       {std::tuple{"num_alloc_retries", a.num_alloc_retries, b.num_alloc_retries},
-        {"num_ooms", a.num_ooms, b.num_ooms},
-        {"num_sync_all_streams", a.num_sync_all_streams, b.num_sync_all_streams},
-        {"num_device_alloc", a.num_device_alloc, b.num_device_alloc},
-        {"num_device_free", a.num_device_free, b.num_device_free},
-        {"max_split_size", a.max_split_size, b.max_split_size}}) {
-    if (x != y) out += absl::StrFormat("%s: %d/%d\n", name, x, y);
   }
   return out;
 }
