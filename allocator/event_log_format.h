@@ -109,7 +109,7 @@ enum RecordFlag : uint8_t {
 // share the record's timestamp; readers deliver them as two events, in order, with consecutive
 // event numbers (LogEntry::sequence). A third of a typical log's records, and of the writer's
 // work on a free, go away.
-// The bit is outside the EventFlag range (bits 0-5) and a 1.x file never has it set.
+// The bit is outside the EventFlag range (bits 0-6) and a 1.x file never has it set.
 // EventLogWriter folds only when the free_completed comes within kCombineFreeWindowNs of its
 // free_requested (by its clock), the resolution its coarse timestamps have anyway; a
 // free_completed that waited for stream events is later and keeps its own record.

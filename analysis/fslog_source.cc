@@ -59,12 +59,14 @@ void CopyEvent(const TraceEvent& from, TraceEvent* to) {
 // Used by one thread at a time (the consumer, or the reader thread).
 class FslogSource::Decoder {
  public:
-  Decoder(std::string name, int32_t device, uint64_t start_monotonic_ns, bool combined_frees)
+  Decoder(std::string name, int32_t device, uint64_t start_monotonic_ns, bool combined_frees,
+          bool fold_completions)
       : name_(std::move(name)),
         device_(device),
         time_base_ns_(start_monotonic_ns),
         have_time_base_(start_monotonic_ns > 0),
-        combined_frees_(combined_frees) {}
+        combined_frees_(combined_frees),
+        fold_completions_(fold_completions) {}
 
   void SetChunk(std::span<const LogRecord> chunk, uint64_t first_sequence) {
     chunk_ = chunk;
@@ -88,7 +90,8 @@ class FslogSource::Decoder {
   int32_t device_;
   uint64_t time_base_ns_;
   bool have_time_base_;
-  bool combined_frees_;  // format 2.0 or later: Note [Combined free records]
+  bool combined_frees_;    // format 2.0 or later: Note [Combined free records]
+  bool fold_completions_;  // a combined record is one event (kEventFlagCompletionFolded)
   std::span<const LogRecord> chunk_;
   uint64_t first_sequence_ = 0;
   size_t pos_ = 0;
@@ -135,7 +138,8 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->time_ns = r.timestamp_ns - time_base_ns_;
     event->kind = kind;
     event->pool = static_cast<PoolKind>(r.pool & 1);
-    event->flags = r.flags;
+    event->flags =
+        r.flags & static_cast<uint8_t>(~kEventFlagCompletionFolded);  // only a fold sets it
     event->ptr = event->bytes = event->requested_bytes = event->stream = 0;
     event->device_free_bytes = event->device_total_bytes = 0;
     event->reserved_bytes = event->allocated_bytes = 0;
@@ -156,7 +160,12 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
       event->ptr = w[kWordPtr];
       if (combined_frees_ && IsCombinedFree(r)) {
         event->flags = CombinedFreeRequestedFlags(r.flags);
-        pending_completion_ = &r;
+        if (fold_completions_) {
+          event->flags |= kEventFlagCompletionFolded;
+          ++combined_before_;  // the completion's number, delivered in this event
+        } else {
+          pending_completion_ = &r;
+        }
       }
     }
     return true;
@@ -267,6 +276,12 @@ inline bool FslogSource::NextFast(TraceEvent* event) {
   return true;
 }
 
+bool FslogSource::FoldFreeCompletions() {
+  if (started_) return false;  // the decoder already runs: too late to change what it delivers
+  fold_completions_ = true;
+  return true;
+}
+
 absl::StatusOr<bool> FslogSource::Next(TraceEvent* event) {
   if (NextFast(event)) return true;
   absl::StatusOr<bool> got = NextSlow(event);
@@ -298,7 +313,7 @@ absl::StatusOr<bool> FslogSource::NextSlow(TraceEvent* event) {
     // The name in messages: the path, set after construction.
     decoder_ =
         std::make_unique<Decoder>(info_.path, info_.device, reader_.header().start_monotonic_ns,
-                                  reader_.has_combined_frees());
+                                  reader_.has_combined_frees(), fold_completions_);
     background_ = TakeCores(reading_, &cores_taken_);
     if (background_) {
       ring_.resize(kRingBatches);

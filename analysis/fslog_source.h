@@ -2,10 +2,11 @@
 //
 // Streams the file through EventLogReader::NextChunk, so memory stays bounded whatever the log's
 // size. The header gives the device, rank, capacity and allocator options. Options-change
-// continuation records are folded into one event. Events on another device than the header's
-// are an error ("mixed devices"), as are records of unknown kinds from a newer major version (the
-// reader refuses those files up front). Every numeric field of a delivered event is set (0 where
-// its kind carries nothing); text is set for markers and options changes only.
+// continuation records are folded into one event; a combined free record (Note [Combined free
+// records]) is two events, or one if asked (FoldFreeCompletions). Events on another device than the
+// header's are an error ("mixed devices"), as are records of unknown kinds from a newer major
+// version (the reader refuses those files up front). Every numeric field of a delivered event is
+// set (0 where its kind carries nothing); text is set for markers and options changes only.
 //
 // Note [Reading on a background thread]
 // Reading, checking (CRC) and decoding a log costs about a third of a replay. With a background
@@ -68,6 +69,9 @@ class FslogSource final : public TraceSource {
 
   absl::StatusOr<bool> Next(TraceEvent* event) override;
   absl::StatusOr<size_t> NextBatch(std::span<TraceEvent* const> events) override;
+  // Folds the halves of the log's combined free records (Note [Combined free records]): those are
+  // the frees that completed at once.
+  bool FoldFreeCompletions() override;
   std::vector<std::string> warnings() const override;
   double Progress() const override {
     return file_bytes_ == 0 ? 0.0 : static_cast<double>(consumed_offset_) / file_bytes_;
@@ -106,7 +110,8 @@ class FslogSource final : public TraceSource {
   bool started_ = false;
   bool background_ = false;
   bool decoding_here_ = false;  // started on the calling thread, and no error
-  int cores_taken_ = 0;         // counted against kAuto's budget while open
+  bool fold_completions_ = false;
+  int cores_taken_ = 0;  // counted against kAuto's budget while open
   double file_bytes_ = 0;
   uint64_t consumed_offset_ = 0;  // file offset of the data delivered so far
   absl::Status error_;            // sticky

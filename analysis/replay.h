@@ -51,15 +51,20 @@
 // the block, or growing it in an expandable segment), and verify would then name the segment
 // event where they part. The lookahead is O(pending frees + segments released) events, taken
 // only at such a free.
+// A source asked to fold (TraceSource::FoldFreeCompletions; a Run whose hooks do not look at the
+// events) delivers such a pair as one free_requested marked kEventFlagCompletionFolded: the same
+// inference, with the lookahead starting at Peek(1), and a stream-ordered reading queues the
+// block's completion at once, as its free_completed would have; Run counts the pair as two
+// events.
 // What the replay does not reproduce: the order of the frees that one poll completes together.
-// The allocator frees them in the iteration order of its per-stream event table (a hash map, per
-// process seeded, keyed by the replay's pseudo-streams rather than the job's streams). The same
-// blocks are freed at the same point and end in the same layout, but merging them in another
-// order creates and absorbs other intermediate inactive split blocks: the accumulated (and peak)
-// inactive_split and inactive_split_bytes counts may differ from the job's, their current values
-// do not. Reproducing the order needs an allocator call that polls events (the replay would then
-// complete one pseudo-stream at a time), and for the ladder's synchronization an allocator that
-// synchronizes in a defined order.
+// The allocator frees them in the order of its per-stream event table (stream ids), and the
+// replay's streams are its pseudo-streams, not the job's. The same blocks are freed at the same
+// point and end in the same layout, but merging them in another order creates and absorbs other
+// intermediate inactive split blocks: the accumulated (and peak) inactive_split and
+// inactive_split_bytes counts may differ from the job's, their current values do not. Reproducing
+// the order needs an allocator call that polls events (the replay would then complete one
+// pseudo-stream at a time), and for the ladder's synchronization an allocator that synchronizes in
+// a defined order.
 //
 // Note [Inferring empty_cache]
 // PyTorch's snapshots do not record empty_cache() calls; they show only the segment_free (and
@@ -185,7 +190,9 @@ class Replayer {
   absl::Status Init();
   // Replays to the end (or config.stop_after_index). Errors: the source's, or a trace that
   // frees what it never allocated in a way the allocator refuses (reported, not fatal: see
-  // warnings()).
+  // warnings()). Called once: when the hooks want neither trace events nor Stop(), the source is
+  // asked to fold immediate frees (TraceSource::FoldFreeCompletions), which the hooks cannot tell
+  // from the unfolded events.
   absl::Status Run(ReplayHooks* hooks);
 
   CachingAllocator& allocator() { return *allocator_; }
@@ -243,10 +250,13 @@ class Replayer {
   // Whether the free_completed that follows the block's free_requested at once came from the
   // next allocation's retry ladder, as the lookahead proves when the block would have served that
   // allocation from the cache; if so, that allocation is expected to run the ladder.
-  // REQUIRES: the current event is the block's free_requested, and Peek(1) its free_completed;
-  // `live` is the block, still allocated in the replay.
-  bool CompletedInNextLadder(const LiveBlock& live);
+  // REQUIRES: the current event is the block's free_requested, followed by its free_completed
+  // (Peek(1), or folded into it); Peek(first) is the event after that completion; `live` is the
+  // block, still allocated in the replay.
+  bool CompletedInNextLadder(const LiveBlock& live, size_t first);
   void ApplyFreeCompleted(const TraceEvent& event);
+  // The free_completed folded into the current free_requested, for a free made stream-ordered.
+  ABSL_ATTRIBUTE_NOINLINE void ApplyFoldedCompletion(LiveBlock* live);
   // Completes the pseudo-streams of the free_completed events read so far. The inline guards
   // here and below keep the replay's per-event path free of calls when nothing is queued.
   void CompleteQueuedFrees() {

@@ -26,18 +26,32 @@ void Replayer::ApplyFreeRequested(const TraceEvent& event) {
     return;
   }
   bool deferred = false;
-  if (source_.info().records_free_completed) {
+  const bool folded = (event.flags & kEventFlagCompletionFolded) != 0;
+  if (folded) {  // the free_completed came with it: the lookahead starts past both
+    deferred = MayBeInsideAnAllocation(events_.Peek(1)) && CompletedInNextLadder(live, 1);
+  } else if (source_.info().records_free_completed) {
     const TraceEvent* next = events_.Peek(1);
     deferred =
         !(next != nullptr && next->kind == EventKind::kFreeCompleted && next->ptr == event.ptr) ||
-        (MayBeInsideAnAllocation(events_.Peek(2)) && CompletedInNextLadder(live));
+        (MayBeInsideAnAllocation(events_.Peek(2)) && CompletedInNextLadder(live, 2));
     if (!deferred) skip_completion_of_ = event.ptr;
   }
   if (deferred) DeferFree(live);
   absl::Status status = allocator_->Free(live.ours);
   if (!status.ok()) FreeFailed(event, status);
   if (!live.origin.before_trace) phases_.Unref(live.origin.phase);
-  if (!deferred) live_.EraseFound(found);  // (the last use of `live`)
+  if (!deferred) {
+    live_.EraseFound(found);  // (the last use of `live`)
+  } else if (folded) {
+    // As ApplyFreeCompleted would. (Also when the replay stops between the halves: the pseudo-
+    // stream's completion reaches the allocator only at an allocation, and none follows.)
+    ApplyFoldedCompletion(found);
+  }
+}
+
+void Replayer::ApplyFoldedCompletion(LiveBlock* live) {
+  queued_completions_.push_back(live->pending_stream);
+  live_.EraseFound(live);
 }
 
 void Replayer::FreeOfUnknownBlock(const TraceEvent& event) {
@@ -64,16 +78,16 @@ void Replayer::DeferFree(LiveBlock& live) {
   live.pending_stream = pseudo;
 }
 
-bool Replayer::CompletedInNextLadder(const LiveBlock& live) {
-  // Peek(1) is the block's own free_completed. The allocation's events up to its record, as
-  // CachingAllocator::Allocate writes them: completions (the ladder's synchronization), segment
-  // frees and unmaps (its releases), the OOM-retry empty_cache, segment allocs and maps.
+bool Replayer::CompletedInNextLadder(const LiveBlock& live, size_t first) {
+  // The allocation's events up to its record, as CachingAllocator::Allocate writes them:
+  // completions (the ladder's synchronization), segment frees and unmaps (its releases), the
+  // OOM-retry empty_cache, segment allocs and maps.
   const bool records_empty_cache = source_.info().records_empty_cache;
   const TraceEvent* allocation = nullptr;
   bool went_past_cache = false;  // the trace shows the allocation was not served by the cache
   bool oom_retry = false;
   std::vector<ReleasedRange> released;
-  for (size_t k = 2; allocation == nullptr; ++k) {
+  for (size_t k = first; allocation == nullptr; ++k) {
     const TraceEvent* e = events_.Peek(k);
     if (e == nullptr) return false;
     switch (e->kind) {

@@ -63,6 +63,12 @@ struct TraceEvent {
   std::string text;  // kMarker, kOptionsChange
 };
 
+// TraceEvent::flags bit, beside the allocator's EventFlag bits (which end at bit 6): a
+// kFreeRequested that carries the block's free_completed too, the next event (index + 1, the same
+// time and block), because the source was asked to fold them (TraceSource::FoldFreeCompletions).
+// The free_completed's own flags are not carried.
+inline constexpr uint8_t kEventFlagCompletionFolded = 1 << 7;
+
 // A segment that existed before the trace's first event (a snapshot whose history recording
 // started after the model was loaded), and its allocated blocks, in address order.
 struct InitialBlock {
@@ -119,6 +125,12 @@ class TraceSource {
   // is returned by the next call. The default calls Next() per event; FslogSource overrides it
   // with its fast path inline (the replay reads through it, a batch per virtual call).
   virtual absl::StatusOr<size_t> NextBatch(std::span<TraceEvent* const> events);
+  // Asks the source to deliver each free_requested whose own free_completed is the very next
+  // event as one event marked kEventFlagCompletionFolded (a replay that wants neither the events
+  // themselves nor the completion's flags saves a pass per free). Returns whether it will; the
+  // default, and a source that does not know its frees that way, will not. REQUIRES: nothing has
+  // been read yet.
+  virtual bool FoldFreeCompletions() { return false; }
   // Non-fatal problems met so far (torn tail, dropped records).
   virtual std::vector<std::string> warnings() const { return {}; }
   // The fraction of the input consumed so far, in [0, 1] (for progress bars).

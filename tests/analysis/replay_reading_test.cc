@@ -200,6 +200,45 @@ TEST(ReplayReadingTest, CombinedFreeRecordIsTwoEventsBothWays) {
   ExpectSameEvents(reads[0].events, reads[1].events);
 }
 
+// FoldFreeCompletions: each combined record is one free_requested marked
+// kEventFlagCompletionFolded (on both reading paths, batched or not), the unfolded reading with
+// every such pair's free_completed left out; other events keep their numbers. Too late once
+// reading has started.
+TEST(ReplayReadingTest, FoldedFreesAreTheUnfoldedPairsInOneEvent) {
+  const std::string bytes = FileBytes(RecordJob(6000));
+  const Read unfolded = ReadBytes(bytes, FslogReading::kCallingThread);
+  ASSERT_OK(unfolded.status);
+  std::vector<TraceEvent> expected;
+  for (size_t i = 0; i < unfolded.events.size(); ++i) {
+    TraceEvent e = unfolded.events[i];
+    EXPECT_EQ(e.flags & kEventFlagCompletionFolded, 0);
+    const TraceEvent* next = i + 1 < unfolded.events.size() ? &unfolded.events[i + 1] : nullptr;
+    // A combined record's halves: the same block and time, consecutive numbers.
+    if (e.kind == EventKind::kFreeRequested && next != nullptr &&
+        next->kind == EventKind::kFreeCompleted && next->ptr == e.ptr &&
+        next->index == e.index + 1 && next->time_ns == e.time_ns) {
+      e.flags |= kEventFlagCompletionFolded;
+      ++i;
+    }
+    expected.push_back(e);
+  }
+  ASSERT_LT(expected.size(), unfolded.events.size() * 9 / 10);  // the job's frees are immediate
+  for (FslogReading reading : kBothWays) {
+    for (size_t batch : {size_t{0}, size_t{64}}) {
+      SCOPED_TRACE(absl::StrFormat("reading %d, batch %d", static_cast<int>(reading), batch));
+      std::unique_ptr<FslogSource> source = *FslogSource::OpenBytes(bytes, "job.fslog", reading);
+      EXPECT_TRUE(source->FoldFreeCompletions());
+      const Read folded = ReadAll(std::move(source), batch);
+      EXPECT_OK(folded.status);
+      ExpectSameEvents(folded.events, expected);
+    }
+  }
+  std::unique_ptr<FslogSource> started = *FslogSource::OpenBytes(bytes, "job.fslog");
+  TraceEvent first;
+  ASSERT_TRUE(*started->Next(&first));
+  EXPECT_FALSE(started->FoldFreeCompletions());
+}
+
 TEST(ReplayReadingTest, CorruptChunkIsTheSameErrorAfterTheSameEvents) {
   std::string bytes = FileBytes(RecordJob(4000));
   const std::vector<size_t> chunks = ChunkOffsets(bytes);
