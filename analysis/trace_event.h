@@ -125,11 +125,11 @@ class TraceSource {
   // is returned by the next call. The default calls Next() per event; FslogSource overrides it
   // with its fast path inline (the replay reads through it, a batch per virtual call).
   virtual absl::StatusOr<size_t> NextBatch(std::span<TraceEvent* const> events);
-  // Asks the source to deliver each free_requested whose own free_completed is the very next
-  // event as one event marked kEventFlagCompletionFolded (a replay that wants neither the events
-  // themselves nor the completion's flags saves a pass per free). Returns whether it will; the
-  // default, and a source that does not know its frees that way, will not. REQUIRES: nothing has
-  // been read yet.
+  // Asks the source to deliver the frees it knows completed at once (FslogSource: its combined
+  // free records) as one free_requested marked kEventFlagCompletionFolded instead of that event
+  // and its free_completed (a replay that wants neither the events themselves nor the
+  // completion's flags saves a pass per free). Returns whether it will: not once reading has
+  // started, nor for a source without such records (the default).
   virtual bool FoldFreeCompletions() { return false; }
   // Non-fatal problems met so far (torn tail, dropped records).
   virtual std::vector<std::string> warnings() const { return {}; }
