@@ -33,10 +33,7 @@ using ::fragscope::testing::VerifySnapshot;
 constexpr uint64_t kCapacity = 600 * kMiB;
 
 // A random job on three streams with record_stream, empty_cache and OOMs on a 600 MiB device,
-// recorded as an .fslog (empty_cache recorded) and as a snapshot (inferred). Each operation
-// advances the clock, unless `allocations_tick` is false: then an allocation has the time of the
-// operation before it, so that a free it completes at once is one combined record
-// (FslogFileWriter combines a free_completed of its free_requested's time).
+// recorded as an .fslog (empty_cache recorded) and as a snapshot (inferred).
 struct RandomJob {
   std::string conf;
   std::string log_path;
@@ -44,6 +41,10 @@ struct RandomJob {
   DeviceStats stats;  // the job's allocator at the end
 };
 
+// Records the job of `seed`. Each operation advances the clock, unless `allocations_tick` is
+// false: then an allocation has the time of the operation before it, so that a free it completes
+// at once is one combined record (FslogFileWriter combines a free_completed of its
+// free_requested's time).
 RandomJob RecordRandomJob(uint64_t seed, bool allocations_tick = true) {
   RandomJob job;
   std::mt19937_64 rng(seed);
@@ -116,6 +117,7 @@ TEST(ReplayExpandableTest, FreesCompletedByTheNextRetryLadderAreFaithful) {
     EXPECT_EQ(snap.counts.allocations, log.counts.allocations);
   }
 }
+
 // What a replay ended with: every statistic, the layout, and how far it read.
 struct ReplayEnd {
   DeviceStats stats;
