@@ -1,3 +1,11 @@
+# The fuzz build (-DFRAGSCOPE_BUILD_FUZZERS=ON) compiles the code under test with coverage, ASan
+# and UBSan (tests/fuzz/CMakeLists.txt). Every other executable that links it links those runtimes
+# too, so that the whole tree builds there; shared libraries leave the runtimes' symbols to the
+# executable that loads them (hooks/ drops --no-undefined in that build).
+if(FRAGSCOPE_BUILD_FUZZERS)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 # -DFRAGSCOPE_SANITIZE=address|undefined|thread instruments every target of the build.
 if(FRAGSCOPE_SANITIZE STREQUAL "")
   return()
