@@ -59,16 +59,14 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
                                                                {"--no-sweep", false},
                                                                {"--no-summary", false}}}));
   if (!flags.ok()) {
-    err << "fragscope analyze: " << flags.status().message() << "\n\n" << kUsage;
-    return 2;
+    return UsageError(err, "analyze", flags.status().message());
   }
   if (flags->Has("--help")) {
     out << kUsage;
     return 0;
   }
   if (flags->positional.empty()) {
-    err << "fragscope analyze: no trace given\n\n" << kUsage;
-    return 2;
+    return UsageError(err, "analyze", "no trace given");
   }
   AnalysisOptions options;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {

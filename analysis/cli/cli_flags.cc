@@ -20,6 +20,12 @@ std::vector<FlagSpec> Flags(std::initializer_list<std::vector<FlagSpec>> lists) 
   return all;
 }
 
+int UsageError(std::ostream& err, std::string_view command, absl::string_view message) {
+  err << "fragscope " << command << ": " << message << "\nRun 'fragscope " << command
+      << " --help' for usage.\n";
+  return 2;
+}
+
 absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
                                        const std::vector<FlagSpec>& specs) {
   ParsedFlags parsed;
@@ -40,7 +46,7 @@ absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
       if (s.name == name) spec = &s;
     }
     if (spec == nullptr) {
-      return absl::InvalidArgumentError(absl::StrFormat("unknown flag %s", name));
+      return absl::InvalidArgumentError(absl::StrFormat("unknown flag '%s'", name));
     }
     if (!spec->takes_value) {
       if (eq != std::string::npos) {

@@ -79,16 +79,14 @@ std::vector<ExportSegment> ToExport(const LayoutSummary& layout) {
 int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Flags({kTraceFlags, {{"--to"}}}));
   if (!flags.ok()) {
-    err << "fragscope convert: " << flags.status().message() << "\n\n" << kUsage;
-    return 2;
+    return UsageError(err, "convert", flags.status().message());
   }
   if (flags->Has("--help")) {
     out << kUsage;
     return 0;
   }
   if (flags->positional.size() != 2) {
-    err << "fragscope convert: expected IN and OUT\n\n" << kUsage;
-    return 2;
+    return UsageError(err, "convert", "expected IN and OUT");
   }
   const std::string& in = flags->positional[0];
   const std::string& out_path = flags->positional[1];

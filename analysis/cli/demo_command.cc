@@ -95,16 +95,15 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
                                                         {"--seed"},
                                                         {"--threads"}});
   if (!flags.ok()) {
-    err << "fragscope demo: " << flags.status().message() << "\n\n" << kUsage;
-    return 2;
+    return UsageError(err, "demo", flags.status().message());
   }
   if (flags->Has("--help")) {
     out << kUsage;
     return 0;
   }
   if (!flags->positional.empty()) {
-    err << "fragscope demo: unexpected argument '" << flags->positional[0] << "'\n\n" << kUsage;
-    return 2;
+    return UsageError(err, "demo",
+                      absl::StrCat("unexpected argument '", flags->positional[0], "'"));
   }
   DemoWorkloadConfig workload = DefaultWorkload();
   absl::StatusOr<int64_t> capacity_gib =

@@ -105,7 +105,7 @@ std::string ParseArgs(const std::vector<std::string>& args, DumpOptions* options
       }
       (arg == "--from" ? options->from : options->to) = n;
     } else if (arg.size() > 1 && arg[0] == '-') {
-      return absl::StrFormat("unknown option '%s'", arg);
+      return absl::StrFormat("unknown flag '%s'", arg);
     } else if (options->path.empty()) {
       options->path = std::string(arg);
     } else {
@@ -241,6 +241,7 @@ int RunDumpCommand(const std::vector<std::string>& args, std::ostream& out, std:
   DumpOptions options;
   bool help = false;
   if (const std::string error = ParseArgs(args, &options, &help); !help && !error.empty()) {
+    // The form of cli::UsageError (not linked here: the reader's tests build this file alone).
     err << "fragscope dump: " << error << "\nRun 'fragscope dump --help' for usage.\n";
     return 2;
   }

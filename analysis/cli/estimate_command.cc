@@ -278,8 +278,9 @@ int RunEstimateCommand(const std::vector<std::string>& args, std::ostream& out, 
   }
   absl::Status status = flags.ok() ? Run(*flags, out) : flags.status();
   if (status.ok()) return 0;
-  err << "fragscope estimate: error: " << estimate::ShowFieldsAsFlags(status.message()) << "\n"
-      << "Run 'fragscope estimate --help' for usage.\n";
+  // The form of cli::UsageError (not linked here: the estimator's tests build this file alone).
+  err << "fragscope estimate: " << estimate::ShowFieldsAsFlags(status.message())
+      << "\nRun 'fragscope estimate --help' for usage.\n";
   return 2;
 }
 

@@ -40,16 +40,14 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   absl::StatusOr<ParsedFlags> flags =
       ParseFlags(args, Flags({kTraceFlags, kSweepFlags, {{"--json"}}}));
   if (!flags.ok()) {
-    err << "fragscope sweep: " << flags.status().message() << "\n\n" << kUsage;
-    return 2;
+    return UsageError(err, "sweep", flags.status().message());
   }
   if (flags->Has("--help")) {
     out << kUsage;
     return 0;
   }
   if (flags->positional.size() != 1) {
-    err << "fragscope sweep: expected exactly one trace\n\n" << kUsage;
-    return 2;
+    return UsageError(err, "sweep", "expected exactly one trace");
   }
   AnalysisOptions options;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {

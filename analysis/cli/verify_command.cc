@@ -34,16 +34,14 @@ Nor do they record the device's memory, which sizes expandable segments' address
 int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(args, kTraceFlags);
   if (!flags.ok()) {
-    err << "fragscope verify: " << flags.status().message() << "\n\n" << kUsage;
-    return 2;
+    return UsageError(err, "verify", flags.status().message());
   }
   if (flags->Has("--help")) {
     out << kUsage;
     return 0;
   }
   if (flags->positional.size() != 1) {
-    err << "fragscope verify: expected exactly one trace\n\n" << kUsage;
-    return 2;
+    return UsageError(err, "verify", "expected exactly one trace");
   }
   AnalysisOptions options;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {

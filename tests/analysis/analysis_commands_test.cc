@@ -171,7 +171,8 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
   };
   const std::vector<Case> cases = {
       {{"analyze"}, 2, "no trace given"},
-      {{"analyze", QuietLog(), "--bogus"}, 2, "unknown flag --bogus"},
+      {{"analyze", QuietLog(), "--bogus"}, 2, "unknown flag '--bogus'"},
+      {{"sweep", "--bogus"}, 2, "unknown flag '--bogus'\nRun 'fragscope sweep --help' for usage."},
       {{"analyze", "/nonexistent/trace.fslog"}, 1, "cannot open the file: No such file"},
       {{"analyze", ::testing::TempDir()}, 1, "is a directory, not a trace file"},
       {{"analyze", torn}, 1, "torn tail: incomplete chunk"},
