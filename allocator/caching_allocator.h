@@ -88,7 +88,9 @@ class CachingAllocator {
   void EmptyCache();
 
   // Caps reserved memory at fraction * device total, truncated to bytes (PyTorch 2.11's cap;
-  // Note [The memory fraction's bytes] in memory_fraction.h); 1.0 removes the cap.
+  // Note [The memory fraction's bytes] in memory_fraction.h); 1.0 removes the cap, as in PyTorch
+  // 2.11, whose setMemoryFraction keeps none for 1.0 (so no "allowed" clause in the OOM message and
+  // no garbage collection; older releases set a cap of the whole device, with both).
   // REQUIRES: 0 <= fraction <= 1, else kInvalidArgument.
   absl::Status SetMemoryFraction(double fraction);
   double GetMemoryFraction() const;

@@ -120,7 +120,8 @@ TEST_F(CachingAllocatorOomTest, MemoryFractionCapsReservedMemory) {
 }
 
 // set_per_process_memory_fraction(0) is a cap of 0 bytes, not "no cap": every device allocation
-// fails, and the message says "0 bytes allowed" as PyTorch's does (its set_fraction flag).
+// fails, and the message says "0 bytes allowed" as PyTorch's does. A fraction of 1.0 is no cap in
+// PyTorch 2.11 (its allowed_memory_maximum is left empty): no "allowed" clause then.
 TEST_F(CachingAllocatorOomTest, FractionZeroIsACapOfZeroBytes) {
   Init("", kGiB);
   ASSERT_OK(allocator_->SetMemoryFraction(0.0));
@@ -132,6 +133,9 @@ TEST_F(CachingAllocatorOomTest, FractionZeroIsACapOfZeroBytes) {
   EXPECT_EQ(report->allowed_bytes, std::optional<uint64_t>(0));
   ASSERT_OK(allocator_->SetMemoryFraction(1.0));
   Free(Alloc(512));
+  r = allocator_->Allocate(2 * kGiB, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(Contains(r.status(), "allowed")) << r.status();
 }
 
 // test_get_per_process_memory_fraction
