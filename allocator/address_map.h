@@ -70,8 +70,19 @@ class AddressMap {
   // Inserts `value` at `ptr` unless the key is there: the value at `ptr`, and whether it was
   // inserted.
   std::pair<Value*, bool> TryEmplace(DevicePtr ptr, Value value) {
-    if (Value* found = Find(ptr); found != nullptr) return {found, false};
-    return {InsertNew(ptr, std::move(value)), true};
+    if (kZeroKey && ptr == 0) {
+      if (zero_.has_value()) return {&*zero_, false};
+      return {InsertNew(ptr, std::move(value)), true};
+    }
+    // One probe: the empty slot that ends it is where the key goes, unless the map must grow.
+    size_t i = Home(ptr);
+    for (; slots_[i].key != 0; i = (i + 1) & mask()) {
+      if (slots_[i].key == ptr) return {&slots_[i].value, false};
+    }
+    if (2 * (size_ + 1) > slots_.size()) return {InsertNew(ptr, std::move(value)), true};
+    ++size_;
+    slots_[i] = Slot{ptr, std::move(value)};
+    return {&slots_[i].value, true};
   }
 
   // Removes `ptr`; returns whether it was there.
