@@ -6,7 +6,8 @@
 // deque), so the current event and every peeked one stay valid, uncopied, until the Next() call
 // that passes it. The ring is refilled a batch at a time (TraceSource::NextBatch: one virtual call
 // per batch, not per event), into every free slot up to the end of the ring's array. Memory:
-// kMinSlots events, or the deepest lookahead asked for since construction if deeper.
+// kMinSlots events (the current one and up to kMinSlots - 1 ahead), or the slots the deepest
+// lookahead asked for since construction needed, rounded up to a power of two.
 //
 // Errors: a source error met while reading ahead is held back until the Next() that reaches it
 // (which returns nullptr, status() the error), so every event before it is still delivered, as the
@@ -33,39 +34,38 @@ class TraceLookahead {
   // The next event; nullptr at the end or on a source error (then status() says which). The
   // previous current event is released.
   TraceEvent* Next() {
-    if (has_current_) {
-      head_ = (head_ + 1) & (ring_.size() - 1);
-      --held_;
-      has_current_ = false;
-    }
-    if (held_ == 0 && !Refill()) return nullptr;
-    has_current_ = true;
+    if (held_ == 0) return NextSlow();
+    head_ = (head_ + 1) & mask_;
+    --held_;
     return ring_[head_];
   }
   // The source's error once Next() has returned nullptr for it; OK at the end of the trace.
   const absl::Status& status() const { return source_error_; }
 
-  // The k-th event after the current one (k >= 1); nullptr if the trace ends or fails first.
-  const TraceEvent* Peek(size_t k) {
-    const size_t at = (has_current_ ? 1 : 0) + k - 1;
-    return held_ > at ? &Slot(at) : PeekSlow(at);
-  }
+  // The k-th event after the current one (k >= 1; before the first Next(), the k-th event);
+  // nullptr if the trace ends or fails first.
+  const TraceEvent* Peek(size_t k) { return held_ >= k ? ring_[(head_ + k) & mask_] : PeekSlow(k); }
 
  private:
-  // Reads more events into the free slots (growing the ring when it is full). False when none
-  // came: at the end of the source or on an error (kept in source_error_).
-  bool Refill();
-  const TraceEvent* PeekSlow(size_t at);
-  TraceEvent& Slot(size_t i) { return *ring_[(head_ + i) & (ring_.size() - 1)]; }
+  // Next() with nothing read ahead: the current event is released, so every slot from the next
+  // one to the end of the array takes the batch.
+  TraceEvent* NextSlow();
+  // Peek() past what was read: more events into the free slots after the lookahead, keeping the
+  // current one (growing the ring when it is full).
+  const TraceEvent* PeekSlow(size_t k);
+  // Reads a batch into the `count` slots from `first` on. False when none came: at the end of
+  // the source or on an error (kept in source_error_).
+  bool Fill(size_t first, size_t count);
 
   TraceSource& source_;
   std::deque<TraceEvent> storage_;  // the events; a deque never moves them as it grows
-  // Slots [head_, head_ + held_) modulo the size (a power of two): the current event (if
-  // has_current_) and then the lookahead. Each points into storage_.
+  // The slots, each pointing into storage_, a power of two of them (mask_ + 1). Slot head_ holds
+  // the current event (before the first Next(), no event: head_ is the last slot), and slots
+  // head_ + 1 ... head_ + held_ (modulo the size) the lookahead; the others are free.
   std::vector<TraceEvent*> ring_;
+  size_t mask_ = 0;
   size_t head_ = 0;
   size_t held_ = 0;
-  bool has_current_ = false;
   bool source_done_ = false;
   absl::Status source_error_;
 };
