@@ -20,12 +20,6 @@ std::vector<FlagSpec> Flags(std::initializer_list<std::vector<FlagSpec>> lists) 
   return all;
 }
 
-int UsageError(std::ostream& err, std::string_view command, absl::string_view message) {
-  err << "fragscope " << command << ": " << message << "\nRun 'fragscope " << command
-      << " --help' for usage.\n";
-  return 2;
-}
-
 absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
                                        const std::vector<FlagSpec>& specs) {
   ParsedFlags parsed;

@@ -5,13 +5,13 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "analysis/analyzer.h"
+#include "analysis/cli/usage_error.h"
 
 namespace fragscope::cli {
 
@@ -33,10 +33,6 @@ struct ParsedFlags {
 // Errors: an unknown flag, a missing value. "--help"/"-h" is always accepted as a switch.
 absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
                                        const std::vector<FlagSpec>& specs);
-
-// Prints a usage error of `command` ("analyze") as every command does, the message and then
-// where the usage is, and returns the exit status of usage errors (2).
-int UsageError(std::ostream& err, std::string_view command, absl::string_view message);
 
 // "17179869184", "16GiB", "16G" (GiB), "80GB" (10^9), "512MiB", "512M", "1.5TiB".
 absl::StatusOr<uint64_t> ParseByteSize(std::string_view text, std::string_view flag);

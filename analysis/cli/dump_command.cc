@@ -13,6 +13,7 @@
 #include "allocator/allocator_events.h"
 #include "allocator/event_log_format.h"
 #include "allocator/format_size.h"
+#include "analysis/cli/usage_error.h"
 #include "analysis/event_log_reader.h"
 
 namespace fragscope::cli {
@@ -241,9 +242,7 @@ int RunDumpCommand(const std::vector<std::string>& args, std::ostream& out, std:
   DumpOptions options;
   bool help = false;
   if (const std::string error = ParseArgs(args, &options, &help); !help && !error.empty()) {
-    // The form of cli::UsageError (not linked here: the reader's tests build this file alone).
-    err << "fragscope dump: " << error << "\nRun 'fragscope dump --help' for usage.\n";
-    return 2;
+    return UsageError(err, "dump", error);
   }
   if (help) {
     out << kUsage;

@@ -17,6 +17,7 @@
 #include "allocator/check.h"
 #include "analysis/cli/estimate_config.h"
 #include "analysis/cli/estimate_flags.h"
+#include "analysis/cli/usage_error.h"
 #include "estimator/gpu_presets.h"
 #include "estimator/inference_memory.h"
 #include "estimator/inverse_search.h"
@@ -278,10 +279,7 @@ int RunEstimateCommand(const std::vector<std::string>& args, std::ostream& out, 
   }
   absl::Status status = flags.ok() ? Run(*flags, out) : flags.status();
   if (status.ok()) return 0;
-  // The form of cli::UsageError (not linked here: the estimator's tests build this file alone).
-  err << "fragscope estimate: " << estimate::ShowFieldsAsFlags(status.message())
-      << "\nRun 'fragscope estimate --help' for usage.\n";
-  return 2;
+  return UsageError(err, "estimate", estimate::ShowFieldsAsFlags(status.message()));
 }
 
 }  // namespace fragscope::cli
