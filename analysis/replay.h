@@ -255,8 +255,10 @@ class Replayer {
   // block, still allocated in the replay.
   bool CompletedInNextLadder(const LiveBlock& live, size_t first);
   void ApplyFreeCompleted(const TraceEvent& event);
-  // The free_completed folded into the current free_requested, for a free made stream-ordered.
-  ABSL_ATTRIBUTE_NOINLINE void ApplyFoldedCompletion(LiveBlock* live);
+  // A stream-ordered free's completion (its free_completed, or one folded into its
+  // free_requested): queues its pseudo-stream's completion and forgets the block.
+  // REQUIRES: `live` came from live_.Find and has a pending_stream.
+  ABSL_ATTRIBUTE_NOINLINE void QueueCompletion(LiveBlock* live);
   // Completes the pseudo-streams of the free_completed events read so far. The inline guards
   // here and below keep the replay's per-event path free of calls when nothing is queued.
   void CompleteQueuedFrees() {

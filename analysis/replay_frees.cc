@@ -45,11 +45,11 @@ void Replayer::ApplyFreeRequested(const TraceEvent& event) {
   } else if (folded) {
     // As ApplyFreeCompleted would. (Also when the replay stops between the halves: the pseudo-
     // stream's completion reaches the allocator only at an allocation, and none follows.)
-    ApplyFoldedCompletion(found);
+    QueueCompletion(found);
   }
 }
 
-void Replayer::ApplyFoldedCompletion(LiveBlock* live) {
+void Replayer::QueueCompletion(LiveBlock* live) {
   queued_completions_.push_back(live->pending_stream);
   live_.EraseFound(live);
 }
@@ -135,8 +135,7 @@ bool Replayer::CompletedInNextLadder(const LiveBlock& live, size_t first) {
 void Replayer::ApplyFreeCompleted(const TraceEvent& event) {
   LiveBlock* live = live_.Find(event.ptr);
   if (live == nullptr || live->pending_stream == 0) return;
-  queued_completions_.push_back(live->pending_stream);
-  live_.EraseFound(live);
+  QueueCompletion(live);
 }
 
 void Replayer::CompleteQueuedFreesNow() {
