@@ -3,6 +3,7 @@
 // renders the report as text, --explain or --json. Errors go to `err` with exit code 2.
 #include "analysis/cli/estimate_command.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,6 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 #include "allocator/check.h"
 #include "analysis/cli/estimate_config.h"
@@ -46,8 +49,10 @@ GPU. Every term's formula, values and source: --explain. Units: bytes; GiB = 2^3
 Model:
   --preset NAME              built-in architecture (--list-presets)
   --model-json PATH          model spec JSON: fragscope's schema or a Hugging Face config.json
-  --params N                 parameter count (7e9, 6.7B, 125M); alone: a bare count (no
-                             activations or KV cache); with a model: replaces its count
+  --params N                 parameter count (7e9, 6.7B, 125M); with a model: replaces its
+                             count; alone: a bare count, without the architecture that
+                             activations and the KV cache need: they are left out (a note
+                             says so) unless a flag asks for them (--seq, --context, ...)
 Mode:
   --train                    training (default: inference)
   --infer                    inference
@@ -113,6 +118,52 @@ std::string SolveLine(const std::string& what, int64_t answer, const est::GpuSpe
   return absl::StrCat("largest ", what, " that fits ", gpu.name, ": ", answer, unbounded, "\n");
 }
 
+// Text output is read at 100 columns.
+constexpr size_t kColumns = 100;
+
+// `text` with every line longer than kColumns wrapped at spaces. A continuation line starts
+// where the text after a leading "label: " starts ("    formula: ...", "note: ..."), or else two
+// columns past the line's own indent. A word longer than a line gets a line of its own, whole.
+std::string WrapLongLines(absl::string_view text) {
+  std::string out;
+  bool first = true;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!first) out.push_back('\n');
+    first = false;
+    if (line.size() <= kColumns) {
+      absl::StrAppend(&out, line);
+      continue;
+    }
+    const size_t indent = std::min(line.find_first_not_of(' '), line.size());
+    size_t hang = indent + 2;
+    const size_t colon = line.find(": ", indent);
+    if (colon != absl::string_view::npos && colon < 40 &&
+        line.substr(indent, colon - indent).find(' ') == absl::string_view::npos) {
+      hang = std::min(line.find_first_not_of(' ', colon + 1), line.size());
+    }
+    if (hang > kColumns / 2) hang = 4;
+    size_t pos = 0;
+    while (pos < line.size()) {
+      const size_t lead = pos == 0 ? 0 : hang;
+      const size_t room = kColumns - lead;
+      size_t end = std::min(line.size(), pos + room);
+      if (end < line.size()) {
+        const size_t space = line.rfind(' ', end);
+        end = space != absl::string_view::npos && space > pos
+                  ? space
+                  : std::min(line.find(' ', end), line.size());
+      }
+      size_t line_end = end;
+      while (line_end > pos && line[line_end - 1] == ' ') --line_end;
+      if (pos > 0) absl::StrAppend(&out, "\n", std::string(hang, ' '));
+      absl::StrAppend(&out, line.substr(pos, line_end - pos));
+      pos = end;
+      while (pos < line.size() && line[pos] == ' ') ++pos;
+    }
+  }
+  return out;
+}
+
 void Emit(const est::Report& report, const Flags& flags, const std::string& prefix,
           std::ostream& out) {
   if (flags.Has("json")) {
@@ -124,7 +175,8 @@ void Emit(const est::Report& report, const Flags& flags, const std::string& pref
     out << json;
     return;
   }
-  out << prefix << (flags.Has("explain") ? est::RenderExplain(report) : est::RenderText(report));
+  out << WrapLongLines(
+      prefix + (flags.Has("explain") ? est::RenderExplain(report) : est::RenderText(report)));
 }
 
 absl::Status Run(const Flags& flags, std::ostream& out) {
@@ -190,6 +242,35 @@ absl::Status Run(const Flags& flags, std::ostream& out) {
   const double capacity = report.has_gpu ? report.gpu.memory_bytes : 0;
   std::string prefix;
   const bool json = flags.Has("json");
+  // --params alone is a bare count: activations and the KV cache need the architecture. Unless a
+  // flag asks for them (the estimator's error then says what is missing), they are left out and
+  // a note says so.
+  std::string bare_count_note;
+  const bool solves_batch_or_length = solve && (*solve == "max-batch" || *solve == "max-seq");
+  if (!spec->has_architecture() && !solves_batch_or_length) {
+    static const char* const kActivationFlags[] = {
+        "seq",        "micro-batch",      "recompute",       "flash-attention",
+        "no-dropout", "activation-model", "persistent-grads"};
+    static const char* const kKvCacheFlags[] = {"context", "batch", "kv-dtype", "prompt"};
+    bool asked = false;
+    if (training) {
+      for (const char* name : kActivationFlags) asked |= flags.Has(name);
+      if (!asked && training_config->include_activations) {
+        training_config->include_activations = false;
+        bare_count_note =
+            "activations not estimated: --params alone is a bare parameter count, without the "
+            "architecture they need (give --preset or --model-json)";
+      }
+    } else {
+      for (const char* name : kKvCacheFlags) asked |= flags.Has(name);
+      if (!asked) {
+        inference_config->context = 0;
+        bare_count_note =
+            "KV cache not estimated: --params alone is a bare parameter count, without the "
+            "architecture it needs (give --preset or --model-json)";
+      }
+    }
+  }
   auto solve_prefix = [&](const std::string& kind, int64_t answer, const std::string& text) {
     prefix = json ? absl::StrCat("  \"solve\": ", est::JsonQuote(kind), ",\n  \"answer\": ", answer,
                                  ",\n")
@@ -225,6 +306,7 @@ absl::Status Run(const Flags& flags, std::ostream& out) {
     absl::StatusOr<est::MemoryEstimate> estimate = est::EstimateTraining(*spec, *config);
     if (!estimate.ok()) return estimate.status();
     report.estimate = *std::move(estimate);
+    if (!bare_count_note.empty()) report.estimate.notes.push_back(bare_count_note);
   } else {
     absl::StatusOr<est::InferenceConfig>& config = inference_config;
     est::RooflineOptions roofline;
@@ -258,6 +340,7 @@ absl::Status Run(const Flags& flags, std::ostream& out) {
     absl::StatusOr<est::MemoryEstimate> estimate = est::EstimateInference(*spec, *config);
     if (!estimate.ok()) return estimate.status();
     report.estimate = *std::move(estimate);
+    if (!bare_count_note.empty()) report.estimate.notes.push_back(bare_count_note);
     if (report.has_gpu && report.gpu.peak_flops > 0) {
       absl::StatusOr<std::vector<est::Term>> timing =
           est::RooflineTerms(*spec, *config, report.gpu, roofline);

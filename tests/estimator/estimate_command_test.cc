@@ -1,11 +1,13 @@
 // `fragscope estimate`: the issue's example, --json, --explain, --solve, and usage errors that
 // name the flag and value with exit code 2.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 
 #include "analysis/cli/estimate_command.h"
@@ -101,6 +103,35 @@ TEST(EstimateCommandTest, BareParameterCount) {
   EXPECT_TRUE(Contains(r.out, "28,000,000,000"));
 }
 
+// Text output is read at 100 columns: the workload, GPU and --explain lines are wrapped.
+TEST(EstimateCommandTest, TextFitsOneHundredColumns) {
+  std::vector<std::string> explain = kIssueExample;
+  explain.push_back("--explain");
+  const std::vector<std::vector<std::string>> runs = {
+      kIssueExample,
+      explain,
+      {"--preset", "llama-2-70b", "--dtype", "fp16", "--tp", "4", "--context", "4096", "--batch",
+       "8", "--gpu", "a100-80gb", "--explain"},
+      {"--preset", "llama-2-70b", "--train", "--zero", "3", "--recompute", "full", "--gpu", "h100",
+       "--solve", "min-gpus", "--explain"},
+      {"--params", "7e9", "--train", "--gpu", "h100"},
+      {"--help"}};
+  for (const std::vector<std::string>& args : runs) {
+    const Result r = RunEstimate(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    size_t start = 0;
+    while (start < r.out.size()) {
+      const size_t end = std::min(r.out.find('\n', start), r.out.size());
+      EXPECT_LE(end - start, 100u) << r.out.substr(start, end - start);
+      start = end + 1;
+    }
+  }
+  // A wrapped line goes on under the text after its label.
+  const Result r = RunEstimate(explain);
+  EXPECT_TRUE(Contains(r.out, "\n    formula: ")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "GPU h100-80gb (")) << r.out;
+}
+
 TEST(EstimateCommandTest, SolveMaxBatchAndMinGpus) {
   Result r =
       RunEstimate({"--preset", "llama-2-13b", "--train", "--zero", "3", "--dp", "8", "--seq",
@@ -119,7 +150,9 @@ TEST(EstimateCommandTest, SolveMaxBatchAndMinGpus) {
   r = RunEstimate({"--preset", "llama-2-7b", "--train", "--no-activations", "--zero", "3", "--dp",
                    "8", "--gpu", "h100", "--solve", "max-batch"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(Contains(r.out,
+  // The line is wrapped at 100 columns.
+  const std::string unwrapped = absl::StrReplaceAll(r.out, {{"\n  ", " "}});
+  EXPECT_TRUE(Contains(unwrapped,
                        "largest micro-batch that fits h100-80gb: 1073741824 (the largest accepted "
                        "value: memory does not limit it)"))
       << r.out;
@@ -134,6 +167,33 @@ void ExpectUsageError(const std::vector<std::string>& args,
   for (const std::string& piece : pieces) {
     EXPECT_TRUE(Contains(r.err, piece)) << "'" << piece << "' not in: " << r.err;
   }
+}
+
+// --params alone: the model states are estimated; activations and the KV cache, which need the
+// architecture, are left out and a note says so. A flag that asks for them is an error instead.
+TEST(EstimateCommandTest, BareParameterCountAloneLeavesOutWhatNeedsTheArchitecture) {
+  Result r = RunEstimate({"--params", "7e9", "--train"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* piece : {"weights (bf16)", "gradients", "optimizer states (adamw",
+                            "note: activations not estimated: --params alone is a bare parameter "
+                            "count"}) {
+    EXPECT_TRUE(Contains(r.out, piece)) << piece << "\n" << r.out;
+  }
+  EXPECT_FALSE(Contains(r.out, "activations (")) << r.out;
+  r = RunEstimate({"--params", "7e9"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "14,000,000,000")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "note: KV cache not estimated: --params alone is a bare parameter"))
+      << r.out;
+  EXPECT_FALSE(Contains(r.out, "  KV cache (")) << r.out;
+  r = RunEstimate({"--params", "7e9", "--gpu", "h100", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(r.out);
+  ASSERT_TRUE(json.ok()) << json.status() << "\n" << r.out;
+  EXPECT_TRUE(Contains(r.out, "KV cache not estimated")) << r.out;
+  ExpectUsageError({"--params", "7B", "--train", "--seq", "4096"},
+                   {"activations", "--no-activations"});
+  ExpectUsageError({"--params", "7B", "--context", "4096"}, {"KV cache", "--context 0"});
 }
 
 TEST(EstimateCommandTest, BadFlagsAndValuesNameThem) {
@@ -173,7 +233,6 @@ TEST(EstimateCommandTest, SemanticErrorsNameTheField) {
                    {"--tp = 3", "num_heads = 40"});
   ExpectUsageError({"--preset", "llama-2-70b", "--train", "--tp", "16"},
                    {"--tp = 16", "num_kv_heads = 8"});
-  ExpectUsageError({"--params", "7B", "--train"}, {"activations", "--no-activations"});
   ExpectUsageError({"--preset", "llama-2-7b", "--train", "--offload-params"}, {"offload-params"});
   ExpectUsageError(
       {"--preset", "gpt2-small", "--train", "--lora-rank", "8", "--lora-targets", "q,gate"},
