@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 #include "allocator/memory_fraction.h"
@@ -103,6 +104,11 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
   config.options = *parsed;
   config.follow_options_changes = !options.conf.has_value();
   if (options.allowed_bytes.has_value()) {
+    if (*options.allowed_bytes > config.capacity_bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--allowed %s is more than the %s device (%s): it would cap nothing",
+          FormatSize(*options.allowed_bytes), FormatSize(config.capacity_bytes), source));
+    }
     config.allowed_bytes = options.allowed_bytes;
   } else if (options.memory_fraction.has_value()) {
     // PyTorch's cap for the fraction (Note [The memory fraction's bytes]).
@@ -133,7 +139,11 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   Replayer replayer(**source, *config);
   if (absl::Status s = replayer.Init(); !s.ok()) return s;
   MetricsCollector metrics(replayer, options.timeline_points);
-  OomCollector ooms(replayer);
+  OomCollector ooms(replayer, {.capacity_bytes = config->capacity_bytes,
+                               .capacity_assumed = !options.capacity_bytes.has_value() &&
+                                                   (*source)->info().capacity_bytes == 0,
+                               .cap_given = config->allowed_bytes.has_value(),
+                               .settings_replaced = options.conf.has_value()});
   ProgressHook progress(**source, options);
   HookList hooks;
   hooks.Add(&metrics);
@@ -169,7 +179,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   if (options.run_sweep && report.metrics.events > 0) {
     const auto sweep_start = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<SweepConfig>> configs =
-        BuildSweepConfigs(config->options, options.sweep);
+        BuildSweepConfigs(config->options, options.sweep, options.conf.has_value());
     if (!configs.ok()) return configs.status();
     report.sweep = RunSweep(
         opener, *configs, {config->capacity_bytes, config->allowed_bytes}, options.threads,
@@ -183,13 +193,15 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
       report.recommended = rec->index;
       report.recommendation = rec->reason;
     } else {
-      report.recommendation = "no tested configuration avoids the OOM";
+      report.recommendation = NoRecommendationReason(report.sweep);
     }
     for (OomExplanation& x : report.ooms) {
       if (!x.in_replay) {
         x.avoided_by =
-            "none shown: the replay of the job's own settings does not fail here, so the sweep "
-            "cannot tell which setting would avoid it";
+            options.conf.has_value()
+                ? "the --conf settings: the replay under them does not fail here"
+                : "none shown: the replay of the job's own settings does not fail here, so the "
+                  "sweep cannot tell which setting would avoid it";
         continue;
       }
       std::optional<size_t> fix = SmallestFixFor(report.sweep, x.event_index);
@@ -219,6 +231,20 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
       for (OomExplanation& x : report.ooms) {
         if (x.layout.has_value()) {
           x.model_gap = CompareWithModel(*estimate, *x.layout, available).lines;
+        }
+      }
+      // A setting that gets the recorded events past their OOM cannot make a job fit whose
+      // theoretical peak is above what it may use: the trace ended before that peak.
+      if (available > 0 && report.model_gap->theoretical_bytes > static_cast<double>(available) &&
+          report.recommended.has_value() && trace_has_oom) {
+        const std::string caveat = absl::StrFormat(
+            "; but only as far as the trace goes: the model's theoretical peak (%s) is above the "
+            "%s the job may use, so the job would still run out later",
+            FormatSize(static_cast<uint64_t>(report.model_gap->theoretical_bytes)),
+            FormatSize(available));
+        report.recommendation += caveat;
+        for (OomExplanation& x : report.ooms) {
+          if (x.in_replay && !absl::StartsWith(x.avoided_by, "no tested")) x.avoided_by += caveat;
         }
       }
     } else {

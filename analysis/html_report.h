@@ -12,15 +12,11 @@
 #include <ostream>
 #include <string>
 
-#include "absl/status/status.h"
 #include "analysis/report.h"
 
 namespace fragscope {
 
 void WriteHtmlReport(const AnalysisReport& report, std::ostream& out);
-
-// Writes the report to `path`; errors name the path.
-absl::Status WriteHtmlReportFile(const AnalysisReport& report, const std::string& path);
 
 // --- Pieces, in html_charts.cc ---
 

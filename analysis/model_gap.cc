@@ -175,16 +175,18 @@ ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSumma
       }
     }
   }
+  const double diff = gap.allocated_bytes - gap.theoretical_bytes;
+  // Only an excess over the footprint has a place to sit: below it, the job had not reached its
+  // peak, and a term a little over its estimate is no gap.
   double worst = 0;
   for (auto& [category, term] : terms) {
     gap.terms.push_back(term);
     const double excess = term.measured_bytes - term.estimated_bytes;
-    if (excess > worst) {
+    if (diff > 0 && excess > worst) {
       worst = excess;
       gap.likely_term = category;
     }
   }
-  const double diff = gap.allocated_bytes - gap.theoretical_bytes;
   auto size = [](double bytes) { return FormatSize(static_cast<uint64_t>(std::max(0.0, bytes))); };
   gap.lines.push_back(absl::StrFormat(
       "Theoretical footprint (%s): %s; allocated at this point: %s (%s%s, %+.0f%%).", gap.model,
@@ -204,6 +206,10 @@ ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSumma
         "The gap most likely sits in %s: blocks allocated in its phases hold %s against %s "
         "estimated (heuristic: blocks are attributed by the marker phase they were allocated in).",
         gap.likely_term, size(t.measured_bytes), size(t.estimated_bytes)));
+  } else if (diff < 0 && gap.allocated_bytes > 0) {
+    gap.lines.push_back(
+        "Allocated memory is below the footprint: the job had not reached its theoretical peak "
+        "here, so there is no excess for a term to hold.");
   } else if (gap.unattributed_bytes > 0 && gap.allocated_bytes > 0) {
     gap.lines.push_back(
         absl::StrFormat("%s of live blocks carry no phase that maps to a term (add markers such as "

@@ -178,7 +178,8 @@ std::string_view PolicyRuleName(PolicyRule rule) {
 }
 
 OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
-                          const std::string& phase, uint64_t capacity_bytes) {
+                          const std::string& phase, const OomReplayContext& context) {
+  const uint64_t capacity_bytes = context.capacity_bytes;
   OomExplanation x;
   const TraceEvent& e = *oom.event;
   x.event_index = e.index;
@@ -218,16 +219,37 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
       x.device_total_bytes > x.outside_bytes ? x.device_total_bytes - x.outside_bytes : 0;
   x.available_bytes = std::min(x.limit_bytes, device_room);
   FillLayoutNumbers(layout, x);
+  if (!oom.in_replay && context.settings_replaced) {
+    // The replay ran other settings than the job's: they, not a missing figure, are why it
+    // served the request.
+    x.cause = OomCause::kNotReproduced;
+    x.headline = absl::StrFormat(
+        "Not reproduced under --conf: the job ran out of memory here with its own settings, and "
+        "the replay with the --conf settings served this %s request, so they avoid this OOM "
+        "(the figures below are the replay's, after it served the request).",
+        Size(x.rounded_bytes));
+    FillPinning(layout, x);
+    return x;
+  }
   const bool device_unknown =
       !oom.in_replay && e.device_free_bytes == 0 && e.device_total_bytes == 0;
   if (device_unknown) {
     x.outside_bytes = 0;
     x.cause = OomCause::kNotReproduced;
-    x.headline = absl::StrFormat(
-        "The replay on a %s device served this %s request, and the trace records no device "
-        "memory figures to explain the job's failure with; give the job's device capacity "
-        "(--capacity) to replay it under the same limit.",
-        Size(capacity_bytes), Size(x.rounded_bytes));
+    x.headline =
+        context.capacity_assumed
+            ? absl::StrFormat(
+                  "The replay on a %s device served this %s request, and the trace records no "
+                  "device memory figures to explain the job's failure with; give the job's "
+                  "device capacity (--capacity) to replay it under the same limit.",
+                  Size(capacity_bytes), Size(x.rounded_bytes))
+            : absl::StrFormat(
+                  "Not reproduced: the replay on a %s device%s served this %s request, and the "
+                  "trace records no device memory figures to tell why the job could not: it had "
+                  "less room than that (a smaller device or cap, or memory held outside the "
+                  "allocator).",
+                  Size(capacity_bytes), context.cap_given ? " under the given cap" : "",
+                  Size(x.rounded_bytes));
     FillPinning(layout, x);
     return x;
   }
@@ -243,10 +265,13 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
         "(it could have given the new %s segment), and the replay served the request. The job "
         "ran under a cap the trace does not record, most likely "
         "torch.cuda.set_per_process_memory_fraction, of at least the %s it held and below %s "
-        "(that plus the new segment). Give it (--memory-fraction F or --allowed SIZE) to replay "
-        "and explain this OOM.",
+        "(that plus the new segment). %s",
         Size(x.device_free_bytes), Size(x.segment_bytes), Size(x.reserved_bytes),
-        Size(x.reserved_bytes + x.segment_bytes));
+        Size(x.reserved_bytes + x.segment_bytes),
+        context.cap_given
+            ? "The cap given to this replay is not that one: give the job's own to explain this "
+              "OOM."
+            : "Give it (--memory-fraction F or --allowed SIZE) to replay and explain this OOM.");
     FillPinning(layout, x);
     return x;
   }
@@ -268,8 +293,7 @@ void OomCollector::OnOom(const ReplayOom& oom) {
   ++total_;
   if (explanations_.size() >= kMaxExplanations) return;
   LayoutSummary layout = CurrentLayout(replayer_);
-  OomExplanation x =
-      ExplainOom(oom, layout, replayer_.current_phase(), replayer_.config().capacity_bytes);
+  OomExplanation x = ExplainOom(oom, layout, replayer_.current_phase(), context_);
   if (explanations_.size() < kMaxMaps) x.layout = std::move(layout);
   explanations_.push_back(std::move(x));
 }

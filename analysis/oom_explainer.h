@@ -113,9 +113,18 @@ struct OomExplanation {
   static constexpr size_t kMaxPinning = 12;
 };
 
-// Classifies `oom` from the layout right after it. `capacity_bytes` is the simulated device's.
+// What the replay was given, so that an OOM it does not reproduce is explained by that instead
+// of by asking the user for what they already gave.
+struct OomReplayContext {
+  uint64_t capacity_bytes = 0;     // the simulated device's
+  bool capacity_assumed = false;   // neither the trace nor --capacity said it
+  bool cap_given = false;          // --memory-fraction or --allowed
+  bool settings_replaced = false;  // --conf: not the job's own allocator settings
+};
+
+// Classifies `oom` from the layout right after it.
 OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
-                          const std::string& phase, uint64_t capacity_bytes);
+                          const std::string& phase, const OomReplayContext& context);
 
 // Collects an explanation for every OOM of a replay (the trace's and the replay's own), with
 // full segment maps for the first kMaxMaps.
@@ -124,7 +133,8 @@ class OomCollector final : public ReplayHooks {
   static constexpr size_t kMaxMaps = 8;
   static constexpr size_t kMaxExplanations = 1000;
 
-  explicit OomCollector(Replayer& replayer) : replayer_(replayer) {}
+  OomCollector(Replayer& replayer, OomReplayContext context)
+      : replayer_(replayer), context_(context) {}
   uint32_t callbacks() const override { return kHookOom; }
   void OnOom(const ReplayOom& oom) override;
 
@@ -133,6 +143,7 @@ class OomCollector final : public ReplayHooks {
 
  private:
   Replayer& replayer_;
+  OomReplayContext context_;
   std::vector<OomExplanation> explanations_;
   uint64_t total_ = 0;
 };

@@ -71,6 +71,13 @@ absl::StatusOr<TraceOpener> TraceOpener::Create(const std::string& path,
   // Open once now, so that errors in the header or the device choice surface here.
   absl::StatusOr<std::unique_ptr<TraceSource>> probe = opener.Open();
   if (!probe.ok()) return probe.status();
+  // An .fslog or RMM log holds one device: a --device naming another is a mistake, not a choice.
+  if (*format != TraceFormat::kPyTorchSnapshot && options.device >= 0 &&
+      options.device != (*probe)->info().device) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: --device %d, but this log records device %d only", path,
+                        options.device, (*probe)->info().device));
+  }
   return opener;
 }
 

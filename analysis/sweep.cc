@@ -111,6 +111,8 @@ SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
     result.error = std::string(status.message());
     return result;
   }
+  result.events = replayer.events_read();
+  result.source_warnings = (*source)->warnings();
   const DeviceStats stats = replayer.allocator().GetStats();
   result.peak_reserved_bytes = static_cast<uint64_t>(stats.reserved_bytes[0].peak);
   result.peak_allocated_bytes = static_cast<uint64_t>(stats.allocated_bytes[0].peak);
@@ -138,11 +140,15 @@ bool Better(const SweepResult& a, const SweepResult& b) {
 }  // namespace
 
 absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOptions& base,
-                                                           const SweepSpec& spec) {
+                                                           const SweepSpec& spec,
+                                                           bool base_from_conf) {
   const std::string base_conf = FormatAllocatorOptions(base);
   std::vector<SweepConfig> configs;
-  configs.push_back({base, base_conf.empty() ? "(default)" : base_conf, 0, true,
-                     base.placement == PlacementPolicy::kBestFit});
+  configs.push_back({.options = base,
+                     .label = base_conf.empty() ? "(default)" : base_conf,
+                     .is_trace_config = true,
+                     .base_from_conf = base_from_conf,
+                     .pytorch_applicable = base.placement == PlacementPolicy::kBestFit});
   std::vector<uint64_t> splits = spec.max_split_size_mb;
   std::vector<std::string> roundups = spec.roundup_power2_divisions;
   std::vector<double> gcs = spec.garbage_collection_thresholds;
@@ -200,8 +206,10 @@ absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOption
       return FormatAllocatorOptions(c.options) == label;
     });
     if (duplicate) continue;
-    configs.push_back({*options, label.empty() ? "(default)" : label, Changes(base, *options),
-                       false, options->placement == PlacementPolicy::kBestFit});
+    configs.push_back({.options = *options,
+                       .label = label.empty() ? "(default)" : label,
+                       .changes_from_trace = Changes(base, *options),
+                       .pytorch_applicable = options->placement == PlacementPolicy::kBestFit});
   }
   return configs;
 }
@@ -256,15 +264,27 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
                                r.device_mallocs)};
   }
   std::string reason =
-      trace_has_oom ? absl::StrFormat(
-                          "avoids every OOM with the lowest peak reserved memory among those "
-                          "that do (%d device mallocs)",
-                          r.device_mallocs)
-                    : absl::StrFormat(
-                          "the trace has no OOM; lowest peak reserved memory (%d device "
-                          "mallocs)",
-                          r.device_mallocs);
+      trace_has_oom
+          ? absl::StrFormat(
+                "avoids every OOM with the lowest peak reserved memory among those "
+                "that do (%d device mallocs)",
+                r.device_mallocs)
+          : absl::StrFormat("%s has no OOM; lowest peak reserved memory (%d device mallocs)",
+                            trace_row != results.end() && trace_row->config.base_from_conf
+                                ? "the --conf configuration"
+                                : "the trace",
+                            r.device_mallocs);
   return SweepRecommendation{*best, std::move(reason)};
+}
+
+std::string NoRecommendationReason(const std::vector<SweepResult>& results) {
+  const bool fragscope_only_avoids = std::any_of(results.begin(), results.end(), [](auto& r) {
+    return r.error.empty() && r.ooms == 0 && !r.config.pytorch_applicable;
+  });
+  return fragscope_only_avoids
+             ? "no tested PyTorch configuration avoids the OOM; only fragscope-only placements "
+               "do (add best_fit to --placement to test PyTorch's own)"
+             : "no tested configuration avoids the OOM";
 }
 
 std::optional<size_t> SmallestFixFor(const std::vector<SweepResult>& results, uint64_t oom_index) {

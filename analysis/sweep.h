@@ -20,6 +20,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,7 +45,10 @@ struct SweepConfig {
   AllocatorOptions options;
   std::string label;           // PYTORCH_CUDA_ALLOC_CONF string, "(default)" when empty
   int changes_from_trace = 0;  // settings that differ from the trace's own
+  // The first row, the baseline: the trace's own settings, or those --conf gave instead of them
+  // (base_from_conf).
   bool is_trace_config = false;
+  bool base_from_conf = false;
   // False for fragscope-only settings (placement other than best_fit): never recommended.
   bool pytorch_applicable = true;
 };
@@ -62,9 +66,17 @@ struct SweepResult {
   std::optional<uint64_t> first_oom_index;  // trace index of the first
   std::vector<uint64_t> oom_indices;        // the first kMaxOomIndices
   double seconds = 0.0;
-  std::string error;  // the replay failed (the row has no figures)
+  std::string error;    // the replay failed (the row has no figures)
+  uint64_t events = 0;  // trace events replayed (0: an empty trace)
+  // The trace reader's warnings (a torn tail, records the writer dropped): the same in every row.
+  std::vector<std::string> source_warnings;
 
   static constexpr size_t kMaxOomIndices = 64;
+
+  // The row's tag in tables: " [trace]" or " [--conf]" for the baseline, "" for the others.
+  std::string_view Tag() const {
+    return !config.is_trace_config ? "" : config.base_from_conf ? " [--conf]" : " [trace]";
+  }
 };
 
 struct SweepReplaySettings {
@@ -72,10 +84,12 @@ struct SweepReplaySettings {
   std::optional<uint64_t> allowed_bytes;
 };
 
-// The configurations of `spec` over `base` (the trace's options). The trace's own configuration
-// is always included (first), so the table shows the baseline. Errors: invalid values, named.
+// The configurations of `spec` over `base` (the trace's options, or those of --conf when
+// `base_from_conf`). The base configuration is always included (first), so the table shows the
+// baseline. Errors: invalid values, named.
 absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOptions& base,
-                                                           const SweepSpec& spec);
+                                                           const SweepSpec& spec,
+                                                           bool base_from_conf = false);
 
 // Replays `opener`'s trace under every configuration, `threads` at a time (0 = one per core).
 // `progress`, if set, is called with (finished, total) from the worker threads, serialized.
@@ -92,6 +106,8 @@ struct SweepRecommendation {
 // The recommended row, or nullopt when no configuration avoids the OOMs.
 std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult>& results,
                                                    bool trace_has_oom);
+// Why RecommendConfig found none: no row avoids the OOMs, or only fragscope-only ones do.
+std::string NoRecommendationReason(const std::vector<SweepResult>& results);
 
 // The smallest tested change that avoids the OOM at trace event `oom_index` (no failure at or
 // before it), as the index of the row: fewest settings changed, then lowest peak reserved.

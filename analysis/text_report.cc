@@ -52,10 +52,10 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
   Wrapped(out, x.headline, "      ");
   for (const std::string& e : x.evidence) Wrapped(out, e, "        - ");
   Wrapped(out,
-          absl::StrFormat("reserved %s, allocated %s, reserved but unallocated %s, %d hole%s "
+          absl::StrFormat("reserved %s, allocated %s, reserved but unallocated %s, %s "
                           "(largest %s)",
                           Size(x.reserved_bytes), Size(x.allocated_bytes),
-                          Size(x.reserved_but_unallocated_bytes), x.holes, x.holes == 1 ? "" : "s",
+                          Size(x.reserved_but_unallocated_bytes), CountOf(x.holes, "hole"),
                           Size(x.largest_hole)),
           "      ");
   if (!x.fragmented.empty()) {
@@ -63,10 +63,9 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
         "      fragmented segments (%d in all; most free first), pinned by live blocks:\n",
         x.fragmented_segment_count);
     for (const FragmentedSegment& s : x.fragmented) {
-      out << absl::StrFormat(
-          "        0x%x %10s: %10s free, %d hole%s (largest %s), %d live block%s\n", s.address,
-          Size(s.size), Size(s.free_bytes), s.holes, s.holes == 1 ? "" : "s", Size(s.largest_hole),
-          s.live_blocks, s.live_blocks == 1 ? "" : "s");
+      out << absl::StrFormat("        0x%x %10s: %10s free, %s (largest %s), %s\n", s.address,
+                             Size(s.size), Size(s.free_bytes), CountOf(s.holes, "hole"),
+                             Size(s.largest_hole), CountOf(s.live_blocks, "live block"));
     }
   }
   if (!x.pinning.empty()) {
@@ -94,6 +93,10 @@ void WriteWrapped(std::ostream& out, const std::string& text, const std::string&
   Wrapped(out, text, indent);
 }
 
+std::string CountOf(uint64_t count, absl::string_view noun) {
+  return absl::StrFormat("%d %s%s", count, noun, count == 1 ? "" : "s");
+}
+
 std::string FormatDuration(uint64_t ns) {
   if (ns >= 1'000'000'000) return absl::StrFormat("%.2f s", static_cast<double>(ns) / 1e9);
   if (ns >= 1'000'000) return absl::StrFormat("%.1f ms", static_cast<double>(ns) / 1e6);
@@ -113,7 +116,7 @@ void RenderSweepTable(const std::vector<SweepResult>& results,
     std::string label = absl::StrReplaceAll(
         r.config.label, {{",expandable_segments:True", ""}, {"expandable_segments:True,", ""}});
     if (label == "expandable_segments:True") label = "(default)";
-    if (r.config.is_trace_config) label += " [trace]";
+    label += r.Tag();
     if (label.size() > 36) label = label.substr(0, 33) + "...";
     fragscope_only |= !r.config.pytorch_applicable;
     const char mark = recommended.has_value() && *recommended == i ? '*' : ' ';
@@ -160,9 +163,9 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
           "  ");
   out << absl::StrFormat("  allocator settings: %s\n",
                          r.options.empty() ? "(PyTorch defaults)" : r.options);
-  out << absl::StrFormat("  %d events replayed in %.2f s; %d allocations, %d frees\n\n",
-                         r.metrics.events, r.replay_seconds, r.metrics.allocations,
-                         r.metrics.frees);
+  out << absl::StrFormat("  %s replayed in %.2f s; %s, %s\n\n", CountOf(r.metrics.events, "event"),
+                         r.replay_seconds, CountOf(r.metrics.allocations, "allocation"),
+                         CountOf(r.metrics.frees, "free"));
   const MemoryMetrics& m = r.metrics;
   out << "Memory (peaks over the trace)\n";
   out << absl::StrFormat("  allocated %s   active %s   requested %s   reserved %s\n",
@@ -190,19 +193,20 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
     out << absl::StrFormat(
         "\nLayout after event %d (%s%s)\n", l.index, FormatDuration(l.time_ns),
         past_end ? absl::StrFormat("; the trace ends before --at %d", *r.at_index) : "");
-    Wrapped(out,
-            absl::StrFormat("%d segments (%d fragmented), reserved %s, allocated %s, %s free in "
-                            "%d holes (largest %s; RMM fragmentation %.3f)",
-                            l.segments, l.fragmented_segments, Size(l.reserved_bytes),
-                            Size(l.allocated_bytes), Size(l.free_cached_bytes), l.holes,
-                            Size(l.largest_hole), l.rmm_fragmentation),
-            "  ");
+    Wrapped(
+        out,
+        absl::StrFormat("%s (%d fragmented), reserved %s, allocated %s, %s free in "
+                        "%s (largest %s; RMM fragmentation %.3f)",
+                        CountOf(l.segments, "segment"), l.fragmented_segments,
+                        Size(l.reserved_bytes), Size(l.allocated_bytes), Size(l.free_cached_bytes),
+                        CountOf(l.holes, "hole"), Size(l.largest_hole), l.rmm_fragmentation),
+        "  ");
   }
   out << "\n";
   if (r.ooms.empty()) {
     out << "Out of memory: none in the trace or the replay.\n";
   } else {
-    out << absl::StrFormat("Out of memory: %d OOM%s\n", r.oom_count, r.oom_count == 1 ? "" : "s");
+    out << "Out of memory: " << CountOf(r.oom_count, "OOM") << "\n";
     for (size_t i = 0; i < r.ooms.size(); ++i) {
       if (i < options.max_ooms) {
         RenderOom(r.ooms[i], i + 1, out);
@@ -227,9 +231,9 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
   }
   if (!r.sweep.empty()) {
     out << absl::StrFormat(
-        "\nSweep: %d configurations replayed on the simulated device in "
+        "\nSweep: %s replayed on the simulated device in "
         "%.2f s (0 = unlimited max_split_size)\n",
-        r.sweep.size(), r.sweep_seconds);
+        CountOf(r.sweep.size(), "configuration"), r.sweep_seconds);
     RenderSweepTable(r.sweep, r.recommended, r.recommendation, out);
   }
   if (options.memory_summary) {

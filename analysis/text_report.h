@@ -3,8 +3,11 @@
 // readable at 100 columns. Metric names match analysis/METRICS.md.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
+
+#include "absl/strings/string_view.h"
 
 #include "analysis/report.h"
 
@@ -29,6 +32,9 @@ void RenderSweepTable(const std::vector<SweepResult>& results,
 // Writes `text` wrapped at 100 columns, the first line prefixed by `indent`, the others by as
 // many spaces.
 void WriteWrapped(std::ostream& out, const std::string& text, const std::string& indent);
+
+// "1 OOM", "2 OOMs": `count` followed by `noun`, with an "s" unless `count` is 1.
+std::string CountOf(uint64_t count, absl::string_view noun);
 
 // "1.23 s", "512 ms", "37 us": a trace time for humans.
 std::string FormatDuration(uint64_t ns);

@@ -155,7 +155,7 @@ void BM_ReplayWithMetrics(benchmark::State& state) {
     Replayer replayer(*source, Config());
     (void)replayer.Init();
     MetricsCollector metrics(replayer);
-    OomCollector ooms(replayer);
+    OomCollector ooms(replayer, {.capacity_bytes = Config().capacity_bytes});
     HookList hooks;
     hooks.Add(&metrics);
     hooks.Add(&ooms);

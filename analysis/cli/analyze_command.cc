@@ -1,10 +1,10 @@
 // `fragscope analyze`: the whole analysis of one or more traces (one per rank).
-#include <fstream>
 
 #include "absl/strings/str_format.h"
 #include "analysis/analyzer.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/cli_flags.h"
+#include "analysis/cli/output_file.h"
 #include "analysis/cli/progress_bar.h"
 #include "analysis/html_report.h"
 #include "analysis/json_report.h"
@@ -122,16 +122,18 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
   text.memory_summary = !flags->Has("--no-summary");
   RenderTextReport(*report, text, out);
   if (const std::string* path = flags->Get("--json")) {
-    std::ofstream file(*path, std::ios::trunc);
-    if (!file) {
-      err << "fragscope analyze: " << *path << ": cannot write\n";
+    if (absl::Status s =
+            WriteOutputFile(*path, [&](std::ostream& o) { WriteJsonReport(*report, {}, o); });
+        !s.ok()) {
+      err << "fragscope analyze: " << s.message() << "\n";
       return 1;
     }
-    WriteJsonReport(*report, {}, file);
     out << "\nJSON report: " << *path << "\n";
   }
   if (const std::string* path = flags->Get("--html")) {
-    if (absl::Status s = WriteHtmlReportFile(*report, *path); !s.ok()) {
+    if (absl::Status s =
+            WriteOutputFile(*path, [&](std::ostream& o) { WriteHtmlReport(*report, o); });
+        !s.ok()) {
       err << "fragscope analyze: " << s.message() << "\n";
       return 1;
     }

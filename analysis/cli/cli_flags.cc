@@ -134,6 +134,10 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
     }
     options->memory_fraction = f;
   }
+  if (flags.Has("--memory-fraction") && flags.Has("--allowed")) {
+    return absl::InvalidArgumentError(
+        "--memory-fraction and --allowed both set the cap: give one of them");
+  }
   if (const std::string* v = flags.Get("--allowed")) {
     absl::StatusOr<uint64_t> bytes = ParseByteSize(*v, "--allowed");
     if (!bytes.ok()) return bytes.status();
@@ -175,6 +179,12 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
     for (const std::string& item : SplitList(*v)) {
       absl::StatusOr<uint64_t> n = ParseCount(item, "--max-split-size-mb");
       if (!n.ok()) return n.status();
+      // (Larger values have no byte count in 64 bits; UINT64_MAX also means "not swept".)
+      if (*n > (UINT64_MAX >> 20)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--max-split-size-mb %s: too large (at most %d, whose bytes fit in 64 bits)", item,
+            UINT64_MAX >> 20));
+      }
       options->sweep.max_split_size_mb.push_back(*n);
     }
   }
@@ -199,7 +209,7 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
     options->sweep.garbage_collection_thresholds.clear();
     for (const std::string& item : SplitList(*v)) {
       double t = 0;
-      if (!absl::SimpleAtod(item, &t) || t < 0 || t >= 1) {
+      if (!absl::SimpleAtod(item, &t) || !(t >= 0 && t < 1)) {  // (rejects nan)
         return absl::InvalidArgumentError(
             absl::StrFormat("--gc-threshold expects numbers in [0, 1) (0 = off), got '%s'", item));
       }
@@ -209,20 +219,54 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
   return absl::OkStatus();
 }
 
-absl::Status CheckOutputsAreNotInputs(const ParsedFlags& flags,
-                                      std::initializer_list<std::string_view> output_flags) {
-  for (std::string_view flag : output_flags) {
-    const std::string* out = flags.Get(flag);
-    if (out == nullptr) continue;
-    for (const std::string& in : flags.positional) {
-      std::error_code ec;
-      if (std::filesystem::equivalent(*out, in, ec)) {
+namespace {
+
+bool SameFile(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(a, b, ec)) return true;
+  if (std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec)) return false;
+  // Not both there yet: compare where they would be. (weakly_canonical leaves a relative path
+  // to a missing file relative: make it absolute first.)
+  const auto where = [&ec](const std::string& p) {
+    return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec)
+        .lexically_normal();
+  };
+  const std::filesystem::path ca = where(a);
+  if (ec) return a == b;
+  const std::filesystem::path cb = where(b);
+  return ec ? a == b : ca == cb;
+}
+
+}  // namespace
+
+absl::Status CheckOutputPaths(const std::vector<std::string>& inputs,
+                              const std::vector<OutputPath>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const OutputPath& out = outputs[i];
+    for (const std::string& in : inputs) {
+      if (SameFile(out.path, in)) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "%s '%s' is an input trace; write the report to another path", flag, *out));
+            "%s '%s' is an input trace; write it to another path", out.flag, out.path));
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (SameFile(out.path, outputs[j].path)) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s and %s both name '%s'; give each output its own path",
+                            outputs[j].flag, out.flag, out.path));
       }
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckOutputsAreNotInputs(const ParsedFlags& flags,
+                                      std::initializer_list<std::string_view> output_flags) {
+  std::vector<OutputPath> outputs;
+  for (std::string_view flag : output_flags) {
+    if (const std::string* path = flags.Get(flag)) outputs.push_back({flag, *path});
+  }
+  return CheckOutputPaths(flags.positional, outputs);
 }
 
 }  // namespace fragscope::cli

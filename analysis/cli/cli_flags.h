@@ -55,8 +55,18 @@ inline const std::vector<FlagSpec> kSweepFlags = {
 // included) before any trace is opened: an error here is a usage error.
 absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* options);
 
-// An error naming the flag when one of `output_flags` (e.g. --json, --html) names the same file
-// as one of the positional arguments (the traces): a report must never overwrite a trace.
+// An output file and the flag that named it.
+struct OutputPath {
+  std::string_view flag;
+  std::string path;
+};
+// An error naming the flag when an output names the same file as one of `inputs` (a report must
+// never overwrite a trace) or as another output (one would overwrite the other). Paths are
+// compared as files: "./r.json", "r.json" and a link to it are the same.
+absl::Status CheckOutputPaths(const std::vector<std::string>& inputs,
+                              const std::vector<OutputPath>& outputs);
+// CheckOutputPaths of the `output_flags` (e.g. --json, --html) given in `flags` against its
+// positional arguments.
 absl::Status CheckOutputsAreNotInputs(const ParsedFlags& flags,
                                       std::initializer_list<std::string_view> output_flags);
 

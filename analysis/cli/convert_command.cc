@@ -7,11 +7,14 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "analysis/analyzer.h"
 #include "analysis/chrome_trace.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/cli_flags.h"
+#include "analysis/cli/output_file.h"
 #include "analysis/fslog_file_writer.h"
 #include "analysis/segment_map.h"
 #include "analysis/snapshot_export.h"
@@ -141,19 +144,23 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     err << "fragscope convert: " << s.message() << "\n";
     return 1;
   }
+  // Written beside OUT and renamed over it at the end: a failed conversion leaves OUT as it was.
+  OutputFile output(out_path);
+  const std::string& write_path = output.write_path();
   absl::Status status;
+  std::string written;  // what the summary line says
   if (format == OutFormat::kChrome) {
-    std::ofstream file(out_path, std::ios::trunc);
+    std::ofstream file(write_path, std::ios::binary | std::ios::trunc);
     if (!file) {
       err << "fragscope convert: " << out_path << ": cannot write\n";
       return 1;
     }
     ChromeTraceWriter writer(replayer, file);
     status = replayer.Run(&writer);
-    if (status.ok()) {
-      out << absl::StrFormat("%s: %d trace events written (Chrome trace JSON)\n", out_path,
-                             writer.events_written());
-    }
+    file.close();
+    if (status.ok() && !file) status = absl::DataLossError(out_path + ": write failed");
+    written = absl::StrFormat("%d trace %s (Chrome trace JSON)", writer.events_written(),
+                              writer.events_written() == 1 ? "event" : "events");
   } else if (format == OutFormat::kFslog) {
     EventLogHeader header;
     header.device_index = info.device;
@@ -167,17 +174,16 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     header.start_wall_ns = info.start_wall_ns;
     header.start_monotonic_ns = 1'000'000'000;
     absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer =
-        FslogFileWriter::Open(out_path, header);
+        FslogFileWriter::Open(write_path, header);
     if (!writer.ok()) {
-      err << "fragscope convert: " << writer.status().message() << "\n";
+      err << "fragscope convert: " << out_path << ": cannot write\n";
       return 1;
     }
     ConvertHooks hooks(writer->get(), nullptr, 0);
     status = replayer.Run(&hooks);
-    if (status.ok()) status = (*writer)->Close();
-    if (status.ok()) {
-      out << absl::StrFormat("%s: %d records\n", out_path, (*writer)->records());
-    }
+    if (absl::Status closed = (*writer)->Close(); status.ok()) status = closed;
+    written = absl::StrFormat("%d %s", (*writer)->records(),
+                              (*writer)->records() == 1 ? "record" : "records");
   } else {
     SnapshotExportBuilder builder(info.device);
     builder.SetAllocatorSettings(FormatAllocatorOptions(config->options));
@@ -185,19 +191,29 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     status = replayer.Run(&hooks);
     if (status.ok()) {
       builder.SetSegments(ToExport(CurrentLayout(replayer)));
-      status = builder.Write(out_path);
+      status = builder.Write(write_path);
     }
-    if (status.ok()) {
-      out << absl::StrFormat("%s: PyTorch snapshot with %d trace entries\n", out_path,
-                             builder.trace_entries());
-    }
+    written = absl::StrFormat("PyTorch snapshot with %d trace %s", builder.trace_entries(),
+                              builder.trace_entries() == 1 ? "entry" : "entries");
   }
+  if (status.ok() && replayer.events_read() == 0) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat(in, ": the trace is empty (no allocation events): nothing to convert"));
+  }
+  for (const std::string& w : (*source)->warnings()) {
+    err << "fragscope convert: warning: " << w << "\n";
+  }
+  if (status.ok()) status = output.Commit();
   if (!status.ok()) {
-    err << "fragscope convert: " << status.message() << "\n";
+    // The writers name the file they wrote, the temporary: the user named OUT.
+    err << "fragscope convert: " << absl::StrReplaceAll(status.message(), {{write_path, out_path}})
+        << "\n";
     return 1;
   }
-  for (const std::string& w : replayer.warnings())
+  out << out_path << ": " << written << "\n";
+  for (const std::string& w : replayer.warnings()) {
     err << "fragscope convert: warning: " << w << "\n";
+  }
   return 0;
 }
 

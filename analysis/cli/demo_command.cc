@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <tuple>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
@@ -20,6 +20,7 @@
 #include "analysis/analyzer.h"
 #include "analysis/cli/cli_flags.h"
 #include "analysis/cli/command_line.h"
+#include "analysis/cli/output_file.h"
 #include "analysis/cli/progress_bar.h"
 #include "analysis/demo_job.h"
 #include "analysis/html_report.h"
@@ -81,6 +82,10 @@ absl::StatusOr<int64_t> PositiveFlag(const ParsedFlags& flags, std::string_view 
 constexpr uint64_t kMaxSteps = 1000;
 constexpr uint64_t kMaxMicroBatch = 4096;
 
+// "1 step", "12 steps"; "its only step", "all 12 steps".
+std::string Steps(int n) { return absl::StrFormat("%d step%s", n, n == 1 ? "" : "s"); }
+std::string AllSteps(int n) { return n == 1 ? "its only step" : absl::StrCat("all ", Steps(n)); }
+
 }  // namespace
 
 int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -133,6 +138,19 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     return 2;
   }
   const uint64_t capacity = static_cast<uint64_t>(*capacity_gib) * kGiB;
+  if (flags->Has("--html") && flags->Has("--no-html")) {
+    return UsageError(err, "demo", "--html and --no-html contradict each other");
+  }
+  const std::string html_path =
+      flags->Get("--html") != nullptr ? *flags->Get("--html") : "fragscope-demo.html";
+  std::vector<OutputPath> outputs;
+  if (!flags->Has("--no-html")) outputs.push_back({"--html", html_path});
+  for (std::string_view flag : {"--json", "--log"}) {
+    if (const std::string* path = flags->Get(flag)) outputs.push_back({flag, *path});
+  }
+  if (absl::Status s = CheckOutputPaths({}, outputs); !s.ok()) {
+    return UsageError(err, "demo", s.message());
+  }
 
   // 1. Run the job, recording its event log.
   std::string log_path;
@@ -154,15 +172,22 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     err << "fragscope demo: " << log.status().message() << "\n";
     return 1;
   }
-  WriteWrapped(
-      out,
-      absl::StrFormat("fragscope demo: %d training steps of a %.0fM-parameter GPT-style model "
-                      "(bf16, AdamW, flash attention), micro-batch %d, sequence lengths varying "
-                      "per step, on a simulated %d GiB GPU%s.",
-                      workload.steps, static_cast<double>(DemoModelParameters(workload)) / 1e6,
-                      workload.micro_batch, *capacity_gib,
-                      conf.empty() ? "" : absl::StrCat(" with PYTORCH_CUDA_ALLOC_CONF=", conf)),
-      "");
+  // The log is only the demo's working file unless --log keeps it: gone on every way out.
+  absl::Cleanup remove_log = [&] {
+    if (flags->Get("--log") == nullptr) {
+      std::error_code ec;
+      std::filesystem::remove(log_path, ec);
+    }
+  };
+  WriteWrapped(out,
+               absl::StrFormat(
+                   "fragscope demo: %s of training a %.0fM-parameter GPT-style model "
+                   "(bf16, AdamW, flash attention), micro-batch %d, sequence lengths varying "
+                   "per step, on a simulated %d GiB GPU%s.",
+                   Steps(workload.steps), static_cast<double>(DemoModelParameters(workload)) / 1e6,
+                   workload.micro_batch, *capacity_gib,
+                   conf.empty() ? "" : absl::StrCat(" with PYTORCH_CUDA_ALLOC_CONF=", conf)),
+               "");
   out << "\n";
   absl::StatusOr<DemoJobResult> job = RunDemoJob(workload, *options, capacity, log->get());
   absl::Status closed = (*log)->Close();
@@ -171,17 +196,18 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     return 1;
   }
   if (job->completed) {
-    out << absl::StrFormat("The job completed all %d steps (peak reserved %s).\n\n", workload.steps,
+    out << absl::StrFormat("The job completed %s (peak reserved %s).\n\n", AllSteps(workload.steps),
                            FormatSize(job->peak_reserved_bytes));
   } else {
-    out << absl::StrFormat("The job died after %d steps, in \"%s\":\n\n", job->steps_completed,
+    out << absl::StrFormat("The job died after %s, in \"%s\":\n\n", Steps(job->steps_completed),
                            job->oom_phase);
     WriteWrapped(out, job->oom_message, "  ");
     out << "\n";
   }
 
   // 2. Analyze the log: explanation and sweep.
-  out << "fragscope analyze " << log_path << "\n\n";
+  out << "fragscope analyze "
+      << (flags->Has("--log") ? log_path : "(the job's event log; --log PATH keeps it)") << "\n\n";
   AnalysisOptions analysis;
   analysis.threads = threads.ok() ? static_cast<int>(*threads) : 0;
   ProgressBar bar(err);
@@ -194,6 +220,8 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     err << "fragscope demo: " << report.status().message() << "\n";
     return 1;
   }
+  // The reports would name the working log, which is gone when they are read.
+  if (!flags->Has("--log")) report->ranks[0].info.path = "the demo job's log (not kept)";
   TextReportOptions text;
   text.memory_summary = false;
   RenderTextReport(*report, text, out);
@@ -223,8 +251,8 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     });
     out << absl::StrFormat(
         "\nThe log ends at the OOM, so the sweep shows which settings get past it. Re-running the "
-        "whole\njob (all %d steps) under each of them, best first:\n",
-        workload.steps);
+        "whole\njob (%s) under each of them, best first:\n",
+        AllSteps(workload.steps));
     for (const Rerun& r : reruns) {
       out << absl::StrFormat("  %-47s %s\n", rank.sweep[r.sweep_index].config.label,
                              r.result.completed
@@ -237,13 +265,13 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
       const std::string& label = rank.sweep[fix.sweep_index].config.label;
       rank.recommended = fix.sweep_index;
       rank.recommendation = absl::StrFormat(
-          "avoids the OOM and completes all %d steps (checked by re-running the whole job), with "
+          "avoids the OOM and completes %s (checked by re-running the whole job), with "
           "the lowest peak reserved memory of those that do",
-          workload.steps);
+          AllSteps(workload.steps));
       for (OomExplanation& x : rank.ooms) {
         x.avoided_by = absl::StrFormat(
-            "%s avoids it, and the whole job then completes (peak reserved %s over all %d steps)",
-            label, FormatSize(fix.result.peak_reserved_bytes), workload.steps);
+            "%s avoids it, and the whole job then completes (peak reserved %s over %s)", label,
+            FormatSize(fix.result.peak_reserved_bytes), AllSteps(workload.steps));
       }
       out << absl::StrFormat("\nThe fix: PYTORCH_CUDA_ALLOC_CONF=%s\n", label);
     } else {
@@ -253,25 +281,24 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
 
   // 4. Reports.
   if (!flags->Has("--no-html")) {
-    const std::string html =
-        flags->Get("--html") != nullptr ? *flags->Get("--html") : "fragscope-demo.html";
-    if (absl::Status s = WriteHtmlReportFile(*report, html); !s.ok()) {
+    if (absl::Status s =
+            WriteOutputFile(html_path, [&](std::ostream& o) { WriteHtmlReport(*report, o); });
+        !s.ok()) {
       err << "fragscope demo: " << s.message() << "\n";
       return 1;
     }
-    out << "\nHTML report: " << html << "\n";
+    out << "\nHTML report: " << html_path << "\n";
   }
   if (const std::string* json = flags->Get("--json")) {
-    std::ofstream file(*json, std::ios::trunc);
-    WriteJsonReport(*report, {}, file);
+    if (absl::Status s =
+            WriteOutputFile(*json, [&](std::ostream& o) { WriteJsonReport(*report, {}, o); });
+        !s.ok()) {
+      err << "fragscope demo: " << s.message() << "\n";
+      return 1;
+    }
     out << "JSON report: " << *json << "\n";
   }
-  if (flags->Get("--log") == nullptr) {
-    std::error_code ec;
-    std::filesystem::remove(log_path, ec);
-  } else {
-    out << "Event log: " << log_path << "\n";
-  }
+  if (flags->Has("--log")) out << "Event log: " << log_path << "\n";
   return 0;
 }
 

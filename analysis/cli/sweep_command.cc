@@ -1,5 +1,4 @@
 // `fragscope sweep`: the same trace under a grid of allocator settings, in parallel.
-#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -7,6 +6,7 @@
 #include "analysis/analyzer.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/cli_flags.h"
+#include "analysis/cli/output_file.h"
 #include "analysis/cli/progress_bar.h"
 #include "analysis/json_report.h"
 #include "analysis/text_report.h"
@@ -74,7 +74,7 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
     return 1;
   }
   absl::StatusOr<std::vector<SweepConfig>> configs =
-      BuildSweepConfigs(config->options, options.sweep);
+      BuildSweepConfigs(config->options, options.sweep, options.conf.has_value());
   if (!configs.ok()) {
     err << "fragscope sweep: " << configs.status().message() << "\n";
     return 2;
@@ -107,11 +107,20 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
       return 1;
     }
   }
+  // Every row read the same trace: the first says what the reader found.
+  for (const std::string& w : rank.sweep.front().source_warnings) {
+    err << "fragscope sweep: warning: " << w << "\n";
+  }
+  if (rank.sweep.front().events == 0) {
+    err << "fragscope sweep: " << flags->positional[0]
+        << ": the trace is empty (no allocation events): nothing to sweep\n";
+    return 1;
+  }
   if (std::optional<SweepRecommendation> rec = RecommendConfig(rank.sweep, trace_failed)) {
     rank.recommended = rec->index;
     rank.recommendation = rec->reason;
   } else {
-    rank.recommendation = "no tested configuration avoids the OOM";
+    rank.recommendation = NoRecommendationReason(rank.sweep);
   }
   out << absl::StrFormat(
       "fragscope sweep of %s: %d configurations on a simulated %s device (%s), "
@@ -120,14 +129,14 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
       threads, rank.sweep_seconds);
   RenderSweepTable(rank.sweep, rank.recommended, rank.recommendation, out);
   if (const std::string* path = flags->Get("--json")) {
-    std::ofstream file(*path, std::ios::trunc);
-    if (!file) {
-      err << "fragscope sweep: " << *path << ": cannot write\n";
-      return 1;
-    }
     AnalysisReport report;
     report.ranks.push_back(std::move(rank));
-    WriteJsonReport(report, {}, file);
+    if (absl::Status s =
+            WriteOutputFile(*path, [&](std::ostream& o) { WriteJsonReport(report, {}, o); });
+        !s.ok()) {
+      err << "fragscope sweep: " << s.message() << "\n";
+      return 1;
+    }
   }
   return 0;
 }

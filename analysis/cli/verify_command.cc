@@ -94,16 +94,20 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
     const std::string maps =
         c.segment_maps + c.segment_unmaps == 0
             ? ""
-            : absl::StrFormat(" (%d segment maps, %d unmaps)", c.segment_maps, c.segment_unmaps);
-    out << absl::StrFormat(
-        "faithful (%d events): %d segment events%s, %d allocations and %d OOMs match the trace\n",
-        replayer.events_read(), c.segment_events, maps, c.allocations, c.ooms);
+            : absl::StrFormat(" (%s, %s)", CountOf(c.segment_maps, "segment map"),
+                              CountOf(c.segment_unmaps, "unmap"));
+    WriteWrapped(out,
+                 absl::StrFormat("faithful (%s): %s%s, %s and %s match the trace",
+                                 CountOf(replayer.events_read(), "event"),
+                                 CountOf(c.segment_events, "segment event"), maps,
+                                 CountOf(c.allocations, "allocation"), CountOf(c.ooms, "OOM")),
+                 "");
     for (const std::string& w : warnings) out << "  warning: " << w << "\n";
     return 0;
   }
   const Divergence& d = *checker.divergence();
-  out << absl::StrFormat("diverged at event %d (after %d matching decisions)\n", d.event_index,
-                         c.segment_events + c.allocations + c.ooms);
+  out << absl::StrFormat("diverged at event %d (after %s)\n", d.event_index,
+                         CountOf(c.segment_events + c.allocations + c.ooms, "matching decision"));
   out << "  expected (trace):   " << d.expected << "\n";
   out << "  got (fragscope):    " << d.got << "\n";
   out << "  the trace's events up to it:\n";
@@ -125,10 +129,12 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
         "  hint: ");
   }
   if (info.expandable_segments && !options.capacity_bytes.has_value() && info.capacity_bytes == 0) {
-    out << "  hint: the trace uses expandable segments, whose address reservations are 9/8 of "
-           "the device's memory each, and it does not record that memory (the replay assumed "
-           "1 TiB): pass the device's --capacity so reservations land at the trace's "
-           "addresses.\n";
+    WriteWrapped(out,
+                 "the trace uses expandable segments, whose address reservations are 9/8 of the "
+                 "device's memory each, and it does not record that memory (the replay assumed "
+                 "1 TiB): pass the device's --capacity so reservations land at the trace's "
+                 "addresses.",
+                 "  hint: ");
   }
   for (const std::string& w : warnings) out << "  warning: " << w << "\n";
   return 1;

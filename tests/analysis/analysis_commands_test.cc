@@ -107,7 +107,7 @@ TEST(AnalysisCommandsTest, AnalyzeRmmLogWithCapacity) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("(rmm-csv"));
   EXPECT_THAT(r.out, HasSubstr("cause: capacity"));
-  EXPECT_THAT(r.out, HasSubstr("2 allocations, 1 frees"));
+  EXPECT_THAT(r.out, HasSubstr("2 allocations, 1 free\n"));
   CommandRun no_capacity = Fragscope({"analyze", csv, "--no-sweep", "--no-summary"});
   EXPECT_THAT(no_capacity.out, HasSubstr("(--capacity)"));
   EXPECT_THAT(no_capacity.out, HasSubstr("allocated 41.00 MiB"));  // not the dropped request
@@ -195,7 +195,7 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       // Once cast to an int (2^32 became device 0).
       {{"verify", QuietLog(), "--device", "4294967296"}, 2, "not a CUDA device ordinal (0 to 127)"},
       // No capacity in the snapshot: reservations are sized for 1 TiB, so addresses differ.
-      {{"verify", Oracle("micro_expandable")}, 1, "pass the device's --capacity"},
+      {{"verify", Oracle("micro_expandable")}, 1, "--capacity so reservations land"},
       {{"sweep", QuietLog(), "--max-split-size-mb", "10"}, 2, "max_split_size_mb"},
       {{"convert", QuietLog(), TempPath("out.txt")}, 2, "cannot tell the output format"},
       {{"convert", torn, torn}, 2, "is the input file"},
@@ -212,6 +212,15 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"analyze", huge_device}, 1, "too large to simulate (at most 4 TiB)"},
       // A cap of 0 bytes was explained as fragmentation with the whole device "available".
       {{"analyze", QuietLog(), "--allowed", "0"}, 2, "--allowed must be at least 2MiB"},
+      // Accepted silently once: both caps (one ignored), a cap above the device, a device the
+      // log does not record, nan as "off", and the largest count as "not swept".
+      {{"analyze", QuietLog(), "--memory-fraction", "0.5", "--allowed", "8MiB"},
+       2,
+       "--memory-fraction and --allowed both set the cap"},
+      {{"analyze", QuietLog(), "--allowed", "1GiB"}, 1, "more than the 64.00 MiB device"},
+      {{"analyze", QuietLog(), "--device", "3"}, 1, "--device 3, but this log records device 0"},
+      {{"sweep", QuietLog(), "--gc-threshold", "nan"}, 2, "--gc-threshold expects numbers"},
+      {{"sweep", QuietLog(), "--max-split-size-mb", "0,18446744073709551615"}, 2, "too large"},
       {{"analyze", QuietLog(), "--memory-fraction", "1e-300"},
        1,
        "--memory-fraction 1e-300 caps the 64.00 MiB device at 0 bytes, below the smallest segment"},
@@ -241,6 +250,17 @@ TEST(AnalysisCommandsTest, VerifyOwnLogAndOracle) {
   EXPECT_EQ(uncapped.code, 1);
   EXPECT_THAT(uncapped.out, HasSubstr("diverged at event"));
   EXPECT_THAT(uncapped.out, HasSubstr("--memory-fraction"));
+  // The hints are wrapped at 100 columns.
+  CommandRun no_capacity = Fragscope({"verify", Oracle("micro_expandable")});
+  EXPECT_EQ(no_capacity.code, 1);
+  EXPECT_THAT(no_capacity.out, HasSubstr("  hint: the trace uses expandable segments"));
+  for (const CommandRun* run : {&expandable, &uncapped, &no_capacity}) {
+    std::istringstream lines(run->out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("    ", 0) == 0) continue;  // the trace's own events, as recorded
+      EXPECT_LE(line.size(), 100u) << line;
+    }
+  }
 }
 
 TEST(AnalysisCommandsTest, SweepPrintsTheTableAndRecommendation) {
@@ -263,7 +283,7 @@ TEST(AnalysisCommandsTest, ConvertRoundTrips) {
   // The exported snapshot is itself a faithful trace (with its OOM).
   CommandRun verify = Fragscope({"verify", pickle, "--capacity", "64MiB"});
   EXPECT_EQ(verify.code, 0) << verify.out;
-  EXPECT_THAT(verify.out, HasSubstr("1 OOMs match"));
+  EXPECT_THAT(verify.out, HasSubstr("and 1 OOM match"));
   CommandRun to_fslog = Fragscope({"convert", pickle, back, "--capacity", "64MiB"});
   ASSERT_EQ(to_fslog.code, 0) << to_fslog.err;
   EXPECT_EQ(Fragscope({"verify", back}).code, 0);
@@ -322,7 +342,7 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
   CommandRun verify = with_cap({"verify", log});
   EXPECT_EQ(verify.code, 0) << verify.out << verify.err;
   EXPECT_THAT(verify.out, HasSubstr("faithful (90 events): 15 segment events, 21 allocations and "
-                                    "1 OOMs match the trace"));
+                                    "1 OOM match the trace"));
   // Without the cap the replay serves the request; the device's free memory in the OOM record
   // shows that an unrecorded cap refused it, and bounds that cap.
   // Nor does the sweep then claim a fix.

@@ -1,6 +1,10 @@
 // --model SPEC for analyze: the estimate it builds and what the comparison counts.
 #include "analysis/model_gap.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -68,6 +72,40 @@ TEST(ModelGapTest, AutocastWeightsAreTheFp32ParametersAndAPeakAboveTheCapIsCalle
   for (const std::string& line : roomy.lines) EXPECT_THAT(line, Not(HasSubstr("no allocator")));
   const ModelGap tight = CompareWithModel(estimate, LayoutSummary{}, uint64_t{4} << 30);
   EXPECT_THAT(tight.lines, Contains(HasSubstr("no allocator setting can make it fit")));
+}
+
+// A layout of live blocks: (size, marker phase) each.
+LayoutSummary Live(const std::vector<std::pair<double, std::string>>& blocks) {
+  SegmentMap map;
+  for (const auto& [bytes, phase] : blocks) {
+    MapBlock b;
+    b.size = static_cast<uint64_t>(bytes);
+    b.state = MapBlockState::kAllocated;
+    b.phase = phase;
+    map.blocks.push_back(b);
+  }
+  LayoutSummary layout;
+  layout.maps.push_back(map);
+  return layout;
+}
+
+TEST(ModelGapTest, AGapIsPlacedOnlyWhenAllocatedExceedsTheFootprint) {
+  ASSERT_OK_AND_ASSIGN(
+      est::MemoryEstimate estimate,
+      EstimateFromModelSpec("gpt2-small:seq=512,micro_batch=8,flash=1,activations=torch-autocast"));
+  const double weights = estimate.Find("master_weights")->value;
+  // Stopped early in the forward pass: weights a MiB over their estimate, little else.
+  const ModelGap early = CompareWithModel(
+      estimate, Live({{weights + (1 << 20), "init"}, {64 << 20, "step 0 / forward"}}));
+  EXPECT_LT(early.allocated_bytes, early.theoretical_bytes);
+  EXPECT_EQ(early.likely_term, "");
+  EXPECT_THAT(early.lines, Contains(HasSubstr("below the footprint")));
+  EXPECT_THAT(early.lines, Not(Contains(HasSubstr("most likely sits"))));
+  // Forward work far over its estimate: that is where the excess sits.
+  const ModelGap over = CompareWithModel(
+      estimate, Live({{weights, "init"}, {2 * early.theoretical_bytes, "step 0 / forward"}}));
+  EXPECT_EQ(over.likely_term, "activations");
+  EXPECT_THAT(over.lines, Contains(HasSubstr("most likely sits in activations")));
 }
 
 }  // namespace

@@ -172,7 +172,8 @@ TEST(OomExplainerTest, AllocatorPolicyPendingFreeArithmetic) {
   oom.report.reserved_bytes = 60 * kMiB;
   oom.report.allocated_bytes = 30 * kMiB;
   oom.report.pending_free_bytes = 30 * kMiB;
-  const OomExplanation x = ExplainOom(oom, LayoutSummary(), "step 2 / backward", 64 * kMiB);
+  const OomExplanation x =
+      ExplainOom(oom, LayoutSummary(), "step 2 / backward", {.capacity_bytes = 64 * kMiB});
   EXPECT_EQ(x.cause, OomCause::kAllocatorPolicy);
   EXPECT_EQ(x.rule, PolicyRule::kPendingFree);
   EXPECT_EQ(x.outside_bytes, 0u);

@@ -88,6 +88,21 @@ TEST(ReportTest, WrappingBreaksAtSpacesAndKeepsLongWordsWhole) {
                            "\n  end\n");
 }
 
+TEST(ReportTest, CountsAgreeWithTheirNouns) {
+  EXPECT_EQ(CountOf(0, "OOM"), "0 OOMs");
+  EXPECT_EQ(CountOf(1, "OOM"), "1 OOM");
+  EXPECT_EQ(CountOf(2, "OOM"), "2 OOMs");
+  EXPECT_EQ(CountOf(1, "live block"), "1 live block");
+  std::ostringstream text;
+  RenderTextReport(ScenarioReport(), {}, text);
+  EXPECT_EQ(text.str().find(" 1 OOMs"), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find(" 1 holes"), std::string::npos) << text.str();
+  std::ostringstream html;
+  WriteHtmlReport(ScenarioReport(), html);
+  EXPECT_EQ(html.str().find(">1</div><div class=\"k\">OOMs<"), std::string::npos);
+  EXPECT_EQ(html.str().find(" 1 holes"), std::string::npos);
+}
+
 TEST(ReportTest, HtmlIsSelfContained) {
   std::ostringstream html;
   WriteHtmlReport(ScenarioReport(), html);

@@ -2,6 +2,7 @@
 // and on the demo workload a max_split_size_mb setting that avoids a fragmentation OOM.
 #include "analysis/sweep.h"
 #include "analysis/demo_job.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
@@ -11,6 +12,7 @@ namespace {
 
 using ::fragscope::testing::TempPath;
 using ::fragscope::testing::TraceBuilder;
+using ::testing::HasSubstr;
 
 std::vector<std::string> Labels(const std::vector<SweepConfig>& configs) {
   std::vector<std::string> labels;
@@ -54,6 +56,12 @@ TEST(SweepTest, PlacementPoliciesAreComparedButNeverRecommended) {
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->index, 0u);
   EXPECT_FALSE(SmallestFixFor(rows, 0).has_value());
+  // When only first_fit gets past the OOM, the reason says so instead of "nothing avoids it".
+  rows[0].ooms = 1;
+  EXPECT_FALSE(RecommendConfig(rows, true).has_value());
+  EXPECT_THAT(NoRecommendationReason(rows), HasSubstr("only fragscope-only placements"));
+  rows[1].ooms = 1;
+  EXPECT_EQ(NoRecommendationReason(rows), "no tested configuration avoids the OOM");
 
   spec.placements = {"worst_fit"};
   absl::StatusOr<std::vector<SweepConfig>> bad = BuildSweepConfigs(AllocatorOptions(), spec);

@@ -81,7 +81,7 @@ TEST(TorchObserveFractionGpuTest, TheCapIsInTheLogAndTheReplayReproducesTheOom) 
   std::ostringstream out, err;
   EXPECT_EQ(cli::RunCommandLine({"verify", path}, out, err), 0) << out.str() << err.str();
   EXPECT_THAT(out.str(), HasSubstr("faithful"));
-  EXPECT_THAT(out.str(), HasSubstr("1 OOMs match the trace"));
+  EXPECT_THAT(out.str(), HasSubstr("1 OOM match the trace"));
   std::ostringstream analyze_out, analyze_err;
   EXPECT_EQ(cli::RunCommandLine({"analyze", path, "--no-summary", "--threads", "2"}, analyze_out,
                                 analyze_err),
