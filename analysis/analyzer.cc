@@ -217,13 +217,13 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
     for (const OomExplanation& x : report.ooms) {
       if (x.layout.has_value()) {
         where = &*x.layout;
-        report.model_gap_where = absl::StrFormat("at the first OOM (event %d)", x.event_index);
+        report.model_gap_where = absl::StrFormat("at the first OOM, event %d", x.event_index);
         break;
       }
     }
     if (where == nullptr && report.at_layout.has_value()) {
       where = &*report.at_layout;
-      report.model_gap_where = absl::StrFormat("at event %d (--at)", report.at_layout->index);
+      report.model_gap_where = absl::StrFormat("at event %d, --at", report.at_layout->index);
     }
     if (where != nullptr) {
       const uint64_t available = report.allowed_bytes.value_or(report.capacity_bytes);
@@ -278,14 +278,15 @@ absl::StatusOr<AnalysisReport> AnalyzeTraces(const std::vector<std::string>& pat
       auto [it, inserted] = rank_paths.emplace(info.rank, path);
       if (!inserted) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "unknown rank mix: %s and %s both claim rank %d; give one log per rank of one job",
+            "not the ranks of one job: %s and %s both claim rank %d; give one log per rank",
             it->second, path, info.rank));
       }
       if (world_size.has_value() && *world_size != info.world_size) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "unknown rank mix: %s has world size %d but %s has %d; these logs are not from one "
-            "job",
-            world_size_path, *world_size, path, info.world_size));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("not the ranks of one job: %s has world size %d but %s has %d; these "
+                            "logs are not from one "
+                            "job",
+                            world_size_path, *world_size, path, info.world_size));
       }
       world_size = info.world_size;
       world_size_path = path;

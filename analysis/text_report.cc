@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "allocator/format_size.h"
+#include "analysis/text_wrap.h"
 
 namespace fragscope {
 namespace {
@@ -15,25 +16,8 @@ std::string Percent(double fraction) { return absl::StrFormat("%.1f %%", 100.0 *
 
 // Wraps `text` at spaces to `width` columns, each line prefixed by `indent`. A word longer than
 // a line (a URL in PyTorch's OOM text) gets a line of its own, whole, so that it can be copied.
-void Wrapped(std::ostream& out, const std::string& text, const std::string& first_indent,
-             size_t width = 100) {
-  const std::string rest_indent(first_indent.size(), ' ');
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const std::string& indent = pos == 0 ? first_indent : rest_indent;
-    size_t room = width > indent.size() ? width - indent.size() : 20;
-    size_t end = std::min(text.size(), pos + room);
-    if (end < text.size()) {
-      const size_t space = text.rfind(' ', end);
-      end = space != std::string::npos && space > pos ? space
-                                                      : std::min(text.find(' ', end), text.size());
-    }
-    size_t line_end = end;
-    while (line_end > pos && text[line_end - 1] == ' ') --line_end;
-    out << indent << text.substr(pos, line_end - pos) << "\n";
-    pos = end;
-    while (pos < text.size() && text[pos] == ' ') ++pos;
-  }
+void Wrapped(std::ostream& out, const std::string& text, const std::string& first_indent) {
+  out << WrapParagraph(text, first_indent, std::string(first_indent.size(), ' '));
 }
 
 std::string Where(uint64_t index, uint64_t time_ns) {

@@ -113,6 +113,9 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     format = OutFormat::kPickle;
   } else if (to == "chrome") {
     format = OutFormat::kChrome;
+  } else if (flags->Get("--to") != nullptr) {
+    return UsageError(err, "convert",
+                      absl::StrCat("--to '", to, "': expected fslog, pickle or chrome"));
   } else {
     err << "fragscope convert: cannot tell the output format of '" << out_path
         << "': use an .fslog, .pickle or .json name, or --to fslog|pickle|chrome\n";

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "analysis/cli/estimate_config.h"
 #include "analysis/cli/estimate_flags.h"
 #include "analysis/cli/usage_error.h"
+#include "analysis/text_wrap.h"
 #include "estimator/gpu_presets.h"
 #include "estimator/inference_memory.h"
 #include "estimator/inverse_search.h"
@@ -118,49 +120,28 @@ std::string SolveLine(const std::string& what, int64_t answer, const est::GpuSpe
   return absl::StrCat("largest ", what, " that fits ", gpu.name, ": ", answer, unbounded, "\n");
 }
 
-// Text output is read at 100 columns.
-constexpr size_t kColumns = 100;
-
-// `text` with every line longer than kColumns wrapped at spaces. A continuation line starts
+// `text` with every line longer than kTextColumns wrapped at spaces. A continuation line starts
 // where the text after a leading "label: " starts ("    formula: ...", "note: ..."), or else two
-// columns past the line's own indent. A word longer than a line gets a line of its own, whole.
+// columns past the line's own indent.
 std::string WrapLongLines(absl::string_view text) {
   std::string out;
-  bool first = true;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!first) out.push_back('\n');
-    first = false;
-    if (line.size() <= kColumns) {
-      absl::StrAppend(&out, line);
+  for (absl::string_view piece : absl::StrSplit(text, '\n')) {
+    const std::string_view line(piece.data(), piece.size());
+    if (line.size() <= kTextColumns) {
+      out.append(line).push_back('\n');
       continue;
     }
     const size_t indent = std::min(line.find_first_not_of(' '), line.size());
     size_t hang = indent + 2;
     const size_t colon = line.find(": ", indent);
-    if (colon != absl::string_view::npos && colon < 40 &&
-        line.substr(indent, colon - indent).find(' ') == absl::string_view::npos) {
+    if (colon != std::string_view::npos && colon < 40 &&
+        line.substr(indent, colon - indent).find(' ') == std::string_view::npos) {
       hang = std::min(line.find_first_not_of(' ', colon + 1), line.size());
     }
-    if (hang > kColumns / 2) hang = 4;
-    size_t pos = 0;
-    while (pos < line.size()) {
-      const size_t lead = pos == 0 ? 0 : hang;
-      const size_t room = kColumns - lead;
-      size_t end = std::min(line.size(), pos + room);
-      if (end < line.size()) {
-        const size_t space = line.rfind(' ', end);
-        end = space != absl::string_view::npos && space > pos
-                  ? space
-                  : std::min(line.find(' ', end), line.size());
-      }
-      size_t line_end = end;
-      while (line_end > pos && line[line_end - 1] == ' ') --line_end;
-      if (pos > 0) absl::StrAppend(&out, "\n", std::string(hang, ' '));
-      absl::StrAppend(&out, line.substr(pos, line_end - pos));
-      pos = end;
-      while (pos < line.size() && line[pos] == ' ') ++pos;
-    }
+    if (hang > kTextColumns / 2) hang = 4;
+    out += WrapParagraph(line.substr(indent), line.substr(0, indent), std::string(hang, ' '));
   }
+  out.pop_back();  // StrSplit's last piece had no newline after it
   return out;
 }
 

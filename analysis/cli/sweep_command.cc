@@ -122,11 +122,14 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   } else {
     rank.recommendation = NoRecommendationReason(rank.sweep);
   }
-  out << absl::StrFormat(
-      "fragscope sweep of %s: %d configurations on a simulated %s device (%s), "
-      "%d threads, %.2f s\n\n",
-      flags->positional[0], rank.sweep.size(), FormatSize(rank.capacity_bytes), capacity_source,
-      threads, rank.sweep_seconds);
+  WriteWrapped(
+      out,
+      absl::StrFormat("fragscope sweep of %s: %s on a simulated %s device (%s), %s, %.2f s",
+                      flags->positional[0], CountOf(rank.sweep.size(), "configuration"),
+                      FormatSize(rank.capacity_bytes), capacity_source,
+                      CountOf(static_cast<uint64_t>(threads), "thread"), rank.sweep_seconds),
+      "");
+  out << "\n";
   RenderSweepTable(rank.sweep, rank.recommended, rank.recommendation, out);
   if (const std::string* path = flags->Get("--json")) {
     AnalysisReport report;

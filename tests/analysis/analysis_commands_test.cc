@@ -5,35 +5,22 @@
 #include <iterator>
 #include <sstream>
 
-#include "analysis/cli/command_line.h"
 #include "analysis/fslog_file_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/analysis/command_run.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope {
 namespace {
 
+using ::fragscope::testing::CommandRun;
+using ::fragscope::testing::Fragscope;
 using ::fragscope::testing::TempPath;
 using ::fragscope::testing::TraceBuilder;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct CommandRun {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
-
-CommandRun Fragscope(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  CommandRun r;
-  r.code = cli::RunCommandLine(args, out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
 
 std::string FragmentedLog(int32_t rank = 0, int32_t world_size = 0) {
   TraceBuilder t(64 * kMiB, "", "rank.fslog", rank, world_size);
@@ -181,8 +168,8 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"analyze", garbage}, 1, "not a format fragscope reads"},
       {{"analyze", no_events}, 1, "the trace is empty"},
       {{"analyze", other_device}, 1, "mixed devices"},
-      {{"analyze", QuietLog(0, 2), QuietLog(0, 2)}, 1, "unknown rank mix"},
-      {{"analyze", QuietLog(0, 2), QuietLog(1, 4)}, 1, "unknown rank mix"},
+      {{"analyze", QuietLog(0, 2), QuietLog(0, 2)}, 1, "not the ranks of one job"},
+      {{"analyze", QuietLog(0, 2), QuietLog(1, 4)}, 1, "not the ranks of one job"},
       {{"analyze", QuietLog(), "--capacity", "lots"}, 2, "--capacity expects a size"},
       // Flag values are usage errors, found before any trace is replayed.
       {{"analyze", QuietLog(), "--model", "no-such-model"}, 2, "unknown preset 'no-such-model'"},
@@ -198,6 +185,9 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"verify", Oracle("micro_expandable")}, 1, "--capacity so reservations land"},
       {{"sweep", QuietLog(), "--max-split-size-mb", "10"}, 2, "max_split_size_mb"},
       {{"convert", QuietLog(), TempPath("out.txt")}, 2, "cannot tell the output format"},
+      {{"convert", QuietLog(), TempPath("out.json"), "--to", "bogus"},
+       2,
+       "--to 'bogus': expected fslog, pickle or chrome"},
       {{"convert", torn, torn}, 2, "is the input file"},
       {{"analyze", torn, "--html", torn}, 2, "--html '" + torn + "' is an input trace"},
       {{"sweep", torn, "--json", torn}, 2, "--json '" + torn + "' is an input trace"},
