@@ -59,6 +59,7 @@ void MetricsCollector::OnAllocatorEvent(const AllocatorEvent& event) {
       break;
     case EventKind::kSegmentAlloc:
     case EventKind::kSegmentMap:
+      if (in_trace_oom_) oom_segments_.emplace_back(event.ptr, event.bytes);
       now_.reserved += event.bytes;
       if (now_.reserved > peak_.reserved) {
         peak_.reserved = now_.reserved;
@@ -67,7 +68,8 @@ void MetricsCollector::OnAllocatorEvent(const AllocatorEvent& event) {
       break;
     case EventKind::kSegmentFree:
     case EventKind::kSegmentUnmap:
-      now_.reserved -= event.bytes;
+      // (What overlaps a refused range was left out of reserved already.)
+      now_.reserved -= event.bytes - TakeRefused(event.ptr, event.bytes);
       break;
     default:
       break;
@@ -76,6 +78,8 @@ void MetricsCollector::OnAllocatorEvent(const AllocatorEvent& event) {
 
 void MetricsCollector::OnTraceEvent(const TraceEvent& event) {
   if (event.kind != EventKind::kOom) return;
+  in_trace_oom_ = true;
+  oom_segments_.clear();
   saved_peak_ = peak_;
   saved_counts_.allocations = metrics_.allocations;
   saved_counts_.frees = metrics_.frees;
@@ -83,9 +87,14 @@ void MetricsCollector::OnTraceEvent(const TraceEvent& event) {
 }
 
 void MetricsCollector::OnOom(const ReplayOom& oom) {
+  in_trace_oom_ = false;
   if (!oom.in_trace || oom.in_replay) return;
-  // Peaks never fall below the current values (a segment made for the dropped request may stay
-  // cached in the replay).
+  // The segments made for the dropped request stay cached in the replay; the job never had them.
+  for (const auto& [ptr, bytes] : oom_segments_) {
+    refused_ranges_[ptr] = bytes;
+    now_.reserved -= bytes;
+  }
+  oom_segments_.clear();
   peak_.allocated = std::max(saved_peak_.allocated, now_.allocated);
   peak_.active = std::max(saved_peak_.active, now_.active);
   peak_.requested = std::max(saved_peak_.requested, now_.requested);
@@ -94,6 +103,23 @@ void MetricsCollector::OnOom(const ReplayOom& oom) {
   metrics_.frees = saved_counts_.frees;
   metrics_.peak_internal_waste_bytes = saved_counts_.peak_internal_waste_bytes;
   new_reserved_peak_ = false;
+}
+
+uint64_t MetricsCollector::TakeRefused(DevicePtr ptr, uint64_t bytes) {
+  uint64_t overlap = 0;
+  const DevicePtr end = ptr + bytes;
+  for (auto it = refused_ranges_.begin(); it != refused_ranges_.end();) {
+    const DevicePtr start = it->first, stop = it->first + it->second;
+    if (stop <= ptr || start >= end) {
+      ++it;
+      continue;
+    }
+    overlap += std::min(stop, end) - std::max(start, ptr);
+    it = refused_ranges_.erase(it);
+    if (start < ptr) refused_ranges_[start] = ptr - start;  // the parts outside stay refused
+    if (stop > end) refused_ranges_[end] = stop - end;
+  }
+  return overlap;
 }
 
 void MetricsCollector::OnOpDone(const TraceEvent& event) {

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "allocator/device_stats.h"
@@ -67,7 +69,9 @@ class MetricsCollector final : public ReplayHooks {
   void OnAllocatorEvent(const AllocatorEvent& event) override;
   void OnOpDone(const TraceEvent& event) override;
   // An OOM of the job that the replay served: the request was tried and dropped, and the job
-  // never held it, so the peaks it raised are undone.
+  // never held it, so the peaks it raised are undone, and the device memory the replay reserved
+  // for it (the job was refused that memory) is left out of reserved from then on, until the
+  // replay returns it.
   void OnOom(const ReplayOom& oom) override;
   void OnFinish() override;
 
@@ -87,6 +91,14 @@ class MetricsCollector final : public ReplayHooks {
   // Saved before each trace OOM event, restored by OnOom when the replay served the request.
   Curves saved_peak_;
   MemoryMetrics saved_counts_;
+  // Between a trace OOM event and its OnOom: the segments (or mapped ranges) the retry made.
+  bool in_trace_oom_ = false;
+  std::vector<std::pair<DevicePtr, uint64_t>> oom_segments_;
+  // Address ranges reserved for requests the job was refused, still held by the replay
+  // (start -> bytes; a handful: one or two per such OOM).
+  std::map<DevicePtr, uint64_t> refused_ranges_;
+  // Removes [ptr, ptr + bytes) from refused_ranges_; returns the bytes it overlapped.
+  uint64_t TakeRefused(DevicePtr ptr, uint64_t bytes);
   Timeline timeline_;
   MemoryMetrics metrics_;
   uint64_t waste_bytes_ = 0;

@@ -83,6 +83,33 @@ TEST(MetricsTest, PeaksAndFragmentationAtPeakAreExact) {
   EXPECT_EQ(r.final_layout.segments, 0u);
 }
 
+// The job (64 MiB device) holds 30 + 20 MiB and is refused a third 20 MiB block; replayed on a
+// larger device, the replay serves it with a new segment that the job never had. The figures
+// are the job's: that segment is in no peak and no timeline point, before or after its release.
+TEST(MetricsTest, MemoryReservedForARefusedRequestIsNotTheJobs) {
+  TraceBuilder t(64 * kMiB);
+  const DevicePtr a = t.Alloc(30 * kMiB);
+  const DevicePtr b = t.Alloc(20 * kMiB);
+  t.AllocExpectOom(20 * kMiB);
+  t.Free(a);
+  t.Free(b);
+  t.EmptyCache();
+  AnalysisOptions options;
+  options.run_sweep = false;
+  options.capacity_bytes = 1 * kGiB;
+  ASSERT_OK_AND_ASSIGN(TraceOpener opener, TraceOpener::Create(t.Finish()));
+  ASSERT_OK_AND_ASSIGN(RankReport r, AnalyzeTrace(opener, options));
+  ASSERT_EQ(r.ooms.size(), 1u);
+  EXPECT_FALSE(r.ooms[0].in_replay);
+  const MemoryMetrics& m = r.metrics;
+  EXPECT_EQ(m.peak_reserved_bytes, 50 * kMiB);
+  EXPECT_EQ(m.at_peak.reserved_bytes, 50 * kMiB);
+  EXPECT_EQ(m.peak_allocated_bytes, 50 * kMiB);
+  EXPECT_DOUBLE_EQ(m.utilization, 1.0);
+  for (const TimelinePoint& p : m.timeline) EXPECT_LE(p.reserved_bytes, 50 * kMiB) << p.index;
+  EXPECT_EQ(m.timeline.back().reserved_bytes, 0u);  // after empty_cache, refused segment included
+}
+
 TEST(MetricsTest, LayoutAtAnEventShowsHolesAndTheBlocksThatSplitThem) {
   const RankReport r = Analyze(HandTrace(), /*at=*/8);
   ASSERT_TRUE(r.at_layout.has_value());
