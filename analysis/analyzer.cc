@@ -103,6 +103,8 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
   }
   config.options = *parsed;
   config.follow_options_changes = !options.conf.has_value();
+  // Other settings make other segments: the trace's addresses would collide with them.
+  config.script_addresses = !options.conf.has_value();
   if (options.allowed_bytes.has_value()) {
     if (*options.allowed_bytes > config.capacity_bytes) {
       return absl::InvalidArgumentError(absl::StrFormat(

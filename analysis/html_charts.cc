@@ -203,8 +203,8 @@ std::string SegmentMapSvg(const OomExplanation& oom, size_t max_segments) {
                         "<text x=\"0\" y=\"%.1f\" fill=\"#555\">%d of %d segments shown, "
                         "fragmented first; each bar is one segment drawn to its own length.</text>"
                         "<text x=\"0\" y=\"%.1f\" fill=\"#555\">Blue: allocated, orange: "
-                        "pending free, grey: hole, red outline: block pinning a fragmented "
-                        "segment. Hover for details.</text></svg>",
+                        "pending free, grey: hole, red outline: the largest blocks pinning "
+                        "fragmented segments (listed above). Hover for details.</text></svg>",
                         height - 20, shown, rows.size(), height - 6);
   return svg;
 }

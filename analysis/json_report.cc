@@ -1,5 +1,8 @@
 #include "analysis/json_report.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_format.h"
 #include "allocator/device_stats.h"
 #include "analysis/json_writer.h"
@@ -247,20 +250,24 @@ void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& opti
   j.Key("model_gap");
   if (r.model_gap.has_value()) {
     const ModelGap& g = *r.model_gap;
+    // The estimator's terms are doubles; bytes are written whole, never in %g's six digits.
+    const auto bytes = [](double b) {
+      return static_cast<uint64_t>(std::llround(std::max(0.0, b)));
+    };
     j.BeginObject();
     j.Field("where", r.model_gap_where);
     j.Field("model", g.model);
-    j.Field("theoretical_bytes", g.theoretical_bytes);
-    j.Field("allocated_bytes", g.allocated_bytes);
-    j.Field("unattributed_bytes", g.unattributed_bytes);
+    j.Field("theoretical_bytes", bytes(g.theoretical_bytes));
+    j.Field("allocated_bytes", bytes(g.allocated_bytes));
+    j.Field("unattributed_bytes", bytes(g.unattributed_bytes));
     j.Field("likely_term", g.likely_term);
     j.Key("terms");
     j.BeginArray();
     for (const TermGap& t : g.terms) {
       j.BeginObject();
       j.Field("category", t.category);
-      j.Field("estimated_bytes", t.estimated_bytes);
-      j.Field("measured_bytes", t.measured_bytes);
+      j.Field("estimated_bytes", bytes(t.estimated_bytes));
+      j.Field("measured_bytes", bytes(t.measured_bytes));
       j.EndObject();
     }
     j.EndArray();

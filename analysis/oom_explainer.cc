@@ -225,8 +225,9 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     x.cause = OomCause::kNotReproduced;
     x.headline = absl::StrFormat(
         "Not reproduced under --conf: the job ran out of memory here with its own settings, and "
-        "the replay with the --conf settings served this %s request, so they avoid this OOM "
-        "(the figures below are the replay's, after it served the request).",
+        "the replay with the --conf settings served this %s request, so they avoid this OOM. "
+        "The reserved and allocated figures below are the job's (the trace's OOM record); the "
+        "holes and segments are the replay's under --conf, after it served the request.",
         Size(x.rounded_bytes));
     FillPinning(layout, x);
     return x;

@@ -254,6 +254,13 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
   const auto trace_row = std::find_if(results.begin(), results.end(), [](const SweepResult& x) {
     return x.config.is_trace_config && x.error.empty();
   });
+  if (trace_has_oom && trace_row != results.end() && trace_row->ooms == 0 &&
+      trace_row->config.base_from_conf) {
+    return SweepRecommendation{
+        *best, absl::StrFormat("the job's OOM does not happen under the --conf settings (the "
+                               "baseline row); lowest peak reserved memory (%d device mallocs)",
+                               r.device_mallocs)};
+  }
   if (trace_has_oom && trace_row != results.end() && trace_row->ooms == 0) {
     // The job failed but its own settings replay without an OOM (e.g. a cap the trace does not
     // record): "avoids every OOM" would credit the setting with what the replay never showed.

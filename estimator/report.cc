@@ -14,6 +14,11 @@ namespace {
 constexpr int kLabelWidth = 58;
 
 std::string Gib(double bytes) { return absl::StrFormat("%.2f", bytes / kGiB); }
+// A fit's margin: in GiB, or in MiB where GiB would print 0.00 ("short by 0.00 GiB").
+std::string Margin(double bytes) {
+  return bytes >= 0.005 * kGiB ? absl::StrCat(Gib(bytes), " GiB")
+                               : absl::StrFormat("%.2f MiB", bytes / kMiB);
+}
 
 std::string Share(const Term& term, double device_total) {
   if (term.placement == Placement::kHost) return "host";
@@ -149,13 +154,12 @@ std::string RenderText(const Report& report) {
   if (report.has_gpu) {
     const double capacity = report.gpu.memory_bytes;
     const double used = capacity > 0 ? device / capacity : 0;
-    absl::StrAppend(&out, "\nGPU ", report.gpu.name, " (", report.gpu.description,
-                    "): ", Gib(capacity), " GiB visible to CUDA; the total is ",
-                    absl::StrFormat("%.1f%%", 100.0 * used), " of it: ",
-                    device <= capacity
-                        ? absl::StrCat("fits, ", Gib(capacity - device), " GiB free")
-                        : absl::StrCat("DOES NOT FIT, short by ", Gib(device - capacity), " GiB"),
-                    "\n");
+    absl::StrAppend(
+        &out, "\nGPU ", report.gpu.name, " (", report.gpu.description, "): ", Gib(capacity),
+        " GiB visible to CUDA; the total is ", absl::StrFormat("%.1f%%", 100.0 * used), " of it: ",
+        device <= capacity ? absl::StrCat("fits, ", Margin(capacity - device), " free")
+                           : absl::StrCat("DOES NOT FIT, short by ", Margin(device - capacity)),
+        "\n");
   }
   if (!report.timing.empty()) {
     absl::StrAppend(&out, "\nRoofline time (", report.gpu.name, "):\n");

@@ -28,7 +28,9 @@ each is summarized and the worst rank is named.
   --model SPEC              compare with the theoretical footprint: PRESET_OR_JSON[:key=value,...]
                             e.g. gpt2-medium:seq=1024,micro_batch=8 (keys: analysis/model_gap.h;
                             activations=torch-autocast for an eager PyTorch job)
-  --at EVENT                also show the segment layout after trace event EVENT
+  --at EVENT                also show the segment layout after trace event EVENT (at a
+                            segment event: after the operation before it; segment events are
+                            the allocator's, replayed with the allocation or free that made them)
   --json OUT                write the report as JSON (schema: analysis/REPORT_SCHEMA.md)
   --html OUT                write a self-contained HTML report
   --capacity SIZE           device capacity, 2 MiB to 4 TiB (default: the log header; snapshots:

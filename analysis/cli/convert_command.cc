@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "allocator/memory_fraction.h"
 #include "analysis/analyzer.h"
 #include "analysis/chrome_trace.h"
 #include "analysis/cli/analysis_commands.h"
@@ -173,7 +174,14 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     header.pid = info.pid;
     header.rank = info.rank;
     header.world_size = info.world_size;
-    header.allocator_options = FormatAllocatorOptions(config->options);
+    // A cap given to the conversion (--memory-fraction, --allowed) is the job's: the log keeps it,
+    // as a job's own log does, so that its replay needs no flag.
+    AllocatorOptions recorded = config->options;
+    if (config->allowed_bytes.has_value()) {
+      recorded.per_process_memory_fraction =
+          FractionForAllowedBytes(*config->allowed_bytes, config->capacity_bytes);
+    }
+    header.allocator_options = FormatAllocatorOptions(recorded);
     header.start_wall_ns = info.start_wall_ns;
     header.start_monotonic_ns = 1'000'000'000;
     absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer =

@@ -262,6 +262,18 @@ TEST(AnalysisCommandsTest, SweepPrintsTheTableAndRecommendation) {
   EXPECT_THAT(r.out, HasSubstr("Recommended"));
 }
 
+// A snapshot records no memory fraction; the one given to convert is kept in the .fslog, so the
+// converted log replays faithfully with no flag.
+TEST(AnalysisCommandsTest, ConvertKeepsTheGivenCapInTheLog) {
+  const std::string out = TempPath("capped.fslog");
+  CommandRun convert = Fragscope({"convert", Oracle("micro_fraction_3g"), out, "--capacity",
+                                  "150109880320", "--allowed", "3GiB"});
+  ASSERT_EQ(convert.code, 0) << convert.err;
+  CommandRun verify = Fragscope({"verify", out});
+  EXPECT_EQ(verify.code, 0) << verify.out << verify.err;
+  EXPECT_THAT(verify.out, HasSubstr("faithful"));
+}
+
 TEST(AnalysisCommandsTest, ConvertRoundTrips) {
   const std::string log = FragmentedLog();
   const std::string pickle = TempPath("converted.pickle");
