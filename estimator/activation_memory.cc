@@ -95,8 +95,9 @@ absl::StatusOr<std::vector<Term>> ActivationTerms(const ModelSpec& spec,
 
   Term stored;
   stored.key = "activations";
-  stored.label = absl::StrCat("activations (", layers, " layers x ", FormatNumber(in_flight),
-                              in_flight == 1 ? " micro-batch)" : " micro-batches)");
+  stored.label =
+      absl::StrCat("activations (", layers, " layers x ", FormatNumber(in_flight),
+                   in_flight == 1 ? " micro-batch in flight)" : " micro-batches in flight)");
   stored.value = layer.stored() * layers * in_flight;
   stored.formula = absl::StrCat("per_layer * L_s * n_f;  per_layer = ", layer.formula);
   stored.values = absl::StrFormat("%s * %s * %s;  per_layer = %s = %s", FormatCount(layer.stored()),

@@ -1,7 +1,9 @@
 // `fragscope dump`. See dump_command.h.
 #include "analysis/cli/dump_command.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string_view>
 
@@ -97,6 +99,10 @@ std::string ParseArgs(const std::vector<std::string>& args, DumpOptions* options
         const auto kind = KindFromName(name);
         if (!kind) return absl::StrFormat("unknown kind '%s'", name);
         options->kinds[*kind / 32] |= uint32_t{1} << (*kind % 32);
+      }
+      if (std::all_of(std::begin(options->kinds), std::end(options->kinds),
+                      [](uint32_t word) { return word == 0; })) {
+        return "--kind needs at least one kind (e.g. alloc,free_requested)";
       }
     } else if (arg == "--from" || arg == "--to") {
       if (!take_value()) return absl::StrFormat("%s needs a sequence number", arg);
@@ -258,6 +264,8 @@ int RunDumpCommand(const std::vector<std::string>& args, std::ostream& out, std:
 
   LogEntry entry;
   int status = 0;
+  uint64_t printed = 0, last_sequence = 0;
+  bool any = false;
   for (;;) {
     absl::StatusOr<bool> more = reader->Next(&entry);
     if (!more.ok()) {
@@ -266,12 +274,20 @@ int RunDumpCommand(const std::vector<std::string>& args, std::ostream& out, std:
       break;
     }
     if (!*more || entry.sequence > options.to) break;
+    any = true;
+    last_sequence = entry.sequence;
     if (entry.sequence < options.from) continue;
     if (options.kind_filter &&
         !(options.kinds[entry.record.kind / 32] & (uint32_t{1} << (entry.record.kind % 32)))) {
       continue;
     }
     out << printer.Line(entry) << '\n';
+    ++printed;
+  }
+  // An empty answer says why, so that it is not taken for an empty log.
+  if (status == 0 && printed == 0 && any && options.from > last_sequence) {
+    err << absl::StrFormat("fragscope dump: --from %d is past the log's last record (%d)\n",
+                           options.from, last_sequence);
   }
   for (const std::string& warning : reader->warnings()) err << "warning: " << warning << "\n";
   return status;

@@ -104,6 +104,11 @@ TEST(DumpCommandTest, FiltersByKindAndSequenceRange) {
   ASSERT_EQ(run.lines.size(), 3u) << run.out;
   EXPECT_TRUE(Contains(run.lines[0], "#2 "));
   EXPECT_TRUE(Contains(run.lines[2], "#4 "));
+  // An empty answer past the end says so, so that it is not taken for an empty log.
+  run = Dump({path, "--from", "100"});
+  EXPECT_EQ(run.status, 0);
+  EXPECT_TRUE(run.lines.empty()) << run.out;
+  EXPECT_TRUE(Contains(run.err, "--from 100 is past the log's last record")) << run.err;
   run = Dump({path, "--bytes", "--kind=segment_alloc"});
   ASSERT_EQ(run.lines.size(), 1u);
   EXPECT_TRUE(Contains(run.lines[0], "size=20971520")) << run.lines[0];
@@ -126,6 +131,7 @@ TEST(DumpCommandTest, HelpAndUsageErrors) {
        std::vector<std::vector<std::string>>{{},
                                              {"a", "b"},
                                              {"a", "--kind", "mystery"},
+                                             {"a", "--kind", ""},
                                              {"a", "--from"},
                                              {"a", "--to", "x"},
                                              {"a", "--frobnicate"},
