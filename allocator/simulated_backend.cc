@@ -1,6 +1,7 @@
 #include "allocator/simulated_backend.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
@@ -68,14 +69,18 @@ absl::StatusOr<DevicePtr> SimulatedBackend::Malloc(uint64_t bytes) {
         absl::StrFormat("simulated device out of memory: %d bytes requested", bytes));
   }
   if (absl::Status admitted = AdmitDeviceAllocation(granular); !admitted.ok()) return admitted;
-  DevicePtr candidate;
+  std::optional<DevicePtr> scripted;
   if (!scripted_.empty()) {
-    candidate = scripted_.front();
+    scripted = scripted_.front();
     scripted_.pop_front();
-    if (absl::Status s = CheckNoOverlap(live_, candidate, granular); !s.ok()) return s;
-  } else {
-    candidate = FirstFit(live_, gapless_end_, granular);
+    if (absl::Status s = CheckNoOverlap(live_, *scripted, granular); !s.ok()) {
+      if (!scripted_overlap_fallback_) return s;
+      ++scripted_overlaps_;
+      scripted.reset();
+    }
   }
+  const DevicePtr candidate =
+      scripted.has_value() ? *scripted : FirstFit(live_, gapless_end_, granular);
   live_.emplace(candidate, granular);
   used_bytes_ += granular;
   for (auto it = live_.find(gapless_end_); it != live_.end(); it = live_.find(gapless_end_)) {

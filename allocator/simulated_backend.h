@@ -71,8 +71,14 @@ class SimulatedBackend final : public DeviceBackend {
   // kResourceExhausted regardless of capacity.
   void FailNextMallocs(int count) { fail_next_mallocs_ = count; }
   // The next Malloc calls return these addresses, in order, instead of first-fit ones (an
-  // address that would overlap a live allocation is an error). Afterwards first fit resumes.
+  // address that would overlap a live allocation is an error, or with the overlap fallback on,
+  // dropped for a first-fit one and counted). Afterwards first fit resumes.
   void ScriptAddresses(std::vector<DevicePtr> addresses);
+  // For replays whose layout may depart from the trace's (then a trace address can be taken):
+  // place such an allocation by first fit instead of failing it.
+  void set_scripted_overlap_fallback(bool on) { scripted_overlap_fallback_ = on; }
+  // Scripted addresses dropped by the fallback.
+  uint64_t scripted_overlaps() const { return scripted_overlaps_; }
   // The next ReserveAddressRange calls return these bases, in order (an overlap is an error).
   void ScriptReservations(std::vector<DevicePtr> bases);
   // Every device allocation (Malloc, or MapPages call) of at least `bytes` fails
@@ -131,6 +137,8 @@ class SimulatedBackend final : public DeviceBackend {
   // walked all live segments (11 % of a 38k-block random benchmark).
   DevicePtr gapless_end_ = kBaseAddress;
   std::deque<DevicePtr> scripted_;
+  bool scripted_overlap_fallback_ = false;
+  uint64_t scripted_overlaps_ = 0;
   // Reservations by base -> size, and mapped pages by address -> page size.
   absl::btree_map<DevicePtr, uint64_t> reservations_;
   absl::btree_map<DevicePtr, uint64_t> mapped_pages_;

@@ -52,6 +52,13 @@ TEST(SimulatedBackendTest, ScriptedAddressesAreUsedAndCheckedForOverlap) {
   // Unscripted allocations still fill the lowest gap, below the scripted ranges.
   EXPECT_EQ(*backend.Malloc(8 * kGranule), kBase);
   EXPECT_EQ(*backend.Malloc(kGranule), kBase + 10 * kGranule);
+  // With the fallback, a taken address is dropped for first fit, and counted.
+  backend.set_scripted_overlap_fallback(true);
+  backend.ScriptAddresses({kBase + 8 * kGranule, kBase + 20 * kGranule});
+  EXPECT_EQ(*backend.Malloc(kGranule), kBase + 11 * kGranule);
+  EXPECT_EQ(backend.scripted_overlaps(), 1u);
+  EXPECT_EQ(*backend.Malloc(kGranule), kBase + 20 * kGranule);  // the next one is free: used
+  EXPECT_EQ(backend.scripted_overlaps(), 1u);
 }
 
 // Random mallocs and frees (including scripted ones above the packed prefix) against a model
