@@ -237,19 +237,20 @@ void RenderTextReport(const AnalysisReport& report, const TextReportOptions& opt
     return;
   }
   out << absl::StrFormat("fragscope analysis of %d ranks\n\n", report.ranks.size());
-  out << absl::StrFormat("  %-5s %-30s %10s %13s %13s %7s %-18s\n", "rank", "log", "events",
+  // At most 100 columns: the OOMs column ("12 (allocator_policy)") is last and unpadded.
+  out << absl::StrFormat("  %-5s %-24s %9s %13s %13s %7s %s\n", "rank", "log", "events",
                          "peak alloc", "peak reserved", "util", "OOMs");
   for (size_t i = 0; i < report.ranks.size(); ++i) {
     const RankReport& r = report.ranks[i];
     std::string path = r.info.path;
-    if (path.size() > 30) path = "..." + path.substr(path.size() - 27);
+    if (path.size() > 24) path = "..." + path.substr(path.size() - 21);
     const std::string ooms =
         r.ooms.empty() ? "0"
                        : absl::StrFormat("%d (%s)", r.oom_count, OomCauseName(r.ooms[0].cause));
     out << absl::StrFormat(
-        "%c %-5d %-30s %10d %13s %13s %7s %-18s\n", report.worst == i ? '>' : ' ', r.info.rank,
-        path, r.metrics.events, Size(r.metrics.peak_allocated_bytes),
-        Size(r.metrics.peak_reserved_bytes), Percent(r.metrics.utilization), ooms);
+        "%c %-5d %-24s %9d %13s %13s %7s %s\n", report.worst == i ? '>' : ' ', r.info.rank, path,
+        r.metrics.events, Size(r.metrics.peak_allocated_bytes), Size(r.metrics.peak_reserved_bytes),
+        Percent(r.metrics.utilization), ooms);
   }
   if (report.worst.has_value()) {
     out << "\nWorst rank (>): " << report.worst_reason << "\n\n";
