@@ -116,6 +116,11 @@ absl::StatusOr<MemoryEstimate> EstimateInference(const ModelSpec& spec,
   if (spec.has_architecture() && spec.kv_heads() < layout.tp) {
     estimate.notes.push_back("tp exceeds num_kv_heads: each rank holds one replicated KV head");
   }
+  if (spec.max_positions > 0 && config.context > spec.max_positions) {
+    estimate.notes.push_back(absl::StrCat("context ", config.context, " is past the model's ",
+                                          spec.max_positions,
+                                          " learned positions: it cannot run at that length"));
+  }
   return estimate;
 }
 

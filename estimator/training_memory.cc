@@ -284,6 +284,11 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   } else {
     estimate.notes.push_back("activations not included (model states only)");
   }
+  if (spec.max_positions > 0 && config.seq_len > spec.max_positions) {
+    estimate.notes.push_back(absl::StrCat("seq ", config.seq_len, " is past the model's ",
+                                          spec.max_positions,
+                                          " learned positions: it cannot run at that length"));
+  }
   for (Term& term : DeviceOverheadTerms(config.overheads))
     estimate.terms.push_back(std::move(term));
 

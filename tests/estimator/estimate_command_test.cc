@@ -50,6 +50,19 @@ TEST(EstimateCommandTest, IssueExamplePrintsTableAndVerdict) {
   }
 }
 
+// GPT-2 has 1024 learned positions: a longer sequence or context is estimated, and flagged.
+TEST(EstimateCommandTest, ALengthPastLearnedPositionsIsFlagged) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--preset", "gpt2-small", "--train", "--seq", "4096"},
+        std::vector<std::string>{"--preset", "gpt2-small", "--context", "2048"}}) {
+    const Result r = RunEstimate(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(Contains(r.out, "is past the model's 1024 learned positions")) << r.out;
+  }
+  const Result ok = RunEstimate({"--preset", "gpt2-small", "--train", "--seq", "1024"});
+  EXPECT_FALSE(Contains(ok.out, "learned positions")) << ok.out;
+}
+
 TEST(EstimateCommandTest, JsonIsMachineReadable) {
   std::vector<std::string> args = kIssueExample;
   args.push_back("--json");
