@@ -11,13 +11,24 @@
 #include "absl/strings/str_format.h"
 
 namespace fragscope::cli {
+namespace {
+
+// Where the bytes go: the file a symbolic link names (the link itself stays a link).
+std::string Target(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec))) return path;
+  const std::filesystem::path target = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : target.string();
+}
+
+}  // namespace
 
 OutputFile::OutputFile(std::string path) : path_(std::move(path)), write_path_(path_) {
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path_, ec);
   const bool in_place =
       std::filesystem::exists(status) && !std::filesystem::is_regular_file(status);
-  if (!in_place) write_path_ = absl::StrFormat("%s.tmp-%d", path_, getpid());
+  if (!in_place) write_path_ = absl::StrFormat("%s.tmp-%d", Target(path_), getpid());
 }
 
 OutputFile::~OutputFile() {
@@ -25,7 +36,7 @@ OutputFile::~OutputFile() {
 }
 
 absl::Status OutputFile::Commit() {
-  if (write_path_ != path_ && std::rename(write_path_.c_str(), path_.c_str()) != 0) {
+  if (write_path_ != path_ && std::rename(write_path_.c_str(), Target(path_).c_str()) != 0) {
     return absl::InternalError(
         absl::StrFormat("%s: cannot write: %s", path_, std::strerror(errno)));
   }

@@ -3,10 +3,10 @@
 //
 // A regular file, or a path that does not exist yet, is written to a temporary file beside it
 // (same directory, so the rename cannot cross file systems), which Commit() renames over the
-// path; if Commit() never runs (an error, an early return), the destructor removes the
-// temporary and the old file is untouched. Anything else that exists (a device such as
-// /dev/stdout or /dev/full, a FIFO) is written in place: renaming over it would replace the
-// device itself.
+// path (through a symbolic link: its target, the link stays); if Commit() never runs (an error,
+// an early return), the destructor removes the temporary and the old file is untouched. Anything
+// else that exists (a device such as /dev/stdout or /dev/full, a FIFO) is written in place:
+// renaming over it would replace the device itself.
 //
 // Errors name the user's path and the reason (strerror of the failed call).
 #pragma once

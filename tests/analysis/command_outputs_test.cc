@@ -76,6 +76,17 @@ TEST(OutputFileTest, WithoutCommitTheOldFileStaysAndTheTemporaryGoes) {
   EXPECT_TRUE(NoTemporaryBeside(path));
 }
 
+TEST(OutputFileTest, ALinkKeepsPointingAtTheNewContent) {
+  const std::string target = TempPath("target.txt");
+  const std::string link = TempPath("link.txt");
+  WriteFile(target, "old");
+  std::filesystem::create_symlink(target, link);
+  ASSERT_OK(cli::WriteOutputFile(link, [](std::ostream& o) { o << "new"; }));
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(ReadFile(target), "new");
+  EXPECT_TRUE(NoTemporaryBeside(target));
+}
+
 TEST(OutputFileTest, DevicesAreWrittenInPlace) {
   if (!std::filesystem::exists("/dev/null")) GTEST_SKIP() << "no /dev/null";
   cli::OutputFile output("/dev/null");
