@@ -285,9 +285,7 @@ absl::StatusOr<AnalysisReport> AnalyzeTraces(const std::vector<std::string>& pat
       }
       if (world_size.has_value() && *world_size != info.world_size) {
         return absl::InvalidArgumentError(
-            absl::StrFormat("not the ranks of one job: %s has world size %d but %s has %d; these "
-                            "logs are not from one "
-                            "job",
+            absl::StrFormat("not the ranks of one job: %s has world size %d but %s has %d",
                             world_size_path, *world_size, path, info.world_size));
       }
       world_size = info.world_size;
