@@ -128,6 +128,15 @@ SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
   return result;
 }
 
+// The options as the allocator acts on them: a roundup division of 1 rounds as none does
+// (PyTorch's round_size splits only for divisions > 1), so they are one configuration.
+std::string BehaviourKey(AllocatorOptions options) {
+  for (uint32_t& divisions : options.roundup_power2_divisions) {
+    if (divisions == 1) divisions = 0;
+  }
+  return FormatAllocatorOptions(options);
+}
+
 // Orders rows that avoid the OOMs: lowest peak reserved, then fewer device mallocs.
 bool Better(const SweepResult& a, const SweepResult& b) {
   if (a.peak_reserved_bytes != b.peak_reserved_bytes) {
@@ -155,8 +164,12 @@ absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOption
   std::vector<std::string> expandables = spec.expandable_segments;
   std::vector<std::string> placements = spec.placements;
   if (splits.empty()) splits = {UINT64_MAX};
-  if (roundups.empty()) roundups = {""};
-  if (gcs.empty()) gcs = {0.0};
+  // Each roundup and threshold is measured against leaving it as the base has it, so that a row
+  // without it is there to beat.
+  if (std::find(roundups.begin(), roundups.end(), "") == roundups.end()) {
+    roundups.insert(roundups.begin(), "");
+  }
+  if (std::find(gcs.begin(), gcs.end(), 0.0) == gcs.end()) gcs.insert(gcs.begin(), 0.0);
   if (expandables.empty()) expandables = {""};
   if (placements.empty()) placements = {""};
   // The grid, outermost dimension first.
@@ -191,7 +204,7 @@ absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOption
     if (!point.roundup->empty()) SetKey(entries, "roundup_power2_divisions", *point.roundup);
     if (point.gc > 0) {
       SetKey(entries, "garbage_collection_threshold", absl::StrCat(point.gc));
-      if (base.per_process_memory_fraction >= 1.0) {
+      if (base.per_process_memory_fraction >= 1.0 && !spec.capped) {
         SetKey(entries, "per_process_memory_fraction", "0.999");
       }
     }
@@ -202,8 +215,9 @@ absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOption
           absl::StrFormat("sweep configuration '%s': %s", conf, options.status().message()));
     }
     const std::string label = FormatAllocatorOptions(*options);
+    const std::string behaviour = BehaviourKey(*options);
     const bool duplicate = std::any_of(configs.begin(), configs.end(), [&](const auto& c) {
-      return FormatAllocatorOptions(c.options) == label;
+      return BehaviourKey(c.options) == behaviour;
     });
     if (duplicate) continue;
     configs.push_back({.options = *options,

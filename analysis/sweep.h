@@ -39,6 +39,9 @@ struct SweepSpec {
   std::vector<std::string> expandable_segments = {"", "True"};
   // Placement policy names ("best_fit", "first_fit"); "" = the trace's own (best_fit).
   std::vector<std::string> placements = {""};
+  // The replay runs under a cap given apart from the settings (--memory-fraction, --allowed):
+  // garbage collection then needs no fraction added to its configurations.
+  bool capped = false;
 };
 
 struct SweepConfig {
@@ -86,7 +89,9 @@ struct SweepReplaySettings {
 
 // The configurations of `spec` over `base` (the trace's options, or those of --conf when
 // `base_from_conf`). The base configuration is always included (first), so the table shows the
-// baseline. Errors: invalid values, named.
+// baseline, and the roundup and garbage-collection lists are compared against not setting them
+// (the base's own value). Configurations that round and collect alike are one (a division of 1
+// rounds as none does, as in PyTorch). Errors: invalid values, named.
 absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOptions& base,
                                                            const SweepSpec& spec,
                                                            bool base_from_conf = false);

@@ -101,9 +101,13 @@ void RenderSweepTable(const std::vector<SweepResult>& results,
         r.config.label, {{",expandable_segments:True", ""}, {"expandable_segments:True,", ""}});
     if (label == "expandable_segments:True") label = "(default)";
     label += r.Tag();
-    if (label.size() > 36) label = label.substr(0, 33) + "...";
     fragscope_only |= !r.config.pytorch_applicable;
     const char mark = recommended.has_value() && *recommended == i ? '*' : ' ';
+    if (label.size() > 36) {
+      // Whole on a line of its own (cut, two rows could read the same); the figures below it.
+      Wrapped(out, label, std::string(1, mark) + " ");
+      label.clear();
+    }
     const char* exp = r.config.options.expandable_segments ? "yes" : "no";
     if (!r.error.empty()) {
       out << absl::StrFormat("%c %-36s %3s error: %s\n", mark, label, exp, r.error);

@@ -216,6 +216,8 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
       options->sweep.garbage_collection_thresholds.push_back(t);
     }
   }
+  options->sweep.capped =
+      options->allowed_bytes.has_value() || options->memory_fraction.has_value();
   return absl::OkStatus();
 }
 

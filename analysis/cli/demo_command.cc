@@ -37,8 +37,9 @@ constexpr char kUsage[] =
 Simulates mixed-precision (bf16) AdamW training of a GPT-2-medium-sized model (355M parameters,
 flash attention) with variable sequence lengths on a simulated 16 GiB GPU, through fragscope's
 reimplementation of PyTorch's caching allocator, recording an event log. The job dies of a
-fragmentation OOM; fragscope explains it, sweeps max_split_size_mb, re-runs the job with the
-setting that avoids the OOM, and writes an HTML report (fragscope-demo.html by default).
+fragmentation OOM; fragscope explains it, sweeps max_split_size_mb and expandable segments,
+re-runs the whole job under each setting that gets past the OOM, names the one that completes
+with the least memory, and writes an HTML report (fragscope-demo.html by default).
 
   --html OUT        the HTML report's path (default fragscope-demo.html)
   --no-html         no HTML report
@@ -249,10 +250,14 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
       };
       return key(a) < key(b);
     });
-    out << absl::StrFormat(
-        "\nThe log ends at the OOM, so the sweep shows which settings get past it. Re-running the "
-        "whole\njob (%s) under each of them, best first:\n",
-        AllSteps(workload.steps));
+    if (reruns.empty()) {
+      out << "\nNo swept setting gets past the OOM.\n";
+    } else {
+      out << absl::StrFormat(
+          "\nThe log ends at the OOM, so the sweep shows which settings get past it. Re-running "
+          "the whole\njob (%s) under each of them, best first:\n",
+          AllSteps(workload.steps));
+    }
     for (const Rerun& r : reruns) {
       out << absl::StrFormat("  %-47s %s\n", rank.sweep[r.sweep_index].config.label,
                              r.result.completed
@@ -274,8 +279,18 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
             FormatSize(fix.result.peak_reserved_bytes), AllSteps(workload.steps));
       }
       out << absl::StrFormat("\nThe fix: PYTORCH_CUDA_ALLOC_CONF=%s\n", label);
-    } else {
-      out << "\nNo swept setting completes the whole job.\n";
+    } else if (!reruns.empty()) {
+      // The sweep saw them get past this OOM; the re-runs show the job dies later all the same.
+      const std::string caveat = absl::StrFormat(
+          "; but re-running the whole job under it (and under every other swept setting that "
+          "gets past this OOM) still runs out of memory later, in \"%s\"",
+          reruns.front().result.oom_phase);
+      rank.recommendation += caveat;
+      for (OomExplanation& x : rank.ooms) {
+        if (x.in_replay) x.avoided_by += caveat;
+      }
+      out << "\nNo swept setting completes the whole job: each one that gets past this OOM runs "
+             "out of\nmemory later.\n";
     }
   }
 

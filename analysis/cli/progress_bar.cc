@@ -1,5 +1,6 @@
 #include "analysis/cli/progress_bar.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,17 @@
 #include "absl/strings/str_format.h"
 
 namespace fragscope::cli {
+namespace {
+
+// The terminal's width (80 when unknown): a line longer than it would wrap, and every redraw
+// would leave the wrapped part behind.
+size_t TerminalColumns() {
+  winsize size{};
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  return 80;
+}
+
+}  // namespace
 
 ProgressBar::ProgressBar(std::ostream& err) : err_(err) {
   active_ = &err == &std::cerr && isatty(STDERR_FILENO) == 1;
@@ -19,18 +31,28 @@ void ProgressBar::Update(const std::string& stage, double fraction) {
   if (drawn_ && fraction < 1.0 && now - last_ < std::chrono::milliseconds(100)) return;
   last_ = now;
   fraction = std::clamp(fraction, 0.0, 1.0);
-  constexpr int kWidth = 40;
-  const int filled = static_cast<int>(fraction * kWidth);
-  err_ << absl::StrFormat("\r[%s%s] %3.0f%% %-10s", std::string(static_cast<size_t>(filled), '#'),
-                          std::string(static_cast<size_t>(kWidth - filled), ' '), 100 * fraction,
-                          stage)
-       << std::flush;
+  // "[bar] 100% stage     ": the bar takes what the terminal leaves, at most 40 columns; the
+  // line stays one column short of the edge (some terminals wrap on the last column).
+  const std::string tail = absl::StrFormat(" %3.0f%% %-10s", 100 * fraction, stage);
+  const size_t columns = TerminalColumns();
+  const size_t width =
+      std::min<size_t>(40, columns > tail.size() + 4 ? columns - tail.size() - 4 : 0);
+  std::string line;
+  if (width >= 5) {
+    const size_t filled = static_cast<size_t>(fraction * static_cast<double>(width));
+    line = "[" + std::string(filled, '#') + std::string(width - filled, ' ') + "]";
+  }
+  line += tail;
+  if (line.size() >= columns) line.resize(columns > 1 ? columns - 1 : 0);
+  err_ << "\r" << line << std::flush;
   drawn_ = true;
 }
 
 void ProgressBar::Clear() {
   if (!drawn_) return;
-  err_ << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  const size_t columns = TerminalColumns();
+  err_ << "\r" << std::string(std::min<size_t>(60, columns > 1 ? columns - 1 : 0), ' ') << "\r"
+       << std::flush;
   drawn_ = false;
 }
 

@@ -27,8 +27,9 @@ memory, and device mallocs/frees (each a cudaMalloc/cudaFree; frees synchronize)
 recommendation avoids the OOM with the lowest peak reserved memory, ties to fewer mallocs.
 
   --max-split-size-mb LIST   default 0,64,128,256,512,1024 (0 = unlimited, PyTorch's default)
-  --roundup-power2-divisions LIST   e.g. 4,8,"[64:8,>:1]"
-  --gc-threshold LIST        e.g. 0.6,0.8 (needs a memory fraction; added as 0.999 if none)
+  --roundup-power2-divisions LIST   e.g. 4,8,"[64:8,>:1]" (each against leaving it unset)
+  --gc-threshold LIST        e.g. 0.6,0.8 (each against off; it needs a memory fraction: with no
+                             cap given, per_process_memory_fraction:0.999 is added)
   --expandable-segments LIST default: the trace's own and True; e.g. False,True
   --placement LIST           e.g. best_fit,first_fit. first_fit (address-ordered, as RMM's
                              arena) is a fragscope policy PyTorch lacks: shown, never recommended

@@ -125,8 +125,9 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
         out,
         absl::StrFormat(
             "PyTorch %s here but the replay did not. If the job ran under a per-process memory "
-            "fraction that the trace does not record (snapshots never do), pass "
-            "--memory-fraction or --allowed, and --capacity.",
+            "fraction that the trace does not record (snapshots never do; a log whose job set the "
+            "fraction outside fragscope's view may not), pass --memory-fraction or --allowed, "
+            "and --capacity.",
             starts_retry ? "released cached segments to retry an allocation" : "ran out of memory"),
         "  hint: ");
   }

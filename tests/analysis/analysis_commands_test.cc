@@ -299,6 +299,25 @@ TEST(AnalysisCommandsTest, ConvertRoundTrips) {
   EXPECT_EQ(json.str().substr(json.str().size() - 4), "\n]}\n");
 }
 
+TEST(AnalysisCommandsTest, DemoSaysWhenNoSettingGetsPastTheOom) {
+  CommandRun r = Fragscope({"demo", "--capacity-gib", "8", "--steps", "2", "--no-html"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("No swept setting gets past the OOM."));
+  EXPECT_THAT(r.out, Not(HasSubstr("best first")));
+}
+
+// A configuration label too long for the table's column is printed whole on a line of its own:
+// cut, two rows could read the same.
+TEST(AnalysisCommandsTest, SweepPrintsLongLabelsWhole) {
+  CommandRun r =
+      Fragscope({"sweep", FragmentedLog(), "--max-split-size-mb", "0", "--expandable-segments",
+                 "False", "--gc-threshold", "0.6", "--roundup-power2-divisions", "4"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\n  garbage_collection_threshold:0.6,roundup_power2_divisions:4,"
+                               "per_process_memory_fraction:0.999\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("...")));
+}
+
 TEST(AnalysisCommandsTest, DemoTellsTheFragmentationStory) {
   const std::string html = TempPath("demo.html");
   CommandRun r = Fragscope({"demo", "--html", html, "--threads", "2"});

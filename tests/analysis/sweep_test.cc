@@ -70,6 +70,35 @@ TEST(SweepTest, PlacementPoliciesAreComparedButNeverRecommended) {
       << bad.status();
 }
 
+TEST(SweepTest, ListsAreMeasuredAgainstTheBaseAndEquivalentsAreOneRow) {
+  SweepSpec spec;
+  spec.max_split_size_mb = {0};
+  spec.expandable_segments = {"", "True"};
+  // 1 and [>:1] round as no setting does (PyTorch splits only for divisions > 1); the row without
+  // a roundup is there to beat even though the list does not name it.
+  spec.roundup_power2_divisions = {"1", "[>:1]", "4"};
+  ASSERT_OK_AND_ASSIGN(std::vector<SweepConfig> configs,
+                       BuildSweepConfigs(AllocatorOptions(), spec));
+  EXPECT_EQ(Labels(configs),
+            (std::vector<std::string>{"(default)", "roundup_power2_divisions:4",
+                                      "expandable_segments:True",
+                                      "roundup_power2_divisions:4,expandable_segments:True"}));
+  // A threshold needs a fraction: added when no cap is given, never in place of one given.
+  spec = SweepSpec();
+  spec.max_split_size_mb = {0};
+  spec.expandable_segments = {""};
+  spec.garbage_collection_thresholds = {0.6};
+  ASSERT_OK_AND_ASSIGN(configs, BuildSweepConfigs(AllocatorOptions(), spec));
+  EXPECT_EQ(
+      Labels(configs),
+      (std::vector<std::string>{
+          "(default)", "garbage_collection_threshold:0.6,per_process_memory_fraction:0.999"}));
+  spec.capped = true;
+  ASSERT_OK_AND_ASSIGN(configs, BuildSweepConfigs(AllocatorOptions(), spec));
+  EXPECT_EQ(Labels(configs),
+            (std::vector<std::string>{"(default)", "garbage_collection_threshold:0.6"}));
+}
+
 TEST(SweepTest, GridCombinesSettingsOnTopOfTheTraceOnes) {
   SweepSpec spec;
   spec.max_split_size_mb = {0, 128};
