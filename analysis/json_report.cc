@@ -140,10 +140,9 @@ void WriteSweep(JsonWriter& j, const RankReport& r, const JsonReportOptions& opt
   j.EndObject();
 }
 
-void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& options) {
+// The "trace" and "device" members, shared by the analysis and the sweep documents.
+void WriteTraceAndDevice(JsonWriter& j, const RankReport& r) {
   const TraceInfo& info = r.info;
-  const MemoryMetrics& m = r.metrics;
-  j.BeginObject();
   j.Key("trace");
   j.BeginObject();
   j.Field("path", info.path);
@@ -164,6 +163,12 @@ void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& opti
   j.Field("capacity_source", r.capacity_source);
   j.Field("allowed_bytes", r.allowed_bytes);
   j.EndObject();
+}
+
+void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& options) {
+  const MemoryMetrics& m = r.metrics;
+  j.BeginObject();
+  WriteTraceAndDevice(j, r);
   j.Key("replay");
   j.BeginObject();
   j.Field("options", r.options);
@@ -301,6 +306,18 @@ void WriteJsonReport(const AnalysisReport& report, const JsonReportOptions& opti
   j.BeginArray();
   for (const RankReport& r : report.ranks) WriteRank(j, r, options);
   j.EndArray();
+  j.EndObject();
+}
+
+void WriteJsonSweepReport(const RankReport& rank, const JsonReportOptions& options,
+                          std::ostream& out) {
+  JsonWriter j(out);
+  j.BeginObject();
+  j.Field("schema", "fragscope.sweep");
+  j.Field("schema_version", kSweepSchemaVersion);
+  WriteTraceAndDevice(j, rank);
+  j.Key("sweep");
+  WriteSweep(j, rank, options);
   j.EndObject();
 }
 

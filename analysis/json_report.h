@@ -16,4 +16,10 @@ struct JsonReportOptions {
 void WriteJsonReport(const AnalysisReport& report, const JsonReportOptions& options,
                      std::ostream& out);
 
+// `fragscope sweep --json`: the sweep alone (schema "fragscope.sweep"): the trace and device
+// members and the sweep object of the analysis schema, without the analysis it did not run.
+inline constexpr int kSweepSchemaVersion = 1;
+void WriteJsonSweepReport(const RankReport& rank, const JsonReportOptions& options,
+                          std::ostream& out);
+
 }  // namespace fragscope

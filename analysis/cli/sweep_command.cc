@@ -91,6 +91,7 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   rank.info = (*source)->info();
   rank.info.initial_segments.clear();
   rank.capacity_bytes = config->capacity_bytes;
+  rank.allowed_bytes = config->allowed_bytes;
   rank.capacity_source = capacity_source;
   rank.sweep =
       RunSweep(*opener, *configs, {config->capacity_bytes, config->allowed_bytes}, threads,
@@ -133,10 +134,8 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   out << "\n";
   RenderSweepTable(rank.sweep, rank.recommended, rank.recommendation, out);
   if (const std::string* path = flags->Get("--json")) {
-    AnalysisReport report;
-    report.ranks.push_back(std::move(rank));
     if (absl::Status s =
-            WriteOutputFile(*path, [&](std::ostream& o) { WriteJsonReport(report, {}, o); });
+            WriteOutputFile(*path, [&](std::ostream& o) { WriteJsonSweepReport(rank, {}, o); });
         !s.ok()) {
       err << "fragscope sweep: " << s.message() << "\n";
       return 1;

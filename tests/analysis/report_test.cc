@@ -68,6 +68,21 @@ TEST(ReportTest, JsonStartsWithSchemaAndVersion) {
       << json.str().substr(0, 200);
 }
 
+// sweep --json: the sweep's own document, without the analysis sections it never computed.
+TEST(ReportTest, SweepJsonIsADocumentOfItsOwn) {
+  std::ostringstream json;
+  WriteJsonSweepReport(ScenarioReport().ranks[0], {}, json);
+  const std::string text = json.str();
+  EXPECT_EQ(text.rfind("{\n  \"schema\": \"fragscope.sweep\",\n  \"schema_version\": 1,", 0), 0u)
+      << text.substr(0, 200);
+  for (const char* key : {"\"trace\":", "\"device\":", "\"sweep\":", "\"configs\":"}) {
+    EXPECT_NE(text.find(key), std::string::npos) << key;
+  }
+  for (const char* key : {"\"peaks\":", "\"replay\":", "\"layout_at_end\":", "\"timeline\":"}) {
+    EXPECT_EQ(text.find(key), std::string::npos) << key;
+  }
+}
+
 TEST(ReportTest, TerminalReportFitsOneHundredColumns) {
   std::ostringstream text;
   RenderTextReport(ScenarioReport(), {}, text);
