@@ -222,7 +222,7 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     return 1;
   }
   // The reports would name the working log, which is gone when they are read.
-  if (!flags->Has("--log")) report->ranks[0].info.path = "the demo job's log (not kept)";
+  if (!flags->Has("--log")) report->ranks[0].info.path = "the demo job's log, not kept";
   TextReportOptions text;
   text.memory_summary = false;
   RenderTextReport(*report, text, out);
