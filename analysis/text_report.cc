@@ -14,8 +14,9 @@ std::string Size(uint64_t bytes) { return FormatSize(bytes); }
 
 std::string Percent(double fraction) { return absl::StrFormat("%.1f %%", 100.0 * fraction); }
 
-// Wraps `text` at spaces to `width` columns, each line prefixed by `indent`. A word longer than
-// a line (a URL in PyTorch's OOM text) gets a line of its own, whole, so that it can be copied.
+// Wraps `text` at 100 columns (WrapParagraph), the first line prefixed by `first_indent`, the
+// others by as many spaces. A word longer than a line (a URL in PyTorch's OOM text) gets a line
+// of its own, whole, so that it can be copied.
 void Wrapped(std::ostream& out, const std::string& text, const std::string& first_indent) {
   out << WrapParagraph(text, first_indent, std::string(first_indent.size(), ' '));
 }

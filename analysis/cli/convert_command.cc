@@ -19,6 +19,7 @@
 #include "analysis/fslog_file_writer.h"
 #include "analysis/segment_map.h"
 #include "analysis/snapshot_export.h"
+#include "analysis/text_report.h"
 
 namespace fragscope::cli {
 namespace {
@@ -163,8 +164,7 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     status = replayer.Run(&writer);
     file.close();
     if (status.ok() && !file) status = absl::DataLossError(out_path + ": write failed");
-    written = absl::StrFormat("%d trace %s (Chrome trace JSON)", writer.events_written(),
-                              writer.events_written() == 1 ? "event" : "events");
+    written = CountOf(writer.events_written(), "trace event") + " (Chrome trace JSON)";
   } else if (format == OutFormat::kFslog) {
     EventLogHeader header;
     header.device_index = info.device;
@@ -193,8 +193,7 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     ConvertHooks hooks(writer->get(), nullptr, 0);
     status = replayer.Run(&hooks);
     if (absl::Status closed = (*writer)->Close(); status.ok()) status = closed;
-    written = absl::StrFormat("%d %s", (*writer)->records(),
-                              (*writer)->records() == 1 ? "record" : "records");
+    written = CountOf((*writer)->records(), "record");
   } else {
     SnapshotExportBuilder builder(info.device);
     builder.SetAllocatorSettings(FormatAllocatorOptions(config->options));

@@ -83,9 +83,10 @@ absl::StatusOr<int64_t> PositiveFlag(const ParsedFlags& flags, std::string_view 
 constexpr uint64_t kMaxSteps = 1000;
 constexpr uint64_t kMaxMicroBatch = 4096;
 
-// "1 step", "12 steps"; "its only step", "all 12 steps".
-std::string Steps(int n) { return absl::StrFormat("%d step%s", n, n == 1 ? "" : "s"); }
-std::string AllSteps(int n) { return n == 1 ? "its only step" : absl::StrCat("all ", Steps(n)); }
+// "its only step", "all 12 steps".
+std::string AllSteps(int n) {
+  return n == 1 ? "its only step" : absl::StrCat("all ", CountOf(static_cast<uint64_t>(n), "step"));
+}
 
 }  // namespace
 
@@ -154,9 +155,10 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
   }
 
   // 1. Run the job, recording its event log.
+  const bool keep_log = flags->Has("--log");
   std::string log_path;
-  if (const std::string* keep = flags->Get("--log")) {
-    log_path = *keep;
+  if (keep_log) {
+    log_path = *flags->Get("--log");
   } else {
     log_path = (std::filesystem::temp_directory_path() /
                 absl::StrFormat("fragscope-demo-%d.fslog", getpid()))
@@ -175,20 +177,21 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
   }
   // The log is only the demo's working file unless --log keeps it: gone on every way out.
   absl::Cleanup remove_log = [&] {
-    if (flags->Get("--log") == nullptr) {
+    if (!keep_log) {
       std::error_code ec;
       std::filesystem::remove(log_path, ec);
     }
   };
-  WriteWrapped(out,
-               absl::StrFormat(
-                   "fragscope demo: %s of training a %.0fM-parameter GPT-style model "
-                   "(bf16, AdamW, flash attention), micro-batch %d, sequence lengths varying "
-                   "per step, on a simulated %d GiB GPU%s.",
-                   Steps(workload.steps), static_cast<double>(DemoModelParameters(workload)) / 1e6,
-                   workload.micro_batch, *capacity_gib,
-                   conf.empty() ? "" : absl::StrCat(" with PYTORCH_CUDA_ALLOC_CONF=", conf)),
-               "");
+  WriteWrapped(
+      out,
+      absl::StrFormat("fragscope demo: %s of training a %.0fM-parameter GPT-style model "
+                      "(bf16, AdamW, flash attention), micro-batch %d, sequence lengths varying "
+                      "per step, on a simulated %d GiB GPU%s.",
+                      CountOf(static_cast<uint64_t>(workload.steps), "step"),
+                      static_cast<double>(DemoModelParameters(workload)) / 1e6,
+                      workload.micro_batch, *capacity_gib,
+                      conf.empty() ? "" : absl::StrCat(" with PYTORCH_CUDA_ALLOC_CONF=", conf)),
+      "");
   out << "\n";
   absl::StatusOr<DemoJobResult> job = RunDemoJob(workload, *options, capacity, log->get());
   absl::Status closed = (*log)->Close();
@@ -200,7 +203,8 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     out << absl::StrFormat("The job completed %s (peak reserved %s).\n\n", AllSteps(workload.steps),
                            FormatSize(job->peak_reserved_bytes));
   } else {
-    out << absl::StrFormat("The job died after %s, in \"%s\":\n\n", Steps(job->steps_completed),
+    out << absl::StrFormat("The job died after %s, in \"%s\":\n\n",
+                           CountOf(static_cast<uint64_t>(job->steps_completed), "step"),
                            job->oom_phase);
     WriteWrapped(out, job->oom_message, "  ");
     out << "\n";
@@ -208,7 +212,7 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
 
   // 2. Analyze the log: explanation and sweep.
   out << "fragscope analyze "
-      << (flags->Has("--log") ? log_path : "(the job's event log; --log PATH keeps it)") << "\n\n";
+      << (keep_log ? log_path : "(the job's event log; --log PATH keeps it)") << "\n\n";
   AnalysisOptions analysis;
   analysis.threads = threads.ok() ? static_cast<int>(*threads) : 0;
   ProgressBar bar(err);
@@ -222,7 +226,7 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     return 1;
   }
   // The reports would name the working log, which is gone when they are read.
-  if (!flags->Has("--log")) report->ranks[0].info.path = "the demo job's log, not kept";
+  if (!keep_log) report->ranks[0].info.path = "the demo job's log, not kept";
   TextReportOptions text;
   text.memory_summary = false;
   RenderTextReport(*report, text, out);
@@ -313,7 +317,7 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     }
     out << "JSON report: " << *json << "\n";
   }
-  if (flags->Has("--log")) out << "Event log: " << log_path << "\n";
+  if (keep_log) out << "Event log: " << log_path << "\n";
   return 0;
 }
 
