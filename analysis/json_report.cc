@@ -109,6 +109,7 @@ void WriteSweep(JsonWriter& j, const RankReport& r, const JsonReportOptions& opt
     j.Null();
   }
   j.Field("recommendation", r.recommendation);
+  j.Field("trace_ooms", r.sweep.empty() ? int64_t{0} : r.sweep.front().trace_ooms);
   j.Key("configs");
   j.BeginArray();
   for (const SweepResult& s : r.sweep) {

@@ -69,6 +69,7 @@ class SweepHooks final : public ReplayHooks {
   explicit SweepHooks(SweepResult& result) : result_(result) {}
   uint32_t callbacks() const override { return kHookOom; }
   void OnOom(const ReplayOom& oom) override {
+    if (oom.in_trace) ++result_.trace_ooms;
     if (!oom.in_replay) return;
     ++result_.ooms;
     if (!result_.first_oom_index.has_value()) result_.first_oom_index = oom.event->index;
@@ -280,8 +281,8 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
     // record): "avoids every OOM" would credit the setting with what the replay never showed.
     return SweepRecommendation{
         *best, absl::StrFormat("the job's OOM does not happen when its own settings are "
-                               "replayed (see the explanation), so no setting is shown to fix "
-                               "it; lowest peak reserved memory (%d device mallocs)",
+                               "replayed, so no setting is shown to fix it; lowest peak reserved "
+                               "memory (%d device mallocs)",
                                r.device_mallocs)};
   }
   std::string reason =

@@ -68,6 +68,8 @@ struct SweepResult {
   int64_t ooms = 0;                         // failures in the replay
   std::optional<uint64_t> first_oom_index;  // trace index of the first
   std::vector<uint64_t> oom_indices;        // the first kMaxOomIndices
+  // The trace's own OOMs (oom events, where the job failed), reproduced by this replay or not.
+  int64_t trace_ooms = 0;
   double seconds = 0.0;
   std::string error;    // the replay failed (the row has no figures)
   uint64_t events = 0;  // trace events replayed (0: an empty trace)

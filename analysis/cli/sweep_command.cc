@@ -102,8 +102,12 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bar.Clear();
   bool trace_failed = false;
+  int64_t unreproduced_ooms = 0;  // the job's OOMs the baseline row's replay got past
   for (const SweepResult& r : rank.sweep) {
-    if (r.config.is_trace_config) trace_failed = r.ooms > 0;
+    if (r.config.is_trace_config) {
+      trace_failed = r.ooms > 0 || r.trace_ooms > 0;
+      if (r.ooms == 0) unreproduced_ooms = r.trace_ooms;
+    }
     if (!r.error.empty()) {
       err << "fragscope sweep: " << r.config.label << ": " << r.error << "\n";
       return 1;
@@ -133,6 +137,20 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
       "");
   out << "\n";
   RenderSweepTable(rank.sweep, rank.recommended, rank.recommendation, out);
+  if (unreproduced_ooms > 0) {
+    WriteWrapped(
+        out,
+        absl::StrCat(
+            "Note: the trace records ", CountOf(static_cast<uint64_t>(unreproduced_ooms), "OOM"),
+            " that the baseline row's replay does not reproduce",
+            config->allowed_bytes.has_value() || options.conf.has_value()
+                ? " under the given settings. "
+                : ". The job most likely ran under a cap the trace does not record "
+                  "(torch.cuda.set_per_process_memory_fraction): give it with --memory-fraction F "
+                  "or --allowed SIZE. ",
+            "`fragscope analyze` explains each OOM."),
+        "  ");
+  }
   if (const std::string* path = flags->Get("--json")) {
     if (absl::Status s =
             WriteOutputFile(*path, [&](std::ostream& o) { WriteJsonSweepReport(rank, {}, o); });

@@ -383,8 +383,16 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
   EXPECT_THAT(analyze.out, HasSubstr("request 316.00 MiB"));
   EXPECT_THAT(analyze.out, HasSubstr("cause: fragmentation"));
   EXPECT_THAT(analyze.out, HasSubstr("the largest was 199.00 MiB"));
+  // The sweep alone says the same, and that the trace has an OOM (it said "the trace has no OOM").
+  CommandRun uncapped_sweep = Fragscope({"sweep", log, "--threads", "2"});
+  EXPECT_EQ(uncapped_sweep.code, 0) << uncapped_sweep.err;
+  EXPECT_THAT(uncapped_sweep.out, Not(HasSubstr("has no OOM")));
+  EXPECT_THAT(uncapped_sweep.out, HasSubstr("the job's OOM does not\n  happen when its own"));
+  EXPECT_THAT(uncapped_sweep.out, HasSubstr("Note: the trace records 1 OOM that the baseline row's "
+                                            "replay does not reproduce"));
   CommandRun sweep = with_cap({"sweep", log, "--threads", "2"});
   EXPECT_EQ(sweep.code, 0) << sweep.err;
+  EXPECT_THAT(sweep.out, Not(HasSubstr("Note: the trace records")));
   EXPECT_THAT(sweep.out,
               HasSubstr("Recommended (*): PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
 }
