@@ -89,6 +89,13 @@ uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
   return kUnknownCapacityBytes;
 }
 
+AllocatorOptions TraceOwnOptions(const TraceInfo& info) {
+  AllocatorOptions options =
+      ParseAllocatorOptions(info.allocator_options).value_or(AllocatorOptions());
+  if (info.expandable_segments) options.expandable_segments = true;
+  return options;
+}
+
 absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                               const AnalysisOptions& options) {
   ReplayConfig config;
@@ -141,11 +148,15 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   Replayer replayer(**source, *config);
   if (absl::Status s = replayer.Init(); !s.ok()) return s;
   MetricsCollector metrics(replayer, options.timeline_points);
-  OomCollector ooms(replayer, {.capacity_bytes = config->capacity_bytes,
-                               .capacity_assumed = !options.capacity_bytes.has_value() &&
-                                                   (*source)->info().capacity_bytes == 0,
-                               .cap_given = config->allowed_bytes.has_value(),
-                               .settings_replaced = options.conf.has_value()});
+  const OomReplayContext oom_context{.capacity_bytes = config->capacity_bytes,
+                                     .capacity_assumed = !options.capacity_bytes.has_value() &&
+                                                         (*source)->info().capacity_bytes == 0,
+                                     .cap_given = config->allowed_bytes.has_value(),
+                                     .settings_replaced = options.conf.has_value(),
+                                     .trace_options = TraceOwnOptions((*source)->info())};
+  OomCollector ooms(replayer, oom_context);
+  metrics.set_served_counts(
+      [&oom_context](const ReplayOom& oom) { return ServedByReplacedSettings(oom, oom_context); });
   ProgressHook progress(**source, options);
   HookList hooks;
   hooks.Add(&metrics);
@@ -184,8 +195,9 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
         BuildSweepConfigs(config->options, options.sweep, options.conf.has_value());
     if (!configs.ok()) return configs.status();
     report.sweep = RunSweep(
-        opener, *configs, {config->capacity_bytes, config->allowed_bytes}, options.threads,
-        [&](size_t done, size_t total) {
+        opener, *configs,
+        {config->capacity_bytes, config->allowed_bytes, TraceOwnOptions((*source)->info())},
+        options.threads, [&](size_t done, size_t total) {
           if (options.progress) {
             options.progress("sweep", static_cast<double>(done) / static_cast<double>(total));
           }
@@ -200,7 +212,10 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
     for (OomExplanation& x : report.ooms) {
       if (!x.in_replay) {
         x.avoided_by =
-            options.conf.has_value()
+            x.unrecorded_cap
+                ? "none shown: the job ran under a memory cap the trace does not record, and "
+                  "without it every setting serves this request"
+            : options.conf.has_value()
                 ? "the --conf settings: the replay under them does not fail here"
                 : "none shown: the replay of the job's own settings does not fail here, so the "
                   "sweep cannot tell which setting would avoid it";

@@ -39,6 +39,10 @@ struct AnalysisOptions {
 uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
                          std::string* source);
 
+// The trace's own allocator settings (PyTorch's defaults if its string does not parse), with
+// expandable segments when its events show them.
+AllocatorOptions TraceOwnOptions(const TraceInfo& info);
+
 // The replay configuration for a trace under `options`. Errors: bad settings strings.
 absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                               const AnalysisOptions& options);

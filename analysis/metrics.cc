@@ -89,6 +89,10 @@ void MetricsCollector::OnTraceEvent(const TraceEvent& event) {
 void MetricsCollector::OnOom(const ReplayOom& oom) {
   in_trace_oom_ = false;
   if (!oom.in_trace || oom.in_replay) return;
+  if (served_counts_ && served_counts_(oom)) {
+    oom_segments_.clear();
+    return;
+  }
   // The segments made for the dropped request stay cached in the replay; the job never had them.
   for (const auto& [ptr, bytes] : oom_segments_) {
     refused_ranges_[ptr] = bytes;

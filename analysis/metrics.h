@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
@@ -72,8 +73,14 @@ class MetricsCollector final : public ReplayHooks {
   // never held it, so the peaks it raised are undone, and the device memory the replay reserved
   // for it (the job was refused that memory) is left out of reserved from then on, until the
   // replay returns it.
+  // Except where `served_counts(oom)` is true (set_served_counts): other settings than the job's
+  // served it on the job's device (analyze --conf), and the replay's figures stand, as in a sweep
+  // row.
   void OnOom(const ReplayOom& oom) override;
   void OnFinish() override;
+  void set_served_counts(std::function<bool(const ReplayOom&)> served_counts) {
+    served_counts_ = std::move(served_counts);
+  }
 
   const MemoryMetrics& metrics() const { return metrics_; }
   uint64_t internal_waste_bytes() const { return waste_bytes_; }
@@ -86,6 +93,7 @@ class MetricsCollector final : public ReplayHooks {
   };
 
   Replayer& replayer_;
+  std::function<bool(const ReplayOom&)> served_counts_;
   Curves now_;
   Curves peak_;
   // Saved before each trace OOM event, restored by OnOom when the replay served the request.

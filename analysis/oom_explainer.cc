@@ -177,6 +177,39 @@ std::string_view PolicyRuleName(PolicyRule rule) {
   return "";
 }
 
+FailedRequestSizes SizesOfFailedRequest(const TraceEvent& e, const AllocatorOptions& options) {
+  FailedRequestSizes sizes;
+  sizes.rounded_bytes = e.bytes > 0 ? e.bytes : RoundSize(e.requested_bytes, options);
+  sizes.segment_bytes = options.expandable_segments ? sizes.rounded_bytes
+                                                    : SegmentSizeFor(sizes.rounded_bytes, options);
+  return sizes;
+}
+
+bool RefusedUnderUnrecordedCap(const TraceEvent& e, const AllocatorOptions& trace_options) {
+  if (e.device_free_bytes == 0 && e.device_total_bytes == 0) return false;
+  return SizesOfFailedRequest(e, trace_options).segment_bytes <= e.device_free_bytes;
+}
+
+namespace {
+
+bool DeviceUnknown(const TraceEvent& e) {
+  return e.device_free_bytes == 0 && e.device_total_bytes == 0;
+}
+
+// The replay lacked a limit the job had and says nothing about this OOM (see
+// ServedByReplacedSettings).
+bool MissingJobLimit(const TraceEvent& e, const OomReplayContext& context) {
+  return (DeviceUnknown(e) && context.capacity_assumed) ||
+         (!context.cap_given && RefusedUnderUnrecordedCap(e, context.trace_options));
+}
+
+}  // namespace
+
+bool ServedByReplacedSettings(const ReplayOom& oom, const OomReplayContext& context) {
+  return oom.in_trace && !oom.in_replay && context.settings_replaced &&
+         !MissingJobLimit(*oom.event, context);
+}
+
 OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
                           const std::string& phase, const OomReplayContext& context) {
   const uint64_t capacity_bytes = context.capacity_bytes;
@@ -202,8 +235,9 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     x.oversize_rejected_bytes = r.oversize_rejected_bytes;
   } else {
     // The job failed but the replay did not: use what the trace recorded.
-    x.rounded_bytes = e.bytes > 0 ? e.bytes : x.requested_bytes;
-    x.segment_bytes = x.rounded_bytes;
+    const FailedRequestSizes sizes = SizesOfFailedRequest(e, context.trace_options);
+    x.rounded_bytes = sizes.rounded_bytes;
+    x.segment_bytes = sizes.segment_bytes;
     x.device_total_bytes = e.device_total_bytes > 0 ? e.device_total_bytes : capacity_bytes;
     x.device_free_bytes = e.device_free_bytes;
     x.reserved_bytes = e.reserved_bytes > 0 ? e.reserved_bytes : layout.reserved_bytes;
@@ -219,48 +253,28 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
       x.device_total_bytes > x.outside_bytes ? x.device_total_bytes - x.outside_bytes : 0;
   x.available_bytes = std::min(x.limit_bytes, device_room);
   FillLayoutNumbers(layout, x);
-  if (!oom.in_replay && context.settings_replaced) {
-    // The replay ran other settings than the job's: they, not a missing figure, are why it
-    // served the request.
+  const bool device_unknown = !oom.in_replay && DeviceUnknown(e);
+  if (device_unknown) x.outside_bytes = 0;
+  if (device_unknown && context.capacity_assumed) {
     x.cause = OomCause::kNotReproduced;
     x.headline = absl::StrFormat(
-        "Not reproduced under --conf: the job ran out of memory here with its own settings, and "
-        "the replay with the --conf settings served this %s request, so they avoid this OOM. "
-        "The reserved and allocated figures below are the job's (the trace's OOM record); the "
-        "holes and segments are the replay's under --conf, after it served the request.",
-        Size(x.rounded_bytes));
+        "The replay on a %s device served this %s request, and the trace records no device "
+        "memory figures to explain the job's failure with; give the job's device capacity "
+        "(--capacity) to replay it under the same limit.",
+        Size(capacity_bytes), Size(x.rounded_bytes));
     FillPinning(layout, x);
     return x;
   }
-  const bool device_unknown =
-      !oom.in_replay && e.device_free_bytes == 0 && e.device_total_bytes == 0;
-  if (device_unknown) {
-    x.outside_bytes = 0;
-    x.cause = OomCause::kNotReproduced;
-    x.headline =
-        context.capacity_assumed
-            ? absl::StrFormat(
-                  "The replay on a %s device served this %s request, and the trace records no "
-                  "device memory figures to explain the job's failure with; give the job's "
-                  "device capacity (--capacity) to replay it under the same limit.",
-                  Size(capacity_bytes), Size(x.rounded_bytes))
-            : absl::StrFormat(
-                  "Not reproduced: the replay on a %s device%s served this %s request, and the "
-                  "trace records no device memory figures to tell why the job could not: it had "
-                  "less room than that (a smaller device or cap, or memory held outside the "
-                  "allocator).",
-                  Size(capacity_bytes), context.cap_given ? " under the given cap" : "",
-                  Size(x.rounded_bytes));
-    FillPinning(layout, x);
-    return x;
-  }
-  if (!oom.in_replay && !x.allowed_bytes.has_value() &&
-      x.reserved_bytes + x.segment_bytes <= x.available_bytes) {
+  // (With a cap given and --conf settings, the given cap stands for the job's: the settings
+  // served the request, below.)
+  if (!oom.in_replay && RefusedUnderUnrecordedCap(e, context.trace_options) &&
+      !ServedByReplacedSettings(oom, context)) {
     // The device had room for a new segment by the trace's own figures, yet the job failed:
     // PyTorch refused under a cap the trace does not record (set_per_process_memory_fraction).
     // The cap lay in [reserved, reserved + segment): the job held `reserved` and was refused the
     // new segment.
     x.cause = OomCause::kNotReproduced;
+    x.unrecorded_cap = !context.cap_given;
     x.headline = absl::StrFormat(
         "Not reproduced: the job ran out of memory here although the device still had %s free "
         "(it could have given the new %s segment), and the replay served the request. The job "
@@ -272,7 +286,38 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
         context.cap_given
             ? "The cap given to this replay is not that one: give the job's own to explain this "
               "OOM."
+        : context.settings_replaced
+            ? "Give it (--memory-fraction F or --allowed SIZE) to tell whether the --conf "
+              "settings avoid this OOM: without it any settings serve the request."
             : "Give it (--memory-fraction F or --allowed SIZE) to replay and explain this OOM.");
+    FillPinning(layout, x);
+    return x;
+  }
+  if (ServedByReplacedSettings(oom, context)) {
+    // The replay ran other settings than the job's on the job's device and cap: they, not a
+    // missing figure, are why it served the request.
+    x.cause = OomCause::kNotReproduced;
+    const bool job_figures = e.reserved_bytes > 0 && e.allocated_bytes > 0;
+    x.headline = absl::StrFormat(
+        "Not reproduced under --conf: the job ran out of memory here with its own settings, and "
+        "the replay with the --conf settings served this %s request, so they avoid this OOM. %s",
+        Size(x.rounded_bytes),
+        job_figures ? "The reserved and allocated figures below are the job's (the trace's OOM "
+                      "record); the holes and segments are the replay's under --conf, after it "
+                      "served the request."
+                    : "The figures below are the replay's under --conf, after it served the "
+                      "request (the trace's OOM record has no reserved or allocated figures).");
+    FillPinning(layout, x);
+    return x;
+  }
+  if (device_unknown) {
+    x.cause = OomCause::kNotReproduced;
+    x.headline = absl::StrFormat(
+        "Not reproduced: the replay on a %s device%s served this %s request, and the trace "
+        "records no device memory figures to tell why the job could not: it had less room than "
+        "that (a smaller device or cap, or memory held outside the allocator).",
+        Size(capacity_bytes), context.cap_given ? " under the given cap" : "",
+        Size(x.rounded_bytes));
     FillPinning(layout, x);
     return x;
   }

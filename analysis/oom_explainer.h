@@ -108,6 +108,9 @@ struct OomExplanation {
   // distance to the theoretical footprint (--model).
   std::string avoided_by;
   std::vector<std::string> model_gap;
+  // Not reproduced because the job ran under a cap the trace does not record
+  // (RefusedUnderUnrecordedCap): no replay without that cap says anything about this OOM.
+  bool unrecorded_cap = false;
 
   static constexpr size_t kMaxSegments = 5;
   static constexpr size_t kMaxPinning = 12;
@@ -120,7 +123,29 @@ struct OomReplayContext {
   bool capacity_assumed = false;   // neither the trace nor --capacity said it
   bool cap_given = false;          // --memory-fraction or --allowed
   bool settings_replaced = false;  // --conf: not the job's own allocator settings
+  // The job's own settings (the trace's), which sized the segment its failed request needed.
+  AllocatorOptions trace_options;
 };
+
+// The block and segment sizes the job's failed request needed, by its own settings: the trace's
+// rounded size (or the request rounded), and PyTorch's get_allocation_size of it, the size its
+// OOM message quotes ("Tried to allocate").
+struct FailedRequestSizes {
+  uint64_t rounded_bytes = 0;
+  uint64_t segment_bytes = 0;
+};
+FailedRequestSizes SizesOfFailedRequest(const TraceEvent& oom_event,
+                                        const AllocatorOptions& trace_options);
+
+// Whether the trace's OOM record `oom_event` shows the device with room for the request's new
+// segment although the job failed: PyTorch refused it under a cap the trace does not record
+// (torch.cuda.set_per_process_memory_fraction). False when the record has no device figures.
+bool RefusedUnderUnrecordedCap(const TraceEvent& oom_event, const AllocatorOptions& trace_options);
+
+// Whether `oom`, the job's, was served by the replay because it ran other settings (--conf) on
+// the job's own device and cap: then the settings avoid it. False where the replay only lacked
+// the job's limits (no device figures on an assumed capacity; an unrecorded cap, none given).
+bool ServedByReplacedSettings(const ReplayOom& oom, const OomReplayContext& context);
 
 // Classifies `oom` from the layout right after it.
 OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,

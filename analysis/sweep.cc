@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "analysis/oom_explainer.h"
 #include "analysis/replay.h"
 
 namespace fragscope {
@@ -66,10 +67,17 @@ int Changes(const AllocatorOptions& a, const AllocatorOptions& b) {
 // Collects a sweep replay's OOMs.
 class SweepHooks final : public ReplayHooks {
  public:
-  explicit SweepHooks(SweepResult& result) : result_(result) {}
+  SweepHooks(SweepResult& result, const SweepReplaySettings& settings)
+      : result_(result),
+        trace_options_(settings.trace_options),
+        capped_(settings.allowed_bytes.has_value()) {}
   uint32_t callbacks() const override { return kHookOom; }
   void OnOom(const ReplayOom& oom) override {
     if (oom.in_trace) ++result_.trace_ooms;
+    if (oom.in_trace && !oom.in_replay && !capped_ &&
+        RefusedUnderUnrecordedCap(*oom.event, trace_options_)) {
+      ++result_.unrecorded_cap_ooms;
+    }
     if (!oom.in_replay) return;
     ++result_.ooms;
     if (!result_.first_oom_index.has_value()) result_.first_oom_index = oom.event->index;
@@ -80,6 +88,8 @@ class SweepHooks final : public ReplayHooks {
 
  private:
   SweepResult& result_;
+  const AllocatorOptions& trace_options_;
+  const bool capped_;  // a cap was given: it stands for the job's
 };
 
 SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
@@ -96,11 +106,13 @@ SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
   replay.options = config.options;
   replay.capacity_bytes = settings.capacity_bytes;
   replay.allowed_bytes = settings.allowed_bytes;
-  replay.script_addresses = false;
+  // The baseline row under the trace's own settings replays as `analyze` does, with the trace's
+  // addresses, so its figures are analyze's; other settings lay memory out their own way.
+  replay.script_addresses = config.is_trace_config && !config.base_from_conf;
   replay.follow_options_changes = false;
   Replayer replayer(**source, replay);
   absl::Status status = replayer.Init();
-  SweepHooks hooks(result);
+  SweepHooks hooks(result, settings);
   if (status.ok()) status = replayer.Run(&hooks);
   if (status.ok() && replayer.failed_allocations() > 0) {
     // Its figures would leave those allocations out, and the row could look best.
@@ -269,6 +281,16 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
   const auto trace_row = std::find_if(results.begin(), results.end(), [](const SweepResult& x) {
     return x.config.is_trace_config && x.error.empty();
   });
+  if (trace_has_oom && trace_row != results.end() && trace_row->ooms == 0 &&
+      trace_row->unrecorded_cap_ooms > 0) {
+    // Any settings serve a request that only a missing cap refused.
+    return SweepRecommendation{
+        *best, absl::StrFormat("the job's OOM is not reproduced: the job ran under a memory cap "
+                               "the trace does not record (give the job's own with "
+                               "--memory-fraction or --allowed), so no setting is shown to fix "
+                               "it; lowest peak reserved memory (%d device mallocs)",
+                               r.device_mallocs)};
+  }
   if (trace_has_oom && trace_row != results.end() && trace_row->ooms == 0 &&
       trace_row->config.base_from_conf) {
     return SweepRecommendation{

@@ -68,8 +68,12 @@ struct SweepResult {
   int64_t ooms = 0;                         // failures in the replay
   std::optional<uint64_t> first_oom_index;  // trace index of the first
   std::vector<uint64_t> oom_indices;        // the first kMaxOomIndices
-  // The trace's own OOMs (oom events, where the job failed), reproduced by this replay or not.
+  // The trace's own OOMs (oom events, where the job failed), reproduced by this replay or not,
+  // and, when no cap was given, those whose records show the device had room: refused under a
+  // cap the trace does not record (RefusedUnderUnrecordedCap), so that no replay without it says
+  // anything about them.
   int64_t trace_ooms = 0;
+  int64_t unrecorded_cap_ooms = 0;
   double seconds = 0.0;
   std::string error;    // the replay failed (the row has no figures)
   uint64_t events = 0;  // trace events replayed (0: an empty trace)
@@ -87,6 +91,8 @@ struct SweepResult {
 struct SweepReplaySettings {
   uint64_t capacity_bytes = 0;
   std::optional<uint64_t> allowed_bytes;
+  // The trace's own settings (TraceOwnOptions): they sized the segments its OOMs asked for.
+  AllocatorOptions trace_options;
 };
 
 // The configurations of `spec` over `base` (the trace's options, or those of --conf when

@@ -94,7 +94,8 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   rank.allowed_bytes = config->allowed_bytes;
   rank.capacity_source = capacity_source;
   rank.sweep =
-      RunSweep(*opener, *configs, {config->capacity_bytes, config->allowed_bytes}, threads,
+      RunSweep(*opener, *configs,
+               {config->capacity_bytes, config->allowed_bytes, TraceOwnOptions(rank.info)}, threads,
                [&](size_t done, size_t total) {
                  bar.Update("sweep", static_cast<double>(done) / static_cast<double>(total));
                });
@@ -102,11 +103,11 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bar.Clear();
   bool trace_failed = false;
-  int64_t unreproduced_ooms = 0;  // the job's OOMs the baseline row's replay got past
+  const SweepResult* baseline = nullptr;
   for (const SweepResult& r : rank.sweep) {
     if (r.config.is_trace_config) {
       trace_failed = r.ooms > 0 || r.trace_ooms > 0;
-      if (r.ooms == 0) unreproduced_ooms = r.trace_ooms;
+      baseline = &r;
     }
     if (!r.error.empty()) {
       err << "fragscope sweep: " << r.config.label << ": " << r.error << "\n";
@@ -137,18 +138,19 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
       "");
   out << "\n";
   RenderSweepTable(rank.sweep, rank.recommended, rank.recommendation, out);
-  if (unreproduced_ooms > 0) {
+  if (baseline != nullptr && baseline->ooms == 0 && baseline->trace_ooms > 0) {
     WriteWrapped(
         out,
         absl::StrCat(
-            "Note: the trace records ", CountOf(static_cast<uint64_t>(unreproduced_ooms), "OOM"),
-            " that the baseline row's replay does not reproduce",
-            config->allowed_bytes.has_value() || options.conf.has_value()
-                ? " under the given settings. "
-                : ". The job most likely ran under a cap the trace does not record "
-                  "(torch.cuda.set_per_process_memory_fraction): give it with --memory-fraction F "
-                  "or --allowed SIZE. ",
-            "`fragscope analyze` explains each OOM."),
+            "Note: the trace records ", CountOf(static_cast<uint64_t>(baseline->trace_ooms), "OOM"),
+            " that the baseline row's replay does not reproduce.",
+            baseline->unrecorded_cap_ooms > 0
+                ? " The job's OOM records show the device had room for the request: it ran "
+                  "under a memory cap the trace does not record "
+                  "(torch.cuda.set_per_process_memory_fraction); give the job's own with "
+                  "--memory-fraction F or --allowed SIZE."
+                : "",
+            " `fragscope analyze` explains each OOM."),
         "  ");
   }
   if (const std::string* path = flags->Get("--json")) {

@@ -253,6 +253,27 @@ TEST(AnalysisCommandsTest, VerifyOwnLogAndOracle) {
   }
 }
 
+// --conf settings that get a snapshot's job past its OOMs under the job's cap: the explanation
+// says whose figures it shows (a snapshot's OOM record has none of the job's), quotes PyTorch's
+// segment size, and the peaks are those of the replay under the settings, as in the sweep row and
+// memory_summary (the headline once left the served requests out: 2.83 against 2.98 GiB).
+TEST(AnalysisCommandsTest, ConfThatAvoidsASnapshotsOomsKeepsOneSetOfFigures) {
+  const std::string json = TempPath("conf64.json");
+  CommandRun r = Fragscope({"analyze", Oracle("micro_fraction_3g"), "--capacity", "150109880320",
+                            "--allowed", "3GiB", "--conf", "max_split_size_mb:64", "--json", json});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("PyTorch: \"Tried\n  to allocate 162.00 MiB\")"));
+  EXPECT_THAT(r.out, HasSubstr("so they avoid this OOM. The\n      figures below are the "
+                               "replay's under --conf"));
+  EXPECT_THAT(r.out, Not(HasSubstr("figures below are the job's")));
+  EXPECT_THAT(r.out, HasSubstr("reserved 2.98 GiB\n"));
+  EXPECT_THAT(r.out, HasSubstr("* max_split_size_mb:64 [--conf]         no      2.98 GiB"));
+  std::ifstream in(json);
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(doc, HasSubstr("\"reserved_bytes\": 3204448256,"));
+  EXPECT_THAT(doc, HasSubstr("\"reserved_bytes.all.peak\": 3204448256,"));
+}
+
 TEST(AnalysisCommandsTest, SweepPrintsTheTableAndRecommendation) {
   CommandRun r =
       Fragscope({"sweep", FragmentedLog(), "--max-split-size-mb", "0,128", "--threads", "2"});
@@ -376,8 +397,18 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
   EXPECT_THAT(uncapped.out, HasSubstr("1 segment could not take the trace's address"));
   EXPECT_THAT(uncapped.out, HasSubstr("although the device still had 74.71 GiB free"));
   EXPECT_THAT(uncapped.out, HasSubstr("of at least the 3.87 GiB it held and below 4.18"));
-  EXPECT_THAT(uncapped.out, HasSubstr("fix: none shown: the replay of the job's own settings"));
-  EXPECT_THAT(uncapped.out, HasSubstr("-- the job's OOM does not\n  happen when its own settings"));
+  EXPECT_THAT(uncapped.out, HasSubstr("fix: none shown: the job ran under a memory cap the trace "
+                                      "does not record"));
+  EXPECT_THAT(uncapped.out, HasSubstr("-- the job's OOM is not\n  reproduced: the job ran under a "
+                                      "memory cap the trace does not record"));
+  // Nor are --conf settings credited with it, the job's own included (they were).
+  for (const char* conf : {"", "max_split_size_mb:256"}) {
+    CommandRun with_conf = Fragscope({"analyze", log, "--no-summary", "--conf", conf});
+    EXPECT_EQ(with_conf.code, 0) << with_conf.err;
+    EXPECT_THAT(with_conf.out, Not(HasSubstr("so they avoid this OOM")));
+    EXPECT_THAT(with_conf.out, Not(HasSubstr("under the --conf settings (the baseline row)")));
+    EXPECT_THAT(with_conf.out, HasSubstr("to tell\n      whether the --conf settings avoid"));
+  }
   CommandRun analyze = with_cap({"analyze", log, "--no-sweep", "--no-summary"});
   EXPECT_EQ(analyze.code, 0) << analyze.err;
   EXPECT_THAT(analyze.out, HasSubstr("request 316.00 MiB"));
@@ -387,7 +418,8 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
   CommandRun uncapped_sweep = Fragscope({"sweep", log, "--threads", "2"});
   EXPECT_EQ(uncapped_sweep.code, 0) << uncapped_sweep.err;
   EXPECT_THAT(uncapped_sweep.out, Not(HasSubstr("has no OOM")));
-  EXPECT_THAT(uncapped_sweep.out, HasSubstr("the job's OOM does not\n  happen when its own"));
+  EXPECT_THAT(uncapped_sweep.out, HasSubstr("the job's OOM is not\n  reproduced"));
+  EXPECT_THAT(uncapped_sweep.out, HasSubstr("give the job's own with --memory-fraction F"));
   EXPECT_THAT(uncapped_sweep.out, HasSubstr("Note: the trace records 1 OOM that the baseline row's "
                                             "replay does not reproduce"));
   CommandRun sweep = with_cap({"sweep", log, "--threads", "2"});
