@@ -20,6 +20,7 @@
 #include "analysis/segment_map.h"
 #include "analysis/snapshot_export.h"
 #include "analysis/text_report.h"
+#include "analysis/text_wrap.h"
 
 namespace fragscope::cli {
 namespace {
@@ -35,33 +36,81 @@ CSV. OUT, chosen by --to or by OUT's extension:
                   `python -m torch.cuda._memory_viz` and pytorch.org/memory_viz open
   .json           Chrome trace-event JSON for ui.perfetto.dev: allocated / active / reserved
                   counters, markers and OOMs as instant events
-The input is replayed through fragscope's allocator and the replay's events are written.
+The input is replayed through fragscope's allocator and the replay's events are written. The
+job's OOMs stay OOMs: one the replay does not reproduce (the job ran under a cap or on a device
+the trace does not record: give --memory-fraction, --allowed or --capacity) is written as the
+trace recorded it, with a warning.
 )usage";
 
 enum class OutFormat { kFslog, kPickle, kChrome };
 
 // Forwards a replay to the chosen writer.
+//
+// The job's OOMs stay OOMs. The replay of a trace OOM tries the request; where the replay serves
+// it (a cap or device the trace does not record), the request's alloc and frees are not written
+// (the job never held it) and an oom record with the trace's figures is, after any segment the
+// replay reserved for it (still cached there, and used by later events).
 class ConvertHooks final : public ReplayHooks {
  public:
-  ConvertHooks(FslogFileWriter* fslog, SnapshotExportBuilder* pickle, int64_t start_us)
-      : fslog_(fslog), pickle_(pickle), start_us_(start_us) {}
-  uint32_t callbacks() const override { return kHookTraceEvent | kHookAllocatorEvent; }
+  ConvertHooks(FslogFileWriter* fslog, SnapshotExportBuilder* pickle, int device, int64_t start_us)
+      : fslog_(fslog), pickle_(pickle), device_(device), start_us_(start_us) {}
+  uint32_t callbacks() const override { return kHookTraceEvent | kHookAllocatorEvent | kHookOom; }
   void OnTraceEvent(const TraceEvent& e) override {
     time_ns_ = e.time_ns;
+    in_trace_oom_ = e.kind == EventKind::kOom;
     if (fslog_ == nullptr) return;
     if (e.kind == EventKind::kMarker) fslog_->Mark(e.text, e.time_ns);
     if (e.kind == EventKind::kOptionsChange) fslog_->OptionsChange(e.text, e.time_ns);
   }
   void OnAllocatorEvent(const AllocatorEvent& e) override {
+    if (in_trace_oom_) {
+      held_.push_back(e);
+      return;
+    }
+    Write(e);
+  }
+  void OnOom(const ReplayOom& oom) override {
+    if (!in_trace_oom_) return;  // the replay's own OOM: its event is written already
+    in_trace_oom_ = false;
+    const bool served = !oom.in_replay;
+    for (const AllocatorEvent& e : held_) {
+      const bool request = e.kind == EventKind::kAlloc || e.kind == EventKind::kFreeRequested ||
+                           e.kind == EventKind::kFreeCompleted;
+      if (!(served && request)) Write(e);
+    }
+    held_.clear();
+    if (!served) return;
+    ++served_ooms_;
+    const TraceEvent& t = *oom.event;
+    AllocatorEvent e;
+    e.kind = EventKind::kOom;
+    e.device = device_;
+    e.stream = t.stream;
+    e.requested_bytes = t.requested_bytes > 0 ? t.requested_bytes : t.bytes;
+    e.bytes = t.bytes > 0 ? t.bytes : e.requested_bytes;
+    e.device_free_bytes = t.device_free_bytes;
+    e.device_total_bytes = t.device_total_bytes;
+    e.reserved_bytes = t.reserved_bytes;
+    e.allocated_bytes = t.allocated_bytes;
+    Write(e);
+  }
+  // Trace OOMs the replay served: written from the trace's record.
+  uint64_t served_ooms() const { return served_ooms_; }
+
+ private:
+  void Write(const AllocatorEvent& e) {
     if (fslog_ != nullptr) fslog_->Append(e, time_ns_);
     if (pickle_ != nullptr) pickle_->AddEvent(e, start_us_ + static_cast<int64_t>(time_ns_ / 1000));
   }
 
- private:
   FslogFileWriter* fslog_;
   SnapshotExportBuilder* pickle_;
+  int device_;
   int64_t start_us_;
   uint64_t time_ns_ = 0;
+  bool in_trace_oom_ = false;
+  std::vector<AllocatorEvent> held_;  // the replay's events for the trace OOM being replayed
+  uint64_t served_ooms_ = 0;
 };
 
 std::vector<ExportSegment> ToExport(const LayoutSummary& layout) {
@@ -153,7 +202,8 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   OutputFile output(out_path);
   const std::string& write_path = output.write_path();
   absl::Status status;
-  std::string written;  // what the summary line says
+  std::string written;       // what the summary line says
+  uint64_t served_ooms = 0;  // ConvertHooks::served_ooms
   if (format == OutFormat::kChrome) {
     std::ofstream file(write_path, std::ios::binary | std::ios::trunc);
     if (!file) {
@@ -190,15 +240,17 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
       err << "fragscope convert: " << out_path << ": cannot write\n";
       return 1;
     }
-    ConvertHooks hooks(writer->get(), nullptr, 0);
+    ConvertHooks hooks(writer->get(), nullptr, info.device, 0);
     status = replayer.Run(&hooks);
+    served_ooms = hooks.served_ooms();
     if (absl::Status closed = (*writer)->Close(); status.ok()) status = closed;
     written = CountOf((*writer)->records(), "record");
   } else {
     SnapshotExportBuilder builder(info.device);
     builder.SetAllocatorSettings(FormatAllocatorOptions(config->options));
-    ConvertHooks hooks(nullptr, &builder, info.start_wall_ns / 1000);
+    ConvertHooks hooks(nullptr, &builder, info.device, info.start_wall_ns / 1000);
     status = replayer.Run(&hooks);
+    served_ooms = hooks.served_ooms();
     if (status.ok()) {
       builder.SetSegments(ToExport(CurrentLayout(replayer)));
       status = builder.Write(write_path);
@@ -223,6 +275,17 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   out << out_path << ": " << written << "\n";
   for (const std::string& w : replayer.warnings()) {
     err << "fragscope convert: warning: " << w << "\n";
+  }
+  if (served_ooms > 0) {
+    err << WrapParagraph(
+        absl::StrCat(CountOf(served_ooms, "OOM"),
+                     " of the trace did not happen in the "
+                     "replay (the job had less room than the replay: a cap or device "
+                     "size the trace does not record; give --memory-fraction, --allowed "
+                     "or --capacity): written as the trace recorded them, without the "
+                     "allocations the replay made for them, but the replay's segments "
+                     "around them may differ from the job's"),
+        "fragscope convert: warning: ", "  ");
   }
   return 0;
 }

@@ -295,6 +295,26 @@ TEST(AnalysisCommandsTest, ConvertKeepsTheGivenCapInTheLog) {
   EXPECT_THAT(verify.out, HasSubstr("faithful"));
 }
 
+// A job's OOM that the conversion's replay serves (the cap is not in this log) stays an OOM in
+// the output, with a warning; the request the replay served is not written (it was: 22 allocs
+// where the job made 21, and no oom record).
+TEST(AnalysisCommandsTest, ConvertKeepsAnOomTheReplayDoesNotReproduce) {
+  const std::string log =
+      std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_fragmentation_oom.fslog";
+  for (const char* name : {"uncapped.fslog", "uncapped.pickle"}) {
+    const std::string out = TempPath(name);
+    CommandRun convert = Fragscope({"convert", log, out});
+    ASSERT_EQ(convert.code, 0) << convert.err;
+    EXPECT_THAT(convert.err, HasSubstr("1 OOM of the trace did not happen in the replay"));
+    CommandRun analyze =
+        Fragscope({"analyze", out, "--no-sweep", "--no-summary", "--capacity", "85017493504"});
+    EXPECT_EQ(analyze.code, 0) << analyze.err;
+    EXPECT_THAT(analyze.out, HasSubstr("; 21 allocations, 21 frees"));
+    EXPECT_THAT(analyze.out, HasSubstr("Out of memory: 1 OOM"));
+    EXPECT_THAT(analyze.out, HasSubstr("request 316.00 MiB"));
+  }
+}
+
 TEST(AnalysisCommandsTest, ConvertRoundTrips) {
   const std::string log = FragmentedLog();
   const std::string pickle = TempPath("converted.pickle");
