@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "allocator/format_size.h"
 #include "allocator/memory_fraction.h"
 #include "analysis/analyzer.h"
 #include "analysis/chrome_trace.h"
@@ -202,8 +203,9 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   OutputFile output(out_path);
   const std::string& write_path = output.write_path();
   absl::Status status;
-  std::string written;       // what the summary line says
-  uint64_t served_ooms = 0;  // ConvertHooks::served_ooms
+  std::string written;             // what the summary line says
+  uint64_t served_ooms = 0;        // ConvertHooks::served_ooms
+  std::vector<std::string> notes;  // warnings about what the output leaves out
   if (format == OutFormat::kChrome) {
     std::ofstream file(write_path, std::ios::binary | std::ios::trunc);
     if (!file) {
@@ -218,7 +220,29 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   } else if (format == OutFormat::kFslog) {
     EventLogHeader header;
     header.device_index = info.device;
-    header.device_total_bytes = config->capacity_bytes;
+    // The capacity the log header claims: one given or recorded, never the 1 TiB a replay
+    // assumes for a trace without one (0: not recorded); one inferred from OOM records is
+    // written and said.
+    std::string capacity_source;
+    ResolveCapacity(info, options, &capacity_source);
+    if (options.capacity_bytes.has_value() || info.capacity_bytes > 0) {
+      header.device_total_bytes = config->capacity_bytes;
+      if (!options.capacity_bytes.has_value() && capacity_source != "log header") {
+        notes.push_back(absl::StrCat("the log header records the device capacity as ",
+                                     FormatSize(config->capacity_bytes), ", from the ",
+                                     capacity_source, "; give --capacity to record the device's"));
+      }
+    }
+    if (!info.initial_segments.empty()) {
+      uint64_t blocks = 0;
+      for (const InitialSegment& seg : info.initial_segments) blocks += seg.allocated.size();
+      notes.push_back(absl::StrCat(
+          CountOf(info.initial_segments.size(), "segment"), " and ",
+          CountOf(blocks, "allocated block"),
+          " existed before the trace's first event; an .fslog has no records for such state, so "
+          "the converted log starts without it (its peaks leave it out): convert to .pickle to "
+          "keep it"));
+    }
     header.device_name = info.device_name;
     header.host = info.host;
     header.pid = info.pid;
@@ -275,6 +299,9 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   out << out_path << ": " << written << "\n";
   for (const std::string& w : replayer.warnings()) {
     err << "fragscope convert: warning: " << w << "\n";
+  }
+  for (const std::string& note : notes) {
+    err << WrapParagraph(note, "fragscope convert: warning: ", "  ");
   }
   if (served_ooms > 0) {
     err << WrapParagraph(

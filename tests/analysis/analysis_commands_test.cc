@@ -315,6 +315,19 @@ TEST(AnalysisCommandsTest, ConvertKeepsAnOomTheReplayDoesNotReproduce) {
   }
 }
 
+// What an .fslog cannot carry is said: a snapshot's state before its first event, and a
+// capacity the snapshot does not record (not written as if recorded: it read "(log header)").
+TEST(AnalysisCommandsTest, ConvertOfASnapshotToFslogSaysWhatItLeavesOut) {
+  const std::string out = TempPath("gpt2_plain.fslog");
+  CommandRun convert = Fragscope({"convert", Oracle("gpt2_plain"), out});
+  ASSERT_EQ(convert.code, 0) << convert.err;
+  EXPECT_THAT(convert.err, HasSubstr("9 segments and 52 allocated blocks existed before the "
+                                     "trace's first\n  event"));
+  CommandRun analyze = Fragscope({"analyze", out, "--no-sweep", "--no-summary"});
+  EXPECT_THAT(analyze.out, HasSubstr("(not recorded in the trace: assumed 1\n  TiB"));
+  EXPECT_THAT(analyze.out, Not(HasSubstr("(log header)")));
+}
+
 TEST(AnalysisCommandsTest, ConvertRoundTrips) {
   const std::string log = FragmentedLog();
   const std::string pickle = TempPath("converted.pickle");
