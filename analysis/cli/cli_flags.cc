@@ -42,6 +42,10 @@ absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
     if (spec == nullptr) {
       return absl::InvalidArgumentError(absl::StrFormat("unknown flag '%s'", name));
     }
+    // Last-one-wins would silently drop a value the user gave (a second --json path).
+    if (parsed.values.contains(name)) {
+      return absl::InvalidArgumentError(absl::StrFormat("flag %s given twice", name));
+    }
     if (!spec->takes_value) {
       if (eq != std::string::npos) {
         return absl::InvalidArgumentError(absl::StrFormat("%s takes no value", name));

@@ -30,7 +30,8 @@ struct ParsedFlags {
   }
 };
 
-// Errors: an unknown flag, a missing value. "--help"/"-h" is always accepted as a switch.
+// Errors: an unknown flag, a missing value, a flag given twice. "--help"/"-h" is always accepted as
+// a switch.
 absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
                                        const std::vector<FlagSpec>& specs);
 
