@@ -24,15 +24,17 @@ namespace {
 constexpr std::string_view kUsage =
     R"(usage: fragscope dump LOG [--kind K1,K2,...] [--from N] [--to N] [--header] [--bytes]
 
-Prints the records of an .fslog event log, one line per record:
-  #SEQUENCE +SECONDS KIND FIELDS...
+Prints the events of an .fslog event log, one line per event:
+  #EVENT +SECONDS KIND FIELDS...
+EVENT is the event number that analyze, verify, --at and the reports use (the record's sequence
+number, plus one for each combined free record before it, which prints as its two events);
 SECONDS count from the log's start; sizes are in human units (--bytes: exact bytes).
 
   --kind K1,K2,...  only these kinds: alloc, free_requested, free_completed, segment_alloc,
                     segment_free, segment_map, segment_unmap, oom, empty_cache,
                     options_change, marker
-  --from N          start at sequence number N
-  --to N            stop after sequence number N
+  --from N          start at event number N
+  --to N            stop after event number N
   --header          print the file header first
   --bytes           print sizes as exact byte counts
   --help            this text
@@ -105,10 +107,10 @@ std::string ParseArgs(const std::vector<std::string>& args, DumpOptions* options
         return "--kind needs at least one kind (e.g. alloc,free_requested)";
       }
     } else if (arg == "--from" || arg == "--to") {
-      if (!take_value()) return absl::StrFormat("%s needs a sequence number", arg);
+      if (!take_value()) return absl::StrFormat("%s needs an event number", arg);
       uint64_t n = 0;
       if (!absl::SimpleAtoi(absl::string_view(value.data(), value.size()), &n)) {
-        return absl::StrFormat("%s: '%s' is not a sequence number", arg, value);
+        return absl::StrFormat("%s: '%s' is not an event number", arg, value);
       }
       (arg == "--from" ? options->from : options->to) = n;
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -286,7 +288,7 @@ int RunDumpCommand(const std::vector<std::string>& args, std::ostream& out, std:
   }
   // An empty answer says why, so that it is not taken for an empty log.
   if (status == 0 && printed == 0 && any && options.from > last_sequence) {
-    err << absl::StrFormat("fragscope dump: --from %d is past the log's last record (%d)\n",
+    err << absl::StrFormat("fragscope dump: --from %d is past the log's last event (%d)\n",
                            options.from, last_sequence);
   }
   for (const std::string& warning : reader->warnings()) err << "warning: " << warning << "\n";

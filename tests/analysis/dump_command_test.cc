@@ -108,7 +108,7 @@ TEST(DumpCommandTest, FiltersByKindAndSequenceRange) {
   run = Dump({path, "--from", "100"});
   EXPECT_EQ(run.status, 0);
   EXPECT_TRUE(run.lines.empty()) << run.out;
-  EXPECT_TRUE(Contains(run.err, "--from 100 is past the log's last record")) << run.err;
+  EXPECT_TRUE(Contains(run.err, "--from 100 is past the log's last event")) << run.err;
   run = Dump({path, "--bytes", "--kind=segment_alloc"});
   ASSERT_EQ(run.lines.size(), 1u);
   EXPECT_TRUE(Contains(run.lines[0], "size=20971520")) << run.lines[0];
