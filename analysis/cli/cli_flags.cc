@@ -11,6 +11,7 @@
 #include "allocator/event_log_format.h"
 #include "allocator/simulated_backend.h"
 #include "allocator/types.h"
+#include "analysis/sweep.h"
 
 namespace fragscope::cli {
 
@@ -222,6 +223,13 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
   }
   options->sweep.capped =
       options->allowed_bytes.has_value() || options->memory_fraction.has_value();
+  // The grid's values are checked here, before any trace is read (a usage error): every value is
+  // valid or not whatever the trace's own settings are.
+  if (absl::StatusOr<std::vector<SweepConfig>> configs =
+          BuildSweepConfigs(AllocatorOptions(), options->sweep);
+      !configs.ok()) {
+    return configs.status();
+  }
   return absl::OkStatus();
 }
 

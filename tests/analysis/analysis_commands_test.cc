@@ -161,6 +161,10 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"analyze", QuietLog(), "--bogus"}, 2, "unknown flag '--bogus'"},
       {{"sweep", "--bogus"}, 2, "unknown flag '--bogus'\nRun 'fragscope sweep --help' for usage."},
       {{"analyze", QuietLog(), "--json", "a.json", "--json=b.json"}, 2, "flag --json given twice"},
+      // A bad grid value is a usage error, found before the trace is read (it was exit 1 after).
+      {{"analyze", "/nonexistent/trace.fslog", "--max-split-size-mb", "10"},
+       2,
+       "max_split_size_mb: 10 is too small, must be >= 20"},
       {{"convert", QuietLog(), "x.json", "--capacity", "1GiB", "--capacity", "2GiB"},
        2,
        "flag --capacity given twice"},
