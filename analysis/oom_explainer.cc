@@ -253,6 +253,23 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
       x.device_total_bytes > x.outside_bytes ? x.device_total_bytes - x.outside_bytes : 0;
   x.available_bytes = std::min(x.limit_bytes, device_room);
   FillLayoutNumbers(layout, x);
+  if (oom.in_replay && oom.report.too_large) {
+    // PyTorch refuses these before looking at any pool: "Tried to allocate more than 1EB memory".
+    x.cause = OomCause::kCapacity;
+    x.rounded_bytes = x.segment_bytes = x.requested_bytes;
+    x.reserved_bytes = layout.reserved_bytes;
+    x.allocated_bytes = layout.allocated_bytes;
+    x.reserved_but_unallocated_bytes =
+        x.reserved_bytes - std::min(x.reserved_bytes, x.allocated_bytes);
+    x.headline = absl::StrFormat(
+        "Capacity: the request of %s is 1 EiB or more, which PyTorch refuses outright (\"Tried "
+        "to allocate more than 1EB memory\"), whatever the device or the cache holds.",
+        Size(x.requested_bytes));
+    if (!oom.in_trace)
+      x.headline = "The replay ran out of memory here (the job did not). " + x.headline;
+    FillPinning(layout, x);
+    return x;
+  }
   const bool device_unknown = !oom.in_replay && DeviceUnknown(e);
   if (device_unknown) x.outside_bytes = 0;
   if (device_unknown && context.capacity_assumed) {

@@ -282,6 +282,20 @@ TEST(AnalysisCommandsTest, ConfThatAvoidsASnapshotsOomsKeepsOneSetOfFigures) {
   EXPECT_THAT(doc, HasSubstr("\"reserved_bytes.all.peak\": 3204448256,"));
 }
 
+// PyTorch refuses a request of 1 EiB or more before looking at the pools; the explanation said
+// "block 0 bytes" and fragmentation for one.
+TEST(AnalysisCommandsTest, ARequestOfAnExabyteIsACapacityOom) {
+  const std::string csv = TempPath("exabyte.csv");
+  std::ofstream(csv) << "Thread,Time,Action,Pointer,Size,Stream\n"
+                        "1,10:00:00.000001,allocate,0x7f1000000000,1024,0\n"
+                        "1,10:00:00.000002,allocate,0x7f2000000000,1152921504606846976,0\n";
+  CommandRun r = Fragscope({"analyze", csv, "--no-sweep", "--no-summary"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("cause: capacity"));
+  EXPECT_THAT(r.out, HasSubstr("\"Tried to allocate more than 1EB"));
+  EXPECT_THAT(r.out, Not(HasSubstr("block 0 bytes")));
+}
+
 TEST(AnalysisCommandsTest, SweepPrintsTheTableAndRecommendation) {
   CommandRun r =
       Fragscope({"sweep", FragmentedLog(), "--max-split-size-mb", "0,128", "--threads", "2"});
