@@ -108,6 +108,18 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
         "%s '%s': %s", options.conf.has_value() ? "--conf" : "the trace's allocator settings", conf,
         parsed.status().message()));
   }
+  if (parsed->backend != "native") {
+    // Its pools are the driver's (cudaMallocAsync): replaying the native allocator under that
+    // name would report figures of an allocator the job did not use.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s '%s': backend:%s is not simulated (fragscope replays PyTorch's native caching "
+        "allocator)%s",
+        options.conf.has_value() ? "--conf" : "the trace's allocator settings", conf,
+        parsed->backend,
+        options.conf.has_value() ? ""
+                                 : "; give --conf with native settings (e.g. --conf '') to see "
+                                   "what the native allocator would do with these requests"));
+  }
   config.options = *parsed;
   config.follow_options_changes = !options.conf.has_value();
   // Other settings make other segments: the trace's addresses would collide with them.

@@ -161,6 +161,9 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"analyze", QuietLog(), "--bogus"}, 2, "unknown flag '--bogus'"},
       {{"sweep", "--bogus"}, 2, "unknown flag '--bogus'\nRun 'fragscope sweep --help' for usage."},
       {{"analyze", QuietLog(), "--json", "a.json", "--json=b.json"}, 2, "flag --json given twice"},
+      {{"analyze", QuietLog(), "--conf", "backend:cudaMallocAsync"},
+       1,
+       "backend:cudaMallocAsync is not simulated"},
       // A bad grid value is a usage error, found before the trace is read (it was exit 1 after).
       {{"analyze", "/nonexistent/trace.fslog", "--max-split-size-mb", "10"},
        2,
