@@ -96,6 +96,15 @@ AllocatorOptions TraceOwnOptions(const TraceInfo& info) {
   return options;
 }
 
+std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config) {
+  if (config.allowed_bytes.has_value()) return config.allowed_bytes;
+  if (config.options.per_process_memory_fraction < 1.0) {
+    return AllowedBytesForFraction(config.options.per_process_memory_fraction,
+                                   config.capacity_bytes);
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                               const AnalysisOptions& options) {
   ReplayConfig config;
@@ -153,7 +162,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   absl::StatusOr<ReplayConfig> config = MakeReplayConfig((*source)->info(), options);
   if (!config.ok()) return config.status();
   report.capacity_bytes = ResolveCapacity((*source)->info(), options, &report.capacity_source);
-  report.allowed_bytes = config->allowed_bytes;
+  report.allowed_bytes = ReplayCapBytes(*config);
   report.options = FormatAllocatorOptions(config->options);
 
   const auto replay_start = std::chrono::steady_clock::now();

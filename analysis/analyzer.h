@@ -43,6 +43,10 @@ uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
 // expandable segments when its events show them.
 AllocatorOptions TraceOwnOptions(const TraceInfo& info);
 
+// The cap on reserved memory the replay applies: the one given (--memory-fraction, --allowed),
+// else the settings' per_process_memory_fraction (the trace's, or --conf's); nullopt: none.
+std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config);
+
 // The replay configuration for a trace under `options`. Errors: bad settings strings.
 absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                               const AnalysisOptions& options);

@@ -101,8 +101,9 @@ void RenderRank(std::ostream& out, const RankReport& r) {
   const MemoryMetrics& m = r.metrics;
   out << absl::StrFormat("<h2>Rank %d &mdash; %s</h2>", r.info.rank, HtmlEscape(r.info.path));
   out << "<p class=\"meta\">" << HtmlEscape(r.info.device_name) << ", capacity "
-      << Size(r.capacity_bytes) << " (" << HtmlEscape(r.capacity_source)
-      << "); settings: " << HtmlEscape(r.options.empty() ? "PyTorch defaults" : r.options) << "; "
+      << Size(r.capacity_bytes) << " (" << HtmlEscape(r.capacity_source) << ")"
+      << (r.allowed_bytes.has_value() ? "; memory fraction cap " + Size(*r.allowed_bytes) : "")
+      << "; settings: " << HtmlEscape(r.options.empty() ? "PyTorch defaults" : r.options) << "; "
       << CountOf(m.events, "event") << " replayed.</p>";
   out << "<div class=\"cards\">";
   Card(out, Size(m.peak_reserved_bytes), "peak reserved");

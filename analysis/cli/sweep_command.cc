@@ -1,6 +1,7 @@
 // `fragscope sweep`: the same trace under a grid of allocator settings, in parallel.
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 #include "analysis/analyzer.h"
@@ -91,7 +92,7 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   rank.info = (*source)->info();
   rank.info.initial_segments.clear();
   rank.capacity_bytes = config->capacity_bytes;
-  rank.allowed_bytes = config->allowed_bytes;
+  rank.allowed_bytes = ReplayCapBytes(*config);
   rank.capacity_source = capacity_source;
   rank.sweep =
       RunSweep(*opener, *configs,
@@ -131,9 +132,12 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   WriteWrapped(
       out,
-      absl::StrFormat("fragscope sweep of %s: %s on a simulated %s device (%s), %s, %.2f s",
+      absl::StrFormat("fragscope sweep of %s: %s on a simulated %s device (%s%s), %s, %.2f s",
                       flags->positional[0], CountOf(rank.sweep.size(), "configuration"),
                       FormatSize(rank.capacity_bytes), capacity_source,
+                      rank.allowed_bytes.has_value()
+                          ? absl::StrCat("; memory fraction cap ", FormatSize(*rank.allowed_bytes))
+                          : "",
                       CountOf(static_cast<uint64_t>(threads), "thread"), rank.sweep_seconds),
       "");
   out << "\n";

@@ -482,6 +482,13 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
                                             "replay does not reproduce"));
   CommandRun sweep = with_cap({"sweep", log, "--threads", "2"});
   EXPECT_EQ(sweep.code, 0) << sweep.err;
+  EXPECT_THAT(sweep.out, HasSubstr("(--capacity; memory fraction cap 4.00 GiB)"));
+  // A cap in the settings is the replay's cap too, and the device line says so.
+  CommandRun conf_cap =
+      Fragscope({"analyze", log, "--no-sweep", "--no-summary", "--conf",
+                 "per_process_memory_fraction:0.05051862997816944", "--capacity", "85017493504"});
+  EXPECT_THAT(conf_cap.out, HasSubstr("; memory fraction cap 4.00 GiB\n"));
+  EXPECT_THAT(conf_cap.out, HasSubstr("cause: fragmentation"));
   EXPECT_THAT(sweep.out, Not(HasSubstr("Note: the trace records")));
   EXPECT_THAT(sweep.out,
               HasSubstr("Recommended (*): PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
