@@ -1,11 +1,15 @@
 #include "analysis/analyzer.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <map>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "allocator/format_size.h"
 #include "allocator/memory_fraction.h"
 #include "allocator/memory_summary.h"
@@ -336,35 +340,54 @@ absl::StatusOr<AnalysisReport> AnalyzeTraces(const std::vector<std::string>& pat
     report.ranks.push_back(std::move(*rank));
   }
   if (report.ranks.size() > 1) {
-    // Worst: the first to run out of memory (wall clock); else the highest peak reserved.
-    std::optional<size_t> worst;
-    int64_t worst_time = 0;
+    // Worst: the first to run out of memory (wall clock); else the highest peak reserved. Ties
+    // go to the lowest rank, whatever the order of the paths, and are said.
+    const auto first_oom_time = [&](const RankReport& r) {
+      return r.info.start_wall_ns + static_cast<int64_t>(r.ooms.front().time_ns);
+    };
+    std::vector<size_t> tied;  // the ranks (indices) that share the worst key
+    const auto consider = [&](size_t i, auto key_of) {
+      if (tied.empty() || key_of(report.ranks[i]) < key_of(report.ranks[tied.front()])) {
+        tied = {i};
+      } else if (key_of(report.ranks[i]) == key_of(report.ranks[tied.front()])) {
+        tied.push_back(i);
+      }
+    };
     for (size_t i = 0; i < report.ranks.size(); ++i) {
-      const RankReport& r = report.ranks[i];
-      if (r.ooms.empty()) continue;
-      const int64_t t = r.info.start_wall_ns + static_cast<int64_t>(r.ooms.front().time_ns);
-      if (!worst.has_value() || t < worst_time) {
-        worst = i;
-        worst_time = t;
+      if (!report.ranks[i].ooms.empty()) consider(i, first_oom_time);
+    }
+    const bool oom = !tied.empty();
+    if (!oom) {
+      for (size_t i = 0; i < report.ranks.size(); ++i) {
+        consider(i, [](const RankReport& r) {
+          return ~uint64_t{0} - r.metrics.peak_reserved_bytes;  // most reserved first
+        });
       }
     }
-    if (worst.has_value()) {
-      report.worst = worst;
-      report.worst_reason = absl::StrFormat("rank %d ran out of memory first (event %d)",
-                                            report.ranks[*worst].info.rank,
-                                            report.ranks[*worst].ooms.front().event_index);
+    std::sort(tied.begin(), tied.end(), [&](size_t a, size_t b) {
+      return report.ranks[a].info.rank < report.ranks[b].info.rank;
+    });
+    const RankReport& worst = report.ranks[tied.front()];
+    report.worst = tied.front();
+    if (tied.size() == 1) {
+      report.worst_reason =
+          oom ? absl::StrFormat("rank %d ran out of memory first (event %d)", worst.info.rank,
+                                worst.ooms.front().event_index)
+              : absl::StrFormat("no rank ran out of memory; rank %d reserved the most (%s peak)",
+                                worst.info.rank, FormatSize(worst.metrics.peak_reserved_bytes));
     } else {
-      size_t best = 0;
-      for (size_t i = 1; i < report.ranks.size(); ++i) {
-        if (report.ranks[i].metrics.peak_reserved_bytes >
-            report.ranks[best].metrics.peak_reserved_bytes) {
-          best = i;
-        }
-      }
-      report.worst = best;
-      report.worst_reason = absl::StrFormat(
-          "no rank ran out of memory; rank %d reserved the most (%s peak)",
-          report.ranks[best].info.rank, FormatSize(report.ranks[best].metrics.peak_reserved_bytes));
+      std::vector<std::string> ranks;
+      for (size_t i : tied) ranks.push_back(absl::StrCat(report.ranks[i].info.rank));
+      const std::string who = absl::StrJoin(ranks, ", ");
+      report.worst_reason =
+          oom ? absl::StrFormat(
+                    "ranks %s ran out of memory at the same moment (event %d; rank %d "
+                    "shown)",
+                    who, worst.ooms.front().event_index, worst.info.rank)
+              : absl::StrFormat(
+                    "no rank ran out of memory; ranks %s reserved the most (%s peak; "
+                    "rank %d shown)",
+                    who, FormatSize(worst.metrics.peak_reserved_bytes), worst.info.rank);
     }
   }
   return report;

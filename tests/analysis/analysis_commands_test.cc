@@ -110,6 +110,21 @@ TEST(AnalysisCommandsTest, SeveralRanksNameTheWorst) {
   EXPECT_THAT(r.out, HasSubstr("Worst rank (>): rank 1 ran out of memory first"));
 }
 
+// Two ranks that fail at the same moment tie; the lower rank is shown whatever the order of
+// the paths (it was the first path's).
+TEST(AnalysisCommandsTest, RanksThatFailTogetherTie) {
+  const std::string rank1 = TempPath("tie-rank1.fslog");
+  std::filesystem::copy_file(FragmentedLog(1, 2), rank1,
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string rank0 = FragmentedLog(0, 2);
+  for (const auto& [first, second] : {std::pair(rank0, rank1), std::pair(rank1, rank0)}) {
+    CommandRun r = Fragscope({"analyze", first, second, "--no-sweep", "--no-summary"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("ranks 0, 1 ran out of memory at the same moment"));
+    EXPECT_THAT(r.out, HasSubstr("rank 0 shown)"));
+  }
+}
+
 TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
   const std::string empty = TempPath("empty.fslog");
   std::ofstream(empty).close();
