@@ -257,6 +257,13 @@ void SnapshotSource::InferCapacity() {
   }
 }
 
+std::vector<std::string> SnapshotSource::warnings() const {
+  if (unknown_actions_ == 0) return {};
+  return {absl::StrFormat(
+      "%d trace %s with an action fragscope does not know (the first: '%s') skipped",
+      unknown_actions_, unknown_actions_ == 1 ? "entry" : "entries", first_unknown_action_)};
+}
+
 void SnapshotSource::CollectAnnotations() {
   const pickle::PickleValue& list = snapshot_->external_annotations;
   if (list.kind() != pickle::PickleKind::kList) return;
@@ -336,8 +343,11 @@ absl::StatusOr<bool> SnapshotSource::Next(TraceEvent* event) {
       case TraceAction::kOom:
         kind = EventKind::kOom;
         break;
+      case TraceAction::kUnknown:
+        if (unknown_actions_++ == 0) first_unknown_action_ = e.unknown_action;
+        continue;
       default:
-        continue;  // snapshot, annotate, newer actions
+        continue;  // snapshot, annotate: nothing the allocator did
     }
     *event = TraceEvent{};
     event->kind = kind;

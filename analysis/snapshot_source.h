@@ -45,6 +45,8 @@ class SnapshotSource final : public TraceSource {
 
   absl::StatusOr<bool> Next(TraceEvent* event) override;
   double Progress() const override;
+  // Trace entries with an action this reader does not know (a newer PyTorch's), skipped.
+  std::vector<std::string> warnings() const override;
 
   const std::shared_ptr<const PyTorchSnapshot>& snapshot() const { return snapshot_; }
 
@@ -62,6 +64,8 @@ class SnapshotSource final : public TraceSource {
   std::shared_ptr<const PyTorchSnapshot> snapshot_;
   size_t device_ = 0;
   size_t pos_ = 0;
+  uint64_t unknown_actions_ = 0;
+  std::string first_unknown_action_;
   int64_t first_time_us_ = 0;
   std::vector<Annotation> annotations_;
   size_t next_annotation_ = 0;

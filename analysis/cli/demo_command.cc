@@ -70,8 +70,10 @@ absl::StatusOr<int64_t> PositiveFlag(const ParsedFlags& flags, std::string_view 
   const std::string* v = flags.Get(name);
   if (v == nullptr) return fallback;
   absl::StatusOr<uint64_t> n = ParseCount(*v, name);
-  if (!n.ok()) return n.status();
-  if (*n == 0) return absl::InvalidArgumentError(absl::StrFormat("%s must be positive", name));
+  if (!n.ok() || *n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s expects a positive whole number, got '%s'", name, *v));
+  }
   if (*n > max) {
     return absl::InvalidArgumentError(absl::StrFormat("%s must be at most %d", name, max));
   }

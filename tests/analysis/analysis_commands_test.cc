@@ -222,6 +222,8 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       // the sweep at 0 bytes on a 10^8 GiB device).
       {{"demo", "--steps", "100000000"}, 2, "--steps must be at most 1000"},
       {{"demo", "--capacity-gib", "100000000"}, 2, "--capacity-gib must be at most 4096"},
+      {{"demo", "--capacity-gib", "0.5"}, 2, "--capacity-gib expects a positive whole number"},
+      {{"demo", "--capacity-gib", "0"}, 2, "--capacity-gib expects a positive whole number"},
       {{"demo", "--micro-batch", "5000"}, 2, "--micro-batch must be at most 4096"},
       {{"analyze", QuietLog(), "--capacity", "5TiB"}, 2, "--capacity must be at most 4TiB"},
       {{"analyze", QuietLog(), "--threads", "4294967297"}, 2, "--threads must be at most 1024"},
@@ -312,6 +314,17 @@ TEST(AnalysisCommandsTest, ARequestOfAnExabyteIsACapacityOom) {
   EXPECT_THAT(r.out, HasSubstr("cause: capacity"));
   EXPECT_THAT(r.out, HasSubstr("\"Tried to allocate more than 1EB"));
   EXPECT_THAT(r.out, Not(HasSubstr("block 0 bytes")));
+}
+
+// A trace action fragscope does not know (a newer PyTorch's) is skipped with a warning that names
+// it (it was skipped silently).
+TEST(AnalysisCommandsTest, UnknownSnapshotActionsAreNamed) {
+  CommandRun r =
+      Fragscope({"analyze", std::string(FRAGSCOPE_TEST_DATA_DIR) + "/pickle/snapshot.p4.pickle",
+                 "--device", "1", "--no-sweep", "--no-summary"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("1 trace entry with an action fragscope does not know (the "
+                               "first: 'future_action') skipped"));
 }
 
 TEST(AnalysisCommandsTest, SweepPrintsTheTableAndRecommendation) {
