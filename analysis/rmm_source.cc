@@ -25,9 +25,19 @@ std::unique_ptr<RmmSource> RmmSource::FromLog(std::shared_ptr<const RmmLog> log,
 }
 
 std::vector<std::string> RmmSource::warnings() const {
-  if (log_->dropped_tail_bytes == 0) return {};
-  return {absl::StrFormat("%s: dropped a torn last line of %d bytes", info_.path,
-                          log_->dropped_tail_bytes)};
+  std::vector<std::string> warnings;
+  if (log_->dropped_tail_bytes > 0) {
+    warnings.push_back(absl::StrFormat("%s: dropped a torn last line of %d bytes", info_.path,
+                                       log_->dropped_tail_bytes));
+  }
+  if (size_mismatches_ > 0) {
+    warnings.push_back(absl::StrFormat(
+        "%s: %d %s a size other than the allocation's (the first: %s); the allocation's size "
+        "is the one freed",
+        info_.path, size_mismatches_, size_mismatches_ == 1 ? "free gives" : "frees give",
+        first_size_mismatch_));
+  }
+  return warnings;
 }
 
 absl::StatusOr<bool> RmmSource::Next(TraceEvent* event) {
@@ -43,9 +53,17 @@ absl::StatusOr<bool> RmmSource::Next(TraceEvent* event) {
   switch (e.action) {
     case RmmAction::kAllocate:
       event->kind = EventKind::kAlloc;
+      live_sizes_[e.pointer] = e.size_bytes;
       break;
     case RmmAction::kFree:
       event->kind = EventKind::kFreeRequested;
+      if (auto it = live_sizes_.find(e.pointer); it != live_sizes_.end()) {
+        if (e.size_bytes != 0 && e.size_bytes != it->second && size_mismatches_++ == 0) {
+          first_size_mismatch_ = absl::StrFormat("line %d frees %d bytes at 0x%x, allocated as %d",
+                                                 e.line, e.size_bytes, e.pointer, it->second);
+        }
+        live_sizes_.erase(it);
+      }
       break;
     case RmmAction::kAllocateFailure:
       event->kind = EventKind::kOom;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "analysis/rmm_csv.h"
 #include "analysis/trace_event.h"
@@ -33,6 +34,10 @@ class RmmSource final : public TraceSource {
 
   std::shared_ptr<const RmmLog> log_;
   size_t pos_ = 0;
+  // Live allocations' sizes, to tell frees that name another size (the replay frees by address).
+  absl::flat_hash_map<uint64_t, uint64_t> live_sizes_;
+  uint64_t size_mismatches_ = 0;
+  std::string first_size_mismatch_;
 };
 
 }  // namespace fragscope

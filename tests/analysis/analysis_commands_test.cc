@@ -327,6 +327,18 @@ TEST(AnalysisCommandsTest, UnknownSnapshotActionsAreNamed) {
                                "first: 'future_action') skipped"));
 }
 
+// A free whose size is not its allocation's is said (the replay frees by address).
+TEST(AnalysisCommandsTest, RmmFreeOfAnotherSizeIsNamed) {
+  const std::string csv = TempPath("mismatch.csv");
+  std::ofstream(csv) << "Thread,Time,Action,Pointer,Size,Stream\n"
+                        "1,10:00:00.000001,allocate,0x7f1000000000,4096,0\n"
+                        "1,10:00:00.000002,free,0x7f1000000000,8192,0\n";
+  CommandRun r = Fragscope({"analyze", csv, "--no-sweep", "--no-summary"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("1 free gives a size other than the"));
+  EXPECT_THAT(r.out, HasSubstr("line 3 frees 8192 bytes at 0x7f1000000000, allocated as 4096"));
+}
+
 TEST(AnalysisCommandsTest, SweepPrintsTheTableAndRecommendation) {
   CommandRun r =
       Fragscope({"sweep", FragmentedLog(), "--max-split-size-mb", "0,128", "--threads", "2"});
