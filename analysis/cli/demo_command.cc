@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <tuple>
 
 #include "absl/cleanup/cleanup.h"
@@ -229,13 +230,13 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
   }
   // The reports would name the working log, which is gone when they are read.
   if (!keep_log) report->ranks[0].info.path = "the demo job's log, not kept";
-  TextReportOptions text;
-  text.memory_summary = false;
-  RenderTextReport(*report, text, out);
 
   // 3. The log ends at the OOM, so the sweep shows which settings get past it. Re-run the whole
   // job under each of those; the fix is the one that completes every step with the lowest peak
-  // reserved memory (then the fewest device mallocs).
+  // reserved memory (then the fewest device mallocs). Their outcome goes into the report (the
+  // fix, the recommendation) before any of it is printed, so that the text says what the JSON
+  // and HTML say; the re-runs' table follows the report.
+  std::ostringstream reruns_text;
   RankReport& rank = report->ranks[0];
   if (!job->completed && !rank.sweep.empty()) {
     struct Rerun {
@@ -257,19 +258,19 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
       return key(a) < key(b);
     });
     if (reruns.empty()) {
-      out << "\nNo swept setting gets past the OOM.\n";
+      reruns_text << "\nNo swept setting gets past the OOM.\n";
     } else {
-      out << absl::StrFormat(
+      reruns_text << absl::StrFormat(
           "\nThe log ends at the OOM, so the sweep shows which settings get past it. Re-running "
           "the whole\njob (%s) under each of them, best first:\n",
           AllSteps(workload.steps));
     }
     for (const Rerun& r : reruns) {
-      out << absl::StrFormat("  %-47s %s\n", rank.sweep[r.sweep_index].config.label,
-                             r.result.completed
-                                 ? absl::StrFormat("completes, peak reserved %s",
-                                                   FormatSize(r.result.peak_reserved_bytes))
-                                 : absl::StrFormat("dies later, in \"%s\"", r.result.oom_phase));
+      reruns_text << absl::StrFormat(
+          "  %-47s %s\n", rank.sweep[r.sweep_index].config.label,
+          r.result.completed ? absl::StrFormat("completes, peak reserved %s",
+                                               FormatSize(r.result.peak_reserved_bytes))
+                             : absl::StrFormat("dies later, in \"%s\"", r.result.oom_phase));
     }
     if (!reruns.empty() && reruns.front().result.completed) {
       const Rerun& fix = reruns.front();
@@ -284,7 +285,7 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
             "%s avoids it, and the whole job then completes (peak reserved %s over %s)", label,
             FormatSize(fix.result.peak_reserved_bytes), AllSteps(workload.steps));
       }
-      out << absl::StrFormat("\nThe fix: PYTORCH_CUDA_ALLOC_CONF=%s\n", label);
+      reruns_text << absl::StrFormat("\nThe fix: PYTORCH_CUDA_ALLOC_CONF=%s\n", label);
     } else if (!reruns.empty()) {
       // The sweep saw them get past this OOM; the re-runs show the job dies later all the same.
       const std::string caveat = absl::StrFormat(
@@ -295,10 +296,15 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
       for (OomExplanation& x : rank.ooms) {
         if (x.in_replay) x.avoided_by += caveat;
       }
-      out << "\nNo swept setting completes the whole job: each one that gets past this OOM runs "
+      reruns_text
+          << "\nNo swept setting completes the whole job: each one that gets past this OOM runs "
              "out of\nmemory later.\n";
     }
   }
+  TextReportOptions text;
+  text.memory_summary = false;
+  RenderTextReport(*report, text, out);
+  out << reruns_text.str();
 
   // 4. Reports.
   if (!flags->Has("--no-html")) {

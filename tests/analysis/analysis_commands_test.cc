@@ -459,6 +459,10 @@ TEST(AnalysisCommandsTest, DemoTellsTheFragmentationStory) {
   EXPECT_THAT(page.str(), HasSubstr("expandable_segments:True avoids it, and the whole job then "
                                     "completes (peak reserved 14.90 GiB over all 12 steps)"));
   EXPECT_GT(std::filesystem::file_size(html), 10000u);
+  // The text says the same, before the re-runs' table (it quoted the sweep's figures up to the
+  // OOM instead, 13.55 GiB).
+  EXPECT_THAT(r.out, HasSubstr("fix: expandable_segments:True avoids it, and the whole job then "
+                               "completes (peak reserved 14.90\n      GiB over all 12 steps)"));
 }
 
 // A real fragmentation OOM: scripts/gpu/frag_oom_job.py under PyTorch's own allocator on an H100
