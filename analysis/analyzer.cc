@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "allocator/alloc_conf_syntax.h"
 #include "allocator/format_size.h"
 #include "allocator/memory_fraction.h"
 #include "allocator/memory_summary.h"
@@ -100,6 +101,20 @@ AllocatorOptions TraceOwnOptions(const TraceInfo& info) {
   return options;
 }
 
+namespace {
+
+// Whether the PYTORCH_CUDA_ALLOC_CONF string `conf` has an entry for `key`.
+bool ConfSetsKey(std::string_view conf, std::string_view key) {
+  absl::StatusOr<std::vector<alloc_conf::Entry>> entries = alloc_conf::SplitConfig(conf);
+  if (!entries.ok()) return false;
+  for (const alloc_conf::Entry& e : *entries) {
+    if (e.key.text == key) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config) {
   if (config.allowed_bytes.has_value()) return config.allowed_bytes;
   if (config.options.per_process_memory_fraction < 1.0) {
@@ -134,6 +149,21 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                    "what the native allocator would do with these requests"));
   }
   config.options = *parsed;
+  if (options.conf.has_value()) {
+    // The job's cap is not among the settings --conf replaces (PyTorch sets it apart, with
+    // set_per_process_memory_fraction): a fraction the trace records stays, unless --conf sets
+    // its own.
+    const double recorded = TraceOwnOptions(info).per_process_memory_fraction;
+    if (recorded < 1.0 && !ConfSetsKey(*options.conf, "per_process_memory_fraction")) {
+      config.options.per_process_memory_fraction = recorded;
+    }
+  }
+  if ((options.allowed_bytes.has_value() || options.memory_fraction.has_value()) &&
+      options.conf.has_value() && ConfSetsKey(*options.conf, "per_process_memory_fraction")) {
+    return absl::InvalidArgumentError(
+        "--conf sets per_process_memory_fraction and --memory-fraction/--allowed give a cap too: "
+        "give the cap once");
+  }
   config.follow_options_changes = !options.conf.has_value();
   // Other settings make other segments: the trace's addresses would collide with them.
   config.script_addresses = !options.conf.has_value();
@@ -176,7 +206,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   const OomReplayContext oom_context{.capacity_bytes = config->capacity_bytes,
                                      .capacity_assumed = !options.capacity_bytes.has_value() &&
                                                          (*source)->info().capacity_bytes == 0,
-                                     .cap_given = config->allowed_bytes.has_value(),
+                                     .cap_given = report.allowed_bytes.has_value(),
                                      .settings_replaced = options.conf.has_value(),
                                      .trace_options = TraceOwnOptions((*source)->info())};
   OomCollector ooms(replayer, oom_context);

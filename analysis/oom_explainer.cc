@@ -301,7 +301,7 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
         Size(x.device_free_bytes), Size(x.segment_bytes), Size(x.reserved_bytes),
         Size(x.reserved_bytes + x.segment_bytes),
         context.cap_given
-            ? "The cap given to this replay is not that one: give the job's own to explain this "
+            ? "The cap this replay applies is not that one: give the job's own to explain this "
               "OOM."
         : context.settings_replaced
             ? "Give it (--memory-fraction F or --allowed SIZE) to tell whether the --conf "

@@ -70,7 +70,8 @@ class SweepHooks final : public ReplayHooks {
   SweepHooks(SweepResult& result, const SweepReplaySettings& settings)
       : result_(result),
         trace_options_(settings.trace_options),
-        capped_(settings.allowed_bytes.has_value()) {}
+        capped_(settings.allowed_bytes.has_value() ||
+                result.config.options.per_process_memory_fraction < 1.0) {}
   uint32_t callbacks() const override { return kHookOom; }
   void OnOom(const ReplayOom& oom) override {
     if (oom.in_trace) ++result_.trace_ooms;
@@ -89,7 +90,7 @@ class SweepHooks final : public ReplayHooks {
  private:
   SweepResult& result_;
   const AllocatorOptions& trace_options_;
-  const bool capped_;  // a cap was given: it stands for the job's
+  const bool capped_;  // the replay has a cap (given, or in the settings): it stands for the job's
 };
 
 SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,

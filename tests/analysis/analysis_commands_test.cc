@@ -360,6 +360,28 @@ TEST(AnalysisCommandsTest, ConvertKeepsTheGivenCapInTheLog) {
   EXPECT_THAT(verify.out, HasSubstr("faithful"));
 }
 
+// The job's cap, recorded in the log (as the hooks and convert record it), is not one of the
+// settings --conf replaces: the --conf replay keeps it, so a setting is judged under it (it was
+// dropped, and any setting "avoided" the OOM).
+TEST(AnalysisCommandsTest, ConfKeepsTheCapTheLogRecords) {
+  const std::string capped = TempPath("h100-capped.fslog");
+  CommandRun convert = Fragscope(
+      {"convert", std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_fragmentation_oom.fslog",
+       capped, "--memory-fraction", "0.05051862997816944", "--capacity", "85017493504"});
+  ASSERT_EQ(convert.code, 0) << convert.err;
+  CommandRun r = Fragscope({"analyze", capped, "--no-summary", "--conf", "max_split_size_mb:512"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("; memory fraction cap 4.00 GiB\n"));
+  EXPECT_THAT(r.out, HasSubstr("cause: fragmentation"));
+  EXPECT_THAT(r.out, Not(HasSubstr("so they avoid this OOM")));
+  EXPECT_THAT(r.out, Not(HasSubstr("a cap the trace does not record")));
+  // A cap in --conf and one in the flags: which? An error, not the flag silently.
+  CommandRun both = Fragscope(
+      {"analyze", capped, "--memory-fraction", "0.5", "--conf", "per_process_memory_fraction:0.9"});
+  EXPECT_EQ(both.code, 1);
+  EXPECT_THAT(both.err, HasSubstr("give the cap once"));
+}
+
 // A job's OOM that the conversion's replay serves (the cap is not in this log) stays an OOM in
 // the output, with a warning; the request the replay served is not written (it was: 22 allocs
 // where the job made 21, and no oom record).
