@@ -309,9 +309,11 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
       // theoretical peak is above what it may use: the trace ended before that peak.
       if (available > 0 && report.model_gap->theoretical_bytes > static_cast<double>(available) &&
           report.recommended.has_value() && trace_has_oom) {
+        const bool said = absl::StrContains(report.recommendation, "as far as the trace goes");
         const std::string caveat = absl::StrFormat(
-            "; but only as far as the trace goes: the model's theoretical peak (%s) is above the "
-            "%s the job may use, so the job would still run out later",
+            "; %s the model's theoretical peak (%s) is above the %s the job may use, so the job "
+            "would still run out later",
+            said ? "and" : "but only as far as the trace goes:",
             FormatSize(static_cast<uint64_t>(report.model_gap->theoretical_bytes)),
             FormatSize(available));
         report.recommendation += caveat;

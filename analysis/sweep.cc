@@ -72,9 +72,18 @@ class SweepHooks final : public ReplayHooks {
         trace_options_(settings.trace_options),
         capped_(settings.allowed_bytes.has_value() ||
                 result.config.options.per_process_memory_fraction < 1.0) {}
-  uint32_t callbacks() const override { return kHookOom; }
+  // The baseline row also watches the trace's allocations (SweepResult::ends_at_trace_oom).
+  uint32_t callbacks() const override {
+    return kHookOom | (result_.config.is_trace_config ? kHookTraceEvent : 0u);
+  }
+  void OnTraceEvent(const TraceEvent& event) override {
+    if (event.kind == EventKind::kAlloc) result_.ends_at_trace_oom = false;
+  }
   void OnOom(const ReplayOom& oom) override {
-    if (oom.in_trace) ++result_.trace_ooms;
+    if (oom.in_trace) {
+      ++result_.trace_ooms;
+      if (result_.config.is_trace_config) result_.ends_at_trace_oom = true;
+    }
     if (oom.in_trace && !oom.in_replay && !capped_ &&
         RefusedUnderUnrecordedCap(*oom.event, trace_options_)) {
       ++result_.unrecorded_cap_ooms;
@@ -312,8 +321,11 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
       trace_has_oom
           ? absl::StrFormat(
                 "avoids every OOM with the lowest peak reserved memory among those "
-                "that do (%d device mallocs)",
-                r.device_mallocs)
+                "that do (%d device mallocs)%s",
+                r.device_mallocs,
+                trace_row != results.end() && trace_row->ends_at_trace_oom
+                    ? std::string(kEndsAtOomCaveat)
+                    : "")
           : absl::StrFormat("%s has no OOM; lowest peak reserved memory (%d device mallocs)",
                             trace_row != results.end() && trace_row->config.base_from_conf
                                 ? "the --conf configuration"

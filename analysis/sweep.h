@@ -74,6 +74,9 @@ struct SweepResult {
   // anything about them.
   int64_t trace_ooms = 0;
   int64_t unrecorded_cap_ooms = 0;
+  // Baseline row only: the trace ends at the job's OOM (no allocation after its last one), so
+  // the replays show only whether a setting gets past it, not whether the job would complete.
+  bool ends_at_trace_oom = false;
   double seconds = 0.0;
   std::string error;    // the replay failed (the row has no figures)
   uint64_t events = 0;  // trace events replayed (0: an empty trace)
@@ -115,6 +118,11 @@ struct SweepRecommendation {
   size_t index = 0;
   std::string reason;
 };
+
+// Added to a recommendation that avoids the OOMs of a trace that ends at its OOM.
+inline constexpr std::string_view kEndsAtOomCaveat =
+    "; only as far as the trace goes: it ends where the job died, so whether the job would "
+    "then complete is not shown (re-run it under the setting)";
 
 // The recommended row, or nullopt when no configuration avoids the OOMs.
 std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult>& results,
