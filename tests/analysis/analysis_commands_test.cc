@@ -176,8 +176,8 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"analyze", QuietLog(), "--bogus"}, 2, "unknown flag '--bogus'"},
       {{"sweep", "--bogus"}, 2, "unknown flag '--bogus'\nRun 'fragscope sweep --help' for usage."},
       {{"analyze", QuietLog(), "--json", "a.json", "--json=b.json"}, 2, "flag --json given twice"},
-      {{"analyze", QuietLog(), "--conf", "backend:cudaMallocAsync"},
-       1,
+      {{"analyze", "/nonexistent/trace.fslog", "--conf", "backend:cudaMallocAsync"},
+       2,
        "backend:cudaMallocAsync is not simulated"},
       // A bad grid value is a usage error, found before the trace is read (it was exit 1 after).
       {{"analyze", "/nonexistent/trace.fslog", "--max-split-size-mb", "10"},
@@ -378,7 +378,7 @@ TEST(AnalysisCommandsTest, ConfKeepsTheCapTheLogRecords) {
   // A cap in --conf and one in the flags: which? An error, not the flag silently.
   CommandRun both = Fragscope(
       {"analyze", capped, "--memory-fraction", "0.5", "--conf", "per_process_memory_fraction:0.9"});
-  EXPECT_EQ(both.code, 1);
+  EXPECT_EQ(both.code, 2);
   EXPECT_THAT(both.err, HasSubstr("give the cap once"));
 }
 
