@@ -207,6 +207,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
                                      .capacity_assumed = !options.capacity_bytes.has_value() &&
                                                          (*source)->info().capacity_bytes == 0,
                                      .cap_given = report.allowed_bytes.has_value(),
+                                     .allowed_bytes = report.allowed_bytes,
                                      .settings_replaced = options.conf.has_value(),
                                      .trace_options = TraceOwnOptions((*source)->info())};
   OomCollector ooms(replayer, oom_context);

@@ -240,6 +240,7 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     x.segment_bytes = sizes.segment_bytes;
     x.device_total_bytes = e.device_total_bytes > 0 ? e.device_total_bytes : capacity_bytes;
     x.device_free_bytes = e.device_free_bytes;
+    x.allowed_bytes = context.allowed_bytes;  // the cap given stands for the job's
     x.reserved_bytes = e.reserved_bytes > 0 ? e.reserved_bytes : layout.reserved_bytes;
     x.allocated_bytes = e.allocated_bytes > 0 ? e.allocated_bytes : layout.allocated_bytes;
   }
@@ -297,7 +298,7 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
         "(it could have given the new %s segment), and the replay served the request. The job "
         "ran under a cap the trace does not record, most likely "
         "torch.cuda.set_per_process_memory_fraction, of at least the %s it held and below %s "
-        "(that plus the new segment). %s",
+        "(that plus the new segment). %s %s",
         Size(x.device_free_bytes), Size(x.segment_bytes), Size(x.reserved_bytes),
         Size(x.reserved_bytes + x.segment_bytes),
         context.cap_given
@@ -306,7 +307,11 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
         : context.settings_replaced
             ? "Give it (--memory-fraction F or --allowed SIZE) to tell whether the --conf "
               "settings avoid this OOM: without it any settings serve the request."
-            : "Give it (--memory-fraction F or --allowed SIZE) to replay and explain this OOM.");
+            : "Give it (--memory-fraction F or --allowed SIZE) to replay and explain this OOM.",
+        e.reserved_bytes > 0 ? "The reserved and allocated figures below are the job's (its OOM "
+                               "record); the holes and segments are the replay's, after it "
+                               "served the request."
+                             : "The figures below are the replay's, after it served the request.");
     FillPinning(layout, x);
     return x;
   }

@@ -119,10 +119,11 @@ struct OomExplanation {
 // What the replay was given, so that an OOM it does not reproduce is explained by that instead
 // of by asking the user for what they already gave.
 struct OomReplayContext {
-  uint64_t capacity_bytes = 0;     // the simulated device's
-  bool capacity_assumed = false;   // neither the trace nor --capacity said it
-  bool cap_given = false;          // --memory-fraction or --allowed
-  bool settings_replaced = false;  // --conf: not the job's own allocator settings
+  uint64_t capacity_bytes = 0;            // the simulated device's
+  bool capacity_assumed = false;          // neither the trace nor --capacity said it
+  bool cap_given = false;                 // the replay has a cap (flags or the settings' fraction)
+  std::optional<uint64_t> allowed_bytes;  // that cap
+  bool settings_replaced = false;         // --conf: not the job's own allocator settings
   // The job's own settings (the trace's), which sized the segment its failed request needed.
   AllocatorOptions trace_options;
 };

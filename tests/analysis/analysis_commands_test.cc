@@ -300,6 +300,8 @@ TEST(AnalysisCommandsTest, ConfThatAvoidsASnapshotsOomsKeepsOneSetOfFigures) {
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(doc, HasSubstr("\"reserved_bytes\": 3204448256,"));
   EXPECT_THAT(doc, HasSubstr("\"reserved_bytes.all.peak\": 3204448256,"));
+  // The explanation's cap is the one the replay applied (it was null).
+  EXPECT_THAT(doc, HasSubstr("\"allowed_bytes\": 3221225472,\n            \"limit_bytes\""));
 }
 
 // PyTorch refuses a request of 1 EiB or more before looking at the pools; the explanation said
@@ -521,6 +523,7 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
   EXPECT_THAT(uncapped.out, HasSubstr("1 segment could not take the trace's address"));
   EXPECT_THAT(uncapped.out, HasSubstr("although the device still had 74.71 GiB free"));
   EXPECT_THAT(uncapped.out, HasSubstr("of at least the 3.87 GiB it held and below 4.18"));
+  EXPECT_THAT(uncapped.out, HasSubstr("the\n      holes and segments are the replay's"));
   EXPECT_THAT(uncapped.out, HasSubstr("fix: none shown: the job ran under a memory cap the trace "
                                       "does not record"));
   EXPECT_THAT(uncapped.out, HasSubstr("-- the job's OOM is not\n  reproduced: the job ran under a "
