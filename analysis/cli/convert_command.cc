@@ -37,10 +37,10 @@ CSV. OUT, chosen by --to or by OUT's extension:
                   `python -m torch.cuda._memory_viz` and pytorch.org/memory_viz open
   .json           Chrome trace-event JSON for ui.perfetto.dev: allocated / active / reserved
                   counters, markers and OOMs as instant events
-The input is replayed through fragscope's allocator and the replay's events are written. The
-job's OOMs stay OOMs: one the replay does not reproduce (the job ran under a cap or on a device
-the trace does not record: give --memory-fraction, --allowed or --capacity) is written as the
-trace recorded it, with a warning.
+The input is replayed through fragscope's allocator and the replay's events are written.
+Markers are not written to a snapshot. The job's OOMs stay OOMs: one the replay does not
+reproduce (the job ran under a cap or on a device the trace does not record: give
+--memory-fraction, --allowed or --capacity) is written as the trace recorded it, with a warning.
 )usage";
 
 enum class OutFormat { kFslog, kPickle, kChrome };
@@ -59,6 +59,7 @@ class ConvertHooks final : public ReplayHooks {
   void OnTraceEvent(const TraceEvent& e) override {
     time_ns_ = e.time_ns;
     in_trace_oom_ = e.kind == EventKind::kOom;
+    if (fslog_ == nullptr && e.kind == EventKind::kMarker) ++dropped_markers_;
     if (fslog_ == nullptr) return;
     if (e.kind == EventKind::kMarker) fslog_->Mark(e.text, e.time_ns);
     if (e.kind == EventKind::kOptionsChange) fslog_->OptionsChange(e.text, e.time_ns);
@@ -97,6 +98,8 @@ class ConvertHooks final : public ReplayHooks {
   }
   // Trace OOMs the replay served: written from the trace's record.
   uint64_t served_ooms() const { return served_ooms_; }
+  // Markers a snapshot export leaves out (it writes no annotations).
+  uint64_t dropped_markers() const { return dropped_markers_; }
 
  private:
   void Write(const AllocatorEvent& e) {
@@ -112,6 +115,7 @@ class ConvertHooks final : public ReplayHooks {
   bool in_trace_oom_ = false;
   std::vector<AllocatorEvent> held_;  // the replay's events for the trace OOM being replayed
   uint64_t served_ooms_ = 0;
+  uint64_t dropped_markers_ = 0;
 };
 
 std::vector<ExportSegment> ToExport(const LayoutSummary& layout) {
@@ -275,6 +279,12 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     ConvertHooks hooks(nullptr, &builder, info.device, info.start_wall_ns / 1000);
     status = replayer.Run(&hooks);
     served_ooms = hooks.served_ooms();
+    if (hooks.dropped_markers() > 0) {
+      notes.push_back(absl::StrCat(CountOf(hooks.dropped_markers(), "marker"),
+                                   " (phase annotations) of the trace are not written: the "
+                                   "snapshot export has no annotations (convert to .fslog or "
+                                   ".json keeps them)"));
+    }
     if (status.ok()) {
       builder.SetSegments(ToExport(CurrentLayout(replayer)));
       status = builder.Write(write_path);
