@@ -1,5 +1,6 @@
 // `fragscope analyze`: the whole analysis of one or more traces (one per rank).
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analysis/analyzer.h"
 #include "analysis/cli/analysis_commands.h"
@@ -96,6 +97,16 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
     options.model = *model;
   }
   options.run_sweep = !flags->Has("--no-sweep");
+  if (!options.run_sweep) {
+    for (const FlagSpec& grid : kSweepFlags) {
+      if (grid.name != "--threads" && flags->Has(grid.name)) {
+        return UsageError(err, "analyze",
+                          absl::StrCat(std::string(grid.name),
+                                       " sets the sweep's grid, and "
+                                       "--no-sweep skips the sweep"));
+      }
+    }
+  }
   ProgressBar bar(err);
   if (bar.active()) {  // else no progress hook in the replay at all
     options.progress = [&](const std::string& stage, double f) { bar.Update(stage, f); };
