@@ -79,7 +79,11 @@ void Replayer::BuildInitialState() {
     };
     for (const InitialBlock& b : seg.allocated) {
       carve_gap(b.address);
-      carve(b.size, /*gap=*/false, &b);
+      // The caller's request where it rounds to the block (the same block, and requested_bytes
+      // right); else the block's size (an unsplit remainder: requested is overstated by it).
+      const bool request_fits = b.requested_bytes > 0 && b.requested_bytes <= b.size &&
+                                RoundSize(b.requested_bytes, AllocatorOptions()) == b.size;
+      carve(request_fits ? b.requested_bytes : b.size, /*gap=*/false, &b);
       at = b.address + b.size;
     }
     carve_gap(seg.address + seg.size);
