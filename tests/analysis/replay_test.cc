@@ -323,6 +323,31 @@ TEST(OracleVerifyTest, SnapshotStateBeforeRecordingIsRebuilt) {
   EXPECT_EQ(blocks, 52u);  // the weights and the small tensors still allocated at the end
 }
 
+// A block that existed before the trace is rebuilt with the caller's request where that rounds
+// to the block, so requested_bytes counts the request (it counted the block's size); a block
+// with an unsplit remainder still counts its size.
+TEST(ReplayTest, RebuiltBlocksKeepTheirRequests) {
+  class StateOnlySource final : public TraceSource {
+   public:
+    absl::StatusOr<bool> Next(TraceEvent*) override { return false; }
+  };
+  StateOnlySource source;
+  source.mutable_info().capacity_bytes = kGiB;
+  constexpr DevicePtr kBase = 0x7f0000000000;
+  InitialSegment seg{kBase, 20 * kMiB, PoolKind::kLarge, 0, {}};
+  seg.allocated.push_back({kBase, 2 * kMiB, 2 * kMiB - 100});       // rounds to the block
+  seg.allocated.push_back({kBase + 4 * kMiB, 3 * kMiB, 2 * kMiB});  // 1 MiB left unsplit
+  source.mutable_info().initial_segments.push_back(seg);
+  ReplayConfig config;
+  config.capacity_bytes = kGiB;
+  Replayer replayer(source, config);
+  ASSERT_OK(replayer.Init());
+  const DeviceStats stats = replayer.allocator().GetStats();
+  EXPECT_EQ(stats.requested_bytes[0].current, static_cast<int64_t>(2 * kMiB - 100 + 3 * kMiB));
+  EXPECT_EQ(stats.allocated_bytes[0].current, static_cast<int64_t>(5 * kMiB));
+  EXPECT_TRUE(replayer.warnings().empty());
+}
+
 // An observed PyTorch log (the observe mode) only knows requests: a 299 MiB request carved from a
 // new 300 MiB segment is logged as a 299 MiB block, while PyTorch (and fragscope) hand out all
 // 300 MiB because a 1 MiB remainder is not split. kEventFlagSizeInferred makes verify take the
