@@ -38,7 +38,8 @@ each is summarized and the worst rank is named.
                             inferred at OOMs)
   --memory-fraction F       per-process memory fraction the job ran with (snapshots omit it)
   --allowed SIZE            ... or the cap in bytes (at least 2 MiB)
-  --conf CONF               replay under these PYTORCH_CUDA_ALLOC_CONF settings instead
+  --conf CONF               replay under these PYTORCH_CUDA_ALLOC_CONF settings instead of the
+                            trace's (a cap the log records is kept unless CONF sets one)
   --device N                the device of a multi-device snapshot
   --no-sweep                skip the settings sweep
   --max-split-size-mb LIST  sweep grid (default 0,64,128,256,512,1024; 0 = unlimited)

@@ -18,14 +18,16 @@ namespace {
 constexpr char kUsage[] =
     R"usage(usage: fragscope sweep LOG [--max-split-size-mb LIST] [--roundup-power2-divisions LIST]
                        [--gc-threshold LIST] [--expandable-segments LIST] [--placement LIST]
-                       [--capacity SIZE] [--threads N] [--device N]
+                       [--capacity SIZE] [--threads N] [--device N] [--conf CONF]
                        [--memory-fraction F | --allowed SIZE] [--json OUT]
 
 Replays the trace under every combination of the listed settings (on top of the trace's own) on
 a simulated device, one allocator per configuration, in parallel threads, and prints peak
 reserved memory, utilization (peak active / peak reserved), whether and where it runs out of
 memory, and device mallocs/frees (each a cudaMalloc/cudaFree; frees synchronize). The
-recommendation avoids the OOM with the lowest peak reserved memory, ties to fewer mallocs.
+recommendation avoids the OOM with the lowest peak reserved memory, ties to fewer mallocs; it
+says when the trace's OOM is not reproduced (a cap the trace does not record: give it) and when
+the trace ends where the job died (a setting that gets past the OOM may still fail later).
 
   --max-split-size-mb LIST   default 0,64,128,256,512,1024 (0 = unlimited, PyTorch's default)
   --roundup-power2-divisions LIST   e.g. 4,8,"[64:8,>:1]" (each against leaving it unset)
@@ -34,6 +36,16 @@ recommendation avoids the OOM with the lowest peak reserved memory, ties to fewe
   --expandable-segments LIST default: the trace's own and True; e.g. False,True
   --placement LIST           e.g. best_fit,first_fit. first_fit (address-ordered, as RMM's
                              arena) is a fragscope policy PyTorch lacks: shown, never recommended
+  --conf CONF                the baseline: these PYTORCH_CUDA_ALLOC_CONF settings instead of the
+                             trace's (a cap the log records is kept unless CONF sets one)
+  --capacity SIZE            device capacity, 2 MiB to 4 TiB (default: the log header;
+                             snapshots: inferred at OOMs)
+  --memory-fraction F        per-process memory fraction the job ran with (snapshots omit it)
+  --allowed SIZE             ... or the cap in bytes (at least 2 MiB)
+  --device N                 the device of a multi-device snapshot
+  --threads N                replays at once (default: one per core)
+  --json OUT                 write the sweep as JSON (schema fragscope.sweep:
+                             analysis/REPORT_SCHEMA.md)
 )usage";
 
 }  // namespace
