@@ -185,16 +185,21 @@ FailedRequestSizes SizesOfFailedRequest(const TraceEvent& e, const AllocatorOpti
   return sizes;
 }
 
-bool RefusedUnderUnrecordedCap(const TraceEvent& e, const AllocatorOptions& trace_options) {
-  if (e.device_free_bytes == 0 && e.device_total_bytes == 0) return false;
-  return SizesOfFailedRequest(e, trace_options).segment_bytes <= e.device_free_bytes;
-}
-
 namespace {
 
+// The trace's OOM record has no device figures (an RMM log's, or one served by the replay).
 bool DeviceUnknown(const TraceEvent& e) {
   return e.device_free_bytes == 0 && e.device_total_bytes == 0;
 }
+
+}  // namespace
+
+bool RefusedUnderUnrecordedCap(const TraceEvent& e, const AllocatorOptions& trace_options) {
+  return !DeviceUnknown(e) &&
+         SizesOfFailedRequest(e, trace_options).segment_bytes <= e.device_free_bytes;
+}
+
+namespace {
 
 // The replay lacked a limit the job had and says nothing about this OOM (see
 // ServedByReplacedSettings).
@@ -266,8 +271,9 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
         "Capacity: the request of %s is 1 EiB or more, which PyTorch refuses outright (\"Tried "
         "to allocate more than 1EB memory\"), whatever the device or the cache holds.",
         Size(x.requested_bytes));
-    if (!oom.in_trace)
+    if (!oom.in_trace) {
       x.headline = "The replay ran out of memory here (the job did not). " + x.headline;
+    }
     FillPinning(layout, x);
     return x;
   }
