@@ -57,6 +57,9 @@ class ConvertHooks final : public ReplayHooks {
       : fslog_(fslog), pickle_(pickle), device_(device), start_us_(start_us) {}
   uint32_t callbacks() const override { return kHookTraceEvent | kHookAllocatorEvent | kHookOom; }
   void OnTraceEvent(const TraceEvent& e) override {
+    // (OnOom follows every trace OOM's replay; should it not, nothing held is lost.)
+    for (const AllocatorEvent& held : held_) Write(held);
+    held_.clear();
     time_ns_ = e.time_ns;
     in_trace_oom_ = e.kind == EventKind::kOom;
     if (fslog_ == nullptr && e.kind == EventKind::kMarker) ++dropped_markers_;
