@@ -246,8 +246,9 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     x.device_total_bytes = e.device_total_bytes > 0 ? e.device_total_bytes : capacity_bytes;
     x.device_free_bytes = e.device_free_bytes;
     x.allowed_bytes = context.allowed_bytes;  // the cap given stands for the job's
-    x.reserved_bytes = e.reserved_bytes > 0 ? e.reserved_bytes : layout.reserved_bytes;
-    x.allocated_bytes = e.allocated_bytes > 0 ? e.allocated_bytes : layout.allocated_bytes;
+    // (Not the layout's: that is after the replay served the request.)
+    x.reserved_bytes = oom.job_reserved_bytes;
+    x.allocated_bytes = oom.job_allocated_bytes;
   }
   x.reserved_but_unallocated_bytes =
       x.reserved_bytes > x.allocated_bytes ? x.reserved_bytes - x.allocated_bytes : 0;
@@ -314,10 +315,12 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
             ? "Give it (--memory-fraction F or --allowed SIZE) to tell whether the --conf "
               "settings avoid this OOM: without it any settings serve the request."
             : "Give it (--memory-fraction F or --allowed SIZE) to replay and explain this OOM.",
-        e.reserved_bytes > 0 ? "The reserved and allocated figures below are the job's (its OOM "
-                               "record); the holes and segments are the replay's, after it "
-                               "served the request."
-                             : "The figures below are the replay's, after it served the request.");
+        e.reserved_bytes > 0
+            ? "The reserved and allocated figures below are the job's (its OOM record); the holes "
+              "and segments are the replay's, after it served the request."
+            : "The reserved and allocated figures below are the job's as the replay rebuilt them "
+              "(the snapshot records none); the holes and segments are the replay's, after it "
+              "served the request.");
     FillPinning(layout, x);
     return x;
   }
@@ -333,8 +336,9 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
         job_figures ? "The reserved and allocated figures below are the job's (the trace's OOM "
                       "record); the holes and segments are the replay's under --conf, after it "
                       "served the request."
-                    : "The figures below are the replay's under --conf, after it served the "
-                      "request (the trace's OOM record has no reserved or allocated figures).");
+                    : "The figures below are the replay's under --conf (the trace's OOM record "
+                      "has none): reserved and allocated before it served the request, the holes "
+                      "and segments after.");
     FillPinning(layout, x);
     return x;
   }

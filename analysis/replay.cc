@@ -184,12 +184,14 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
     case EventKind::kSegmentUnmap:
       QueueSegmentFree(event);
       return;
-    case EventKind::kOom:
+    case EventKind::kOom: {
+      const uint64_t ladder_released = queued_segment_free_bytes_;  // the job's ladder freed these
       SettleSegmentFrees(event);
-      ApplyOom(event, hooks);  // an OOM always went through the whole ladder
+      ApplyOom(event, ladder_released, hooks);  // an OOM always went through the whole ladder
       CompleteQueuedFrees();
       ladder_expected_ = false;
       break;
+    }
     case EventKind::kEmptyCache:
       if (!ApplyEmptyCache(event)) return;
       break;
@@ -273,18 +275,28 @@ void Replayer::AllocationFailed(const TraceEvent& event, const absl::Status& sta
   }
 }
 
-void Replayer::ApplyOom(const TraceEvent& event, ReplayHooks* hooks) {
+void Replayer::ApplyOom(const TraceEvent& event, uint64_t ladder_released_bytes,
+                        ReplayHooks* hooks) {
+  // The job's reserved and allocated bytes when it gave up: its record's, else the replay's now,
+  // less the cached segments the job's retry ladder released just before (the trace's segment
+  // frees; the replay's allocator has not released them: its own ladder runs in Allocate).
+  const DeviceStats before = allocator_->GetStats();
+  const auto replay_reserved = static_cast<uint64_t>(before.reserved_bytes[0].current);
+  const uint64_t job_reserved =
+      event.reserved_bytes > 0 ? event.reserved_bytes
+                               : replay_reserved - std::min(replay_reserved, ladder_released_bytes);
+  const uint64_t job_allocated = event.allocated_bytes > 0
+                                     ? event.allocated_bytes
+                                     : static_cast<uint64_t>(before.allocated_bytes[0].current);
   // Memory outside the allocator: what the device lacked beyond the allocator's reservations.
   if (event.device_free_bytes > 0 || event.device_total_bytes > 0) {
     const uint64_t total =
         event.device_total_bytes > 0 ? event.device_total_bytes : config_.capacity_bytes;
-    uint64_t reserved = event.reserved_bytes;
-    if (event.device_total_bytes == 0) {  // not recorded (snapshot): the replay's, after the ladder
-      const DeviceStats stats = allocator_->GetStats();
-      reserved = static_cast<uint64_t>(stats.reserved_bytes[0].current);
-      const uint64_t releasable = queued_segment_free_bytes_;
-      reserved = reserved > releasable ? reserved - releasable : 0;
-    }
+    // Not recorded (snapshot): the replay's. (Less the job's ladder's releases would be the
+    // job's own figure, but the replay's allocator still holds them until its own ladder, which
+    // must find the device as full as the job did: the expandable oracle diverges otherwise.)
+    const uint64_t reserved =
+        event.device_total_bytes == 0 ? replay_reserved : event.reserved_bytes;
     if (total > event.device_free_bytes + reserved) {
       const uint64_t external = total - event.device_free_bytes - reserved;
       if (external > external_bytes_) {
@@ -297,7 +309,7 @@ void Replayer::ApplyOom(const TraceEvent& event, ReplayHooks* hooks) {
   ScriptQueuedReservations();
   absl::StatusOr<DevicePtr> ptr = allocator_->Allocate(request, event.stream);
   ClearQueuedSegmentAllocs();
-  ReplayOom oom{&event, true, !ptr.ok(), {}, external_bytes_};
+  ReplayOom oom{&event, true, !ptr.ok(), {}, external_bytes_, job_reserved, job_allocated};
   if (!ptr.ok()) {
     std::optional<OomReport> report = GetOomReport(ptr.status());
     if (report.has_value()) oom.report = *report;

@@ -148,6 +148,10 @@ struct ReplayOom {
   bool in_replay = false;             // the replay failed here
   OomReport report;                   // valid when in_replay
   uint64_t external_bytes = 0;        // device memory outside the allocator assumed at this point
+  // in_trace: the job's reserved and allocated bytes when it failed: its OOM record's, else
+  // (snapshots record none) the replay's before it tried, less what the job's ladder released.
+  uint64_t job_reserved_bytes = 0;
+  uint64_t job_allocated_bytes = 0;
 };
 
 // The callbacks of ReplayHooks, as bits of ReplayHooks::callbacks().
@@ -229,7 +233,9 @@ class Replayer {
   ABSL_ATTRIBUTE_NOINLINE void AllocationFailed(const TraceEvent& event, const absl::Status& status,
                                                 ReplayHooks* hooks);
   // The rare events, never inlined into Apply (their frames would be every event's).
-  ABSL_ATTRIBUTE_NOINLINE void ApplyOom(const TraceEvent& event, ReplayHooks* hooks);
+  // `ladder_released_bytes`: the segment frees the trace shows just before the OOM record.
+  ABSL_ATTRIBUTE_NOINLINE void ApplyOom(const TraceEvent& event, uint64_t ladder_released_bytes,
+                                        ReplayHooks* hooks);
   ABSL_ATTRIBUTE_NOINLINE void ApplyMarker(const TraceEvent& event);
   ABSL_ATTRIBUTE_NOINLINE void ApplyOptionsChange(const TraceEvent& event);
   // A recorded empty_cache: false when it is part of the next allocation's ladder (no operation

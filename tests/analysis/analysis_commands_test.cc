@@ -322,6 +322,16 @@ TEST(AnalysisCommandsTest, ARequestOfAnExabyteIsACapacityOom) {
   EXPECT_THAT(r.out, Not(HasSubstr("block 0 bytes")));
 }
 
+// A snapshot records no reserved bytes at its OOMs: the bounds of the unrecorded cap come from
+// the replay before it served the request, less the job's ladder's releases, and hold the job's
+// 3 GiB (they were 3.06-3.21 GiB, from the layout after the replay served it).
+TEST(AnalysisCommandsTest, TheUnrecordedCapsBoundsHoldTheJobsCap) {
+  CommandRun r = Fragscope({"analyze", Oracle("micro_fraction_3g"), "--capacity", "150109880320",
+                            "--no-sweep", "--no-summary"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("of at least the 2.90 GiB it held and below 3.06\n      GiB"));
+}
+
 // A trace action fragscope does not know (a newer PyTorch's) is skipped with a warning that names
 // it (it was skipped silently).
 TEST(AnalysisCommandsTest, UnknownSnapshotActionsAreNamed) {
