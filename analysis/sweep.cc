@@ -304,9 +304,10 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
   if (trace_has_oom && trace_row != results.end() && trace_row->ooms == 0 &&
       trace_row->config.base_from_conf) {
     return SweepRecommendation{
-        *best, absl::StrFormat("the job's OOM does not happen under the --conf settings (the "
-                               "baseline row); lowest peak reserved memory (%d device mallocs)",
-                               r.device_mallocs)};
+        *best,
+        absl::StrFormat("the job's OOM does not happen under the --conf settings (the "
+                        "baseline row); lowest peak reserved memory (%d device mallocs)%s",
+                        r.device_mallocs, trace_row->ends_at_trace_oom ? kEndsAtOomCaveat : "")};
   }
   if (trace_has_oom && trace_row != results.end() && trace_row->ooms == 0) {
     // The job failed but its own settings replay without an OOM (e.g. a cap the trace does not

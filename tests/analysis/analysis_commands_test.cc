@@ -566,6 +566,11 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
   EXPECT_THAT(uncapped_sweep.out, HasSubstr("give the job's own with --memory-fraction F"));
   EXPECT_THAT(uncapped_sweep.out, HasSubstr("Note: the trace records 1 OOM that the baseline row's "
                                             "replay does not reproduce"));
+  // The log ends where the job died: under --conf too, the recommendation says how far it holds.
+  CommandRun conf =
+      with_cap({"analyze", log, "--no-summary", "--conf", "expandable_segments:True"});
+  EXPECT_THAT(conf.out, HasSubstr("(the baseline row)"));
+  EXPECT_THAT(conf.out, HasSubstr("only as far as the trace goes"));
   CommandRun sweep = with_cap({"sweep", log, "--threads", "2"});
   EXPECT_EQ(sweep.code, 0) << sweep.err;
   EXPECT_THAT(sweep.out, HasSubstr("(--capacity; memory fraction cap 4.00 GiB)"));
