@@ -124,6 +124,21 @@ std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config) {
   return std::nullopt;
 }
 
+std::shared_ptr<const std::vector<uint64_t>> TraceEmptyCacheCalls(const TraceOpener& opener,
+                                                                  const TraceInfo& info,
+                                                                  const AnalysisOptions& options) {
+  if (info.records_empty_cache) return nullptr;
+  AnalysisOptions own_options = options;
+  own_options.conf.reset();
+  absl::StatusOr<ReplayConfig> own = MakeReplayConfig(info, own_options);
+  if (!own.ok()) return nullptr;
+  absl::StatusOr<std::unique_ptr<TraceSource>> source = opener.Open();
+  if (!source.ok()) return nullptr;
+  Replayer replayer(**source, *own);
+  if (!replayer.Init().ok() || !replayer.Run(nullptr).ok()) return nullptr;
+  return std::make_shared<const std::vector<uint64_t>>(replayer.inferred_empty_cache_at());
+}
+
 absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                               const AnalysisOptions& options) {
   ReplayConfig config;
@@ -195,6 +210,9 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   report.info.initial_segments.clear();
   absl::StatusOr<ReplayConfig> config = MakeReplayConfig((*source)->info(), options);
   if (!config.ok()) return config.status();
+  if (options.conf.has_value()) {
+    config->empty_cache_at = TraceEmptyCacheCalls(opener, (*source)->info(), options);
+  }
   report.capacity_bytes = ResolveCapacity((*source)->info(), options, &report.capacity_source);
   report.allowed_bytes = ReplayCapBytes(*config);
   report.options = FormatAllocatorOptions(config->options);
@@ -252,7 +270,10 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
     if (!configs.ok()) return configs.status();
     report.sweep = RunSweep(
         opener, *configs,
-        {config->capacity_bytes, config->allowed_bytes, TraceOwnOptions((*source)->info())},
+        {config->capacity_bytes, config->allowed_bytes, TraceOwnOptions((*source)->info()),
+         options.conf.has_value() || (*source)->info().records_empty_cache
+             ? config->empty_cache_at
+             : std::make_shared<const std::vector<uint64_t>>(replayer.inferred_empty_cache_at())},
         options.threads, [&](size_t done, size_t total) {
           if (options.progress) {
             options.progress("sweep", static_cast<double>(done) / static_cast<double>(total));

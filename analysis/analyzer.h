@@ -47,6 +47,15 @@ AllocatorOptions TraceOwnOptions(const TraceInfo& info);
 // else the settings' per_process_memory_fraction (the trace's, or --conf's); nullopt: none.
 std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config);
 
+// For a trace that does not record empty_cache() (snapshots): the events before which the job
+// called it, inferred by a replay of the trace's own settings (under `options`' device and cap,
+// without its --conf), for replays under other settings (ReplayConfig::empty_cache_at). nullptr
+// when the trace records the calls, or its own settings cannot be replayed (those replays then
+// infer for themselves).
+std::shared_ptr<const std::vector<uint64_t>> TraceEmptyCacheCalls(const TraceOpener& opener,
+                                                                  const TraceInfo& info,
+                                                                  const AnalysisOptions& options);
+
 // The replay configuration for a trace under `options`. Errors: bad settings strings.
 absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                               const AnalysisOptions& options);

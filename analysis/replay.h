@@ -77,6 +77,11 @@
 // the same; any other group was an empty_cache() and the replay calls EmptyCache(). An
 // empty_cache() that released nothing leaves no entry and is not replayed (it changes no
 // layout). .fslog logs record empty_cache explicitly.
+// The decision reads the replay's state, which is the job's only under the job's own settings:
+// under others (a sweep row, --conf) a release of the job's ladder can look like an
+// empty_cache() (another layout served the next allocation from the cache). So the calls are
+// inferred once, by a replay of the trace's own settings (TraceEmptyCacheCalls in analyzer.h),
+// and handed to the others (ReplayConfig::empty_cache_at), which make exactly those calls.
 //
 // Note [State before the trace]
 // A snapshot's history often starts after the model was loaded (TraceInfo::initial_segments).
@@ -132,6 +137,12 @@ struct ReplayConfig {
   bool follow_options_changes = true;
   // Stop after the last event whose index is <= this.
   uint64_t stop_after_index = UINT64_MAX;
+  // For a trace that does not record empty_cache() (snapshots): the trace event indices before
+  // which the job called it, as a replay of the trace's own settings inferred them
+  // (Replayer::inferred_empty_cache_at, sorted). A replay under other settings given them calls
+  // EmptyCache() there and nowhere else, instead of inferring from its own state, which differs
+  // (Note [Inferring empty_cache]). nullptr: infer.
+  std::shared_ptr<const std::vector<uint64_t>> empty_cache_at;
 };
 
 // Where and when a live block was allocated.
@@ -204,6 +215,9 @@ class Replayer {
   const TraceInfo& info() const { return source_.info(); }
   const ReplayConfig& config() const { return config_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // The trace events before which the replay called EmptyCache() for a trace that does not
+  // record it (inferred, or ReplayConfig::empty_cache_at), in order.
+  const std::vector<uint64_t>& inferred_empty_cache_at() const { return empty_cache_calls_; }
   // Allocations the replay's allocator refused for another reason than running out of memory
   // (the simulated device's address space, an address the trace scripts twice): the replay's
   // figures leave them out. The first one's warning, or "" when there was none.
@@ -338,6 +352,7 @@ class Replayer {
 
   // Segment frees read since the last user-level event (Note [Inferring empty_cache]).
   uint64_t queued_segment_free_bytes_ = 0;
+  std::vector<uint64_t> empty_cache_calls_;  // inferred_empty_cache_at()
   uint32_t queued_segment_frees_ = 0;
   uint32_t queued_segment_unmaps_ = 0;       // of queued_segment_frees_, segment_unmaps
   uint64_t queued_segment_alloc_bytes_ = 0;  // a segment_alloc (or maps) after them, if any

@@ -1,6 +1,7 @@
 // Replayer: telling an empty_cache() from the allocator's own releases (retry ladder, garbage
 // collection) in a trace that does not record empty_cache. See Note [Inferring empty_cache] in
 // replay.h.
+#include <algorithm>
 #include <vector>
 
 #include "allocator/size_policy.h"
@@ -53,9 +54,17 @@ void Replayer::SettleSegmentFreesNow(const TraceEvent& next) {
       ladder_expected_ = malloc_would_fail;
     }
   }
+  if (config_.empty_cache_at != nullptr && !source_.info().records_empty_cache) {
+    // The job's calls, as the replay of its own settings found them.
+    const bool called = std::binary_search(config_.empty_cache_at->begin(),
+                                           config_.empty_cache_at->end(), next.index);
+    internal = !called;
+    if (called) ladder_expected_ = false;
+  }
   if (!internal) {
     CompleteQueuedFrees();
     allocator_->EmptyCache();
+    empty_cache_calls_.push_back(next.index);
   }
   ClearQueuedSegmentFrees();
 }

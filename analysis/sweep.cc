@@ -120,6 +120,7 @@ SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
   // addresses, so its figures are analyze's; other settings lay memory out their own way.
   replay.script_addresses = config.is_trace_config && !config.base_from_conf;
   replay.follow_options_changes = false;
+  replay.empty_cache_at = settings.empty_cache_at;
   Replayer replayer(**source, replay);
   absl::Status status = replayer.Init();
   SweepHooks hooks(result, settings);

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,6 +97,8 @@ struct SweepReplaySettings {
   std::optional<uint64_t> allowed_bytes;
   // The trace's own settings (TraceOwnOptions): they sized the segments its OOMs asked for.
   AllocatorOptions trace_options;
+  // The job's empty_cache() calls for every row (ReplayConfig::empty_cache_at; nullptr: infer).
+  std::shared_ptr<const std::vector<uint64_t>> empty_cache_at;
 };
 
 // The configurations of `spec` over `base` (the trace's options, or those of --conf when

@@ -201,6 +201,8 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     err << "fragscope convert: " << config.status().message() << "\n";
     return 1;
   }
+  if (options.conf.has_value())
+    config->empty_cache_at = TraceEmptyCacheCalls(*opener, info, options);
   Replayer replayer(**source, *config);
   if (absl::Status s = replayer.Init(); !s.ok()) {
     err << "fragscope convert: " << s.message() << "\n";

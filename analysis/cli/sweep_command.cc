@@ -108,8 +108,9 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   rank.capacity_source = capacity_source;
   rank.sweep =
       RunSweep(*opener, *configs,
-               {config->capacity_bytes, config->allowed_bytes, TraceOwnOptions(rank.info)}, threads,
-               [&](size_t done, size_t total) {
+               {config->capacity_bytes, config->allowed_bytes, TraceOwnOptions(rank.info),
+                TraceEmptyCacheCalls(*opener, (*source)->info(), options)},
+               threads, [&](size_t done, size_t total) {
                  bar.Update("sweep", static_cast<double>(done) / static_cast<double>(total));
                });
   rank.sweep_seconds =

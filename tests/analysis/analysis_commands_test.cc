@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -396,6 +397,33 @@ TEST(AnalysisCommandsTest, ConfKeepsTheCapTheLogRecords) {
       {"analyze", capped, "--memory-fraction", "0.5", "--conf", "per_process_memory_fraction:0.9"});
   EXPECT_EQ(both.code, 2);
   EXPECT_THAT(both.err, HasSubstr("give the cap once"));
+}
+
+// A snapshot records no empty_cache() calls: they are inferred once, under the trace's own
+// settings, and every other replay makes exactly those calls. Inferred from each row's own state,
+// the job's retry-ladder releases were taken for empty_cache() calls in rows with other settings,
+// and the pickle's sweep came out lower than the same trace's .fslog (3.12 vs 3.44 GiB).
+TEST(AnalysisCommandsTest, ASnapshotSweepsAsItsFslogDoes) {
+  const std::string log =
+      std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_fragmentation_oom.fslog";
+  const std::vector<std::string> cap = {"--memory-fraction", "0.05051862997816944", "--capacity",
+                                        "85017493504"};
+  const std::string pickle = TempPath("h100.pickle");
+  std::vector<std::string> convert = {"convert", log, pickle};
+  convert.insert(convert.end(), cap.begin(), cap.end());
+  ASSERT_EQ(Fragscope(convert).code, 0);
+  const auto rows = [&](const std::string& trace) {
+    std::vector<std::string> args = {"sweep", trace, "--threads", "2"};
+    args.insert(args.end(), cap.begin(), cap.end());
+    const std::string out = Fragscope(args).out;
+    // The table up to the recommendation, without the OOM's event index (a snapshot numbers
+    // its events without the log's markers).
+    std::string table = out.substr(out.find("  configuration"));
+    table = table.substr(0, table.find("  Recommended"));
+    return std::regex_replace(table, std::regex("yes, event [0-9]+"), "yes");
+  };
+  EXPECT_EQ(rows(pickle), rows(log));
+  EXPECT_THAT(rows(pickle), HasSubstr("* (default)                            yes      3.44 GiB"));
 }
 
 // A job's OOM that the conversion's replay serves (the cap is not in this log) stays an OOM in
