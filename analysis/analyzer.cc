@@ -132,6 +132,13 @@ std::shared_ptr<const std::vector<uint64_t>> TraceEmptyCacheCalls(const TraceOpe
   own_options.conf.reset();
   absl::StatusOr<ReplayConfig> own = MakeReplayConfig(info, own_options);
   if (!own.ok()) return nullptr;
+  // A cap --conf sets is the cap the user says the job had (the settings it replaces are not).
+  if (options.conf.has_value() && ConfSetsKey(*options.conf, "per_process_memory_fraction") &&
+      !own->allowed_bytes.has_value()) {
+    if (absl::StatusOr<AllocatorOptions> conf = ParseAllocatorOptions(*options.conf); conf.ok()) {
+      own->options.per_process_memory_fraction = conf->per_process_memory_fraction;
+    }
+  }
   absl::StatusOr<std::unique_ptr<TraceSource>> source = opener.Open();
   if (!source.ok()) return nullptr;
   Replayer replayer(**source, *own);
@@ -182,6 +189,11 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
   config.follow_options_changes = !options.conf.has_value();
   // Other settings make other segments: the trace's addresses would collide with them.
   config.script_addresses = !options.conf.has_value();
+  if (options.allowed_bytes.has_value() || options.memory_fraction.has_value()) {
+    // The cap given replaces a fraction in the settings: the configurations tested (and
+    // recommended) must not name another cap than the one replayed.
+    config.options.per_process_memory_fraction = 1.0;
+  }
   if (options.allowed_bytes.has_value()) {
     if (*options.allowed_bytes > config.capacity_bytes) {
       return absl::InvalidArgumentError(absl::StrFormat(

@@ -309,7 +309,9 @@ void Replayer::ApplyOom(const TraceEvent& event, uint64_t ladder_released_bytes,
   ScriptQueuedReservations();
   absl::StatusOr<DevicePtr> ptr = allocator_->Allocate(request, event.stream);
   ClearQueuedSegmentAllocs();
-  ReplayOom oom{&event, true, !ptr.ok(), {}, external_bytes_, job_reserved, job_allocated};
+  ReplayOom oom{&event,          true,         !ptr.ok(),     {},
+                external_bytes_, job_reserved, job_allocated, !served_trace_oom_};
+  if (ptr.ok()) served_trace_oom_ = true;
   if (!ptr.ok()) {
     std::optional<OomReport> report = GetOomReport(ptr.status());
     if (report.has_value()) oom.report = *report;

@@ -163,6 +163,9 @@ struct ReplayOom {
   // (snapshots record none) the replay's before it tried, less what the job's ladder released.
   uint64_t job_reserved_bytes = 0;
   uint64_t job_allocated_bytes = 0;
+  // in_trace: no earlier OOM of the job was served by the replay, so (under the job's settings)
+  // the replay still holds what the job held; after one, it holds that request's memory too.
+  bool replay_follows_job = true;
 };
 
 // The callbacks of ReplayHooks, as bits of ReplayHooks::callbacks().
@@ -363,6 +366,7 @@ class Replayer {
   std::vector<DevicePtr> queued_maps_;
   bool reservations_scripted_ = false;
   uint64_t external_bytes_ = 0;
+  bool served_trace_oom_ = false;  // an OOM of the job was served (ReplayOom::replay_follows_job)
 
   PhaseTable phases_;
   uint32_t current_phase_ = PhaseTable::kStart;

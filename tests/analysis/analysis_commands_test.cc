@@ -331,6 +331,39 @@ TEST(AnalysisCommandsTest, TheUnrecordedCapsBoundsHoldTheJobsCap) {
                             "--no-sweep", "--no-summary"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("of at least the 2.90 GiB it held and below 3.06\n      GiB"));
+  // Once the replay served one refused request it holds more than the job did: later OOMs, and
+  // replays under --conf, give no bounds (they gave 3.09-3.31 GiB, 3.75-3.92 GiB, ...).
+  EXPECT_THAT(r.out, HasSubstr("(the first such OOM bounds the cap)."));
+  EXPECT_THAT(r.out, Not(HasSubstr("at least the 3.09 GiB")));
+  CommandRun conf = Fragscope({"analyze", Oracle("micro_fraction_3g"), "--capacity", "150109880320",
+                               "--no-sweep", "--no-summary", "--conf", "max_split_size_mb:64"});
+  EXPECT_THAT(conf.out, HasSubstr("--conf settings (without --conf, the first such OOM bounds "
+                                  "the cap)."));
+  EXPECT_THAT(conf.out, Not(HasSubstr("it held and below")));
+}
+
+// A cap given in --conf and the same cap given as a flag replay alike (the empty_cache()
+// inference once ignored the --conf one: 195/145 against 194/140 device mallocs/frees).
+TEST(AnalysisCommandsTest, ACapInConfIsTheSameCapAsAFlag) {
+  const auto row = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {"analyze", Oracle("micro_fraction_3g"), "--capacity", "150109880320",
+                               "--no-summary", "--threads", "2"});
+    // The [--conf] row's figures (a long label puts them on the next line).
+    const std::string out = Fragscope(args).out;
+    const size_t at = out.find("[--conf]");
+    std::smatch figures;
+    if (at == std::string::npos ||
+        !std::regex_search(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), figures,
+                           std::regex("[0-9.]+ GiB[^\n]*"))) {
+      return std::string("no [--conf] row");
+    }
+    return figures.str();
+  };
+  const std::string in_conf =
+      row({"--conf", "max_split_size_mb:64,per_process_memory_fraction:0.021459116915775848"});
+  const std::string as_flag = row({"--conf", "max_split_size_mb:64", "--allowed", "3GiB"});
+  EXPECT_THAT(as_flag, HasSubstr("194     140"));
+  EXPECT_EQ(in_conf, as_flag);
 }
 
 // A trace action fragscope does not know (a newer PyTorch's) is skipped with a warning that names
@@ -392,6 +425,12 @@ TEST(AnalysisCommandsTest, ConfKeepsTheCapTheLogRecords) {
   EXPECT_THAT(r.out, HasSubstr("cause: fragmentation"));
   EXPECT_THAT(r.out, Not(HasSubstr("so they avoid this OOM")));
   EXPECT_THAT(r.out, Not(HasSubstr("a cap the trace does not record")));
+  // A cap given as a flag replaces the recorded one in the configurations too: the sweep does not
+  // recommend the recorded 4 GiB cap while replaying a smaller one.
+  CommandRun smaller = Fragscope({"sweep", capped, "--memory-fraction", "0.04", "--threads", "2"});
+  EXPECT_EQ(smaller.code, 0) << smaller.err;
+  EXPECT_THAT(smaller.out, HasSubstr("memory fraction cap 3.17 GiB"));
+  EXPECT_THAT(smaller.out, Not(HasSubstr("per_process_memory_fraction:0.0505")));
   // A cap in --conf and one in the flags: which? An error, not the flag silently.
   CommandRun both = Fragscope(
       {"analyze", capped, "--memory-fraction", "0.5", "--conf", "per_process_memory_fraction:0.9"});
