@@ -12,6 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "allocator/format_size.h"
 #include "allocator/memory_fraction.h"
+#include "allocator/size_policy.h"
 #include "analysis/analyzer.h"
 #include "analysis/chrome_trace.h"
 #include "analysis/cli/analysis_commands.h"
@@ -93,6 +94,7 @@ class ConvertHooks final : public ReplayHooks {
     e.stream = t.stream;
     e.requested_bytes = t.requested_bytes > 0 ? t.requested_bytes : t.bytes;
     e.bytes = t.bytes > 0 ? t.bytes : e.requested_bytes;
+    e.pool = PoolFor(e.bytes);
     e.device_free_bytes = t.device_free_bytes;
     e.device_total_bytes = t.device_total_bytes;
     e.reserved_bytes = t.reserved_bytes;

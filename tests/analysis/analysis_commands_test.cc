@@ -485,6 +485,10 @@ TEST(AnalysisCommandsTest, ConvertKeepsAnOomTheReplayDoesNotReproduce) {
     EXPECT_THAT(analyze.out, HasSubstr("; 21 allocations, 21 frees"));
     EXPECT_THAT(analyze.out, HasSubstr("Out of memory: 1 OOM"));
     EXPECT_THAT(analyze.out, HasSubstr("request 316.00 MiB"));
+    if (absl::EndsWith(out, ".fslog")) {
+      // The oom record names the request's pool (it said small for any request).
+      EXPECT_THAT(Fragscope({"dump", out, "--kind", "oom"}).out, HasSubstr("pool=large"));
+    }
   }
 }
 
