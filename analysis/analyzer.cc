@@ -113,7 +113,44 @@ bool ConfSetsKey(std::string_view conf, std::string_view key) {
   return false;
 }
 
+// Settings that name another backend than the native allocator are not replayed: its pools
+// are the driver's (cudaMallocAsync), and the native allocator's figures under that name would
+// be of an allocator the job did not use. `conf` came from --conf or the trace.
+absl::Status NativeBackendOnly(const AllocatorOptions& parsed, std::string_view conf,
+                               bool from_conf) {
+  if (parsed.backend == "native") return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s '%s': backend:%s is not simulated (fragscope replays PyTorch's native caching "
+      "allocator)%s",
+      from_conf ? "--conf" : "the trace's allocator settings", conf, parsed.backend,
+      from_conf ? ""
+                : "; give --conf with native settings (e.g. --conf '') to see what the native "
+                  "allocator would do with these requests"));
+}
+
+// A cap set both in --conf and with --memory-fraction/--allowed: which one is meant?
+absl::Status OneCap(const AnalysisOptions& options) {
+  if ((options.allowed_bytes.has_value() || options.memory_fraction.has_value()) &&
+      options.conf.has_value() && ConfSetsKey(*options.conf, "per_process_memory_fraction")) {
+    return absl::InvalidArgumentError(
+        "--conf sets per_process_memory_fraction and --memory-fraction/--allowed give a cap too: "
+        "give the cap once");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status CheckConfOption(const AnalysisOptions& options) {
+  if (!options.conf.has_value()) return absl::OkStatus();
+  absl::StatusOr<AllocatorOptions> parsed = ParseAllocatorOptions(*options.conf);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--conf '%s': %s", *options.conf, parsed.status().message()));
+  }
+  if (absl::Status s = NativeBackendOnly(*parsed, *options.conf, true); !s.ok()) return s;
+  return OneCap(options);
+}
 
 std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config) {
   if (config.allowed_bytes.has_value()) return config.allowed_bytes;
@@ -158,18 +195,10 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
         "%s '%s': %s", options.conf.has_value() ? "--conf" : "the trace's allocator settings", conf,
         parsed.status().message()));
   }
-  if (parsed->backend != "native") {
-    // Its pools are the driver's (cudaMallocAsync): replaying the native allocator under that
-    // name would report figures of an allocator the job did not use.
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s '%s': backend:%s is not simulated (fragscope replays PyTorch's native caching "
-        "allocator)%s",
-        options.conf.has_value() ? "--conf" : "the trace's allocator settings", conf,
-        parsed->backend,
-        options.conf.has_value() ? ""
-                                 : "; give --conf with native settings (e.g. --conf '') to see "
-                                   "what the native allocator would do with these requests"));
+  if (absl::Status s = NativeBackendOnly(*parsed, conf, options.conf.has_value()); !s.ok()) {
+    return s;
   }
+  if (absl::Status s = OneCap(options); !s.ok()) return s;
   config.options = *parsed;
   if (options.conf.has_value()) {
     // The job's cap is not among the settings --conf replaces (PyTorch sets it apart, with
@@ -179,12 +208,6 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
     if (recorded < 1.0 && !ConfSetsKey(*options.conf, "per_process_memory_fraction")) {
       config.options.per_process_memory_fraction = recorded;
     }
-  }
-  if ((options.allowed_bytes.has_value() || options.memory_fraction.has_value()) &&
-      options.conf.has_value() && ConfSetsKey(*options.conf, "per_process_memory_fraction")) {
-    return absl::InvalidArgumentError(
-        "--conf sets per_process_memory_fraction and --memory-fraction/--allowed give a cap too: "
-        "give the cap once");
   }
   config.follow_options_changes = !options.conf.has_value();
   // Other settings make other segments: the trace's addresses would collide with them.

@@ -56,6 +56,11 @@ std::shared_ptr<const std::vector<uint64_t>> TraceEmptyCacheCalls(const TraceOpe
                                                                   const TraceInfo& info,
                                                                   const AnalysisOptions& options);
 
+// Checks --conf against the rest of `options` without a trace, so that a command can report it
+// before reading one: it parses, names the native allocator, and sets no cap beside
+// --memory-fraction/--allowed. MakeReplayConfig checks the same.
+absl::Status CheckConfOption(const AnalysisOptions& options);
+
 // The replay configuration for a trace under `options`. Errors: bad settings strings.
 absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                               const AnalysisOptions& options);

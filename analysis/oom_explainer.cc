@@ -300,17 +300,19 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     // new segment.
     x.cause = OomCause::kNotReproduced;
     x.unrecorded_cap = !context.cap_given;
+    const std::string refused = absl::StrFormat(
+        "Not reproduced: the job ran out of memory here although the device still had %s free "
+        "(it could have given the new %s segment), and the replay served the request. The job "
+        "ran under a cap the trace does not record, most likely "
+        "torch.cuda.set_per_process_memory_fraction",
+        Size(x.device_free_bytes), Size(x.segment_bytes));
     // A snapshot records no reserved bytes: the replay's stand for the job's only while it
     // follows the job (its own settings, no earlier refused request served). Else no bounds.
     if (e.reserved_bytes == 0 && (context.settings_replaced || !oom.replay_follows_job)) {
       x.headline = absl::StrFormat(
-          "Not reproduced: the job ran out of memory here although the device still had %s free "
-          "(it could have given the new %s segment), and the replay served the request. The job "
-          "ran under a cap the trace does not record, most likely "
-          "torch.cuda.set_per_process_memory_fraction. %s The figures below are the replay's "
-          "(reserved and allocated before it served the request, the holes and segments after), "
-          "not the job's: %s",
-          Size(x.device_free_bytes), Size(x.segment_bytes),
+          "%s. %s The figures below are the replay's (reserved and allocated before it served "
+          "the request, the holes and segments after), not the job's: %s",
+          refused,
           context.cap_given ? "The cap this replay applies is not that one: give the job's own."
                             : "Give it (--memory-fraction F or --allowed SIZE) to replay and "
                               "explain this OOM.",
@@ -323,13 +325,8 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
       return x;
     }
     x.headline = absl::StrFormat(
-        "Not reproduced: the job ran out of memory here although the device still had %s free "
-        "(it could have given the new %s segment), and the replay served the request. The job "
-        "ran under a cap the trace does not record, most likely "
-        "torch.cuda.set_per_process_memory_fraction, of at least the %s it held and below %s "
-        "(that plus the new segment). %s %s",
-        Size(x.device_free_bytes), Size(x.segment_bytes), Size(x.reserved_bytes),
-        Size(x.reserved_bytes + x.segment_bytes),
+        "%s, of at least the %s it held and below %s (that plus the new segment). %s %s", refused,
+        Size(x.reserved_bytes), Size(x.reserved_bytes + x.segment_bytes),
         context.cap_given
             ? "The cap this replay applies is not that one: give the job's own to explain this "
               "OOM."

@@ -292,47 +292,40 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
   const auto trace_row = std::find_if(results.begin(), results.end(), [](const SweepResult& x) {
     return x.config.is_trace_config && x.error.empty();
   });
-  if (trace_has_oom && trace_row != results.end() && trace_row->ooms == 0 &&
-      trace_row->unrecorded_cap_ooms > 0) {
+  const SweepResult* base = trace_row != results.end() ? &*trace_row : nullptr;
+  const std::string_view caveat =
+      base != nullptr && base->ends_at_trace_oom ? kEndsAtOomCaveat : "";
+  std::string reason;
+  if (!trace_has_oom) {
+    reason = absl::StrFormat(
+        "%s has no OOM; lowest peak reserved memory (%d device mallocs)",
+        base != nullptr && base->config.base_from_conf ? "the --conf configuration" : "the trace",
+        r.device_mallocs);
+  } else if (base == nullptr || base->ooms > 0) {
+    reason = absl::StrFormat(
+        "avoids every OOM with the lowest peak reserved memory among those that do (%d device "
+        "mallocs)%s",
+        r.device_mallocs, caveat);
+  } else if (base->unrecorded_cap_ooms > 0) {
     // Any settings serve a request that only a missing cap refused.
-    return SweepRecommendation{
-        *best, absl::StrFormat("the job's OOM is not reproduced: the job ran under a memory cap "
-                               "the trace does not record (give the job's own with "
-                               "--memory-fraction or --allowed), so no setting is shown to fix "
-                               "it; lowest peak reserved memory (%d device mallocs)",
-                               r.device_mallocs)};
-  }
-  if (trace_has_oom && trace_row != results.end() && trace_row->ooms == 0 &&
-      trace_row->config.base_from_conf) {
-    return SweepRecommendation{
-        *best,
-        absl::StrFormat("the job's OOM does not happen under the --conf settings (the "
-                        "baseline row); lowest peak reserved memory (%d device mallocs)%s",
-                        r.device_mallocs, trace_row->ends_at_trace_oom ? kEndsAtOomCaveat : "")};
-  }
-  if (trace_has_oom && trace_row != results.end() && trace_row->ooms == 0) {
+    reason = absl::StrFormat(
+        "the job's OOM is not reproduced: the job ran under a memory cap the trace does not "
+        "record (give the job's own with --memory-fraction or --allowed), so no setting is shown "
+        "to fix it; lowest peak reserved memory (%d device mallocs)",
+        r.device_mallocs);
+  } else if (base->config.base_from_conf) {
+    reason = absl::StrFormat(
+        "the job's OOM does not happen under the --conf settings (the baseline row); lowest peak "
+        "reserved memory (%d device mallocs)%s",
+        r.device_mallocs, caveat);
+  } else {
     // The job failed but its own settings replay without an OOM (e.g. a cap the trace does not
     // record): "avoids every OOM" would credit the setting with what the replay never showed.
-    return SweepRecommendation{
-        *best, absl::StrFormat("the job's OOM does not happen when its own settings are "
-                               "replayed, so no setting is shown to fix it; lowest peak reserved "
-                               "memory (%d device mallocs)",
-                               r.device_mallocs)};
+    reason = absl::StrFormat(
+        "the job's OOM does not happen when its own settings are replayed, so no setting is shown "
+        "to fix it; lowest peak reserved memory (%d device mallocs)",
+        r.device_mallocs);
   }
-  std::string reason =
-      trace_has_oom
-          ? absl::StrFormat(
-                "avoids every OOM with the lowest peak reserved memory among those "
-                "that do (%d device mallocs)%s",
-                r.device_mallocs,
-                trace_row != results.end() && trace_row->ends_at_trace_oom
-                    ? std::string(kEndsAtOomCaveat)
-                    : "")
-          : absl::StrFormat("%s has no OOM; lowest peak reserved memory (%d device mallocs)",
-                            trace_row != results.end() && trace_row->config.base_from_conf
-                                ? "the --conf configuration"
-                                : "the trace",
-                            r.device_mallocs);
   return SweepRecommendation{*best, std::move(reason)};
 }
 

@@ -153,20 +153,7 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
     options->allowed_bytes = *bytes;
   }
   if (const std::string* v = flags.Get("--conf")) {
-    // Checked here, before any trace is read, so that a typo is a usage error at once rather
-    // than a failed analysis after the trace was opened.
-    absl::StatusOr<AllocatorOptions> parsed = ParseAllocatorOptions(*v);
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("--conf '%s': %s", *v, parsed.status().message()));
-    }
-    if (parsed->backend != "native") {  // as MakeReplayConfig, which says why
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--conf '%s': backend:%s is not simulated (fragscope replays PyTorch's native caching "
-          "allocator)",
-          *v, parsed->backend));
-    }
-    options->conf = *v;
+    options->conf = *v;  // checked with the caps below (CheckConfOption)
   }
   if (const std::string* v = flags.Get("--device")) {
     absl::StatusOr<uint64_t> n = ParseCount(*v, "--device");
@@ -230,13 +217,9 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
   }
   options->sweep.capped =
       options->allowed_bytes.has_value() || options->memory_fraction.has_value();
-  if ((options->allowed_bytes.has_value() || options->memory_fraction.has_value()) &&
-      options->conf.has_value() &&
-      ParseAllocatorOptions(*options->conf)->per_process_memory_fraction < 1.0) {
-    return absl::InvalidArgumentError(
-        "--conf sets per_process_memory_fraction and --memory-fraction/--allowed give a cap too: "
-        "give the cap once");
-  }
+  // Checked here, before any trace is read, so that a typo is a usage error at once rather than a
+  // failed analysis after the trace was opened.
+  if (absl::Status s = CheckConfOption(*options); !s.ok()) return s;
   // The grid's values are checked here, before any trace is read (a usage error): every value is
   // valid or not whatever the trace's own settings are.
   if (absl::StatusOr<std::vector<SweepConfig>> configs =

@@ -203,8 +203,9 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     err << "fragscope convert: " << config.status().message() << "\n";
     return 1;
   }
-  if (options.conf.has_value())
+  if (options.conf.has_value()) {
     config->empty_cache_at = TraceEmptyCacheCalls(*opener, info, options);
+  }
   Replayer replayer(**source, *config);
   if (absl::Status s = replayer.Init(); !s.ok()) {
     err << "fragscope convert: " << s.message() << "\n";
@@ -317,19 +318,16 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   for (const std::string& w : replayer.warnings()) {
     err << "fragscope convert: warning: " << w << "\n";
   }
+  if (served_ooms > 0) {
+    notes.push_back(absl::StrCat(
+        CountOf(served_ooms, "OOM"),
+        " of the trace did not happen in the replay (the job had less room than the replay: a cap "
+        "or device size the trace does not record; give --memory-fraction, --allowed or "
+        "--capacity): written as the trace recorded them, without the allocations the replay made "
+        "for them, but the replay's segments around them may differ from the job's"));
+  }
   for (const std::string& note : notes) {
     err << WrapParagraph(note, "fragscope convert: warning: ", "  ");
-  }
-  if (served_ooms > 0) {
-    err << WrapParagraph(
-        absl::StrCat(CountOf(served_ooms, "OOM"),
-                     " of the trace did not happen in the "
-                     "replay (the job had less room than the replay: a cap or device "
-                     "size the trace does not record; give --memory-fraction, --allowed "
-                     "or --capacity): written as the trace recorded them, without the "
-                     "allocations the replay made for them, but the replay's segments "
-                     "around them may differ from the job's"),
-        "fragscope convert: warning: ", "  ");
   }
   return 0;
 }

@@ -43,6 +43,13 @@ std::string Oracle(const std::string& name) {
   return std::string(FRAGSCOPE_TEST_DATA_DIR) + "/oracle/" + name + ".pickle";
 }
 
+// An RMM log named `name` in the test's directory: the header, then `rows`.
+std::string RmmCsv(const std::string& name, const std::string& rows) {
+  const std::string path = TempPath(name);
+  std::ofstream(path) << "Thread,Time,Action,Pointer,Size,Stream\n" << rows;
+  return path;
+}
+
 TEST(AnalysisCommandsTest, EveryCommandHasHelp) {
   for (const char* command : {"analyze", "verify", "sweep", "convert", "demo"}) {
     CommandRun r = Fragscope({command, "--help"});
@@ -86,12 +93,11 @@ TEST(AnalysisCommandsTest, AnalyzeAtPastTheEndSaysTheTraceEndsFirst) {
 }
 
 TEST(AnalysisCommandsTest, AnalyzeRmmLogWithCapacity) {
-  const std::string csv = TempPath("rmm.csv");
-  std::ofstream(csv) << "Thread,Time,Action,Pointer,Size,Stream\n"
-                        "1,10:00:00.000001,allocate,0x7f0000000000,41943040,0\n"
-                        "1,10:00:00.000002,allocate,0x7f0002800000,1048576,0\n"
-                        "1,10:00:00.000003,free,0x7f0002800000,1048576,0\n"
-                        "1,10:00:00.000004,allocate failure,(nil),31457280,0\n";
+  const std::string csv = RmmCsv("rmm.csv",
+                                 "1,10:00:00.000001,allocate,0x7f0000000000,41943040,0\n"
+                                 "1,10:00:00.000002,allocate,0x7f0002800000,1048576,0\n"
+                                 "1,10:00:00.000003,free,0x7f0002800000,1048576,0\n"
+                                 "1,10:00:00.000004,allocate failure,(nil),31457280,0\n");
   CommandRun r = Fragscope({"analyze", csv, "--capacity", "64MiB", "--no-sweep", "--no-summary"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("(rmm-csv"));
@@ -312,10 +318,10 @@ TEST(AnalysisCommandsTest, ConfThatAvoidsASnapshotsOomsKeepsOneSetOfFigures) {
 // PyTorch refuses a request of 1 EiB or more before looking at the pools; the explanation said
 // "block 0 bytes" and fragmentation for one.
 TEST(AnalysisCommandsTest, ARequestOfAnExabyteIsACapacityOom) {
-  const std::string csv = TempPath("exabyte.csv");
-  std::ofstream(csv) << "Thread,Time,Action,Pointer,Size,Stream\n"
-                        "1,10:00:00.000001,allocate,0x7f1000000000,1024,0\n"
-                        "1,10:00:00.000002,allocate,0x7f2000000000,1152921504606846976,0\n";
+  const std::string csv =
+      RmmCsv("exabyte.csv",
+             "1,10:00:00.000001,allocate,0x7f1000000000,1024,0\n"
+             "1,10:00:00.000002,allocate,0x7f2000000000,1152921504606846976,0\n");
   CommandRun r = Fragscope({"analyze", csv, "--no-sweep", "--no-summary"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("cause: capacity"));
@@ -376,10 +382,9 @@ TEST(AnalysisCommandsTest, UnknownSnapshotActionsAreNamed) {
 
 // A free whose size is not its allocation's is said (the replay frees by address).
 TEST(AnalysisCommandsTest, RmmFreeOfAnotherSizeIsNamed) {
-  const std::string csv = TempPath("mismatch.csv");
-  std::ofstream(csv) << "Thread,Time,Action,Pointer,Size,Stream\n"
-                        "1,10:00:00.000001,allocate,0x7f1000000000,4096,0\n"
-                        "1,10:00:00.000002,free,0x7f1000000000,8192,0\n";
+  const std::string csv = RmmCsv("mismatch.csv",
+                                 "1,10:00:00.000001,allocate,0x7f1000000000,4096,0\n"
+                                 "1,10:00:00.000002,free,0x7f1000000000,8192,0\n");
   CommandRun r = Fragscope({"analyze", csv, "--no-sweep", "--no-summary"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("1 free gives a size other than the"));
