@@ -36,6 +36,27 @@ std::string_view TruncateUtf8(std::string_view text, size_t max_bytes) {
   return text.substr(0, cut);
 }
 
+std::string_view RecordKindName(uint8_t kind) {
+  if (kind == kRecordKindStateSegment) return "state_segment";
+  if (kind == kRecordKindStateBlock) return "state_block";
+  return EventKindName(static_cast<EventKind>(kind));
+}
+
+void EncodeStateRecord(uint8_t kind, DevicePtr ptr, uint64_t bytes, uint64_t requested_bytes,
+                       StreamId stream, DevicePtr segment, PoolKind pool, int32_t device,
+                       uint64_t timestamp_ns, LogRecord* record) {
+  *record = LogRecord{};
+  record->timestamp_ns = timestamp_ns;
+  record->kind = kind;
+  record->pool = static_cast<uint8_t>(pool);
+  record->device = device;
+  record->words[kWordPtr] = ptr;
+  record->words[kWordBytes] = bytes;
+  record->words[kWordRequestedBytes] = requested_bytes;
+  record->words[kWordStream] = stream;
+  record->words[kWordSegment] = segment;
+}
+
 void EncodeMarker(std::string_view text, uint64_t thread_id, uint64_t timestamp_ns,
                   LogRecord* record) {
   std::memset(record, 0, sizeof(*record));

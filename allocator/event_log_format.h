@@ -17,9 +17,9 @@
 // by readers with a warning; any other damage is an error naming the file offset.
 //
 // Versioning: a reader rejects a major version it does not know (this one reads 1.x and 2.x; 2.0
-// added combined free records, below). A minor version may only add record kinds, flag bits, or
-// meanings for fields that are zero/reserved in earlier minors; readers pass unknown kinds
-// through and ignore unknown flags.
+// added combined free records, 2.2 state records: both below). A minor version may only add record
+// kinds, flag bits, or meanings for fields that are zero/reserved in earlier minors; readers pass
+// unknown kinds through and ignore unknown flags.
 #pragma once
 
 #include <atomic>
@@ -46,7 +46,7 @@ inline constexpr char kFileMagic[8] = {'F', 'S', 'L', 'O', 'G', '\r', '\n', '\x1
 // The version the writer writes. Readers accept majors kOldestReadableVersionMajor through
 // kFormatVersionMajor (2.0 added combined free records: Note [Combined free records]).
 inline constexpr uint16_t kFormatVersionMajor = 2;
-inline constexpr uint16_t kFormatVersionMinor = 1;
+inline constexpr uint16_t kFormatVersionMinor = 2;
 inline constexpr uint16_t kOldestReadableVersionMajor = 1;
 // "FSCK" as the first four bytes of every chunk.
 inline constexpr uint32_t kChunkMagic = 0x4B435346;
@@ -115,6 +115,27 @@ enum RecordFlag : uint8_t {
 // free_completed that waited for stream events is later and keeps its own record.
 inline constexpr uint8_t kFreeRecordCompleted = 1 << 7;
 inline constexpr uint64_t kCombineFreeWindowNs = 20'000;
+
+// Note [State records] (format 2.2)
+// A log that begins while memory is already held (a PyTorch snapshot whose history recording
+// started after the model was loaded, converted to .fslog) states what was held in records before
+// its first event: one state_segment record per segment, then one state_block record per block
+// allocated in it, in address order; the rest of the segment was free. Both use the block layout
+// (below): state_segment has ptr = segment = the segment's address, bytes = its size, stream and
+// pool; state_block has ptr, bytes = the block's size, requested_bytes, stream, and segment = its
+// segment's address. State records are not events: readers turn them into the trace's initial
+// state (analysis: TraceInfo::initial_segments) and deliver no event for them, though they take
+// sequence numbers like every record, so the first event's number is the count of state records.
+// Every state record comes before the log's first other record; one after it is an error, as are
+// a block outside its segment, blocks out of address order or overlapping, and overlapping
+// segments. Readers of 2.0 and 2.1 pass over them (kinds of a newer minor version) and so start
+// without that state.
+inline constexpr uint8_t kRecordKindStateSegment = 12;
+inline constexpr uint8_t kRecordKindStateBlock = 13;
+
+inline bool IsStateRecord(uint8_t kind) {
+  return kind == kRecordKindStateSegment || kind == kRecordKindStateBlock;
+}
 
 // --- On-disk structs ------------------------------------------------------------------------
 
@@ -338,6 +359,16 @@ inline void SplitCombinedFree(const LogRecord& combined, LogRecord* requested,
   completed->kind = static_cast<uint8_t>(EventKind::kFreeCompleted);
   completed->flags = CombinedFreeCompletedFlags(combined.flags);
 }
+
+// What a record of `kind` is called (dump, errors): EventKindName for the allocator's kinds and
+// markers, "state_segment" and "state_block" (Note [State records]), "unknown" otherwise.
+std::string_view RecordKindName(uint8_t kind);
+
+// Encodes a state record (Note [State records]). For kRecordKindStateSegment, `segment` is
+// `ptr` and `requested_bytes` 0.
+void EncodeStateRecord(uint8_t kind, DevicePtr ptr, uint64_t bytes, uint64_t requested_bytes,
+                       StreamId stream, DevicePtr segment, PoolKind pool, int32_t device,
+                       uint64_t timestamp_ns, LogRecord* record);
 
 // The longest prefix of `text` of at most `max_bytes` bytes that does not end inside a UTF-8
 // multi-byte character.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "allocator/check.h"
 
 namespace fragscope {
 
@@ -12,6 +13,7 @@ absl::StatusOr<std::unique_ptr<FslogFileWriter>> FslogFileWriter::Open(const std
   if (header.clock == EventLogClock::kUnknown) header.clock = EventLogClock::kMonotonic;
   auto writer = std::unique_ptr<FslogFileWriter>(new FslogFileWriter());
   writer->path_ = path;
+  writer->device_ = header.device_index;
   writer->base_ns_ = header.start_monotonic_ns;
   writer->file_ = std::fopen(path.c_str(), "wb");
   if (writer->file_ == nullptr) {
@@ -58,6 +60,18 @@ void FslogFileWriter::Append(const AllocatorEvent& event, uint64_t timestamp_ns)
     return;
   }
   EncodeEvent(event, base_ns_ + timestamp_ns, Reserve(1));
+}
+
+void FslogFileWriter::AppendState(std::span<const InitialSegment> segments) {
+  FRAGSCOPE_CHECK(sequence_ == 0);
+  for (const InitialSegment& seg : segments) {
+    EncodeStateRecord(kRecordKindStateSegment, seg.address, seg.size, 0, seg.stream, seg.address,
+                      seg.pool, device_, base_ns_, Reserve(1));
+    for (const InitialBlock& block : seg.allocated) {
+      EncodeStateRecord(kRecordKindStateBlock, block.address, block.size, block.requested_bytes,
+                        seg.stream, seg.address, seg.pool, device_, base_ns_, Reserve(1));
+    }
+  }
 }
 
 void FslogFileWriter::Mark(std::string_view text, uint64_t timestamp_ns) {

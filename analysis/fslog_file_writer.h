@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "allocator/allocator_events.h"
 #include "allocator/event_log_format.h"
+#include "analysis/trace_event.h"
 
 namespace fragscope {
 
@@ -32,6 +34,11 @@ class FslogFileWriter final : public AllocatorObserver {
   void set_time_ns(uint64_t ns) { time_ns_ = ns; }
   void OnEvent(const AllocatorEvent& event) override { Append(event, time_ns_); }
   void Append(const AllocatorEvent& event, uint64_t timestamp_ns);
+  // Writes the memory held before the log's first event as state records (Note [State records]
+  // in event_log_format.h), at time 0: each segment, then its allocated blocks.
+  // REQUIRES: nothing appended yet; segments do not overlap, each one's blocks lie inside it in
+  // address order (what TraceInfo::initial_segments holds).
+  void AppendState(std::span<const InitialSegment> segments);
   void Mark(std::string_view text, uint64_t timestamp_ns);
   void OptionsChange(std::string_view options, uint64_t timestamp_ns);
   // Writes the pending chunk and closes the file; the first write error, if any.
@@ -48,6 +55,7 @@ class FslogFileWriter final : public AllocatorObserver {
 
   std::FILE* file_ = nullptr;
   std::string path_;
+  int32_t device_ = 0;
   uint64_t base_ns_ = 0;  // header start_monotonic_ns: record timestamps are base + time
   uint64_t time_ns_ = 0;
   std::vector<LogRecord> chunk_;

@@ -8,6 +8,7 @@
 #include "absl/base/attributes.h"
 #include "absl/strings/str_format.h"
 #include "allocator/allocator_options.h"
+#include "analysis/fslog_state.h"
 
 namespace fragscope {
 namespace {
@@ -85,6 +86,7 @@ class FslogSource::Decoder {
   // chunk, then its continuations); the error for a record of another device (returns false).
   bool DecodeText(const LogRecord& r, size_t i, TraceEvent* event);
   bool FailMixedDevices(const LogRecord& r, const TraceEvent& event);
+  bool FailLateState(const LogRecord& r, size_t i);
 
   std::string name_;
   int32_t device_;
@@ -98,6 +100,7 @@ class FslogSource::Decoder {
   // A combined free whose free_requested half Next() returned last: the free_completed is next.
   const LogRecord* pending_completion_ = nullptr;
   uint64_t combined_before_ = 0;  // combined free records whose second event was delivered
+  bool past_state_ = false;       // a record other than a state record was seen
   absl::Status error_;
 };
 
@@ -128,8 +131,13 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     }
     if (r.kind < static_cast<uint8_t>(EventKind::kAlloc) ||
         r.kind > static_cast<uint8_t>(EventKind::kMarker)) {
-      continue;  // a kind from a newer minor version: passed over
+      // State records were read at Open (Note [State records]); a kind from a newer minor
+      // version is passed over.
+      if (IsStateRecord(r.kind) && past_state_) return FailLateState(r, i);
+      past_state_ = past_state_ || !IsStateRecord(r.kind);
+      continue;
     }
+    past_state_ = true;
     if (!have_time_base_ || r.timestamp_ns < time_base_ns_) {
       time_base_ns_ = r.timestamp_ns;
       have_time_base_ = true;
@@ -188,6 +196,15 @@ ABSL_ATTRIBUTE_NOINLINE bool FslogSource::Decoder::DecodeText(const LogRecord& r
   return true;
 }
 
+ABSL_ATTRIBUTE_NOINLINE bool FslogSource::Decoder::FailLateState(const LogRecord& r, size_t i) {
+  error_ = absl::InvalidArgumentError(absl::StrFormat(
+      "%s: bad state record: %s record %d comes after the log's first event (state records "
+      "state the memory held before the log, and lead it)",
+      name_, RecordKindName(r.kind), first_sequence_ + i));
+  pos_ = chunk_.size();
+  return false;
+}
+
 ABSL_ATTRIBUTE_NOINLINE bool FslogSource::Decoder::FailMixedDevices(const LogRecord& r,
                                                                     const TraceEvent& event) {
   error_ = absl::FailedPreconditionError(absl::StrFormat(
@@ -223,7 +240,10 @@ absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::Open(const std::string
                                                                FslogReading reading) {
   absl::StatusOr<EventLogReader> reader = EventLogReader::Open(path);
   if (!reader.ok()) return reader.status();
+  absl::StatusOr<EventLogReader> state_reader = EventLogReader::Open(path);
+  if (!state_reader.ok()) return state_reader.status();
   auto source = std::unique_ptr<FslogSource>(new FslogSource(std::move(*reader), reading));
+  if (absl::Status s = source->ReadState(*state_reader); !s.ok()) return s;
   source->info_.path = path;
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(path, ec);
@@ -236,7 +256,10 @@ absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::OpenBytes(std::string_
                                                                     FslogReading reading) {
   absl::StatusOr<EventLogReader> reader = EventLogReader::OpenBytes(bytes, name);
   if (!reader.ok()) return reader.status();
+  absl::StatusOr<EventLogReader> state_reader = EventLogReader::OpenBytes(bytes, name);
+  if (!state_reader.ok()) return state_reader.status();
   auto source = std::unique_ptr<FslogSource>(new FslogSource(std::move(*reader), reading));
+  if (absl::Status s = source->ReadState(*state_reader); !s.ok()) return s;
   source->info_.path = std::move(name);
   source->file_bytes_ = static_cast<double>(bytes.size());
   return source;
@@ -260,6 +283,15 @@ void FslogSource::FillInfo() {
   absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(h.allocator_options);
   info_.expandable_segments = options.ok() && options->expandable_segments;
   consumed_offset_ = reader_.offset();
+}
+
+// The leading state records, read ahead of the events by a second reader of the same log, so
+// that the state is known before the first Next() (the replay rebuilds it first).
+absl::Status FslogSource::ReadState(EventLogReader& state_reader) {
+  absl::StatusOr<std::vector<InitialSegment>> state = ReadFslogState(state_reader);
+  if (!state.ok()) return state.status();
+  info_.initial_segments = std::move(*state);
+  return absl::OkStatus();
 }
 
 std::vector<std::string> FslogSource::warnings() const {

@@ -5,7 +5,9 @@
 // continuation records are folded into one event; a combined free record (Note [Combined free
 // records]) is two events, or one if asked (FoldFreeCompletions). Events on another device than the
 // header's are an error ("mixed devices"), as are records of unknown kinds from a newer major
-// version (the reader refuses those files up front). Every numeric field of a delivered event is
+// version (the reader refuses those files up front). The log's leading state records (Note [State
+// records] in event_log_format.h) are read at Open into TraceInfo::initial_segments; they are
+// not events. Every numeric field of a delivered event is
 // set (0 where its kind carries nothing); text is set for markers and options changes only.
 //
 // Note [Reading on a background thread]
@@ -85,6 +87,7 @@ class FslogSource final : public TraceSource {
 
   FslogSource(EventLogReader reader, FslogReading reading);
   void FillInfo();
+  absl::Status ReadState(EventLogReader& state_reader);
   // The common cases of Next(): the next event of the batch in hand, or of the chunk being
   // decoded on this thread. False: Next() must take the slow path.
   bool NextFast(TraceEvent* event);

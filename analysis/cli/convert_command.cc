@@ -123,6 +123,25 @@ class ConvertHooks final : public ReplayHooks {
   uint64_t dropped_markers_ = 0;
 };
 
+// The segments and allocated blocks of `layout` (the replay's, before its first event), as the
+// state records of an .fslog (Note [State records] in event_log_format.h).
+std::vector<InitialSegment> StateBeforeTrace(const LayoutSummary& layout) {
+  std::vector<InitialSegment> state;
+  for (const SegmentMap& m : layout.maps) {
+    InitialSegment& seg = state.emplace_back();
+    seg.address = m.address;
+    seg.size = m.size;
+    seg.pool = m.pool;
+    seg.stream = m.stream;
+    for (const MapBlock& b : m.blocks) {
+      if (b.state != MapBlockState::kFree) {
+        seg.allocated.push_back(InitialBlock{b.address, b.size, b.requested_bytes});
+      }
+    }
+  }
+  return state;
+}
+
 std::vector<ExportSegment> ToExport(const LayoutSummary& layout) {
   std::vector<ExportSegment> out;
   for (const SegmentMap& m : layout.maps) {
@@ -245,15 +264,17 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
                                      capacity_source, "; give --capacity to record the device's"));
       }
     }
-    if (!info.initial_segments.empty()) {
+    // The memory held before the trace's first event, as the replay rebuilt it, in the
+    // replay's addresses like the events that follow.
+    const std::vector<InitialSegment> state = StateBeforeTrace(CurrentLayout(replayer));
+    if (!info.initial_segments.empty() && state.empty()) {
       uint64_t blocks = 0;
       for (const InitialSegment& seg : info.initial_segments) blocks += seg.allocated.size();
       notes.push_back(absl::StrCat(
           CountOf(info.initial_segments.size(), "segment"), " and ",
           CountOf(blocks, "allocated block"),
-          " existed before the trace's first event; an .fslog has no records for such state, so "
-          "the converted log starts without it (its peaks leave it out): convert to .pickle to "
-          "keep it"));
+          " existed before the trace's first event and the replay could not rebuild them, so the "
+          "converted log starts without them (its peaks leave them out)"));
     }
     header.device_name = info.device_name;
     header.host = info.host;
@@ -276,6 +297,7 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
       err << "fragscope convert: " << out_path << ": cannot write\n";
       return 1;
     }
+    (*writer)->AppendState(state);
     ConvertHooks hooks(writer->get(), nullptr, info.device, 0);
     status = replayer.Run(&hooks);
     served_ooms = hooks.served_ooms();

@@ -29,10 +29,13 @@ Prints the events of an .fslog event log, one line per event:
 EVENT is the event number that analyze, verify, --at and the reports use (the record's sequence
 number, plus one for each combined free record before it, which prints as its two events);
 SECONDS count from the log's start; sizes are in human units (--bytes: exact bytes).
+A log that began while memory was held (e.g. converted from a snapshot) starts with
+state_segment and state_block records: the segments and allocated blocks held before its
+first event, numbered like events.
 
   --kind K1,K2,...  only these kinds: alloc, free_requested, free_completed, segment_alloc,
                     segment_free, segment_map, segment_unmap, oom, empty_cache,
-                    options_change, marker
+                    options_change, marker, state_segment, state_block
   --from N          start at event number N
   --to N            stop after event number N
   --header          print the file header first
@@ -54,14 +57,14 @@ struct DumpOptions {
 
 std::optional<uint8_t> KindFromName(std::string_view name) {
   for (int value = 0; value < 256; ++value) {
-    const auto kind = static_cast<EventKind>(value);
-    if (EventKindName(kind) == name && name != "unknown") return static_cast<uint8_t>(value);
+    const auto kind = static_cast<uint8_t>(value);
+    if (RecordKindName(kind) == name && name != "unknown") return kind;
   }
   return std::nullopt;
 }
 
 std::string KindName(uint8_t kind) {
-  const std::string_view name = EventKindName(static_cast<EventKind>(kind));
+  const std::string_view name = RecordKindName(kind);
   if (name == "unknown") return absl::StrFormat("unknown(%d)", kind);
   return std::string(name);
 }
@@ -208,6 +211,15 @@ class Printer {
                               (r.flags & kRecordFlagTruncated) ? " truncated" : "");
         return line;
       default:
+        if (IsStateRecord(r.kind)) {
+          absl::StrAppendFormat(&line, " ptr=0x%x size=%s", e.ptr, Size(e.bytes));
+          if (r.kind == kRecordKindStateBlock) {
+            absl::StrAppendFormat(&line, " requested=%s segment=0x%x", Size(e.requested_bytes),
+                                  e.segment);
+          }
+          absl::StrAppendFormat(&line, " stream=0x%x pool=%s", e.stream, PoolKindName(e.pool));
+          return line;
+        }
         absl::StrAppendFormat(&line, " flags=0x%02x aux=%d words=%x,%x,%x,%x,%x,%x,%x,%x", r.flags,
                               r.aux, r.words[0], r.words[1], r.words[2], r.words[3], r.words[4],
                               r.words[5], r.words[6], r.words[7]);

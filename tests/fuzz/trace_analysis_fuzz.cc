@@ -6,7 +6,8 @@
 // any numbers, options changes to anything, completions without requests, other devices.
 //
 // Input: a selector byte, then (selector mod 5):
-//   0: an event program (below), written as an .fslog by FslogFileWriter, so every event decodes;
+//   0: an event program (below), written as an .fslog by FslogFileWriter, so every event decodes,
+//      sometimes after state records (memory held before the log), valid or not;
 //   1: the bytes of an .fslog, CRCs recomputed (as event_log_fuzz's odd modes do);
 //   2: the bytes of an RMM logging_resource_adaptor CSV;
 //   3: the bytes of a PyTorch snapshot pickle;
@@ -119,6 +120,29 @@ std::string Conf(FuzzedDataProvider& in) {
   return in.PickValueInArray(kConfs);
 }
 
+// Memory held before an event program's first event (state records: Note [State records]):
+// segments at the program's addresses, mostly with blocks inside them in address order, sometimes
+// not (the reader must refuse those), and segments that may overlap.
+std::vector<InitialSegment> State(FuzzedDataProvider& in) {
+  std::vector<InitialSegment> state(in.ConsumeIntegralInRange<size_t>(1, 4));
+  for (InitialSegment& seg : state) {
+    seg.address = Address(in) & ~(2 * kMiB - 1);
+    seg.size = in.ConsumeBool() ? 2 * kMiB * in.ConsumeIntegralInRange<uint64_t>(1, 10) : Size(in);
+    seg.pool = seg.size <= 2 * kMiB ? PoolKind::kSmall : PoolKind::kLarge;
+    seg.stream = in.ConsumeBool() ? 0 : in.ConsumeIntegral<uint64_t>();
+    DevicePtr at = seg.address;
+    for (size_t n = in.ConsumeIntegralInRange<size_t>(0, 4); n > 0; --n) {
+      InitialBlock& block = seg.allocated.emplace_back();
+      block.address =
+          in.ConsumeBool() ? at + 512 * in.ConsumeIntegralInRange<uint64_t>(0, 2048) : Address(in);
+      block.size = in.ConsumeBool() ? 512 * in.ConsumeIntegralInRange<uint64_t>(1, 4096) : Size(in);
+      block.requested_bytes = in.ConsumeBool() ? block.size : Size(in);
+      at = block.address + block.size;
+    }
+  }
+  return state;
+}
+
 // Writes the event program in `in` as an .fslog at `path`.
 void WriteProgram(FuzzedDataProvider& in, const std::string& path) {
   static constexpr std::array<uint64_t, 7> kCapacities = {
@@ -132,6 +156,7 @@ void WriteProgram(FuzzedDataProvider& in, const std::string& path) {
   header.clock = EventLogClock::kMonotonic;
   absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer = FslogFileWriter::Open(path, header);
   FRAGSCOPE_CHECK(writer.ok());
+  if (in.ConsumeIntegralInRange<int>(0, 3) == 0) (*writer)->AppendState(State(in));
   uint64_t now_ns = 0;
   for (size_t i = 0; i < kMaxOperations && in.remaining_bytes() > 0; ++i) {
     // Mostly a few microseconds apart, so that frees and their completions combine (20 us).
