@@ -1,7 +1,6 @@
 #include "analysis/analyzer.h"
 
 #include <algorithm>
-
 #include <chrono>
 #include <map>
 #include <utility>
@@ -259,7 +258,6 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   const OomReplayContext oom_context{.capacity_bytes = config->capacity_bytes,
                                      .capacity_assumed = !options.capacity_bytes.has_value() &&
                                                          (*source)->info().capacity_bytes == 0,
-                                     .cap_given = report.allowed_bytes.has_value(),
                                      .allowed_bytes = report.allowed_bytes,
                                      .settings_replaced = options.conf.has_value(),
                                      .trace_options = TraceOwnOptions((*source)->info())};

@@ -205,7 +205,7 @@ namespace {
 // ServedByReplacedSettings).
 bool MissingJobLimit(const TraceEvent& e, const OomReplayContext& context) {
   return (DeviceUnknown(e) && context.capacity_assumed) ||
-         (!context.cap_given && RefusedUnderUnrecordedCap(e, context.trace_options));
+         (!context.cap_given() && RefusedUnderUnrecordedCap(e, context.trace_options));
 }
 
 }  // namespace
@@ -299,7 +299,7 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     // The cap lay in [reserved, reserved + segment): the job held `reserved` and was refused the
     // new segment.
     x.cause = OomCause::kNotReproduced;
-    x.unrecorded_cap = !context.cap_given;
+    x.unrecorded_cap = !context.cap_given();
     const std::string refused = absl::StrFormat(
         "Not reproduced: the job ran out of memory here although the device still had %s free "
         "(it could have given the new %s segment), and the replay served the request. The job "
@@ -313,9 +313,9 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
           "%s. %s The figures below are the replay's (reserved and allocated before it served "
           "the request, the holes and segments after), not the job's: %s",
           refused,
-          context.cap_given ? "The cap this replay applies is not that one: give the job's own."
-                            : "Give it (--memory-fraction F or --allowed SIZE) to replay and "
-                              "explain this OOM.",
+          context.cap_given() ? "The cap this replay applies is not that one: give the job's own."
+                              : "Give it (--memory-fraction F or --allowed SIZE) to replay and "
+                                "explain this OOM.",
           context.settings_replaced
               ? "the replay runs the --conf settings (without --conf, the first such OOM bounds "
                 "the cap)."
@@ -327,7 +327,7 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     x.headline = absl::StrFormat(
         "%s, of at least the %s it held and below %s (that plus the new segment). %s %s", refused,
         Size(x.reserved_bytes), Size(x.reserved_bytes + x.segment_bytes),
-        context.cap_given
+        context.cap_given()
             ? "The cap this replay applies is not that one: give the job's own to explain this "
               "OOM."
         : context.settings_replaced
@@ -367,7 +367,7 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
         "Not reproduced: the replay on a %s device%s served this %s request, and the trace "
         "records no device memory figures to tell why the job could not: it had less room than "
         "that (a smaller device or cap, or memory held outside the allocator).",
-        Size(capacity_bytes), context.cap_given ? " under the given cap" : "",
+        Size(capacity_bytes), context.cap_given() ? " under the given cap" : "",
         Size(x.rounded_bytes));
     FillPinning(layout, x);
     return x;

@@ -121,11 +121,12 @@ struct OomExplanation {
 struct OomReplayContext {
   uint64_t capacity_bytes = 0;            // the simulated device's
   bool capacity_assumed = false;          // neither the trace nor --capacity said it
-  bool cap_given = false;                 // the replay has a cap (flags or the settings' fraction)
-  std::optional<uint64_t> allowed_bytes;  // that cap
+  std::optional<uint64_t> allowed_bytes;  // the replay's cap (flags or the settings' fraction)
   bool settings_replaced = false;         // --conf: not the job's own allocator settings
   // The job's own settings (the trace's), which sized the segment its failed request needed.
   AllocatorOptions trace_options;
+
+  bool cap_given() const { return allowed_bytes.has_value(); }
 };
 
 // The block and segment sizes the job's failed request needed, by its own settings: the trace's

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "allocator/event_log_format.h"
 #include "analysis/fslog_file_writer.h"
 #include "analysis/fslog_source.h"
