@@ -17,7 +17,7 @@
 //  - Two free blocks of one segment are never adjacent when both are mapped or both unmapped:
 //    freeing, mapping and unmapping merge with such neighbours. (Exception: a block waiting for
 //    stream events is not free yet and does not merge.)
-//  - Every block of a segment has the segment's stream and pool.
+//  - Every block of a segment has the segment's stream, pool and expandable flag.
 //  - Unmapped blocks exist only in expandable segments, and are never allocated.
 //
 // Note [Block ownership]: Blocks are owned by a BlockArena (an object free list), never
@@ -66,8 +66,13 @@ struct alignas(64) Block {
   // Allocated and used on other streams (record_stream): the allocator's stream-use table holds
   // those streams until the free turns them into events.
   bool used_on_other_streams = false;
-  // Outstanding stream events that must complete before the block may be reused.
-  int32_t event_count = 0;
+  // segment->expandable, copied in: every allocation and free reports it (the stats keep no
+  // inactive_split figures for expandable segments), and with many segments reading it from the
+  // Segment was a cache miss per operation (bench/RESULTS.md, session 23).
+  bool expandable = false;
+  // Outstanding stream events that must complete before the block may be reused: at most one per
+  // stream that used the block (InsertEventsLocked checks the bound).
+  int16_t event_count = 0;
 
   // While the block is active (allocated, or freed and waiting for events): the caller's
   // request. While it is free in a pool: the pool's GC clock when it became free (PyTorch's
@@ -78,7 +83,7 @@ struct alignas(64) Block {
   void set_gc_count_base(uint64_t clock) { requested_or_gc_stamp_ = clock; }
 
   bool IsSplit() const { return prev != nullptr || next != nullptr; }
-  bool IsExpandable() const { return segment->expandable; }
+  bool IsExpandable() const { return expandable; }
   // Free for merging and reuse: not allocated, not waiting for events (PyTorch's merge test).
   bool IsFree() const { return !allocated && event_count == 0; }
   DevicePtr end() const { return ptr + size; }
@@ -135,6 +140,7 @@ inline Block* SplitFront(Block* block, uint64_t size, BlockArena& arena) {
   front->segment = block->segment;
   front->pool = block->pool;
   front->mapped = block->mapped;
+  front->expandable = block->expandable;
   front->prev = block->prev;
   front->next = block;
   if (front->prev != nullptr) {

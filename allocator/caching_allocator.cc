@@ -164,12 +164,12 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
 
 DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterator* in_pool,
                                           uint64_t rounded, uint64_t requested) {
-  // With many live blocks the block, its map slot and its segment (read for the event) are each
-  // a cache miss: start the slot's with the block's (the pool key holds the address), then the
-  // segment's, instead of one after another.
+  // With many live blocks the block, its map slot and (for observers' events) its segment are
+  // each a cache miss: start the slot's with the block's (the pool key holds the address), then
+  // the segment's, instead of one after another.
   active_.Prefetch(in_pool != nullptr ? in_pool->key().ptr : block->ptr);
   const bool was_split = block->IsSplit();
-  __builtin_prefetch(block->segment);
+  if (!observers_.empty()) __builtin_prefetch(block->segment);
   uint64_t remainder_bytes = 0;
   BlockPool& pool = PoolOf(block->pool);
   if (ShouldSplit(block->size, rounded, block->pool, options_)) {
@@ -279,9 +279,9 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
   Block** entry = active_.Find(ptr);
   if (entry == nullptr) return FindActiveBlockLocked(ptr).status();  // says what ptr is
   Block* block = *entry;
-  // The free reads the segment (event) and both neighbours (merge): start the three cache misses
-  // together instead of one after another. In a large pool they dominate a free.
-  __builtin_prefetch(block->segment);
+  // The free reads both neighbours (merge) and, for observers' events, the segment: start the
+  // cache misses together instead of one after another. In a large pool they dominate a free.
+  if (!observers_.empty()) __builtin_prefetch(block->segment);
   __builtin_prefetch(block->prev);
   __builtin_prefetch(block->next);
   if (!block->allocated) {
@@ -328,7 +328,16 @@ absl::Status CachingAllocator::RecordStream(DevicePtr ptr, StreamId stream) {
   }
   if (stream == block->stream) return absl::OkStatus();
   std::vector<StreamId>& uses = stream_uses_[block];
-  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) {
+    // The free records an event per stream, counted in Block::event_count (16 bits).
+    if (uses.size() >= kMaxStreamUses) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "record_stream on 0x%x: the block is already in use on %d other streams, the most one "
+          "block can wait for",
+          ptr, uses.size()));
+    }
+    uses.push_back(stream);
+  }
   block->used_on_other_streams = true;
   return absl::OkStatus();
 }

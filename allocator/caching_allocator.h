@@ -82,7 +82,9 @@ class CachingAllocator {
 
   // Marks the block at `ptr` as used on `stream`: when freed, it is reused only after the work
   // queued on `stream` up to the free has completed. Uses on the allocation stream are ignored.
+  // A block waits for at most kMaxStreamUses other streams: one more is kResourceExhausted.
   absl::Status RecordStream(DevicePtr ptr, StreamId stream);
+  static constexpr size_t kMaxStreamUses = 0x7fff;
 
   // Returns every unsplit cached segment to the device, after synchronizing pending events.
   void EmptyCache();
@@ -162,24 +164,27 @@ class CachingAllocator {
   }
   // The event for `block` with every kind-specific field zero.
   ABSL_ATTRIBUTE_ALWAYS_INLINE AllocatorEvent BlockEvent(EventKind kind, const Block& block) const {
+    return BlockEvent(kind, block, block.segment->base);
+  }
+  ABSL_ATTRIBUTE_ALWAYS_INLINE AllocatorEvent BlockEvent(EventKind kind, const Block& block,
+                                                         DevicePtr segment_base) const {
     // Every field spelled out: zero-initializing the whole struct first compiles to `rep stos`.
-    return AllocatorEvent{
-        .kind = kind,
-        .pool = block.pool,
-        .flags = block.segment->expandable ? uint8_t{kEventFlagExpandable} : uint8_t{0},
-        .merged_count = 0,
-        .device = device_,
-        .ptr = block.ptr,
-        .bytes = block.size,
-        .requested_bytes = 0,
-        .stream = block.stream,
-        .segment = block.segment->base,
-        .split_bytes = 0,
-        .result_bytes = 0,
-        .device_free_bytes = 0,
-        .device_total_bytes = 0,
-        .reserved_bytes = 0,
-        .allocated_bytes = 0};
+    return AllocatorEvent{.kind = kind,
+                          .pool = block.pool,
+                          .flags = block.expandable ? uint8_t{kEventFlagExpandable} : uint8_t{0},
+                          .merged_count = 0,
+                          .device = device_,
+                          .ptr = block.ptr,
+                          .bytes = block.size,
+                          .requested_bytes = 0,
+                          .stream = block.stream,
+                          .segment = segment_base,
+                          .split_bytes = 0,
+                          .result_bytes = 0,
+                          .device_free_bytes = 0,
+                          .device_total_bytes = 0,
+                          .reserved_bytes = 0,
+                          .allocated_bytes = 0};
   }
 
   // --- Allocation path (caching_allocator.cc) ---

@@ -99,6 +99,7 @@ Block* CachingAllocator::FindExpandableBlockLocked(PoolKind pool, StreamId strea
   head->segment = &segment;
   head->pool = pool;
   head->mapped = false;
+  head->expandable = true;
   segment.head = head;
   blocks.InsertUnmapped(head);
   return head;

@@ -99,8 +99,11 @@ absl::Status CachingAllocator::CheckInvariants() const {
         return Fail("block 0x%x: size %d is not a positive multiple of 512", b->ptr, b->size);
       }
       if (b->next != nullptr && b->next->prev != b) return Fail("block 0x%x: broken links", b->ptr);
-      if (b->segment != &segment || b->stream != segment.stream || b->pool != segment.pool) {
-        return Fail("block 0x%x: segment, stream or pool differs from its segment's", b->ptr);
+      if (b->segment != &segment || b->stream != segment.stream || b->pool != segment.pool ||
+          b->expandable != segment.expandable) {
+        return Fail(
+            "block 0x%x: segment, stream, pool or expandable flag differs from its segment's",
+            b->ptr);
       }
       expected = b->end();
       if (b->used_on_other_streams) {

@@ -11,8 +11,10 @@ using internal::ReportBackendError;
 
 void CachingAllocator::FreeBlockLocked(Block* block) {
   FRAGSCOPE_DCHECK(block->IsFree() && !block->used_on_other_streams);
-  // The freed block as it was (the merge below may delete it); completed at the end.
-  AllocatorEvent freed = BlockEvent(EventKind::kFreeCompleted, *block);
+  // The freed block as it was (the merge below may delete it); completed at the end. Its segment
+  // is read only for observers (in the stats' event it is dead, and a cache miss).
+  AllocatorEvent freed = BlockEvent(EventKind::kFreeCompleted, *block, /*segment_base=*/0);
+  const Segment* const segment = block->segment;
   freed.requested_bytes = block->requested_size();
   uint8_t merged_count = 0;
   uint64_t merged_bytes = 0;  // what the neighbours added
@@ -46,6 +48,7 @@ void CachingAllocator::FreeBlockLocked(Block* block) {
   }
   EmitMade([&] {
     AllocatorEvent e = freed;
+    e.segment = segment->base;
     e.merged_count = merged_count;
     e.split_bytes = merged_bytes;
     e.result_bytes = result->size;
@@ -72,6 +75,8 @@ void CachingAllocator::InsertEventsLocked(Block* block) {
   auto uses = stream_uses_.extract(block);
   FRAGSCOPE_CHECK(!uses.empty());
   block->used_on_other_streams = false;
+  // One event per stream (RecordStream bounds the streams), so event_count (16 bits) never wraps.
+  FRAGSCOPE_DCHECK(uses.mapped().size() <= kMaxStreamUses);
   for (StreamId stream : uses.mapped()) {
     absl::StatusOr<EventHandle> event = backend_.RecordEvent(stream);
     if (!event.ok()) {

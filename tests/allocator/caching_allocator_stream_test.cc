@@ -2,6 +2,8 @@
 // recorded streams' work completes.
 #include "allocator/caching_allocator.h"
 
+#include <string>
+
 #include "tests/allocator/allocator_fixture.h"
 
 namespace fragscope {
@@ -107,6 +109,27 @@ TEST_F(CachingAllocatorStreamTest, EventsArePolledPerStreamWithoutHeadOfLineBloc
   Free(b);
   backend_->CompleteStream(kSide);  // only b's stream finishes
   EXPECT_EQ(Alloc(12 * kMiB, kMain), b);
+}
+
+// Block::event_count is 16 bits: a block waits for at most kMaxStreamUses other streams, and one
+// more is refused with an error that says so, not a wrapped count.
+TEST_F(CachingAllocatorStreamTest, RecordStreamRefusesMoreStreamsThanABlockCanWaitFor) {
+  const DevicePtr a = Alloc(4 * kMiB, kMain);
+  for (StreamId stream = 1; stream <= CachingAllocator::kMaxStreamUses; ++stream) {
+    ASSERT_OK(allocator_->RecordStream(a, stream));
+  }
+  const absl::Status refused = allocator_->RecordStream(a, 0x10000);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("already in use on 32767 other streams"), std::string::npos)
+      << refused;
+  ASSERT_OK(allocator_->RecordStream(a, 7));  // a stream already recorded is no new use
+  backend_->SetStreamBusy(7, true);
+  Free(a);
+  EXPECT_EQ(backend_->live_events(), CachingAllocator::kMaxStreamUses);
+  EXPECT_NE(Alloc(4 * kMiB, kMain), a);
+  backend_->CompleteStream(7);
+  EXPECT_EQ(Alloc(4 * kMiB, kMain), a);
+  EXPECT_EQ(backend_->live_events(), 0u);
 }
 
 }  // namespace
