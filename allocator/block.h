@@ -71,7 +71,7 @@ struct alignas(64) Block {
   // Segment was a cache miss per operation (bench/RESULTS.md, session 23).
   bool expandable = false;
   // Outstanding stream events that must complete before the block may be reused: at most one per
-  // stream that used the block (InsertEventsLocked checks the bound).
+  // stream that used the block (CachingAllocator::RecordStream bounds those: kMaxStreamUses).
   int16_t event_count = 0;
 
   // While the block is active (allocated, or freed and waiting for events): the caller's
