@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "allocator/oom_report.h"
@@ -221,7 +222,14 @@ void fragscope_record_stream(void* ptr, cudaStream_t stream) {
     const auto stream_id = reinterpret_cast<fragscope::StreamId>(stream);
     for (int d = 0; d < fragscope::hooks::kMaxDevices; ++d) {
       fragscope::CachingAllocator* allocator = PluggableRegistry().Find(d);
-      if (allocator != nullptr && allocator->RecordStream(address, stream_id).ok()) return;
+      if (allocator == nullptr) continue;
+      const absl::Status status = allocator->RecordStream(address, stream_id);
+      if (status.ok()) return;
+      // kInvalidArgument: not this device's allocation; anything else is about this block.
+      if (!absl::IsInvalidArgument(status)) {
+        ReportError(absl::StrFormat("fragscope_record_stream(%p): %s", ptr, status.message()));
+        return;
+      }
     }
     ReportError(absl::StrFormat("fragscope_record_stream(%p): not a fragscope allocation", ptr));
   } catch (...) {

@@ -260,6 +260,8 @@ bool PreloadState::CacheFree(void* ptr, void* stream, bool stream_ordered, int* 
     *error = kCudaSuccess;
     if (ProcessIsExiting()) return true;  // the dying context takes the memory with it
     if (stream_ordered) {
+      // Its errors are the Free's below, which reports them: a wrong address, or one freed
+      // already. (A block's one use here, per free, is far below kMaxStreamUses.)
       (void)allocator->RecordStream(address, reinterpret_cast<StreamId>(stream));
     } else {
       // cudaFree implicitly synchronizes; programs (and PyTorch's uncached mode) rely on it to

@@ -203,6 +203,20 @@ TEST_F(PluggableAllocatorTest, UnknownPointersAreReportedNotFatal) {
   EXPECT_NE(err.find("fragscope_record_stream"), std::string::npos) << err;
 }
 
+TEST_F(PluggableAllocatorTest, RecordStreamPastTheBlocksLimitIsReportedAsSuch) {
+  void* p = fragscope_malloc(4 * kMiB, 0, Stream(1));
+  ASSERT_NE(p, nullptr);
+  for (uintptr_t s = 2; s <= CachingAllocator::kMaxStreamUses + 1; ++s) {
+    fragscope_record_stream(p, Stream(s));
+  }
+  ::testing::internal::CaptureStderr();
+  fragscope_record_stream(p, Stream(CachingAllocator::kMaxStreamUses + 2));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("already in use on 32767 other streams"), std::string::npos) << err;
+  EXPECT_EQ(err.find("not a fragscope allocation"), std::string::npos) << err;
+  fragscope_free(p, 0, 0, Stream(1));
+}
+
 TEST_F(PluggableAllocatorTest, FreeFindsTheAllocatorWhenTheDeviceIsWrong) {
   void* p = fragscope_malloc(1000, 1, Stream(0));
   ASSERT_NE(p, nullptr);
