@@ -316,6 +316,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
     if (std::optional<SweepRecommendation> rec = RecommendConfig(report.sweep, trace_has_oom)) {
       report.recommended = rec->index;
       report.recommendation = rec->reason;
+      report.recommendation_headline = rec->headline;
     } else {
       report.recommendation = NoRecommendationReason(report.sweep);
     }
@@ -372,6 +373,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
             FormatSize(static_cast<uint64_t>(report.model_gap->theoretical_bytes)),
             FormatSize(available));
         report.recommendation += caveat;
+        report.recommendation_headline = kStillRunsOutHeadline;
         for (OomExplanation& x : report.ooms) {
           if (x.in_replay && !absl::StartsWith(x.avoided_by, "no tested")) x.avoided_by += caveat;
         }

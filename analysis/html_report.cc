@@ -112,7 +112,8 @@ void RenderRank(std::ostream& out, const RankReport& r) {
   Card(out, Size(m.reserved_but_unallocated_at_peak), "reserved but unallocated at peak");
   Card(out, absl::StrFormat("%d", r.oom_count), r.oom_count == 1 ? "OOM" : "OOMs");
   if (r.recommended.has_value()) {
-    Card(out, HtmlEscape(r.sweep[*r.recommended].config.label), "recommended setting");
+    Card(out, HtmlEscape(r.sweep[*r.recommended].config.label),
+         HtmlEscape(r.recommendation_headline));
   }
   out << "</div><h3>Memory timeline</h3>" << TimelineSvg(r);
   for (size_t i = 0; i < r.ooms.size() && i < 8; ++i) RenderOom(out, r.ooms[i], i + 1);

@@ -37,6 +37,8 @@ struct RankReport {
   std::vector<SweepResult> sweep;
   std::optional<size_t> recommended;  // index into sweep
   std::string recommendation;
+  // SweepRecommendation::headline: what the recommended row is, for the HTML card.
+  std::string recommendation_headline;
   std::optional<ModelGap> model_gap;
   std::string model_gap_where;  // "at the first OOM (event 812)", ...
   std::vector<std::string> warnings;

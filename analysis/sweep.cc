@@ -296,12 +296,16 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
   const std::string_view caveat =
       base != nullptr && base->ends_at_trace_oom ? kEndsAtOomCaveat : "";
   std::string reason;
+  std::string_view headline = "lowest-peak setting (the job's OOM is not reproduced)";
   if (!trace_has_oom) {
+    headline = "lowest-peak setting (no OOM to avoid)";
     reason = absl::StrFormat(
         "%s has no OOM; lowest peak reserved memory (%d device mallocs)",
         base != nullptr && base->config.base_from_conf ? "the --conf configuration" : "the trace",
         r.device_mallocs);
   } else if (base == nullptr || base->ooms > 0) {
+    headline =
+        caveat.empty() ? "recommended setting" : "recommended setting (as far as the trace goes)";
     reason = absl::StrFormat(
         "avoids every OOM with the lowest peak reserved memory among those that do (%d device "
         "mallocs)%s",
@@ -314,6 +318,7 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
         "to fix it; lowest peak reserved memory (%d device mallocs)",
         r.device_mallocs);
   } else if (base->config.base_from_conf) {
+    headline = "lowest-peak setting (no OOM under --conf)";
     reason = absl::StrFormat(
         "the job's OOM does not happen under the --conf settings (the baseline row); lowest peak "
         "reserved memory (%d device mallocs)%s",
@@ -326,7 +331,7 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
         "to fix it; lowest peak reserved memory (%d device mallocs)",
         r.device_mallocs);
   }
-  return SweepRecommendation{*best, std::move(reason)};
+  return SweepRecommendation{*best, std::move(reason), headline};
 }
 
 std::string NoRecommendationReason(const std::vector<SweepResult>& results) {

@@ -120,12 +120,21 @@ std::vector<SweepResult> RunSweep(const TraceOpener& opener,
 struct SweepRecommendation {
   size_t index = 0;
   std::string reason;
+  // What the row is, in a few words, for a summary that shows the setting without the reason
+  // (the HTML report's card): "recommended setting" only when it avoids OOMs the replay
+  // reproduces; "lowest-peak setting (...)" when there is no reproduced OOM to avoid.
+  std::string_view headline;
 };
 
 // Added to a recommendation that avoids the OOMs of a trace that ends at its OOM.
 inline constexpr std::string_view kEndsAtOomCaveat =
     "; only as far as the trace goes: it ends where the job died, so whether the job would "
     "then complete is not shown (re-run it under the setting)";
+
+// The headline of a recommendation that gets past the recorded OOMs when the job, by the model or
+// by re-running it, would still run out of memory later.
+inline constexpr std::string_view kStillRunsOutHeadline =
+    "lowest-peak setting (the job would still run out later)";
 
 // The recommended row, or nullopt when no configuration avoids the OOMs.
 std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult>& results,

@@ -276,6 +276,7 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
       const Rerun& fix = reruns.front();
       const std::string& label = rank.sweep[fix.sweep_index].config.label;
       rank.recommended = fix.sweep_index;
+      rank.recommendation_headline = "recommended setting (the whole job completes)";
       rank.recommendation = absl::StrFormat(
           "avoids the OOM and completes %s (checked by re-running the whole job), with "
           "the lowest peak reserved memory of those that do",
@@ -293,6 +294,7 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
           "gets past this OOM) still runs out of memory later, in \"%s\"",
           reruns.front().result.oom_phase);
       rank.recommendation += caveat;
+      rank.recommendation_headline = kStillRunsOutHeadline;
       for (OomExplanation& x : rank.ooms) {
         if (x.in_replay) x.avoided_by += caveat;
       }

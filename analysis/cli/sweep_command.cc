@@ -140,6 +140,7 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (std::optional<SweepRecommendation> rec = RecommendConfig(rank.sweep, trace_failed)) {
     rank.recommended = rec->index;
     rank.recommendation = rec->reason;
+    rank.recommendation_headline = rec->headline;
   } else {
     rank.recommendation = NoRecommendationReason(rank.sweep);
   }

@@ -4,6 +4,7 @@
 // columns; the HTML report is self-contained.
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_format.h"
@@ -21,8 +22,9 @@ namespace {
 
 using ::fragscope::testing::TraceBuilder;
 
-// The fragmentation scenario of oom_explainer_test.cc, with markers, a sweep and --at.
-AnalysisReport ScenarioReport() {
+// The fragmentation scenario of oom_explainer_test.cc, with markers, a sweep and --at; replayed
+// on `capacity_bytes` instead of the trace's 64 MiB when given.
+AnalysisReport ScenarioReport(std::optional<uint64_t> capacity_bytes = std::nullopt) {
   TraceBuilder t(64 * kMiB);
   std::vector<DevicePtr> blocks;
   for (int i = 0; i < 8; ++i) {
@@ -37,6 +39,7 @@ AnalysisReport ScenarioReport() {
   options.threads = 2;
   options.at_index = 10;
   options.timeline_points = 8;
+  options.capacity_bytes = capacity_bytes;
   absl::StatusOr<AnalysisReport> report = AnalyzeTraces({path}, options);
   EXPECT_OK(report.status());
   report->ranks[0].info.path = "fragmented.fslog";  // the temporary path varies
@@ -116,6 +119,22 @@ TEST(ReportTest, CountsAgreeWithTheirNouns) {
   WriteHtmlReport(ScenarioReport(), html);
   EXPECT_EQ(html.str().find(">1</div><div class=\"k\">OOMs<"), std::string::npos);
   EXPECT_EQ(html.str().find(" 1 holes"), std::string::npos);
+}
+
+// The summary card calls the sweep's pick "recommended" only when it avoids an OOM the replay
+// reproduces (RecommendationHeadlineSaysWhetherAReproducedOomIsAvoided in sweep_test.cc has every
+// case); on a device where the job's OOM does not happen the pick is just the lowest peak.
+TEST(ReportTest, HtmlCardSaysWhatTheSweepsPickIs) {
+  std::ostringstream html;
+  WriteHtmlReport(ScenarioReport(), html);  // no tested setting avoids this OOM: no card
+  EXPECT_EQ(html.str().find("setting</div>"), std::string::npos) << html.str();
+  std::ostringstream roomy;
+  WriteHtmlReport(ScenarioReport(1 * kGiB), roomy);
+  EXPECT_EQ(roomy.str().find("<div class=\"k\">recommended setting"), std::string::npos);
+  EXPECT_NE(roomy.str().find("<div class=\"v\">(default)</div><div class=\"k\">lowest-peak "
+                             "setting (the job's OOM is not reproduced)</div>"),
+            std::string::npos)
+      << roomy.str();
 }
 
 TEST(ReportTest, HtmlIsSelfContained) {

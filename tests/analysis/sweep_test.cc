@@ -153,6 +153,30 @@ TEST(SweepTest, RecommendationAvoidsTheOomWithTheLowestPeakThenFewerMallocs) {
   EXPECT_FALSE(RecommendConfig(all_fail, true).has_value());
 }
 
+// The headline (the HTML report's card) says "recommended setting" only for a row that avoids an
+// OOM the replay reproduces; otherwise what the row is: the lowest peak, and why nothing is fixed.
+TEST(SweepTest, RecommendationHeadlineSaysWhetherAReproducedOomIsAvoided) {
+  auto headline = [](std::vector<SweepResult> rows, bool trace_has_oom) {
+    std::optional<SweepRecommendation> rec = RecommendConfig(rows, trace_has_oom);
+    return rec.has_value() ? std::string(rec->headline) : "(none)";
+  };
+  std::vector<SweepResult> rows = {Row(10, 5, 100, 0), Row(12, 20, std::nullopt)};
+  rows[0].config.is_trace_config = true;
+  EXPECT_EQ(headline(rows, true), "recommended setting");
+  rows[0].ends_at_trace_oom = true;
+  EXPECT_EQ(headline(rows, true), "recommended setting (as far as the trace goes)");
+
+  rows[0] = Row(10, 5, std::nullopt, 0);  // the job's own settings replay without its OOM
+  rows[0].config.is_trace_config = true;
+  EXPECT_EQ(headline(rows, false), "lowest-peak setting (no OOM to avoid)");
+  EXPECT_EQ(headline(rows, true), "lowest-peak setting (the job's OOM is not reproduced)");
+  rows[0].unrecorded_cap_ooms = 1;
+  EXPECT_EQ(headline(rows, true), "lowest-peak setting (the job's OOM is not reproduced)");
+  rows[0].unrecorded_cap_ooms = 0;
+  rows[0].config.base_from_conf = true;
+  EXPECT_EQ(headline(rows, true), "lowest-peak setting (no OOM under --conf)");
+}
+
 TEST(SweepTest, ParallelSweepEqualsSequential) {
   TraceBuilder t(4 * kGiB);
   std::vector<DevicePtr> live;
