@@ -160,6 +160,18 @@ std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config) {
   return std::nullopt;
 }
 
+std::optional<uint64_t> RecordedJobCapUnderConf(const TraceInfo& info,
+                                                const AnalysisOptions& options,
+                                                uint64_t capacity_bytes) {
+  if (!options.conf.has_value() || options.allowed_bytes.has_value() ||
+      options.memory_fraction.has_value()) {
+    return std::nullopt;
+  }
+  const double recorded = TraceOwnOptions(info).per_process_memory_fraction;
+  if (recorded >= 1.0) return std::nullopt;
+  return AllowedBytesForFraction(recorded, capacity_bytes);
+}
+
 std::shared_ptr<const std::vector<uint64_t>> TraceEmptyCacheCalls(const TraceOpener& opener,
                                                                   const TraceInfo& info,
                                                                   const AnalysisOptions& options) {
@@ -260,7 +272,9 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
                                                          (*source)->info().capacity_bytes == 0,
                                      .allowed_bytes = report.allowed_bytes,
                                      .settings_replaced = options.conf.has_value(),
-                                     .trace_options = TraceOwnOptions((*source)->info())};
+                                     .trace_options = TraceOwnOptions((*source)->info()),
+                                     .recorded_job_cap = RecordedJobCapUnderConf(
+                                         (*source)->info(), options, config->capacity_bytes)};
   OomCollector ooms(replayer, oom_context);
   metrics.set_served_counts(
       [&oom_context](const ReplayOom& oom) { return ServedByReplacedSettings(oom, oom_context); });
@@ -306,7 +320,8 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
         {config->capacity_bytes, config->allowed_bytes, TraceOwnOptions((*source)->info()),
          options.conf.has_value() || (*source)->info().records_empty_cache
              ? config->empty_cache_at
-             : std::make_shared<const std::vector<uint64_t>>(replayer.inferred_empty_cache_at())},
+             : std::make_shared<const std::vector<uint64_t>>(replayer.inferred_empty_cache_at()),
+         oom_context.recorded_job_cap},
         options.threads, [&](size_t done, size_t total) {
           if (options.progress) {
             options.progress("sweep", static_cast<double>(done) / static_cast<double>(total));
@@ -323,7 +338,10 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
     for (OomExplanation& x : report.ooms) {
       if (!x.in_replay) {
         x.avoided_by =
-            x.unrecorded_cap
+            x.cap_raised_by_conf
+                ? "none shown: the --conf settings give the job more memory than its own cap, and "
+                  "with that room any settings serve this request"
+            : x.unrecorded_cap
                 ? "none shown: the job ran under a memory cap the trace does not record, and "
                   "without it every setting serves this request"
             : options.conf.has_value()

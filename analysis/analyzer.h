@@ -47,6 +47,13 @@ AllocatorOptions TraceOwnOptions(const TraceInfo& info);
 // else the settings' per_process_memory_fraction (the trace's, or --conf's); nullopt: none.
 std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config);
 
+// The cap the job's own settings record (a per_process_memory_fraction below 1 in the trace), on
+// the replay's device, when --conf replaces the settings and no flag gives a cap (a flag's cap
+// stands for the job's): what a --conf fraction may raise or remove. nullopt otherwise.
+std::optional<uint64_t> RecordedJobCapUnderConf(const TraceInfo& info,
+                                                const AnalysisOptions& options,
+                                                uint64_t capacity_bytes);
+
 // For a trace that does not record empty_cache() (snapshots): the events before which the job
 // called it, inferred by a replay of the trace's own settings (under `options`' device and cap,
 // without its --conf), for replays under other settings (ReplayConfig::empty_cache_at). nullptr

@@ -212,7 +212,7 @@ bool MissingJobLimit(const TraceEvent& e, const OomReplayContext& context) {
 
 bool ServedByReplacedSettings(const ReplayOom& oom, const OomReplayContext& context) {
   return oom.in_trace && !oom.in_replay && context.settings_replaced &&
-         !MissingJobLimit(*oom.event, context);
+         !context.CapRaisedByConf() && !MissingJobLimit(*oom.event, context);
 }
 
 OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
@@ -245,7 +245,8 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     x.segment_bytes = sizes.segment_bytes;
     x.device_total_bytes = e.device_total_bytes > 0 ? e.device_total_bytes : capacity_bytes;
     x.device_free_bytes = e.device_free_bytes;
-    x.allowed_bytes = context.allowed_bytes;  // the cap given stands for the job's
+    // The cap given stands for the job's, unless --conf raised the one the job recorded.
+    x.allowed_bytes = context.CapRaisedByConf() ? context.recorded_job_cap : context.allowed_bytes;
     // (Not the layout's: that is after the replay served the request.)
     x.reserved_bytes = oom.job_reserved_bytes;
     x.allocated_bytes = oom.job_allocated_bytes;
@@ -287,6 +288,26 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
         "memory figures to explain the job's failure with; give the job's device capacity "
         "(--capacity) to replay it under the same limit.",
         Size(capacity_bytes), Size(x.rounded_bytes));
+    FillPinning(layout, x);
+    return x;
+  }
+  if (oom.in_trace && !oom.in_replay && context.CapRaisedByConf()) {
+    x.cause = OomCause::kNotReproduced;
+    x.cap_raised_by_conf = true;
+    x.headline = absl::StrFormat(
+        "Not reproduced under --conf: the job ran out of memory here under the %s cap its "
+        "settings record (per_process_memory_fraction %g); the --conf settings %s, and with that "
+        "room the replay served this %s request: more memory, not better settings. %s",
+        Size(*context.recorded_job_cap), context.trace_options.per_process_memory_fraction,
+        context.cap_given() ? absl::StrFormat("raise the cap to %s", Size(*context.allowed_bytes))
+                            : std::string("remove the cap"),
+        Size(x.rounded_bytes),
+        e.reserved_bytes > 0
+            ? "The reserved and allocated figures below are the job's (its OOM record); the "
+              "holes and segments are the replay's under --conf, after it served the request."
+            : "The reserved and allocated figures below are the job's as the replay rebuilt them "
+              "(the snapshot records none); the holes and segments are the replay's under "
+              "--conf, after it served the request.");
     FillPinning(layout, x);
     return x;
   }

@@ -111,6 +111,9 @@ struct OomExplanation {
   // Not reproduced because the job ran under a cap the trace does not record
   // (RefusedUnderUnrecordedCap): no replay without that cap says anything about this OOM.
   bool unrecorded_cap = false;
+  // Not reproduced because --conf gave the job more memory than the cap its settings record
+  // (OomReplayContext::CapRaisedByConf): more room, not better settings, served the request.
+  bool cap_raised_by_conf = false;
 
   static constexpr size_t kMaxSegments = 5;
   static constexpr size_t kMaxPinning = 12;
@@ -125,8 +128,15 @@ struct OomReplayContext {
   bool settings_replaced = false;         // --conf: not the job's own allocator settings
   // The job's own settings (the trace's), which sized the segment its failed request needed.
   AllocatorOptions trace_options;
+  // The cap the job's settings record, when --conf may have changed it (RecordedJobCapUnderConf).
+  std::optional<uint64_t> recorded_job_cap;
 
   bool cap_given() const { return allowed_bytes.has_value(); }
+  // --conf replays the job with more room than the cap its settings record: a larger
+  // per_process_memory_fraction, or none.
+  bool CapRaisedByConf() const {
+    return recorded_job_cap.has_value() && (!cap_given() || *allowed_bytes > *recorded_job_cap);
+  }
 };
 
 // The block and segment sizes the job's failed request needed, by its own settings: the trace's
@@ -146,7 +156,8 @@ bool RefusedUnderUnrecordedCap(const TraceEvent& oom_event, const AllocatorOptio
 
 // Whether `oom`, the job's, was served by the replay because it ran other settings (--conf) on
 // the job's own device and cap: then the settings avoid it. False where the replay only lacked
-// the job's limits (no device figures on an assumed capacity; an unrecorded cap, none given).
+// the job's limits (no device figures on an assumed capacity; an unrecorded cap, none given) or
+// had more room than them (CapRaisedByConf).
 bool ServedByReplacedSettings(const ReplayOom& oom, const OomReplayContext& context);
 
 // Classifies `oom` from the layout right after it.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "allocator/memory_fraction.h"
 #include "analysis/oom_explainer.h"
 #include "analysis/replay.h"
 
@@ -64,6 +65,17 @@ int Changes(const AllocatorOptions& a, const AllocatorOptions& b) {
          (a.placement != b.placement ? 1 : 0);
 }
 
+// Whether a row under `options` replays with more room than the cap the job's settings record:
+// a higher cap than it, or none.
+bool RaisesJobCap(const AllocatorOptions& options, const SweepReplaySettings& settings) {
+  if (!settings.recorded_job_cap.has_value()) return false;
+  std::optional<uint64_t> cap = settings.allowed_bytes;
+  if (!cap.has_value() && options.per_process_memory_fraction < 1.0) {
+    cap = AllowedBytesForFraction(options.per_process_memory_fraction, settings.capacity_bytes);
+  }
+  return !cap.has_value() || *cap > *settings.recorded_job_cap;
+}
+
 // Collects a sweep replay's OOMs.
 class SweepHooks final : public ReplayHooks {
  public:
@@ -71,7 +83,8 @@ class SweepHooks final : public ReplayHooks {
       : result_(result),
         trace_options_(settings.trace_options),
         capped_(settings.allowed_bytes.has_value() ||
-                result.config.options.per_process_memory_fraction < 1.0) {}
+                result.config.options.per_process_memory_fraction < 1.0),
+        raises_job_cap_(RaisesJobCap(result.config.options, settings)) {}
   // The baseline row also watches the trace's allocations (SweepResult::ends_at_trace_oom).
   uint32_t callbacks() const override {
     return kHookOom | (result_.config.is_trace_config ? kHookTraceEvent : 0u);
@@ -88,6 +101,7 @@ class SweepHooks final : public ReplayHooks {
         RefusedUnderUnrecordedCap(*oom.event, trace_options_)) {
       ++result_.unrecorded_cap_ooms;
     }
+    if (oom.in_trace && !oom.in_replay && raises_job_cap_) ++result_.raised_cap_ooms;
     if (!oom.in_replay) return;
     ++result_.ooms;
     if (!result_.first_oom_index.has_value()) result_.first_oom_index = oom.event->index;
@@ -100,6 +114,7 @@ class SweepHooks final : public ReplayHooks {
   SweepResult& result_;
   const AllocatorOptions& trace_options_;
   const bool capped_;  // the replay has a cap (given, or in the settings): it stands for the job's
+  const bool raises_job_cap_;  // RaisesJobCap
 };
 
 SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
@@ -310,6 +325,13 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
         "avoids every OOM with the lowest peak reserved memory among those that do (%d device "
         "mallocs)%s",
         r.device_mallocs, caveat);
+  } else if (base->raised_cap_ooms > 0) {
+    // The --conf settings let the job use more memory than the cap it ran under.
+    reason = absl::StrFormat(
+        "the job's OOM is not reproduced: the --conf settings give it more memory than the "
+        "per_process_memory_fraction it ran under, so no setting is shown to fix it; lowest peak "
+        "reserved memory (%d device mallocs)",
+        r.device_mallocs);
   } else if (base->unrecorded_cap_ooms > 0) {
     // Any settings serve a request that only a missing cap refused.
     reason = absl::StrFormat(

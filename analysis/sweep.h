@@ -75,6 +75,9 @@ struct SweepResult {
   // anything about them.
   int64_t trace_ooms = 0;
   int64_t unrecorded_cap_ooms = 0;
+  // The trace's OOMs this replay served with a cap above the one the job's settings record (a
+  // --conf per_process_memory_fraction): more memory, not a setting (SweepReplaySettings).
+  int64_t raised_cap_ooms = 0;
   // Baseline row only: the trace ends at the job's OOM (no allocation after its last one), so
   // the replays show only whether a setting gets past it, not whether the job would complete.
   bool ends_at_trace_oom = false;
@@ -99,6 +102,9 @@ struct SweepReplaySettings {
   AllocatorOptions trace_options;
   // The job's empty_cache() calls for every row (ReplayConfig::empty_cache_at; nullptr: infer).
   std::shared_ptr<const std::vector<uint64_t>> empty_cache_at;
+  // RecordedJobCapUnderConf: a row whose cap is above it (or that has none) and serves the job's
+  // OOM shows more memory, not a setting that avoids it (SweepResult::raised_cap_ooms).
+  std::optional<uint64_t> recorded_job_cap;
 };
 
 // The configurations of `spec` over `base` (the trace's options, or those of --conf when

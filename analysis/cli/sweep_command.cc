@@ -109,7 +109,8 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   rank.sweep =
       RunSweep(*opener, *configs,
                {config->capacity_bytes, config->allowed_bytes, TraceOwnOptions(rank.info),
-                TraceEmptyCacheCalls(*opener, (*source)->info(), options)},
+                TraceEmptyCacheCalls(*opener, (*source)->info(), options),
+                RecordedJobCapUnderConf(rank.info, options, config->capacity_bytes)},
                threads, [&](size_t done, size_t total) {
                  bar.Update("sweep", static_cast<double>(done) / static_cast<double>(total));
                });

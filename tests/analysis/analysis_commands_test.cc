@@ -441,6 +441,41 @@ TEST(AnalysisCommandsTest, ConfKeepsTheCapTheLogRecords) {
   EXPECT_THAT(both.err, HasSubstr("give the cap once"));
 }
 
+// A --conf fraction above the one the log records (or none) gives the job more memory: its OOM is
+// not reproduced, and neither the explanation nor the sweep credits the settings with a fix.
+TEST(AnalysisCommandsTest, ConfThatRaisesTheRecordedCapIsNotAFix) {
+  const std::string capped = TempPath("h100-raised.fslog");
+  ASSERT_EQ(
+      Fragscope({"convert",
+                 std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_fragmentation_oom.fslog", capped,
+                 "--memory-fraction", "0.05051862997816944", "--capacity", "85017493504"})
+          .code,
+      0);
+  for (const std::string conf :
+       {"per_process_memory_fraction:0.5", "per_process_memory_fraction:1"}) {
+    CommandRun r = Fragscope({"analyze", capped, "--no-summary", "--conf", conf});
+    EXPECT_EQ(r.code, 0) << r.err;
+    // The text wraps at 100 columns, where depends on the figures: read it as one line.
+    std::string text;
+    for (char c : r.out) {
+      if (c != ' ' && c != '\n') {
+        text += c;
+      } else if (!text.empty() && text.back() != ' ') {
+        text += ' ';
+      }
+    }
+    EXPECT_THAT(text, HasSubstr("under the 4.00 GiB cap its settings record"));
+    EXPECT_THAT(text, HasSubstr(conf.back() == '1' ? "settings remove the cap"
+                                                   : "settings raise the cap to 39.59 GiB"));
+    EXPECT_THAT(text, HasSubstr("more memory, not better settings"));
+    EXPECT_THAT(text, HasSubstr("fix: none shown: the --conf settings give the job more memory"));
+    EXPECT_THAT(text, HasSubstr("the job's OOM is not reproduced: the --conf settings give it more "
+                                "memory than the per_process_memory_fraction it ran under"));
+    EXPECT_THAT(text, Not(HasSubstr("so they avoid this OOM")));
+    EXPECT_THAT(text, Not(HasSubstr("a cap the trace does not record")));
+  }
+}
+
 // A snapshot records no empty_cache() calls: they are inferred once, under the trace's own
 // settings, and every other replay makes exactly those calls. Inferred from each row's own state,
 // the job's retry-ladder releases were taken for empty_cache() calls in rows with other settings,

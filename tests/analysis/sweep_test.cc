@@ -175,6 +175,12 @@ TEST(SweepTest, RecommendationHeadlineSaysWhetherAReproducedOomIsAvoided) {
   rows[0].unrecorded_cap_ooms = 0;
   rows[0].config.base_from_conf = true;
   EXPECT_EQ(headline(rows, true), "lowest-peak setting (no OOM under --conf)");
+  rows[0].raised_cap_ooms = 1;  // --conf gave the job more memory than its recorded cap
+  EXPECT_EQ(headline(rows, true), "lowest-peak setting (the job's OOM is not reproduced)");
+  EXPECT_NE(RecommendConfig(rows, true)
+                ->reason.find("give it more memory than the "
+                              "per_process_memory_fraction it ran under"),
+            std::string::npos);
 }
 
 TEST(SweepTest, ParallelSweepEqualsSequential) {
