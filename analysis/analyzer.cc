@@ -151,15 +151,6 @@ absl::Status CheckConfOption(const AnalysisOptions& options) {
   return OneCap(options);
 }
 
-std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config) {
-  if (config.allowed_bytes.has_value()) return config.allowed_bytes;
-  if (config.options.per_process_memory_fraction < 1.0) {
-    return AllowedBytesForFraction(config.options.per_process_memory_fraction,
-                                   config.capacity_bytes);
-  }
-  return std::nullopt;
-}
-
 std::optional<uint64_t> RecordedJobCapUnderConf(const TraceInfo& info,
                                                 const AnalysisOptions& options,
                                                 uint64_t capacity_bytes) {

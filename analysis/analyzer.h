@@ -43,10 +43,6 @@ uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
 // expandable segments when its events show them.
 AllocatorOptions TraceOwnOptions(const TraceInfo& info);
 
-// The cap on reserved memory the replay applies: the one given (--memory-fraction, --allowed),
-// else the settings' per_process_memory_fraction (the trace's, or --conf's); nullopt: none.
-std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config);
-
 // The cap the job's own settings record (a per_process_memory_fraction below 1 in the trace), on
 // the replay's device, when --conf replaces the settings and no flag gives a cap (a flag's cap
 // stands for the job's): what a --conf fraction may raise or remove. nullopt otherwise.

@@ -119,6 +119,13 @@ struct OomExplanation {
   static constexpr size_t kMaxPinning = 12;
 };
 
+// Whether a replay under `cap` (nullopt: none) has more room than the job's recorded cap
+// (RecordedJobCapUnderConf; nullopt: none recorded, or it does not apply): a higher cap, or none.
+inline bool RaisesRecordedCap(std::optional<uint64_t> cap,
+                              std::optional<uint64_t> recorded_job_cap) {
+  return recorded_job_cap.has_value() && (!cap.has_value() || *cap > *recorded_job_cap);
+}
+
 // What the replay was given, so that an OOM it does not reproduce is explained by that instead
 // of by asking the user for what they already gave.
 struct OomReplayContext {
@@ -134,9 +141,7 @@ struct OomReplayContext {
   bool cap_given() const { return allowed_bytes.has_value(); }
   // --conf replays the job with more room than the cap its settings record: a larger
   // per_process_memory_fraction, or none.
-  bool CapRaisedByConf() const {
-    return recorded_job_cap.has_value() && (!cap_given() || *allowed_bytes > *recorded_job_cap);
-  }
+  bool CapRaisedByConf() const { return RaisesRecordedCap(allowed_bytes, recorded_job_cap); }
 };
 
 // The block and segment sizes the job's failed request needed, by its own settings: the trace's

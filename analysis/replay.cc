@@ -8,6 +8,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
+#include "allocator/memory_fraction.h"
 #include "allocator/size_policy.h"
 
 namespace fragscope {
@@ -33,6 +34,15 @@ class AllocatorEventForwarder final : public AllocatorObserver {
 };
 
 }  // namespace
+
+std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config) {
+  if (config.allowed_bytes.has_value()) return config.allowed_bytes;
+  if (config.options.per_process_memory_fraction < 1.0) {
+    return AllowedBytesForFraction(config.options.per_process_memory_fraction,
+                                   config.capacity_bytes);
+  }
+  return std::nullopt;
+}
 
 Replayer::Replayer(TraceSource& source, ReplayConfig config)
     : source_(source), config_(std::move(config)), events_(source) {}

@@ -145,6 +145,11 @@ struct ReplayConfig {
   std::shared_ptr<const std::vector<uint64_t>> empty_cache_at;
 };
 
+// The cap on reserved memory a replay under `config` applies: allowed_bytes (a cap given with
+// --memory-fraction or --allowed), else the options' per_process_memory_fraction (the trace's,
+// or --conf's); nullopt: none.
+std::optional<uint64_t> ReplayCapBytes(const ReplayConfig& config);
+
 // Where and when a live block was allocated.
 struct BlockOrigin {
   uint64_t index = 0;    // trace event index of its alloc

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "allocator/memory_fraction.h"
 #include "analysis/oom_explainer.h"
 #include "analysis/replay.h"
 
@@ -65,26 +64,15 @@ int Changes(const AllocatorOptions& a, const AllocatorOptions& b) {
          (a.placement != b.placement ? 1 : 0);
 }
 
-// Whether a row under `options` replays with more room than the cap the job's settings record:
-// a higher cap than it, or none.
-bool RaisesJobCap(const AllocatorOptions& options, const SweepReplaySettings& settings) {
-  if (!settings.recorded_job_cap.has_value()) return false;
-  std::optional<uint64_t> cap = settings.allowed_bytes;
-  if (!cap.has_value() && options.per_process_memory_fraction < 1.0) {
-    cap = AllowedBytesForFraction(options.per_process_memory_fraction, settings.capacity_bytes);
-  }
-  return !cap.has_value() || *cap > *settings.recorded_job_cap;
-}
-
 // Collects a sweep replay's OOMs.
 class SweepHooks final : public ReplayHooks {
  public:
-  SweepHooks(SweepResult& result, const SweepReplaySettings& settings)
+  // `cap`: the row's replay's (ReplayCapBytes).
+  SweepHooks(SweepResult& result, const SweepReplaySettings& settings, std::optional<uint64_t> cap)
       : result_(result),
         trace_options_(settings.trace_options),
-        capped_(settings.allowed_bytes.has_value() ||
-                result.config.options.per_process_memory_fraction < 1.0),
-        raises_job_cap_(RaisesJobCap(result.config.options, settings)) {}
+        capped_(cap.has_value()),
+        raises_job_cap_(RaisesRecordedCap(cap, settings.recorded_job_cap)) {}
   // The baseline row also watches the trace's allocations (SweepResult::ends_at_trace_oom).
   uint32_t callbacks() const override {
     return kHookOom | (result_.config.is_trace_config ? kHookTraceEvent : 0u);
@@ -114,7 +102,8 @@ class SweepHooks final : public ReplayHooks {
   SweepResult& result_;
   const AllocatorOptions& trace_options_;
   const bool capped_;  // the replay has a cap (given, or in the settings): it stands for the job's
-  const bool raises_job_cap_;  // RaisesJobCap
+  const bool
+      raises_job_cap_;  // more room than the job's recorded cap (SweepResult::raised_cap_ooms)
 };
 
 SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
@@ -138,7 +127,7 @@ SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
   replay.empty_cache_at = settings.empty_cache_at;
   Replayer replayer(**source, replay);
   absl::Status status = replayer.Init();
-  SweepHooks hooks(result, settings);
+  SweepHooks hooks(result, settings, ReplayCapBytes(replay));
   if (status.ok()) status = replayer.Run(&hooks);
   if (status.ok() && replayer.failed_allocations() > 0) {
     // Its figures would leave those allocations out, and the row could look best.
