@@ -129,8 +129,8 @@ absl::Status NativeBackendOnly(const AllocatorOptions& parsed, std::string_view 
 
 // A cap set both in --conf and with --memory-fraction/--allowed: which one is meant?
 absl::Status OneCap(const AnalysisOptions& options) {
-  if ((options.allowed_bytes.has_value() || options.memory_fraction.has_value()) &&
-      options.conf.has_value() && ConfSetsKey(*options.conf, "per_process_memory_fraction")) {
+  if (CapFromFlags(options) && options.conf.has_value() &&
+      ConfSetsKey(*options.conf, "per_process_memory_fraction")) {
     return absl::InvalidArgumentError(
         "--conf sets per_process_memory_fraction and --memory-fraction/--allowed give a cap too: "
         "give the cap once");
@@ -151,13 +151,10 @@ absl::Status CheckConfOption(const AnalysisOptions& options) {
   return OneCap(options);
 }
 
-std::optional<uint64_t> RecordedJobCapUnderConf(const TraceInfo& info,
-                                                const AnalysisOptions& options,
-                                                uint64_t capacity_bytes) {
-  if (!options.conf.has_value() || options.allowed_bytes.has_value() ||
-      options.memory_fraction.has_value()) {
-    return std::nullopt;
-  }
+std::optional<uint64_t> RecordedJobCapReplaced(const TraceInfo& info,
+                                               const AnalysisOptions& options,
+                                               uint64_t capacity_bytes) {
+  if (!options.conf.has_value() && !CapFromFlags(options)) return std::nullopt;
   const double recorded = TraceOwnOptions(info).per_process_memory_fraction;
   if (recorded >= 1.0) return std::nullopt;
   return AllowedBytesForFraction(recorded, capacity_bytes);
@@ -264,8 +261,9 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
                                      .allowed_bytes = report.allowed_bytes,
                                      .settings_replaced = options.conf.has_value(),
                                      .trace_options = TraceOwnOptions((*source)->info()),
-                                     .recorded_job_cap = RecordedJobCapUnderConf(
-                                         (*source)->info(), options, config->capacity_bytes)};
+                                     .recorded_job_cap = RecordedJobCapReplaced(
+                                         (*source)->info(), options, config->capacity_bytes),
+                                     .cap_from_flags = CapFromFlags(options)};
   OomCollector ooms(replayer, oom_context);
   metrics.set_served_counts(
       [&oom_context](const ReplayOom& oom) { return ServedByReplacedSettings(oom, oom_context); });
@@ -312,7 +310,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
          options.conf.has_value() || (*source)->info().records_empty_cache
              ? config->empty_cache_at
              : std::make_shared<const std::vector<uint64_t>>(replayer.inferred_empty_cache_at()),
-         oom_context.recorded_job_cap},
+         oom_context.recorded_job_cap, oom_context.cap_from_flags},
         options.threads, [&](size_t done, size_t total) {
           if (options.progress) {
             options.progress("sweep", static_cast<double>(done) / static_cast<double>(total));
@@ -329,9 +327,10 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
     for (OomExplanation& x : report.ooms) {
       if (!x.in_replay) {
         x.avoided_by =
-            x.cap_raised_by_conf
-                ? "none shown: the --conf settings give the job more memory than its own cap, and "
-                  "with that room any settings serve this request"
+            x.cap_raised
+                ? absl::StrCat("none shown: under ", CapRaiser(oom_context.cap_from_flags),
+                               " the job has more memory than its own cap, and with that room "
+                               "any settings serve this request")
             : x.unrecorded_cap
                 ? "none shown: the job ran under a memory cap the trace does not record, and "
                   "without it every setting serves this request"

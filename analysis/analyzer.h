@@ -44,11 +44,19 @@ uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
 AllocatorOptions TraceOwnOptions(const TraceInfo& info);
 
 // The cap the job's own settings record (a per_process_memory_fraction below 1 in the trace), on
-// the replay's device, when --conf replaces the settings and no flag gives a cap (a flag's cap
-// stands for the job's): what a --conf fraction may raise or remove. nullopt otherwise.
-std::optional<uint64_t> RecordedJobCapUnderConf(const TraceInfo& info,
-                                                const AnalysisOptions& options,
-                                                uint64_t capacity_bytes);
+// the replay's device, when the replay may not run under it: --conf replaces the settings, or
+// --memory-fraction/--allowed give a cap of their own. A replay with more room than this cap
+// (RaisesRecordedCap) that serves the job's OOM shows more memory, not a fix. nullopt otherwise
+// (no cap recorded, or the replay runs the job's own).
+std::optional<uint64_t> RecordedJobCapReplaced(const TraceInfo& info,
+                                               const AnalysisOptions& options,
+                                               uint64_t capacity_bytes);
+
+// Whether the replay's cap comes from --memory-fraction or --allowed (else from the settings:
+// the trace's, or --conf's).
+inline bool CapFromFlags(const AnalysisOptions& options) {
+  return options.allowed_bytes.has_value() || options.memory_fraction.has_value();
+}
 
 // For a trace that does not record empty_cache() (snapshots): the events before which the job
 // called it, inferred by a replay of the trace's own settings (under `options`' device and cap,

@@ -199,6 +199,10 @@ bool RefusedUnderUnrecordedCap(const TraceEvent& e, const AllocatorOptions& trac
          SizesOfFailedRequest(e, trace_options).segment_bytes <= e.device_free_bytes;
 }
 
+const char* CapRaiser(bool cap_from_flags) {
+  return cap_from_flags ? "the cap given (--memory-fraction/--allowed)" : "the --conf settings";
+}
+
 namespace {
 
 // The replay lacked a limit the job had and says nothing about this OOM (see
@@ -211,8 +215,8 @@ bool MissingJobLimit(const TraceEvent& e, const OomReplayContext& context) {
 }  // namespace
 
 bool ServedByReplacedSettings(const ReplayOom& oom, const OomReplayContext& context) {
-  return oom.in_trace && !oom.in_replay && context.settings_replaced &&
-         !context.CapRaisedByConf() && !MissingJobLimit(*oom.event, context);
+  return oom.in_trace && !oom.in_replay && context.settings_replaced && !context.CapRaised() &&
+         !MissingJobLimit(*oom.event, context);
 }
 
 OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
@@ -245,8 +249,8 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     x.segment_bytes = sizes.segment_bytes;
     x.device_total_bytes = e.device_total_bytes > 0 ? e.device_total_bytes : capacity_bytes;
     x.device_free_bytes = e.device_free_bytes;
-    // The cap given stands for the job's, unless --conf raised the one the job recorded.
-    x.allowed_bytes = context.CapRaisedByConf() ? context.recorded_job_cap : context.allowed_bytes;
+    // The cap given stands for the job's, unless it raised the one the job recorded.
+    x.allowed_bytes = context.CapRaised() ? context.recorded_job_cap : context.allowed_bytes;
     // (Not the layout's: that is after the replay served the request.)
     x.reserved_bytes = oom.job_reserved_bytes;
     x.allocated_bytes = oom.job_allocated_bytes;
@@ -291,23 +295,31 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
     FillPinning(layout, x);
     return x;
   }
-  if (oom.in_trace && !oom.in_replay && context.CapRaisedByConf()) {
+  if (oom.in_trace && !oom.in_replay && context.CapRaised()) {
     x.cause = OomCause::kNotReproduced;
-    x.cap_raised_by_conf = true;
+    x.cap_raised = true;
+    const char* const under = context.cap_from_flags ? "the cap given" : "--conf";
+    const std::string raised =
+        context.cap_from_flags
+            ? absl::StrFormat(
+                  "the cap given (--memory-fraction/--allowed) is %s (without it the replay keeps "
+                  "the job's)",
+                  Size(*context.allowed_bytes))
+        : context.cap_given() ? absl::StrFormat("the --conf settings raise the cap to %s",
+                                                Size(*context.allowed_bytes))
+                              : std::string("the --conf settings remove the cap");
     x.headline = absl::StrFormat(
-        "Not reproduced under --conf: the job ran out of memory here under the %s cap its "
-        "settings record (per_process_memory_fraction %g); the --conf settings %s, and with that "
-        "room the replay served this %s request: more memory, not better settings. %s",
-        Size(*context.recorded_job_cap), context.trace_options.per_process_memory_fraction,
-        context.cap_given() ? absl::StrFormat("raise the cap to %s", Size(*context.allowed_bytes))
-                            : std::string("remove the cap"),
-        Size(x.rounded_bytes),
-        e.reserved_bytes > 0
-            ? "The reserved and allocated figures below are the job's (its OOM record); the "
-              "holes and segments are the replay's under --conf, after it served the request."
-            : "The reserved and allocated figures below are the job's as the replay rebuilt them "
-              "(the snapshot records none); the holes and segments are the replay's under "
-              "--conf, after it served the request.");
+        "Not reproduced under %s: the job ran out of memory here under the %s cap its settings "
+        "record (per_process_memory_fraction %g); %s, and with that room the replay served this "
+        "%s request: more memory, not better settings. %s%s, after it served the request.",
+        under, Size(*context.recorded_job_cap), context.trace_options.per_process_memory_fraction,
+        raised, Size(x.rounded_bytes),
+        e.reserved_bytes > 0 ? "The reserved and allocated figures below are the job's (its OOM "
+                               "record); the holes and segments are the replay's under "
+                             : "The reserved and allocated figures below are the job's as the "
+                               "replay rebuilt them (the snapshot records none); the holes and "
+                               "segments are the replay's under ",
+        under);
     FillPinning(layout, x);
     return x;
   }

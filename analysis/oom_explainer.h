@@ -111,16 +111,16 @@ struct OomExplanation {
   // Not reproduced because the job ran under a cap the trace does not record
   // (RefusedUnderUnrecordedCap): no replay without that cap says anything about this OOM.
   bool unrecorded_cap = false;
-  // Not reproduced because --conf gave the job more memory than the cap its settings record
-  // (OomReplayContext::CapRaisedByConf): more room, not better settings, served the request.
-  bool cap_raised_by_conf = false;
+  // Not reproduced because --conf or a cap flag gave the job more memory than the cap its
+  // settings record (OomReplayContext::CapRaised): more room, not better settings, served it.
+  bool cap_raised = false;
 
   static constexpr size_t kMaxSegments = 5;
   static constexpr size_t kMaxPinning = 12;
 };
 
 // Whether a replay under `cap` (nullopt: none) has more room than the job's recorded cap
-// (RecordedJobCapUnderConf; nullopt: none recorded, or it does not apply): a higher cap, or none.
+// (RecordedJobCapReplaced; nullopt: none recorded, or it does not apply): a higher cap, or none.
 inline bool RaisesRecordedCap(std::optional<uint64_t> cap,
                               std::optional<uint64_t> recorded_job_cap) {
   return recorded_job_cap.has_value() && (!cap.has_value() || *cap > *recorded_job_cap);
@@ -135,14 +135,21 @@ struct OomReplayContext {
   bool settings_replaced = false;         // --conf: not the job's own allocator settings
   // The job's own settings (the trace's), which sized the segment its failed request needed.
   AllocatorOptions trace_options;
-  // The cap the job's settings record, when --conf may have changed it (RecordedJobCapUnderConf).
+  // The cap the job's settings record, when --conf or a cap flag may have changed it
+  // (RecordedJobCapReplaced).
   std::optional<uint64_t> recorded_job_cap;
+  // allowed_bytes comes from --memory-fraction/--allowed (else from the settings).
+  bool cap_from_flags = false;
 
   bool cap_given() const { return allowed_bytes.has_value(); }
-  // --conf replays the job with more room than the cap its settings record: a larger
-  // per_process_memory_fraction, or none.
-  bool CapRaisedByConf() const { return RaisesRecordedCap(allowed_bytes, recorded_job_cap); }
+  // The replay has more room than the cap the job's settings record: --conf's larger
+  // per_process_memory_fraction (or none), or a larger cap given with a flag.
+  bool CapRaised() const { return RaisesRecordedCap(allowed_bytes, recorded_job_cap); }
 };
+
+// What gave a replay its cap when that is not the job's, for reports: "the --conf settings" or
+// "the cap given (--memory-fraction/--allowed)".
+const char* CapRaiser(bool cap_from_flags);
 
 // The block and segment sizes the job's failed request needed, by its own settings: the trace's
 // rounded size (or the request rounded), and PyTorch's get_allocation_size of it, the size its
@@ -162,7 +169,7 @@ bool RefusedUnderUnrecordedCap(const TraceEvent& oom_event, const AllocatorOptio
 // Whether `oom`, the job's, was served by the replay because it ran other settings (--conf) on
 // the job's own device and cap: then the settings avoid it. False where the replay only lacked
 // the job's limits (no device figures on an assumed capacity; an unrecorded cap, none given) or
-// had more room than them (CapRaisedByConf).
+// had more room than them (CapRaised).
 bool ServedByReplacedSettings(const ReplayOom& oom, const OomReplayContext& context);
 
 // Classifies `oom` from the layout right after it.

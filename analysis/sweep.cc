@@ -110,6 +110,7 @@ SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
                    const SweepReplaySettings& settings) {
   SweepResult result;
   result.config = config;
+  result.cap_from_flags = settings.cap_from_flags;
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<TraceSource>> source = opener.Open();
   if (!source.ok()) {
@@ -315,12 +316,12 @@ std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult
         "mallocs)%s",
         r.device_mallocs, caveat);
   } else if (base->raised_cap_ooms > 0) {
-    // The --conf settings let the job use more memory than the cap it ran under.
+    // --conf or a cap flag let the job use more memory than the cap it ran under.
     reason = absl::StrFormat(
-        "the job's OOM is not reproduced: the --conf settings give it more memory than the "
+        "the job's OOM is not reproduced: under %s the job has more memory than the "
         "per_process_memory_fraction it ran under, so no setting is shown to fix it; lowest peak "
         "reserved memory (%d device mallocs)",
-        r.device_mallocs);
+        CapRaiser(base->cap_from_flags), r.device_mallocs);
   } else if (base->unrecorded_cap_ooms > 0) {
     // Any settings serve a request that only a missing cap refused.
     reason = absl::StrFormat(

@@ -76,8 +76,10 @@ struct SweepResult {
   int64_t trace_ooms = 0;
   int64_t unrecorded_cap_ooms = 0;
   // The trace's OOMs this replay served with a cap above the one the job's settings record (a
-  // --conf per_process_memory_fraction): more memory, not a setting (SweepReplaySettings).
+  // --conf per_process_memory_fraction, or a cap flag): more memory, not a setting
+  // (SweepReplaySettings), and whether the cap came from the flags (for the text: CapRaiser).
   int64_t raised_cap_ooms = 0;
+  bool cap_from_flags = false;
   // Baseline row only: the trace ends at the job's OOM (no allocation after its last one), so
   // the replays show only whether a setting gets past it, not whether the job would complete.
   bool ends_at_trace_oom = false;
@@ -102,9 +104,11 @@ struct SweepReplaySettings {
   AllocatorOptions trace_options;
   // The job's empty_cache() calls for every row (ReplayConfig::empty_cache_at; nullptr: infer).
   std::shared_ptr<const std::vector<uint64_t>> empty_cache_at;
-  // RecordedJobCapUnderConf: a row whose cap is above it (or that has none) and serves the job's
+  // RecordedJobCapReplaced: a row whose cap is above it (or that has none) and serves the job's
   // OOM shows more memory, not a setting that avoids it (SweepResult::raised_cap_ooms).
   std::optional<uint64_t> recorded_job_cap;
+  // allowed_bytes comes from --memory-fraction/--allowed (OomReplayContext::cap_from_flags).
+  bool cap_from_flags = false;
 };
 
 // The configurations of `spec` over `base` (the trace's options, or those of --conf when

@@ -106,14 +106,14 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   rank.capacity_bytes = config->capacity_bytes;
   rank.allowed_bytes = ReplayCapBytes(*config);
   rank.capacity_source = capacity_source;
-  rank.sweep =
-      RunSweep(*opener, *configs,
-               {config->capacity_bytes, config->allowed_bytes, TraceOwnOptions(rank.info),
-                TraceEmptyCacheCalls(*opener, (*source)->info(), options),
-                RecordedJobCapUnderConf(rank.info, options, config->capacity_bytes)},
-               threads, [&](size_t done, size_t total) {
-                 bar.Update("sweep", static_cast<double>(done) / static_cast<double>(total));
-               });
+  rank.sweep = RunSweep(
+      *opener, *configs,
+      {config->capacity_bytes, config->allowed_bytes, TraceOwnOptions(rank.info),
+       TraceEmptyCacheCalls(*opener, (*source)->info(), options),
+       RecordedJobCapReplaced(rank.info, options, config->capacity_bytes), CapFromFlags(options)},
+      threads, [&](size_t done, size_t total) {
+        bar.Update("sweep", static_cast<double>(done) / static_cast<double>(total));
+      });
   rank.sweep_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bar.Clear();

@@ -330,46 +330,6 @@ TEST(AnalysisCommandsTest, ARequestOfAnExabyteIsACapacityOom) {
   EXPECT_THAT(r.out, Not(HasSubstr("block 0 bytes")));
 }
 
-// A snapshot records no reserved bytes at its OOMs: the bounds of the unrecorded cap come from
-// the replay before it served the request, less the job's ladder's releases, and hold the job's
-// 3 GiB (they were 3.06-3.21 GiB, from the layout after the replay served it).
-TEST(AnalysisCommandsTest, TheUnrecordedCapsBoundsHoldTheJobsCap) {
-  CommandRun r = Fragscope({"analyze", Oracle("micro_fraction_3g"), "--capacity", "150109880320",
-                            "--no-sweep", "--no-summary"});
-  EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("of at least the 2.90 GiB it held and below 3.06\n      GiB"));
-  // Once the replay served one refused request it holds more than the job did: later OOMs, and
-  // replays under --conf, give no bounds (they gave 3.09-3.31 GiB, 3.75-3.92 GiB, ...).
-  EXPECT_THAT(r.out, HasSubstr("(the first such OOM bounds the cap)."));
-  EXPECT_THAT(r.out, Not(HasSubstr("at least the 3.09 GiB")));
-  CommandRun conf = Fragscope({"analyze", Oracle("micro_fraction_3g"), "--capacity", "150109880320",
-                               "--no-sweep", "--no-summary", "--conf", "max_split_size_mb:64"});
-  EXPECT_THAT(conf.out, HasSubstr("--conf settings (without --conf, the first such OOM bounds "
-                                  "the cap)."));
-  EXPECT_THAT(conf.out, Not(HasSubstr("it held and below")));
-}
-
-// A cap given in --conf and the same cap given as a flag replay alike (the empty_cache()
-// inference once ignored the --conf one: 195/145 against 194/140 device mallocs/frees).
-TEST(AnalysisCommandsTest, ACapInConfIsTheSameCapAsAFlag) {
-  const auto row = [](std::vector<std::string> args) {
-    args.insert(args.begin(), {"analyze", Oracle("micro_fraction_3g"), "--capacity", "150109880320",
-                               "--no-summary", "--threads", "2"});
-    // The [--conf] row's figures (a long label puts them on the next line).
-    const std::string out = Fragscope(args).out;
-    const size_t at = out.find("[--conf]");
-    const size_t gib = out.find(" GiB", at);
-    if (at == std::string::npos || gib == std::string::npos) return std::string("no [--conf] row");
-    const size_t start = out.find_last_of(' ', gib - 1) + 1;  // the figure before " GiB"
-    return out.substr(start, out.find('\n', gib) - start);
-  };
-  const std::string in_conf =
-      row({"--conf", "max_split_size_mb:64,per_process_memory_fraction:0.021459116915775848"});
-  const std::string as_flag = row({"--conf", "max_split_size_mb:64", "--allowed", "3GiB"});
-  EXPECT_THAT(as_flag, HasSubstr("194     140"));
-  EXPECT_EQ(in_conf, as_flag);
-}
-
 // A trace action fragscope does not know (a newer PyTorch's) is skipped with a warning that names
 // it (it was skipped silently).
 TEST(AnalysisCommandsTest, UnknownSnapshotActionsAreNamed) {
@@ -399,81 +359,6 @@ TEST(AnalysisCommandsTest, SweepPrintsTheTableAndRecommendation) {
   EXPECT_THAT(r.out, HasSubstr("max_split_size_mb:128"));
   EXPECT_THAT(r.out, HasSubstr("(default) [trace]"));
   EXPECT_THAT(r.out, HasSubstr("Recommended"));
-}
-
-// A snapshot records no memory fraction; the one given to convert is kept in the .fslog, so the
-// converted log replays faithfully with no flag.
-TEST(AnalysisCommandsTest, ConvertKeepsTheGivenCapInTheLog) {
-  const std::string out = TempPath("capped.fslog");
-  CommandRun convert = Fragscope({"convert", Oracle("micro_fraction_3g"), out, "--capacity",
-                                  "150109880320", "--allowed", "3GiB"});
-  ASSERT_EQ(convert.code, 0) << convert.err;
-  CommandRun verify = Fragscope({"verify", out});
-  EXPECT_EQ(verify.code, 0) << verify.out << verify.err;
-  EXPECT_THAT(verify.out, HasSubstr("faithful"));
-}
-
-// The job's cap, recorded in the log (as the hooks and convert record it), is not one of the
-// settings --conf replaces: the --conf replay keeps it, so a setting is judged under it (it was
-// dropped, and any setting "avoided" the OOM).
-TEST(AnalysisCommandsTest, ConfKeepsTheCapTheLogRecords) {
-  const std::string capped = TempPath("h100-capped.fslog");
-  CommandRun convert = Fragscope(
-      {"convert", std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_fragmentation_oom.fslog",
-       capped, "--memory-fraction", "0.05051862997816944", "--capacity", "85017493504"});
-  ASSERT_EQ(convert.code, 0) << convert.err;
-  CommandRun r = Fragscope({"analyze", capped, "--no-summary", "--conf", "max_split_size_mb:512"});
-  EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("; memory fraction cap 4.00 GiB\n"));
-  EXPECT_THAT(r.out, HasSubstr("cause: fragmentation"));
-  EXPECT_THAT(r.out, Not(HasSubstr("so they avoid this OOM")));
-  EXPECT_THAT(r.out, Not(HasSubstr("a cap the trace does not record")));
-  // A cap given as a flag replaces the recorded one in the configurations too: the sweep does not
-  // recommend the recorded 4 GiB cap while replaying a smaller one.
-  CommandRun smaller = Fragscope({"sweep", capped, "--memory-fraction", "0.04", "--threads", "2"});
-  EXPECT_EQ(smaller.code, 0) << smaller.err;
-  EXPECT_THAT(smaller.out, HasSubstr("memory fraction cap 3.17 GiB"));
-  EXPECT_THAT(smaller.out, Not(HasSubstr("per_process_memory_fraction:0.0505")));
-  // A cap in --conf and one in the flags: which? An error, not the flag silently.
-  CommandRun both = Fragscope(
-      {"analyze", capped, "--memory-fraction", "0.5", "--conf", "per_process_memory_fraction:0.9"});
-  EXPECT_EQ(both.code, 2);
-  EXPECT_THAT(both.err, HasSubstr("give the cap once"));
-}
-
-// A --conf fraction above the one the log records (or none) gives the job more memory: its OOM is
-// not reproduced, and neither the explanation nor the sweep credits the settings with a fix.
-TEST(AnalysisCommandsTest, ConfThatRaisesTheRecordedCapIsNotAFix) {
-  const std::string capped = TempPath("h100-raised.fslog");
-  ASSERT_EQ(
-      Fragscope({"convert",
-                 std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_fragmentation_oom.fslog", capped,
-                 "--memory-fraction", "0.05051862997816944", "--capacity", "85017493504"})
-          .code,
-      0);
-  for (const std::string conf :
-       {"per_process_memory_fraction:0.5", "per_process_memory_fraction:1"}) {
-    CommandRun r = Fragscope({"analyze", capped, "--no-summary", "--conf", conf});
-    EXPECT_EQ(r.code, 0) << r.err;
-    // The text wraps at 100 columns, where depends on the figures: read it as one line.
-    std::string text;
-    for (char c : r.out) {
-      if (c != ' ' && c != '\n') {
-        text += c;
-      } else if (!text.empty() && text.back() != ' ') {
-        text += ' ';
-      }
-    }
-    EXPECT_THAT(text, HasSubstr("under the 4.00 GiB cap its settings record"));
-    EXPECT_THAT(text, HasSubstr(conf.back() == '1' ? "settings remove the cap"
-                                                   : "settings raise the cap to 39.59 GiB"));
-    EXPECT_THAT(text, HasSubstr("more memory, not better settings"));
-    EXPECT_THAT(text, HasSubstr("fix: none shown: the --conf settings give the job more memory"));
-    EXPECT_THAT(text, HasSubstr("the job's OOM is not reproduced: the --conf settings give it more "
-                                "memory than the per_process_memory_fraction it ran under"));
-    EXPECT_THAT(text, Not(HasSubstr("so they avoid this OOM")));
-    EXPECT_THAT(text, Not(HasSubstr("a cap the trace does not record")));
-  }
 }
 
 // A snapshot records no empty_cache() calls: they are inferred once, under the trace's own

@@ -178,9 +178,11 @@ TEST(SweepTest, RecommendationHeadlineSaysWhetherAReproducedOomIsAvoided) {
   rows[0].raised_cap_ooms = 1;  // --conf gave the job more memory than its recorded cap
   EXPECT_EQ(headline(rows, true), "lowest-peak setting (the job's OOM is not reproduced)");
   EXPECT_NE(RecommendConfig(rows, true)
-                ->reason.find("give it more memory than the "
+                ->reason.find("under the --conf settings the job has more memory than the "
                               "per_process_memory_fraction it ran under"),
             std::string::npos);
+  rows[0].cap_from_flags = true;  // a cap flag did
+  EXPECT_NE(RecommendConfig(rows, true)->reason.find("under the cap given"), std::string::npos);
 }
 
 TEST(SweepTest, ParallelSweepEqualsSequential) {
