@@ -11,6 +11,9 @@
 //   BM_RandomAllocations RMM's random_allocations: 2N steps, each allocates with 73 % probability
 //                        (below N live blocks and a 16000 MiB cap), else frees a random live
 //                        block; sizes uniform in [1, max_size MiB]. Reported per operation.
+//                        Under the cap, sizes up to 1 MiB stop at ~38k live blocks;
+//   BM_RandomAllocationsUncapped
+//                        the same without the cap: /100000/1 reaches 100k live blocks.
 //   BM_ConcurrentStreams 4 threads, each on its own stream, warm pairs on one shared allocator.
 // Targets (issue 2): warm pair <= 100 ns; per-op cost at 100k live blocks within 2x of 1k.
 #include <chrono>
@@ -134,11 +137,11 @@ void BM_WarmPairObserved(benchmark::State& state) {
 }
 BENCHMARK(BM_WarmPairObserved)->Arg(1 << 20)->Arg(32 << 20);
 
-void BM_RandomAllocations(benchmark::State& state) {
-  SimulatedBackend backend(RandomAllocationMix::kDeviceBytes);
+void RunRandomAllocations(benchmark::State& state, uint64_t cap_bytes) {
+  SimulatedBackend backend(RandomAllocationMix::DeviceBytesFor(cap_bytes));
   CachingAllocator allocator(backend, DefaultOptions());
   RandomAllocationMix mix(allocator, static_cast<size_t>(state.range(0)),
-                          static_cast<uint64_t>(state.range(1)) * kMiB);
+                          static_cast<uint64_t>(state.range(1)) * kMiB, cap_bytes);
   int64_t ops = 0;
   for (auto _ : state) {
     for (int64_t step = 0; step < 2 * state.range(0); ++step) mix.Step();
@@ -149,8 +152,18 @@ void BM_RandomAllocations(benchmark::State& state) {
       static_cast<double>(ops), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["live_blocks"] = static_cast<double>(mix.live_blocks());
 }
+void BM_RandomAllocations(benchmark::State& state) {
+  RunRandomAllocations(state, RandomAllocationMix::kCapBytes);
+}
 BENCHMARK(BM_RandomAllocations)
     ->ArgsProduct({{1000, 10000, 100000}, {1, 64, 1024}})
+    ->Unit(benchmark::kMillisecond);
+// Without RMM's cap, so that sizes up to 1 MiB reach 100k live blocks (38k under the cap).
+void BM_RandomAllocationsUncapped(benchmark::State& state) {
+  RunRandomAllocations(state, RandomAllocationMix::kUncappedBytes);
+}
+BENCHMARK(BM_RandomAllocationsUncapped)
+    ->ArgsProduct({{1000, 100000}, {1}})
     ->Unit(benchmark::kMillisecond);
 
 // Threads share one allocator (one per device in a job), each on its own stream.

@@ -3,8 +3,9 @@
 // too noisy to compare two builds: a shared VM moves the same binary's timings by 2x from one
 // minute to the next, while cachegrind's counts are the same on every run.
 //
-//   instruction_counts random MAX_LIVE MAX_SIZE_MIB STEPS
-//       STEPS steps of BM_RandomAllocations' mix (bench/random_mix.h)
+//   instruction_counts random MAX_LIVE MAX_SIZE_MIB STEPS [uncapped]
+//       STEPS steps of BM_RandomAllocations' mix (bench/random_mix.h); uncapped: without RMM's
+//       16000 MiB cap (BM_RandomAllocationsUncapped)
 //   instruction_counts pair BYTES PAIRS
 //       PAIRS warm malloc+free pairs of BYTES (BM_WarmPair)
 //   instruction_counts replay LOG
@@ -30,7 +31,7 @@ namespace {
 
 int Usage() {
   std::fprintf(stderr,
-               "usage: instruction_counts random MAX_LIVE MAX_SIZE_MIB STEPS\n"
+               "usage: instruction_counts random MAX_LIVE MAX_SIZE_MIB STEPS [uncapped]\n"
                "       instruction_counts pair BYTES PAIRS\n"
                "       instruction_counts replay LOG\n");
   return 2;
@@ -46,10 +47,10 @@ int Fail(const char* mode, const absl::Status& status) {
   return 1;
 }
 
-int RunRandom(uint64_t max_live, uint64_t max_size_mib, uint64_t steps) {
-  SimulatedBackend backend(RandomAllocationMix::kDeviceBytes);
+int RunRandom(uint64_t max_live, uint64_t max_size_mib, uint64_t steps, uint64_t cap_bytes) {
+  SimulatedBackend backend(RandomAllocationMix::DeviceBytesFor(cap_bytes));
   CachingAllocator allocator(backend, AllocatorOptions{});
-  RandomAllocationMix mix(allocator, max_live, max_size_mib * kMiB);
+  RandomAllocationMix mix(allocator, max_live, max_size_mib * kMiB, cap_bytes);
   for (uint64_t i = 0; i < steps; ++i) mix.Step();
   std::printf("random: %llu steps, %zu live blocks at the end\n",
               static_cast<unsigned long long>(steps), mix.live_blocks());
@@ -86,9 +87,11 @@ int Main(int argc, char** argv) {
   if (argc < 2) return Usage();
   const std::string mode = argv[1];
   uint64_t a = 0, b = 0, c = 0;
-  if (mode == "random" && argc == 5 && ParsePositive(argv[2], &a) && ParsePositive(argv[3], &b) &&
-      ParsePositive(argv[4], &c)) {
-    return RunRandom(a, b, c);
+  const bool uncapped = argc == 6 && std::string(argv[5]) == "uncapped";
+  if (mode == "random" && (argc == 5 || uncapped) && ParsePositive(argv[2], &a) &&
+      ParsePositive(argv[3], &b) && ParsePositive(argv[4], &c)) {
+    return RunRandom(
+        a, b, c, uncapped ? RandomAllocationMix::kUncappedBytes : RandomAllocationMix::kCapBytes);
   }
   if (mode == "pair" && argc == 4 && ParsePositive(argv[2], &a) && ParsePositive(argv[3], &b)) {
     return RunPairs(a, b);
