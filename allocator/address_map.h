@@ -1,10 +1,10 @@
 // AddressMap<Value>: a hash map keyed by device address, for the lookups on the hot paths: the
-// allocator's map from a block's address to its Block (ActiveBlockMap: every allocated block and
-// every freed block still waiting for stream events, PyTorch's active_blocks) and the replay's
-// map of a trace's live blocks (analysis/replay.h).
+// allocator's map from an active block's address to its Block, for the blocks its segment table
+// does not find (active_block_index.h), and the replay's map of a trace's live blocks
+// (analysis/replay.h).
 //
-// Every Free looks its pointer up in the allocator's map, and every Allocate inserts one: the map
-// is on the hot path twice per malloc+free pair. absl::flat_hash_map cost ~200 instructions per
+// A free looks its pointer up, and an allocation inserts one: the map is on the hot path twice
+// per malloc+free pair. absl::flat_hash_map cost ~200 instructions per
 // pair there (seeded hashing, SSE group probing, separate control bytes). This is the simplest map
 // that fits the keys: open addressing over one array of (address, value) slots, linear probing,
 // Fibonacci hashing of the address, at most half full, and backward-shift deletion (Knuth's
@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "allocator/check.h"
+#include "allocator/huge_pages.h"
 #include "allocator/types.h"
 
 namespace fragscope {
@@ -180,7 +181,7 @@ class AddressMap {
     return &slots_[i].value;
   }
   void Grow() {
-    std::vector<Slot> old(2 * slots_.size());
+    std::vector<Slot, HugePageAllocator<Slot>> old(2 * slots_.size());
     old.swap(slots_);
     mask_ = slots_.size() - 1;
     shift_ = 64 - std::countr_zero(slots_.size());
@@ -189,15 +190,13 @@ class AddressMap {
     }
   }
 
-  std::vector<Slot> slots_;
+  // Huge pages once the slots fill 2 MiB (at 64k entries for the allocator's 16-byte slots):
+  // every lookup is a random access (huge_pages.h).
+  std::vector<Slot, HugePageAllocator<Slot>> slots_;
   size_t mask_ = kMinCapacity - 1;  // slots_.size() - 1
   int shift_ = 64 - std::countr_zero(kMinCapacity);
   size_t size_ = 0;
   std::optional<Value> zero_;  // kZeroKey: the value at key 0
 };
-
-struct Block;
-// The allocator's active blocks (PyTorch's active_blocks).
-using ActiveBlockMap = AddressMap<Block*>;
 
 }  // namespace fragscope

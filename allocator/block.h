@@ -20,15 +20,14 @@
 //  - Every block of a segment has the segment's stream, pool and expandable flag.
 //  - Unmapped blocks exist only in expandable segments, and are never allocated.
 //
-// Note [Block ownership]: Blocks are owned by a BlockArena (an object free list), never
-// allocated with new/delete on the hot path. A Block is in exactly one of: its pool's free set
-// (free), the allocator's active map (allocated, or freed but waiting for stream events).
+// Note [Block ownership]: Blocks are owned by a BlockArena (block_arena.h: grouped by segment,
+// with the split/merge surgery), never allocated with new/delete on the hot path. A Block is in
+// exactly one of: its pool's free set (free), the allocator's active-block index (allocated, or
+// freed but waiting for stream events), its pool's unmapped set (expandable segments).
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <type_traits>
-#include <vector>
 
 #include "allocator/check.h"
 #include "allocator/types.h"
@@ -94,88 +93,5 @@ struct alignas(64) Block {
 
 // Plain data, so that recycling one (BlockArena::Delete) is a handful of stores.
 static_assert(std::is_trivially_copyable_v<Block> && sizeof(Block) == 64);
-
-// An object pool of Blocks: allocation and release are O(1) and touch no global allocator after
-// warm-up. Not thread-safe (used under the allocator lock).
-class BlockArena {
- public:
-  BlockArena() = default;
-  BlockArena(const BlockArena&) = delete;
-  BlockArena& operator=(const BlockArena&) = delete;
-
-  Block* New() {
-    Block* block;
-    if (free_.empty()) {
-      block = &storage_.emplace_back();
-    } else {
-      block = free_.back();
-      free_.pop_back();
-    }
-    return block;
-  }
-
-  // REQUIRES: block came from New() and is linked nowhere.
-  void Delete(Block* block) {
-    *block = Block{};
-    free_.push_back(block);
-  }
-
-  size_t live_count() const { return storage_.size() - free_.size(); }
-
- private:
-  std::deque<Block> storage_;  // stable addresses
-  std::vector<Block*> free_;
-};
-
-// Splits `block` so that its first `size` bytes become a new block, which is returned; `block`
-// keeps the remainder at the higher address (PyTorch's alloc_found_block layout). Segment head is
-// updated.
-// REQUIRES: 0 < size < block->size; block is not in any pool set (its key changes).
-inline Block* SplitFront(Block* block, uint64_t size, BlockArena& arena) {
-  FRAGSCOPE_DCHECK(size > 0 && size < block->size);
-  Block* front = arena.New();
-  front->ptr = block->ptr;
-  front->size = size;
-  front->stream = block->stream;
-  front->segment = block->segment;
-  front->pool = block->pool;
-  front->mapped = block->mapped;
-  front->expandable = block->expandable;
-  front->prev = block->prev;
-  front->next = block;
-  if (front->prev != nullptr) {
-    front->prev->next = front;
-  } else {
-    block->segment->head = front;
-  }
-  block->prev = front;
-  block->ptr += size;
-  block->size -= size;
-  return front;
-}
-
-// Merges `src` into its neighbour `dst`: dst grows to cover both, src is unlinked and returned
-// to the arena. Returns the bytes absorbed.
-// REQUIRES: src is dst->prev or dst->next; neither is in any pool set.
-inline uint64_t MergeInto(Block* dst, Block* src, BlockArena& arena) {
-  const uint64_t absorbed = src->size;
-  if (dst->prev == src) {
-    FRAGSCOPE_DCHECK(src->end() == dst->ptr);
-    dst->ptr = src->ptr;
-    dst->prev = src->prev;
-    if (dst->prev != nullptr) {
-      dst->prev->next = dst;
-    } else {
-      dst->segment->head = dst;
-    }
-  } else {
-    FRAGSCOPE_DCHECK(dst->next == src && dst->end() == src->ptr);
-    dst->next = src->next;
-    if (dst->next != nullptr) dst->next->prev = dst;
-  }
-  dst->size += absorbed;
-  arena.Delete(src);
-  return absorbed;
-}
 
 }  // namespace fragscope

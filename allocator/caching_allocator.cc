@@ -155,6 +155,7 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
   block->segment = &segment;
   block->pool = pool;
   segment.head = block;
+  active_.AddSegment(segment.base, segment.size, block);
 
   AllocatorEvent e = BlockEvent(EventKind::kSegmentAlloc, *block);
   if (segment_size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
@@ -164,10 +165,14 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
 
 DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterator* in_pool,
                                           uint64_t rounded, uint64_t requested) {
-  // With many live blocks the block, its map slot and (for observers' events) its segment are
-  // each a cache miss: start the slot's with the block's (the pool key holds the address), then
-  // the segment's, instead of one after another.
-  active_.Prefetch(in_pool != nullptr ? in_pool->key().ptr : block->ptr);
+  // With many live blocks the block, its lower neighbour (a split links the new block to it),
+  // its map slot and (for observers' events) its segment are each a cache miss: start the slot's
+  // and the neighbours' (Note [Blocks grouped by segment]) with the block's (the pool key holds
+  // the address), then the segment's, instead of one after another.
+  if (in_pool != nullptr) {
+    active_.PrefetchInsert(block, in_pool->key().ptr);
+    BlockArena::PrefetchGroup(block);
+  }
   const bool was_split = block->IsSplit();
   if (!observers_.empty()) __builtin_prefetch(block->segment);
   uint64_t remainder_bytes = 0;
@@ -188,7 +193,7 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
   }
   block->allocated = true;
   block->set_requested_size(requested);
-  active_.Insert(block->ptr, block);
+  active_.Insert(block);
 
   EmitMade([&] {
     AllocatorEvent e = BlockEvent(EventKind::kAlloc, *block);
@@ -228,9 +233,11 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
       }
     });
   }
-  active_.ForEach([&r](DevicePtr, const Block* b) {
-    if (!b->allocated) r.pending_free_bytes += b->size;
-  });
+  for (const auto& [base, segment] : segments_) {
+    for (const Block* b = segment.head; b != nullptr; b = b->next) {
+      if (!b->allocated && b->event_count > 0) r.pending_free_bytes += b->size;
+    }
+  }
 
   AllocatorEvent e;
   e.kind = EventKind::kOom;
@@ -249,7 +256,7 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
 }
 
 absl::StatusOr<Block*> CachingAllocator::FindActiveBlockLocked(DevicePtr ptr) const {
-  if (Block* block = active_.Get(ptr); block != nullptr) return block;
+  if (Block* block = active_.Find(ptr); block != nullptr) return block;
   // Not the start of an active block: say what it is.
   auto seg = segments_.upper_bound(ptr);
   if (seg != segments_.begin()) {
@@ -276,14 +283,11 @@ absl::StatusOr<Block*> CachingAllocator::FindActiveBlockLocked(DevicePtr ptr) co
 absl::Status CachingAllocator::Free(DevicePtr ptr) {
   if (ptr == 0) return absl::OkStatus();
   Lock lock(&mu_);
-  Block** entry = active_.Find(ptr);
-  if (entry == nullptr) return FindActiveBlockLocked(ptr).status();  // says what ptr is
-  Block* block = *entry;
-  // The free reads both neighbours (merge) and, for observers' events, the segment: start the
-  // cache misses together instead of one after another. In a large pool they dominate a free.
+  // Find loads the block's group: the block and, usually, both neighbours, which the merge reads
+  // (Note [Finding a block through its segment]). Observers' events read the segment too.
+  Block* block = active_.Find(ptr);
+  if (block == nullptr) return FindActiveBlockLocked(ptr).status();  // says what ptr is
   if (!observers_.empty()) __builtin_prefetch(block->segment);
-  __builtin_prefetch(block->prev);
-  __builtin_prefetch(block->next);
   if (!block->allocated) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "double free: 0x%x was already freed and is waiting for events on other streams", ptr));
@@ -296,7 +300,7 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
     return e;
   });
   if (!block->used_on_other_streams) {
-    active_.EraseFound(entry);  // (the observers above cannot change active_)
+    active_.Erase(block);
     FreeBlockLocked(block);
     return absl::OkStatus();
   }
@@ -307,7 +311,7 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
 absl::Status CachingAllocator::RecordStream(DevicePtr ptr, StreamId stream) {
   Lock lock(&mu_);
   // A view at an offset protects its whole block (pytorch#27366): resolve interior pointers.
-  Block* block = active_.Get(ptr);
+  Block* block = active_.Find(ptr);
   if (block == nullptr) {
     if (auto seg = segments_.upper_bound(ptr); seg != segments_.begin()) {
       for (Block* b = std::prev(seg)->second.head; b != nullptr; b = b->next) {

@@ -48,11 +48,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "allocator/address_map.h"
+#include "allocator/active_block_index.h"
 #include "allocator/allocator_events.h"
 #include "allocator/allocator_options.h"
 #include "allocator/allocator_snapshot.h"
 #include "allocator/block.h"
+#include "allocator/block_arena.h"
 #include "allocator/block_pool.h"
 #include "allocator/device_backend.h"
 #include "allocator/mutex.h"
@@ -259,7 +260,7 @@ class CachingAllocator {
   BlockPool small_pool_ ABSL_GUARDED_BY(mu_){PoolKind::kSmall};
   BlockPool large_pool_ ABSL_GUARDED_BY(mu_){PoolKind::kLarge};
   // Allocated blocks and freed blocks waiting for stream events, by address.
-  ActiveBlockMap active_ ABSL_GUARDED_BY(mu_);
+  ActiveBlockIndex active_ ABSL_GUARDED_BY(mu_);
   // For each allocated block with used_on_other_streams: the streams other than its own that used
   // it (PyTorch's Block::stream_uses), kept apart because few blocks ever have any.
   absl::flat_hash_map<const Block*, std::vector<StreamId>> stream_uses_ ABSL_GUARDED_BY(mu_);

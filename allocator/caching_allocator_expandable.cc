@@ -101,6 +101,7 @@ Block* CachingAllocator::FindExpandableBlockLocked(PoolKind pool, StreamId strea
   head->mapped = false;
   head->expandable = true;
   segment.head = head;
+  active_.AddSegment(segment.base, segment.size, head);
   blocks.InsertUnmapped(head);
   return head;
 }
@@ -179,6 +180,7 @@ void CachingAllocator::UnmapBlockLocked(Block* block) {
   status = backend_.ReleaseAddressRange(segment.base, segment.size);
   if (!status.ok()) internal::ReportBackendError("releasing an address reservation", status);
   const DevicePtr base = segment.base;
+  active_.RemoveSegment(base, segment.size);
   arena_.Delete(unmapped);
   segments_.erase(base);
   --expandable_segment_count_;

@@ -146,8 +146,8 @@ absl::Status CachingAllocator::CheckInvariants() const {
         }
       } else {
         ++active_blocks;
-        if (active_.Get(b->ptr) != b) {
-          return Fail("active block 0x%x is missing from the active map", b->ptr);
+        if (active_.Find(b->ptr) != b) {
+          return Fail("active block 0x%x is missing from the active-block index", b->ptr);
         }
         add(active, b->pool, 1);
         add(active_bytes, b->pool, static_cast<int64_t>(b->size));
@@ -184,7 +184,8 @@ absl::Status CachingAllocator::CheckInvariants() const {
                 stream_use_blocks);
   }
   if (active_blocks != active_.size()) {
-    return Fail("active map holds %d blocks but segments have %d", active_.size(), active_blocks);
+    return Fail("active-block index holds %d blocks but segments have %d", active_.size(),
+                active_blocks);
   }
   if (reserved != reserved_bytes_) {
     return Fail("reserved bytes %d != sum of segments %d", reserved_bytes_, reserved);
@@ -192,6 +193,14 @@ absl::Status CachingAllocator::CheckInvariants() const {
   if (arena_.live_count() != free_blocks + active_blocks + unmapped_blocks) {
     return Fail("%d blocks live in the arena but %d are in segments", arena_.live_count(),
                 free_blocks + active_blocks + unmapped_blocks);
+  }
+  if (!active_.CheckInvariants()) {
+    return Fail(
+        "the active-block index's map holds a block that is not active, not at its address, or "
+        "found through its home group");
+  }
+  if (!arena_.CheckInvariants()) {
+    return Fail("the block arena's occupancy masks, empty-group list and live count disagree");
   }
   const DeviceStats s = stats_.stats();
   struct Check {

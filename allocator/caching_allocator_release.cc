@@ -102,7 +102,7 @@ void CachingAllocator::ProcessEventsLocked() {
       backend_.ReleaseEvent(event);
       queue.pop_front();
       if (--block->event_count == 0) {
-        active_.Erase(block->ptr);
+        active_.Erase(block);
         FreeBlockLocked(block);
       }
     }
@@ -121,7 +121,7 @@ void CachingAllocator::SynchronizeAndFreeEventsLocked() {
       if (!status.ok()) ReportBackendError("synchronizing a stream event", status);
       backend_.ReleaseEvent(event);
       if (--block->event_count == 0) {
-        active_.Erase(block->ptr);
+        active_.Erase(block);
         FreeBlockLocked(block);
       }
     }
@@ -138,6 +138,7 @@ void CachingAllocator::ReleaseBlockLocked(Block* block) {
   absl::Status status = backend_.Free(block->ptr);
   if (!status.ok()) ReportBackendError("device free", status);
   reserved_bytes_ -= block->size;
+  active_.RemoveSegment(block->ptr, block->size);
   segments_.erase(block->ptr);
   arena_.Delete(block);
 }

@@ -1,7 +1,7 @@
 // AddressMap (allocator/address_map.h) against std::unordered_map: random inserts and erases
 // over a key set small enough that probe runs collide, wrap around the array's end, and the table
 // grows; every key is looked up after every step. Erasures alternate between Erase(key) and
-// EraseFound(Find(key)). Both forms: the allocator's ActiveBlockMap and a map whose keys include 0
+// EraseFound(Find(key)). Both forms: the allocator's AddressMap<Block*> and a map whose keys include 0
 // (the replay's).
 #include "allocator/address_map.h"
 
@@ -16,7 +16,7 @@ namespace fragscope {
 namespace {
 
 TEST(AddressMapTest, InsertFindErase) {
-  ActiveBlockMap map;
+  AddressMap<Block*> map;
   Block a, b;
   EXPECT_EQ(map.Get(0x200), nullptr);
   map.Insert(0x200, &a);
@@ -37,7 +37,7 @@ TEST(AddressMapTest, MatchesUnorderedMapUnderChurn) {
   for (uint64_t seed : {1u, 2u, 3u}) {
     SCOPED_TRACE(seed);
     std::mt19937_64 rng(seed);
-    ActiveBlockMap map;
+    AddressMap<Block*> map;
     std::unordered_map<DevicePtr, Block*> expected;
     // 512-aligned addresses like the allocator's, in a range of 4096 distinct keys.
     auto random_key = [&] { return (1 + rng() % 4096) * 512; };

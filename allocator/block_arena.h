@@ -1,0 +1,195 @@
+// BlockArena: where the allocator's Block objects live, placed so that the blocks of one segment
+// sit side by side in host memory; and the split/merge surgery that creates and recycles them.
+//
+// Note [Blocks grouped by segment]
+// A free reads the freed block and both its neighbours (to merge); an allocation reads the block
+// it splits and that block's lower neighbour. With many live blocks each read is a cache miss,
+// and the neighbours' misses could start only once the block had arrived (their addresses are in
+// it): two misses one after the other, the longest chain of a free. Here Blocks live in groups of
+// kGroupBlocks (512 bytes, 8 cache lines). A new segment's head block gets a group of its own
+// (New), and a block split off another (SplitFront) goes into that block's group while it has
+// room (NewNear), so a segment's blocks usually share one group, and PrefetchGroup starts loading
+// all of them as soon as one block's address is known (from the active map or a pool entry): the
+// neighbours arrive with the block. (bench/RESULTS.md, session 25.)
+//
+// Memory: chunks of 2 MiB of huge pages (huge_pages.h), each a header of occupancy masks (one
+// byte per group; the first kHeaderGroups groups' worth) followed by the groups. A group that
+// empties is recycled, most recently emptied first; a block whose neighbour's group is full goes
+// to a shared overflow group. A non-empty group holds at least one live block, so the arena spans
+// at most kGroupBlocks times the memory of its live blocks (plus a chunk).
+//
+// Invariants (CheckInvariants): a slot holds a live Block iff its mask bit is set; live_count()
+// is the number of set bits; a group is in empty_groups_ iff its mask is 0, it has been handed
+// out, and it is not the overflow group. Not thread-safe: used under the allocator lock.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <vector>
+
+#include "allocator/block.h"
+#include "allocator/check.h"
+#include "allocator/huge_pages.h"
+
+namespace fragscope {
+
+class BlockArena {
+ public:
+  static constexpr size_t kGroupBlocks = 8;
+  static constexpr size_t kGroupBytes = kGroupBlocks * sizeof(Block);
+  static constexpr size_t kGroupsPerChunk = kHugePageBytes / kGroupBytes;
+  // The masks of a chunk's groups fill its first groups.
+  static constexpr size_t kHeaderGroups = kGroupsPerChunk / kGroupBytes;
+
+  BlockArena() = default;
+  ~BlockArena();
+  BlockArena(const BlockArena&) = delete;
+  BlockArena& operator=(const BlockArena&) = delete;
+
+  // A block in a group of its own: the head of a new segment, whose later blocks NewNear puts
+  // beside it.
+  Block* New() { return TakeSlot(TakeEmptyGroup()); }
+  // A block in `near`'s group when it has room, else in the overflow group.
+  // REQUIRES: near is live (came from this arena and was not deleted).
+  Block* NewNear(const Block* near) {
+    Block* group = GroupOf(near);
+    if (MaskOf(group) != kFullMask) [[likely]]
+      return TakeSlot(group);
+    return TakeOverflowSlot();
+  }
+  // REQUIRES: block came from New() or NewNear() and is linked nowhere.
+  void Delete(Block* block) {
+    Block* group = GroupOf(block);
+    uint8_t& mask = MaskOf(group);
+    const auto bit = static_cast<uint8_t>(1u << (block - group));
+    FRAGSCOPE_DCHECK((mask & bit) != 0);
+    mask &= static_cast<uint8_t>(~bit);
+    --live_count_;
+    // The overflow group stays the overflow group when it empties (it is replaced only when full).
+    if (mask == 0 && group != overflow_) [[unlikely]]
+      empty_groups_.push_back(group);
+  }
+
+  // Starts loading every live block of `block`'s group, the block itself included: with the
+  // grouping above, its segment's neighbours. Costs the mask's read (the chunk headers are a few
+  // KiB) and kGroupBlocks prefetches without a branch: a free slot's is the block's own again,
+  // so no line that holds no live block is loaded.
+  static void PrefetchGroup(const Block* block) {
+    const Block* group = GroupOf(block);
+    const unsigned mask = MaskOf(group);
+    for (size_t i = 0; i < kGroupBlocks; ++i) {
+      __builtin_prefetch((mask >> i) & 1 ? group + i : block);
+    }
+  }
+
+  // The live block of `group` that starts at `ptr`, or nullptr. Reads the address of every live
+  // block of the group (a free slot reads a live one's again), without a branch per block.
+  // REQUIRES: group is a group of this arena (GroupOf of one of its blocks, live or not).
+  static Block* FindInGroup(const Block* group, DevicePtr ptr) {
+    const unsigned mask = MaskOf(group);
+    if (mask == 0) return nullptr;
+    const Block* live = group + std::countr_zero(mask);
+    unsigned match = 0;
+    for (size_t i = 0; i < kGroupBlocks; ++i) {
+      match |= unsigned{((mask >> i) & 1 ? group + i : live)->ptr == ptr} << i;
+    }
+    match &= mask;
+    return match == 0 ? nullptr : const_cast<Block*>(group) + std::countr_zero(match);
+  }
+  // The group that holds `block`.
+  static Block* GroupOf(const Block* block) {
+    return reinterpret_cast<Block*>(reinterpret_cast<uintptr_t>(block) &
+                                    ~uintptr_t{kGroupBytes - 1});
+  }
+
+  size_t live_count() const { return live_count_; }
+  // Whether the masks, the empty-group list and live_count() agree (the invariants above).
+  // O(chunks * groups): for the allocator's invariant checker.
+  bool CheckInvariants() const;
+
+ private:
+  static constexpr uint8_t kFullMask = (1u << kGroupBlocks) - 1;
+  static_assert(kGroupBlocks <= 8, "a group's mask is one byte");
+  static_assert(kHugePageBytes % kGroupBytes == 0 &&
+                kHeaderGroups * kGroupBytes >= kGroupsPerChunk);
+
+  // The group's occupancy mask in its chunk's header: bit i for group[i].
+  static uint8_t& MaskOf(const Block* group) {
+    const auto address = reinterpret_cast<uintptr_t>(group);
+    auto* header = reinterpret_cast<uint8_t*>(address & ~uintptr_t{kHugePageBytes - 1});
+    return header[(address & (kHugePageBytes - 1)) / kGroupBytes];
+  }
+  // REQUIRES: the group has a free slot.
+  Block* TakeSlot(Block* group) {
+    uint8_t& mask = MaskOf(group);
+    FRAGSCOPE_DCHECK(mask != kFullMask);
+    const int slot = std::countr_one(mask);
+    mask |= static_cast<uint8_t>(1u << slot);
+    ++live_count_;
+    return new (group + slot) Block();
+  }
+  Block* TakeOverflowSlot();
+  // An empty group: the most recently emptied, else a fresh one.
+  Block* TakeEmptyGroup();
+
+  std::vector<void*> chunks_;                  // from AllocateHugePages, kHugePageBytes each
+  size_t next_fresh_group_ = kGroupsPerChunk;  // in chunks_.back(); == kGroupsPerChunk: none left
+  std::vector<Block*> empty_groups_;
+  Block* overflow_ = nullptr;
+  size_t live_count_ = 0;
+};
+
+// Splits `block` so that its first `size` bytes become a new block, which is returned; `block`
+// keeps the remainder at the higher address (PyTorch's alloc_found_block layout). Segment head is
+// updated.
+// REQUIRES: 0 < size < block->size; block is not in any pool set (its key changes).
+inline Block* SplitFront(Block* block, uint64_t size, BlockArena& arena) {
+  FRAGSCOPE_DCHECK(size > 0 && size < block->size);
+  Block* front = arena.NewNear(block);
+  front->ptr = block->ptr;
+  front->size = size;
+  front->stream = block->stream;
+  front->segment = block->segment;
+  front->pool = block->pool;
+  front->mapped = block->mapped;
+  front->expandable = block->expandable;
+  front->prev = block->prev;
+  front->next = block;
+  if (front->prev != nullptr) {
+    front->prev->next = front;
+  } else {
+    block->segment->head = front;
+  }
+  block->prev = front;
+  block->ptr += size;
+  block->size -= size;
+  return front;
+}
+
+// Merges `src` into its neighbour `dst`: dst grows to cover both, src is unlinked and returned
+// to the arena. Returns the bytes absorbed.
+// REQUIRES: src is dst->prev or dst->next; neither is in any pool set.
+inline uint64_t MergeInto(Block* dst, Block* src, BlockArena& arena) {
+  const uint64_t absorbed = src->size;
+  if (dst->prev == src) {
+    FRAGSCOPE_DCHECK(src->end() == dst->ptr);
+    dst->ptr = src->ptr;
+    dst->prev = src->prev;
+    if (dst->prev != nullptr) {
+      dst->prev->next = dst;
+    } else {
+      dst->segment->head = dst;
+    }
+  } else {
+    FRAGSCOPE_DCHECK(dst->next == src && dst->end() == src->ptr);
+    dst->next = src->next;
+    if (dst->next != nullptr) dst->next->prev = dst;
+  }
+  dst->size += absorbed;
+  arena.Delete(src);
+  return absorbed;
+}
+
+}  // namespace fragscope
