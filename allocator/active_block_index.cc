@@ -23,15 +23,15 @@ void ActiveBlockIndex::ForEachWholeGranule(DevicePtr base, uint64_t bytes, bool 
 }
 
 void ActiveBlockIndex::AddSegment(DevicePtr base, uint64_t bytes, const Block* head) {
-  const Block* group = BlockArena::GroupOf(head);
-  ForEachWholeGranule(base, bytes, /*create=*/true, [group](const Block*& home) {
+  Block* group = BlockArena::GroupOf(head);
+  ForEachWholeGranule(base, bytes, /*create=*/true, [group](Block*& home) {
     FRAGSCOPE_DCHECK(home == nullptr);  // segments never overlap
     home = group;
   });
 }
 
 void ActiveBlockIndex::RemoveSegment(DevicePtr base, uint64_t bytes) {
-  ForEachWholeGranule(base, bytes, /*create=*/false, [](const Block*& home) { home = nullptr; });
+  ForEachWholeGranule(base, bytes, /*create=*/false, [](Block*& home) { home = nullptr; });
 }
 
 bool ActiveBlockIndex::CheckInvariants() const {

@@ -83,6 +83,15 @@ class ActiveBlockIndex {
     }
   }
 
+  // The home group of ptr's granule (where new blocks of its segment go: SplitFront), or nullptr.
+  Block* HomeGroup(DevicePtr ptr) const {
+    if ((ptr >> kAddressBits) != 0) [[unlikely]]
+      return nullptr;
+    const uint64_t granule = ptr >> kGranuleShift;
+    const Leaf* leaf = root_[granule >> kLeafBits].get();
+    return leaf != nullptr ? leaf->home[granule & ((uint64_t{1} << kLeafBits) - 1)] : nullptr;
+  }
+
   // Active blocks; those found through the map (not direct).
   size_t size() const { return size_; }
   size_t map_size() const { return overflow_.size(); }
@@ -96,21 +105,13 @@ class ActiveBlockIndex {
   static constexpr int kLeafBits = 13;      // a leaf: 8192 granules (16 GiB), 64 KiB
   static constexpr int kRootBits = kAddressBits - kGranuleShift - kLeafBits;
   struct Leaf {
-    const Block* home[size_t{1} << kLeafBits] = {};
+    Block* home[size_t{1} << kLeafBits] = {};
   };
 
   static bool IsActive(const Block& block) { return block.allocated || block.event_count > 0; }
   bool IsDirect(const Block* block, DevicePtr ptr) const {
     const Block* home = HomeGroup(ptr);
     return home != nullptr && home == BlockArena::GroupOf(block);
-  }
-  // The home group of ptr's granule, or nullptr.
-  const Block* HomeGroup(DevicePtr ptr) const {
-    if ((ptr >> kAddressBits) != 0) [[unlikely]]
-      return nullptr;
-    const uint64_t granule = ptr >> kGranuleShift;
-    const Leaf* leaf = root_[granule >> kLeafBits].get();
-    return leaf != nullptr ? leaf->home[granule & ((uint64_t{1} << kLeafBits) - 1)] : nullptr;
   }
   // Calls set(slot) for the home-group slot of every granule wholly inside [base, base + bytes).
   template <typename Set>

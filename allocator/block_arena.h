@@ -7,10 +7,14 @@
 // and the neighbours' misses could start only once the block had arrived (their addresses are in
 // it): two misses one after the other, the longest chain of a free. Here Blocks live in groups of
 // kGroupBlocks (512 bytes, 8 cache lines). A new segment's head block gets a group of its own
-// (New), and a block split off another (SplitFront) goes into that block's group while it has
-// room (NewNear), so a segment's blocks usually share one group, and PrefetchGroup starts loading
-// all of them as soon as one block's address is known (from the active map or a pool entry): the
-// neighbours arrive with the block. (bench/RESULTS.md, session 25.)
+// (New), its home group, and a block split off another (SplitFront) goes into the home group
+// while it has room, else into the split block's group (NewNear). So a segment's blocks usually
+// share one group, and PrefetchGroup starts loading all of them as soon as one block's address is
+// known (from a pool entry; a free finds the block by reading them: active_block_index.h): the
+// neighbours arrive with the block. (Preferring the home group matters: blocks split off an
+// overflow block would otherwise stay in overflow groups, and a segment's blocks drift there as
+// its home-group blocks merge away; with 100k live blocks 14 % of them had, with 1k 66 %.)
+// (bench/RESULTS.md, session 25.)
 //
 // Memory: chunks of 2 MiB of huge pages (huge_pages.h), each a header of occupancy masks (one
 // byte per group; the first kHeaderGroups groups' worth) followed by the groups. A group that
@@ -51,9 +55,17 @@ class BlockArena {
   // A block in a group of its own: the head of a new segment, whose later blocks NewNear puts
   // beside it.
   Block* New() { return TakeSlot(TakeEmptyGroup()); }
-  // A block in `near`'s group when it has room, else in the overflow group.
-  // REQUIRES: near is live (came from this arena and was not deleted).
-  Block* NewNear(const Block* near) {
+  // A block in the group `home` when it holds blocks and has room (the segment's home group),
+  // else in `near`'s group when it has room, else in the overflow group. (An empty home group is
+  // passed over: it is waiting to be recycled.)
+  // REQUIRES: near is live (came from this arena and was not deleted); home is nullptr or a group
+  // of this arena.
+  Block* NewNear(const Block* near, Block* home) {
+    if (home != nullptr) {
+      const uint8_t mask = MaskOf(home);
+      if (mask != 0 && mask != kFullMask) [[likely]]
+        return TakeSlot(home);
+    }
     Block* group = GroupOf(near);
     if (MaskOf(group) != kFullMask) [[likely]]
       return TakeSlot(group);
@@ -143,11 +155,12 @@ class BlockArena {
 
 // Splits `block` so that its first `size` bytes become a new block, which is returned; `block`
 // keeps the remainder at the higher address (PyTorch's alloc_found_block layout). Segment head is
-// updated.
+// updated. The new block goes into `home` (the segment's home group, or nullptr) or beside
+// `block`: BlockArena::NewNear.
 // REQUIRES: 0 < size < block->size; block is not in any pool set (its key changes).
-inline Block* SplitFront(Block* block, uint64_t size, BlockArena& arena) {
+inline Block* SplitFront(Block* block, uint64_t size, BlockArena& arena, Block* home) {
   FRAGSCOPE_DCHECK(size > 0 && size < block->size);
-  Block* front = arena.NewNear(block);
+  Block* front = arena.NewNear(block, home);
   front->ptr = block->ptr;
   front->size = size;
   front->stream = block->stream;

@@ -180,12 +180,13 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
   if (ShouldSplit(block->size, rounded, block->pool, options_)) {
     Block* remainder = block;
     remainder_bytes = remainder->size - rounded;
+    Block* home = active_.HomeGroup(in_pool != nullptr ? in_pool->key().ptr : block->ptr);
     if (in_pool != nullptr) {
       // The remainder is the same Block at a higher address: re-key it where it sits.
       pool.Rekey(*in_pool, remainder->ptr + rounded, remainder_bytes,
-                 [&] { block = SplitFront(remainder, rounded, arena_); });
+                 [&] { block = SplitFront(remainder, rounded, arena_, home); });
     } else {
-      block = SplitFront(remainder, rounded, arena_);
+      block = SplitFront(remainder, rounded, arena_, home);
       pool.Insert(remainder);
     }
   } else if (in_pool != nullptr) {

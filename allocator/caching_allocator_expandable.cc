@@ -119,7 +119,7 @@ Block* CachingAllocator::MapBlockLocked(Block* block, uint64_t bytes, absl::Stat
   BlockPool& pool = PoolOf(block->pool);
   pool.EraseUnmapped(block);
   if (mapped_bytes < block->size) {
-    Block* front = SplitFront(block, mapped_bytes, arena_);
+    Block* front = SplitFront(block, mapped_bytes, arena_, active_.HomeGroup(block->ptr));
     pool.InsertUnmapped(block);  // the unmapped rest
     block = front;
   }
@@ -155,11 +155,11 @@ void CachingAllocator::UnmapBlockLocked(Block* block) {
   BlockPool& pool = PoolOf(block->pool);
   pool.Erase(block);
   if (unmap_ptr > block->ptr) {  // a free mapped piece below the first whole page
-    pool.Insert(SplitFront(block, unmap_ptr - block->ptr, arena_));
+    pool.Insert(SplitFront(block, unmap_ptr - block->ptr, arena_, active_.HomeGroup(block->ptr)));
   }
   Block* unmapped = block;
   if (unmap_bytes < block->size) {  // a free mapped piece above the last whole page
-    unmapped = SplitFront(block, unmap_bytes, arena_);
+    unmapped = SplitFront(block, unmap_bytes, arena_, active_.HomeGroup(block->ptr));
     pool.Insert(block);
   }
   unmapped->mapped = false;

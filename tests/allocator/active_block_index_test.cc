@@ -26,7 +26,7 @@ class ActiveBlockIndexTest : public ::testing::Test {
 TEST_F(ActiveBlockIndexTest, BlocksInTheirSegmentsHomeGroupNeedNoMap) {
   Block* head = Make(arena_.New(), kBase);
   index_.AddSegment(kBase, k2MiB, head);
-  Block* second = Make(arena_.NewNear(head), kBase + 4096);
+  Block* second = Make(arena_.NewNear(head, nullptr), kBase + 4096);
   index_.Insert(head);
   index_.Insert(second);
   EXPECT_EQ(index_.size(), 2u);

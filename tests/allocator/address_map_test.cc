@@ -1,8 +1,8 @@
 // AddressMap (allocator/address_map.h) against std::unordered_map: random inserts and erases
 // over a key set small enough that probe runs collide, wrap around the array's end, and the table
 // grows; every key is looked up after every step. Erasures alternate between Erase(key) and
-// EraseFound(Find(key)). Both forms: the allocator's AddressMap<Block*> and a map whose keys include 0
-// (the replay's).
+// EraseFound(Find(key)). Both forms: the allocator's AddressMap<Block*> and a map whose keys
+// include 0 (the replay's).
 #include "allocator/address_map.h"
 
 #include <random>

@@ -17,12 +17,12 @@ TEST(BlockArenaTest, BlocksSplitOffASegmentShareItsGroupUntilItIsFull) {
   BlockArena arena;
   Block* head = arena.New();
   std::vector<Block*> blocks = {head};
-  for (size_t i = 1; i < kGroup; ++i) blocks.push_back(arena.NewNear(blocks.back()));
+  for (size_t i = 1; i < kGroup; ++i) blocks.push_back(arena.NewNear(blocks.back(), nullptr));
   for (Block* b : blocks) EXPECT_EQ(BlockArena::GroupOf(b), BlockArena::GroupOf(head));
   // The group is full: the next one goes to the overflow group, and so does the one after.
-  Block* spilled = arena.NewNear(head);
+  Block* spilled = arena.NewNear(head, nullptr);
   EXPECT_NE(BlockArena::GroupOf(spilled), BlockArena::GroupOf(head));
-  EXPECT_EQ(BlockArena::GroupOf(arena.NewNear(head)), BlockArena::GroupOf(spilled));
+  EXPECT_EQ(BlockArena::GroupOf(arena.NewNear(head, nullptr)), BlockArena::GroupOf(spilled));
   // A new segment's head gets a group of its own.
   Block* other = arena.New();
   EXPECT_NE(BlockArena::GroupOf(other), BlockArena::GroupOf(head));
@@ -34,9 +34,9 @@ TEST(BlockArenaTest, BlocksSplitOffASegmentShareItsGroupUntilItIsFull) {
 TEST(BlockArenaTest, AFreedSlotIsReusedByItsGroupAndAnEmptiedGroupByTheNextSegment) {
   BlockArena arena;
   Block* head = arena.New();
-  Block* second = arena.NewNear(head);
+  Block* second = arena.NewNear(head, nullptr);
   arena.Delete(second);
-  EXPECT_EQ(arena.NewNear(head), second);  // the lowest free slot of the group
+  EXPECT_EQ(arena.NewNear(head, nullptr), second);  // the lowest free slot of the group
   Block* lone = arena.New();
   arena.Delete(lone);
   EXPECT_TRUE(arena.CheckInvariants());
@@ -48,7 +48,7 @@ TEST(BlockArenaTest, FindInGroupSeesOnlyLiveBlocks) {
   BlockArena arena;
   Block* head = arena.New();
   head->ptr = 0x1000;
-  Block* second = arena.NewNear(head);
+  Block* second = arena.NewNear(head, nullptr);
   second->ptr = 0x2000;
   Block* group = BlockArena::GroupOf(head);
   EXPECT_EQ(BlockArena::FindInGroup(group, 0x1000), head);
@@ -63,12 +63,31 @@ TEST(BlockArenaTest, FindInGroupSeesOnlyLiveBlocks) {
 TEST(BlockArenaTest, AnEmptiedOverflowGroupStaysTheOverflowGroup) {
   BlockArena arena;
   Block* head = arena.New();
-  for (size_t i = 1; i < kGroup; ++i) arena.NewNear(head);
-  Block* spilled = arena.NewNear(head);
+  for (size_t i = 1; i < kGroup; ++i) arena.NewNear(head, nullptr);
+  Block* spilled = arena.NewNear(head, nullptr);
   arena.Delete(spilled);  // the overflow group is empty, but not listed for new segments
   EXPECT_TRUE(arena.CheckInvariants());
   EXPECT_NE(BlockArena::GroupOf(arena.New()), BlockArena::GroupOf(spilled));
-  EXPECT_EQ(arena.NewNear(head), spilled);
+  EXPECT_EQ(arena.NewNear(head, nullptr), spilled);
+  EXPECT_TRUE(arena.CheckInvariants());
+}
+
+TEST(BlockArenaTest, ABlockSplitOffAnOverflowBlockGoesBackToItsSegmentsHomeGroup) {
+  BlockArena arena;
+  Block* head = arena.New();
+  std::vector<Block*> home_blocks = {head};
+  for (size_t i = 1; i < kGroup; ++i) home_blocks.push_back(arena.NewNear(head, nullptr));
+  Block* home = BlockArena::GroupOf(head);
+  Block* spilled = arena.NewNear(head, home);  // the home group is full
+  ASSERT_NE(BlockArena::GroupOf(spilled), home);
+  arena.Delete(home_blocks.back());
+  // Split off the overflow block: the home group has room again.
+  EXPECT_EQ(BlockArena::GroupOf(arena.NewNear(spilled, home)), home);
+  // An empty home group (waiting to be recycled) is passed over.
+  Block* lone = arena.New();
+  Block* lone_home = BlockArena::GroupOf(lone);
+  arena.Delete(lone);
+  EXPECT_EQ(BlockArena::GroupOf(arena.NewNear(spilled, lone_home)), BlockArena::GroupOf(spilled));
   EXPECT_TRUE(arena.CheckInvariants());
 }
 
@@ -88,7 +107,12 @@ TEST(BlockArenaTest, RandomChurnAcrossChunksKeepsBlocksInPlace) {
   for (int step = 0; step < 300000; ++step) {
     const bool grow = live.size() < per_chunk + per_chunk / 2 ? rng() % 4 != 0 : rng() % 2 == 0;
     if (grow || live.empty()) {
-      make(live.empty() || rng() % 3 == 0 ? arena.New() : arena.NewNear(live[rng() % live.size()]));
+      if (live.empty() || rng() % 3 == 0) {
+        make(arena.New());
+      } else {  // sometimes with another live block's group as the home group
+        Block* home = rng() % 2 == 0 ? BlockArena::GroupOf(live[rng() % live.size()]) : nullptr;
+        make(arena.NewNear(live[rng() % live.size()], home));
+      }
     } else {
       const size_t i = rng() % live.size();
       arena.Delete(live[i]);
