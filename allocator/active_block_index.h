@@ -49,11 +49,17 @@ class ActiveBlockIndex {
   // REQUIRES: none of its blocks is active.
   void RemoveSegment(DevicePtr base, uint64_t bytes);
 
+  // The operations below take the home group of the block's address (HomeGroup(ptr), nullptr
+  // for none) from the caller, who needs it too: a free for Find and Erase, an allocation for
+  // SplitFront and Insert. It is read once per operation.
+
   // The active block that starts at `ptr`, or nullptr (also for the start of a free block).
   // Either way the block's group (its neighbours, usually) is loading when it returns: a direct
   // block's was read to find it, another's is prefetched.
-  Block* Find(DevicePtr ptr) const {
-    if (const Block* home = HomeGroup(ptr); home != nullptr) {
+  // REQUIRES: home == HomeGroup(ptr).
+  Block* Find(DevicePtr ptr, const Block* home) const {
+    FRAGSCOPE_DCHECK(home == HomeGroup(ptr));
+    if (home != nullptr) {
       if (Block* block = BlockArena::FindInGroup(home, ptr); block != nullptr) {
         return IsActive(*block) ? block : nullptr;
       }
@@ -62,26 +68,25 @@ class ActiveBlockIndex {
     if (block != nullptr) BlockArena::PrefetchGroup(block);
     return block;
   }
-  // Starts loading what Insert(block) will touch: nothing for a direct block, else the map's
-  // slot. `ptr` is the address the block will have.
-  void PrefetchInsert(const Block* block, DevicePtr ptr) const {
-    if (!IsDirect(block, ptr)) overflow_.Prefetch(ptr);
-  }
-  // REQUIRES: block has just become active (is not in the index).
-  void Insert(Block* block) {
+  Block* Find(DevicePtr ptr) const { return Find(ptr, HomeGroup(ptr)); }
+  // REQUIRES: block has just become active (is not in the index); home == HomeGroup(block->ptr).
+  void Insert(Block* block, const Block* home) {
+    FRAGSCOPE_DCHECK(home == HomeGroup(block->ptr));
     ++size_;
-    if (!IsDirect(block, block->ptr)) overflow_.Insert(block->ptr, block);
+    if (home != BlockArena::GroupOf(block)) overflow_.Insert(block->ptr, block);
   }
-  // REQUIRES: block is in the index (it is leaving the active state).
-  void Erase(const Block* block) {
-    FRAGSCOPE_DCHECK(size_ > 0);
+  // REQUIRES: block is in the index (it is leaving the active state);
+  // home == HomeGroup(block->ptr).
+  void Erase(const Block* block, const Block* home) {
+    FRAGSCOPE_DCHECK(size_ > 0 && home == HomeGroup(block->ptr));
     --size_;
-    if (!IsDirect(block, block->ptr)) {
+    if (home != BlockArena::GroupOf(block)) {
       const bool erased = overflow_.Erase(block->ptr);
       FRAGSCOPE_DCHECK(erased);
       (void)erased;
     }
   }
+  void Erase(const Block* block) { Erase(block, HomeGroup(block->ptr)); }
 
   // The home group of ptr's granule (where new blocks of its segment go: SplitFront), or nullptr.
   Block* HomeGroup(DevicePtr ptr) const {

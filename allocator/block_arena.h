@@ -96,19 +96,21 @@ class BlockArena {
     }
   }
 
-  // The live block of `group` that starts at `ptr`, or nullptr. Reads the address of every live
-  // block of the group (a free slot reads a live one's again), without a branch per block.
+  // The live block of `group` that starts at `ptr`, or nullptr. Starts loading every live block
+  // of the group first (PrefetchGroup: the neighbours a free reads next), then compares their
+  // addresses in slot order, stopping at the match. (Measured against a branch-free compare of
+  // all eight: the early exit lets the work after it start before every line has arrived, 2-5 %
+  // faster with 100k live blocks and on the warm pair; bench/RESULTS.md, session 25.)
   // REQUIRES: group is a group of this arena (GroupOf of one of its blocks, live or not).
   static Block* FindInGroup(const Block* group, DevicePtr ptr) {
-    const unsigned mask = MaskOf(group);
-    if (mask == 0) return nullptr;
-    const Block* live = group + std::countr_zero(mask);
-    unsigned match = 0;
-    for (size_t i = 0; i < kGroupBlocks; ++i) {
-      match |= unsigned{((mask >> i) & 1 ? group + i : live)->ptr == ptr} << i;
+    const unsigned live = MaskOf(group);
+    if (live == 0) return nullptr;
+    PrefetchGroup(group + std::countr_zero(live));
+    for (unsigned mask = live; mask != 0; mask &= mask - 1) {
+      Block* block = const_cast<Block*>(group) + std::countr_zero(mask);
+      if (block->ptr == ptr) return block;
     }
-    match &= mask;
-    return match == 0 ? nullptr : const_cast<Block*>(group) + std::countr_zero(match);
+    return nullptr;
   }
   // The group that holds `block`.
   static Block* GroupOf(const Block* block) {

@@ -165,14 +165,13 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
 
 DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterator* in_pool,
                                           uint64_t rounded, uint64_t requested) {
-  // With many live blocks the block, its lower neighbour (a split links the new block to it),
-  // its map slot and (for observers' events) its segment are each a cache miss: start the slot's
-  // and the neighbours' (Note [Blocks grouped by segment]) with the block's (the pool key holds
-  // the address), then the segment's, instead of one after another.
-  if (in_pool != nullptr) {
-    active_.PrefetchInsert(block, in_pool->key().ptr);
-    BlockArena::PrefetchGroup(block);
-  }
+  // With many live blocks the block, its lower neighbour (a split links the new block to it) and
+  // (for observers' events) its segment are each a cache miss: start the neighbours' (Note
+  // [Blocks grouped by segment]) with the block's, then the segment's, instead of one after
+  // another. The handed-out block starts where this one does (the pool key holds the address):
+  // its home group is the one SplitFront puts it in and Insert compares with.
+  Block* const home = active_.HomeGroup(in_pool != nullptr ? in_pool->key().ptr : block->ptr);
+  if (in_pool != nullptr) BlockArena::PrefetchGroup(block);
   const bool was_split = block->IsSplit();
   if (!observers_.empty()) __builtin_prefetch(block->segment);
   uint64_t remainder_bytes = 0;
@@ -180,7 +179,6 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
   if (ShouldSplit(block->size, rounded, block->pool, options_)) {
     Block* remainder = block;
     remainder_bytes = remainder->size - rounded;
-    Block* home = active_.HomeGroup(in_pool != nullptr ? in_pool->key().ptr : block->ptr);
     if (in_pool != nullptr) {
       // The remainder is the same Block at a higher address: re-key it where it sits.
       pool.Rekey(*in_pool, remainder->ptr + rounded, remainder_bytes,
@@ -194,7 +192,7 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
   }
   block->allocated = true;
   block->set_requested_size(requested);
-  active_.Insert(block);
+  active_.Insert(block, home);
 
   EmitMade([&] {
     AllocatorEvent e = BlockEvent(EventKind::kAlloc, *block);
@@ -286,7 +284,8 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
   Lock lock(&mu_);
   // Find loads the block's group: the block and, usually, both neighbours, which the merge reads
   // (Note [Finding a block through its segment]). Observers' events read the segment too.
-  Block* block = active_.Find(ptr);
+  const Block* const home = active_.HomeGroup(ptr);
+  Block* block = active_.Find(ptr, home);
   if (block == nullptr) return FindActiveBlockLocked(ptr).status();  // says what ptr is
   if (!observers_.empty()) __builtin_prefetch(block->segment);
   if (!block->allocated) {
@@ -301,7 +300,7 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
     return e;
   });
   if (!block->used_on_other_streams) {
-    active_.Erase(block);
+    active_.Erase(block, home);
     FreeBlockLocked(block);
     return absl::OkStatus();
   }

@@ -19,6 +19,7 @@ class ActiveBlockIndexTest : public ::testing::Test {
     b->allocated = allocated;
     return b;
   }
+  void Activate(Block* b) { index_.Insert(b, index_.HomeGroup(b->ptr)); }
   BlockArena arena_;
   ActiveBlockIndex index_;
 };
@@ -27,8 +28,8 @@ TEST_F(ActiveBlockIndexTest, BlocksInTheirSegmentsHomeGroupNeedNoMap) {
   Block* head = Make(arena_.New(), kBase);
   index_.AddSegment(kBase, k2MiB, head);
   Block* second = Make(arena_.NewNear(head, nullptr), kBase + 4096);
-  index_.Insert(head);
-  index_.Insert(second);
+  Activate(head);
+  Activate(second);
   EXPECT_EQ(index_.size(), 2u);
   EXPECT_EQ(index_.map_size(), 0u);
   EXPECT_EQ(index_.Find(kBase), head);
@@ -54,21 +55,21 @@ TEST_F(ActiveBlockIndexTest, OverflowBlocksAndPartlyCoveredGranulesUseTheMap) {
   index_.AddSegment(kBase, 4 * k2MiB, head);
   // A block of the segment outside its home group (an overflow group).
   Block* elsewhere = Make(arena_.New(), kBase + 3 * k2MiB);
-  index_.Insert(elsewhere);
+  Activate(elsewhere);
   EXPECT_EQ(index_.map_size(), 1u);
   EXPECT_EQ(index_.Find(kBase + 3 * k2MiB), elsewhere);
   // A segment that starts and ends inside granules owns no granule: its blocks use the map.
   const DevicePtr unaligned = kBase + 8 * k2MiB + 512;
   Block* other = Make(arena_.New(), unaligned);
   index_.AddSegment(unaligned, k2MiB, other);
-  index_.Insert(other);
+  Activate(other);
   EXPECT_EQ(index_.map_size(), 2u);
   EXPECT_EQ(index_.Find(unaligned), other);
   // Addresses past the table's 48 bits.
   const DevicePtr high = DevicePtr{1} << 50;
   Block* far = Make(arena_.New(), high);
   index_.AddSegment(high, k2MiB, far);
-  index_.Insert(far);
+  Activate(far);
   EXPECT_EQ(index_.map_size(), 3u);
   EXPECT_EQ(index_.Find(high), far);
   EXPECT_TRUE(index_.CheckInvariants());
@@ -85,13 +86,13 @@ TEST_F(ActiveBlockIndexTest, ARecycledHomeGroupStillResolvesTheOldSegment) {
   Block* s_head = Make(arena_.New(), kBase, /*allocated=*/false);
   index_.AddSegment(kBase, k2MiB, s_head);
   Block* s_other = Make(arena_.New(), kBase + 512);
-  index_.Insert(s_other);  // not in the home group: the map
+  Activate(s_other);  // not in the home group: the map
   Block* home = BlockArena::GroupOf(s_head);
   arena_.Delete(s_head);
   Block* t_head = Make(arena_.New(), kBase + 4 * k2MiB);
   ASSERT_EQ(BlockArena::GroupOf(t_head), home);  // the emptied group, recycled
   index_.AddSegment(kBase + 4 * k2MiB, k2MiB, t_head);
-  index_.Insert(t_head);
+  Activate(t_head);
   EXPECT_EQ(index_.Find(kBase + 512), s_other);
   EXPECT_EQ(index_.Find(kBase + 4 * k2MiB), t_head);
   EXPECT_EQ(index_.Find(kBase), nullptr);
@@ -106,7 +107,7 @@ TEST_F(ActiveBlockIndexTest, ARemovedSegmentsGranulesServeTheNextOne) {
   Block* lone = Make(arena_.New(), kBase + k2MiB);  // takes the emptied group
   Block* second = Make(arena_.New(), kBase);
   index_.AddSegment(kBase, k2MiB, second);
-  index_.Insert(second);
+  Activate(second);
   EXPECT_EQ(index_.map_size(), 0u);
   EXPECT_EQ(index_.Find(kBase), second);
   (void)lone;
