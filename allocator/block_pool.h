@@ -239,23 +239,34 @@ class BlockPool {
   // put). Stamps the GC clock, as Insert does.
   // REQUIRES: change() leaves the block with exactly (new_ptr, new_size) and does not touch this
   // pool's sets; the stream stays the same.
+  //
+  // Moving, the entry is re-inserted from the new key before change() runs: the btree's search
+  // for its new place does not wait for the block's cache miss, which change() takes.
   template <typename Change>
   void Rekey(iterator it, DevicePtr new_ptr, uint64_t new_size, Change change) {
     Block* block = *it;
-    const bool in_place = !address_index_enabled_ && KeyFitsAt(it, new_ptr, new_size);
-    if (!in_place) Erase(it);
-    change();
-    FRAGSCOPE_DCHECK(block->ptr == new_ptr && block->size == new_size);
-    if (in_place) {
+    if (address_index_enabled_) {  // the address index compares the blocks' own fields
+      Erase(it);
+      change();
+      Insert(block);
+    } else if (KeyFitsAt(it, new_ptr, new_size)) {
       // The entry's key is a copy; the btree never compares it while we rewrite it, and the
       // new key sorts where the old one did.
       auto& entry = const_cast<PoolEntry&>(*it.it_);
       entry.ptr = new_ptr;
       entry.size = new_size;
       block->set_gc_count_base(gc_clock_);
+      change();
     } else {
-      Insert(block);
+      Set& set = MutableSet(it);  // the block's stream's: the stream does not change
+      set.erase(it.it_);
+      const bool inserted = set.insert(PoolEntry{new_size, new_ptr, block}).second;
+      FRAGSCOPE_DCHECK(inserted);
+      (void)inserted;
+      block->set_gc_count_base(gc_clock_);
+      change();
     }
+    FRAGSCOPE_DCHECK(block->ptr == new_ptr && block->size == new_size);
   }
 
   bool Contains(Block* block) const {

@@ -174,14 +174,20 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
   if (in_pool != nullptr) BlockArena::PrefetchGroup(block);
   const bool was_split = block->IsSplit();
   if (!observers_.empty()) __builtin_prefetch(block->segment);
+  // The pool, size and address come from the request and the pool's key, not the block, so that
+  // the pool's work does not wait for the block's cache miss. (The pool searched is the
+  // request's, as is a new segment's.)
+  const PoolKind kind = PoolFor(rounded);
+  FRAGSCOPE_DCHECK(block->pool == kind);
+  const uint64_t size = in_pool != nullptr ? in_pool->key().size : block->size;
   uint64_t remainder_bytes = 0;
-  BlockPool& pool = PoolOf(block->pool);
-  if (ShouldSplit(block->size, rounded, block->pool, options_)) {
+  BlockPool& pool = PoolOf(kind);
+  if (ShouldSplit(size, rounded, kind, options_)) {
     Block* remainder = block;
-    remainder_bytes = remainder->size - rounded;
+    remainder_bytes = size - rounded;
     if (in_pool != nullptr) {
       // The remainder is the same Block at a higher address: re-key it where it sits.
-      pool.Rekey(*in_pool, remainder->ptr + rounded, remainder_bytes,
+      pool.Rekey(*in_pool, in_pool->key().ptr + rounded, remainder_bytes,
                  [&] { block = SplitFront(remainder, rounded, arena_, home); });
     } else {
       block = SplitFront(remainder, rounded, arena_, home);
