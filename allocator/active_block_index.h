@@ -17,8 +17,10 @@
 // block is direct cannot change while it is active: a block never moves to another group, and a
 // granule's home group is set when its segment is created and cleared when the segment is
 // released, which happens only once the segment has no active block. (A home group may empty
-// and be recycled while its segment lives: the scan then finds no block at the address and the
-// map, where such a segment's new blocks went, answers.)
+// and be recycled, as another segment's home or the overflow group, while its segment lives. It
+// stays the granules' home group: the segment's blocks that later land in it are direct, the
+// others are in the map, and a scan never matches another segment's block, whose address lies
+// in that segment. tests/allocator/active_block_index_test.cc.)
 //
 // Not thread-safe: used under the allocator lock.
 #pragma once

@@ -6,12 +6,13 @@
 # 38k live blocks) and BM_RandomAllocationsUncapped (a true 100k live blocks).
 #
 # On a shared VM the 1k case holds within 2 % while the 100k cases move by a third from one
-# minute to the next: their working sets (~10 and ~17 MB of blocks, map slots and btree nodes)
-# live in the host's shared L3, which other tenants evict. One round says little; the median of
-# interleaved repetitions says what the ratio is at that time, and the range how much the host
-# moved it. (A helper writing at random over 128 MiB from the other core moved the median from
-# 1.8x to 2.4x once, and in four runs after that not past 1.9x: the host's own tenants dominate,
-# so no such helper makes a noisy host on demand. bench/RESULTS.md, session 23.)
+# minute to the next: their working sets (~5 and ~13 MB of blocks, btree nodes and the
+# benchmark's own list of live blocks) live in the host's shared L3, which other tenants evict.
+# One round says little; the median of interleaved repetitions says what the ratio is at that
+# time, and the range how much the host moved it. (A helper writing at random over 128 MiB from
+# the other core moved the median from 1.8x to 2.4x once, and in four runs after that not past
+# 1.9x: the host's own tenants dominate, so no such helper makes a noisy host on demand.
+# bench/RESULTS.md, sessions 23 and 25.)
 #
 # BUILD_DIR (default build-rel) must hold bench/allocator_benchmark (Release). It runs on the
 # last core. About 45 s.

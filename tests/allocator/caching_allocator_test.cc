@@ -3,6 +3,10 @@
 // carry its test name in a comment.
 #include "allocator/caching_allocator.h"
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
 #include "allocator/memory_summary.h"
 #include "tests/allocator/allocator_fixture.h"
 
@@ -304,6 +308,29 @@ TEST_F(CachingAllocatorTest, MemorySummaryHasPytorchRows) {
     const size_t end = summary.find('\n', start);
     EXPECT_EQ(end - start, 77u) << summary.substr(start, end - start);
     start = end + 1;
+  }
+}
+
+// One small segment carved into 64 blocks, more than its arena group holds (8): the others live
+// in overflow groups, found through the active-block index's map. Frees in a scrambled order
+// merge them back (the home group's blocks merge away into survivors elsewhere, and the home
+// group empties and is recycled) and every free finds its block; a second round reuses the
+// segment, and second frees of blocks in and out of the home group are errors naming the address.
+TEST_F(CachingAllocatorTest, BlocksBeyondTheirSegmentsArenaGroupAreFoundAndMerged) {
+  for (int round = 0; round < 2; ++round) {
+    std::vector<DevicePtr> ptrs;
+    for (int i = 0; i < 64; ++i) ptrs.push_back(Alloc(16 * 1024));
+    EXPECT_EQ(Stats().segment[0].current, 1);
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      const size_t j = (i * 37) % ptrs.size();  // 37 is prime to 64: every block once
+      Free(ptrs[j]);
+      absl::Status twice = allocator_->Free(ptrs[j]);
+      EXPECT_TRUE(absl::IsInvalidArgument(twice)) << twice;
+      // "double free" or, once merged, "not the start of an allocation": named either way.
+      EXPECT_NE(twice.message().find(absl::StrFormat("0x%x", ptrs[j])), std::string::npos) << twice;
+    }
+    EXPECT_EQ(Stats().allocation[0].current, 0);
+    EXPECT_EQ(Stats().inactive_split[0].current, 0);  // merged back into one block
   }
 }
 
