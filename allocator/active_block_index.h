@@ -75,14 +75,14 @@ class ActiveBlockIndex {
   void Insert(Block* block, const Block* home) {
     FRAGSCOPE_DCHECK(home == HomeGroup(block->ptr));
     ++size_;
-    if (home != BlockArena::GroupOf(block)) overflow_.Insert(block->ptr, block);
+    if (!IsDirect(block, home)) overflow_.Insert(block->ptr, block);
   }
   // REQUIRES: block is in the index (it is leaving the active state);
   // home == HomeGroup(block->ptr).
   void Erase(const Block* block, const Block* home) {
     FRAGSCOPE_DCHECK(size_ > 0 && home == HomeGroup(block->ptr));
     --size_;
-    if (home != BlockArena::GroupOf(block)) {
+    if (!IsDirect(block, home)) {
       const bool erased = overflow_.Erase(block->ptr);
       FRAGSCOPE_DCHECK(erased);
       (void)erased;
@@ -116,8 +116,8 @@ class ActiveBlockIndex {
   };
 
   static bool IsActive(const Block& block) { return block.allocated || block.event_count > 0; }
-  bool IsDirect(const Block* block, DevicePtr ptr) const {
-    const Block* home = HomeGroup(ptr);
+  // Whether `block` is found through its home group `home` (HomeGroup of its address).
+  static bool IsDirect(const Block* block, const Block* home) {
     return home != nullptr && home == BlockArena::GroupOf(block);
   }
   // Calls set(slot) for the home-group slot of every granule wholly inside [base, base + bytes).

@@ -3,9 +3,9 @@
 // does not find (active_block_index.h), and the replay's map of a trace's live blocks
 // (analysis/replay.h).
 //
-// A free looks its pointer up, and an allocation inserts one: the map is on the hot path twice
-// per malloc+free pair. absl::flat_hash_map cost ~200 instructions per
-// pair there (seeded hashing, SSE group probing, separate control bytes). This is the simplest map
+// For the blocks it holds, a free looks the pointer up and an allocation inserts it: the map is
+// on the hot path twice per malloc+free pair. absl::flat_hash_map cost ~200 instructions per pair
+// there (seeded hashing, SSE group probing, separate control bytes). This is the simplest map
 // that fits the keys: open addressing over one array of (address, value) slots, linear probing,
 // Fibonacci hashing of the address, at most half full, and backward-shift deletion (Knuth's
 // Algorithm R), so there are no tombstones and probe runs stay short under churn. A lookup is one
