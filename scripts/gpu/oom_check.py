@@ -76,7 +76,7 @@ class Runner:
             causes = [o["cause"] for o in ooms]
             headlines = [o["headline"] for o in ooms]
         if rc_s == 0 and os.path.exists(s_json):
-            sweep = json.load(open(s_json))["ranks"][0]["sweep"]
+            sweep = json.load(open(s_json))["sweep"]  # schema fragscope.sweep
             configs = sweep["configs"]
             if sweep.get("recommended") is not None:
                 confs.append(configs[sweep["recommended"]]["label"])
