@@ -73,8 +73,11 @@ def live_peak(ops):
 
 
 def run_torch(args):
-    import torch
-
+    try:
+        import torch
+    except ImportError:
+        print("skipped: torch is not installed")
+        return 0
     if not torch.cuda.is_available():
         print("skipped: no CUDA device")
         return 0

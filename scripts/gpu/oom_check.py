@@ -15,7 +15,8 @@
 
 Needs FRAGSCOPE_LIB_DIR (libfragscope_alloc.so for 1, libfragscope_torch.so for 3) and
 PYTHONPATH=hooks/python. Writes OUT_DIR/oom.md and every run's output. Without a GPU it runs 1,
-prints "skipped: no CUDA device" for the rest. Exit status 0 when (each run that could run) the
+prints "skipped: no CUDA device" (or "skipped: torch is not installed") for the rest; ctest runs it
+so (scripts.gpu.oom_design_check). Exit status 0 when (each run that could run) the
 OOM happened, was classified as fragmentation and the recommended settings let the job complete;
 1 otherwise.
 """
@@ -23,6 +24,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -149,10 +151,11 @@ def main():
 
     # 2-5. The real job.
     rc, text, native = r.job("native_default", "torch", a.allowed_gib)
-    if "skipped: no CUDA device" in text:
-        md.append("- GPU runs: skipped: no CUDA device")
+    skip = re.search(r"^skipped: .*$", text, re.M)
+    if skip:
+        md.append(f"- GPU runs: {skip.group(0)}")
         print("\n".join(md))
-        print("skipped: no CUDA device")
+        print(skip.group(0))
         write(a.out_dir, md)
         return 0 if ok else 1
     md.append(describe("native, PyTorch defaults", rc, native))
