@@ -16,9 +16,8 @@
 Needs FRAGSCOPE_LIB_DIR (libfragscope_alloc.so for 1, libfragscope_torch.so for 3) and
 PYTHONPATH=hooks/python. Writes OUT_DIR/oom.md and every run's output. Without a GPU it runs 1,
 prints "skipped: no CUDA device" (or "skipped: torch is not installed") for the rest; ctest runs it
-so (scripts.gpu.oom_design_check). Exit status 0 when (each run that could run) the
-OOM happened, was classified as fragmentation and the recommended settings let the job complete;
-1 otherwise.
+so (scripts.gpu.oom_design_check). Exit status 0 when (each run that could run) the OOM happened,
+was classified as fragmentation and the recommended settings let the job complete; 1 otherwise.
 """
 import argparse
 import glob
