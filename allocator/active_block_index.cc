@@ -37,7 +37,7 @@ void ActiveBlockIndex::RemoveSegment(DevicePtr base, uint64_t bytes) {
 bool ActiveBlockIndex::CheckInvariants() const {
   bool ok = overflow_.size() <= size_;
   overflow_.ForEach([&](DevicePtr ptr, const Block* block) {
-    ok = ok && block->ptr == ptr && IsActive(*block) && !IsDirect(block, HomeGroup(ptr));
+    ok = ok && block->ptr == ptr && !block->IsFree() && !IsDirect(block, HomeGroup(ptr));
   });
   return ok;
 }

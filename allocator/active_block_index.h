@@ -63,7 +63,7 @@ class ActiveBlockIndex {
     FRAGSCOPE_DCHECK(home == HomeGroup(ptr));
     if (home != nullptr) {
       if (Block* block = BlockArena::FindInGroup(home, ptr); block != nullptr) {
-        return IsActive(*block) ? block : nullptr;
+        return block->IsFree() ? nullptr : block;
       }
     }
     Block* block = overflow_.Get(ptr);
@@ -115,7 +115,6 @@ class ActiveBlockIndex {
     Block* home[size_t{1} << kLeafBits] = {};
   };
 
-  static bool IsActive(const Block& block) { return block.allocated || block.event_count > 0; }
   // Whether `block` is found through its home group `home` (HomeGroup of its address).
   static bool IsDirect(const Block* block, const Block* home) {
     return home != nullptr && home == BlockArena::GroupOf(block);

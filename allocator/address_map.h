@@ -181,7 +181,7 @@ class AddressMap {
     return &slots_[i].value;
   }
   void Grow() {
-    std::vector<Slot, HugePageAllocator<Slot>> old(2 * slots_.size());
+    decltype(slots_) old(2 * slots_.size());
     old.swap(slots_);
     mask_ = slots_.size() - 1;
     shift_ = 64 - std::countr_zero(slots_.size());
