@@ -2,14 +2,17 @@
 # Packs the GPU tests and tools of a build for a machine that has a GPU and torch but no build
 # toolchain (no abseil, no GoogleTest): the hook libraries, the test binaries, the `fragscope`
 # command line, the GPU benchmarks (bench/gpu_allocator_comparison, bench/gpu_history_overhead)
-# when they were built, all with debug info stripped, the abseil shared libraries they load, and
-# BUILD_INFO (commit, date, build type). Then, on that machine, from the repository root:
+# and the host-CPU allocator benchmark (bench/allocator_benchmark, into <out-dir>/bench/) when
+# they were built, all with debug info stripped, the abseil and Google Benchmark shared libraries
+# they load, and BUILD_INFO (commit, date, build type). Then, on that machine, from the
+# repository root:
 #   tests/gpu/run_prebuilt.sh <out-dir>          # the GPU tests
 #   scripts/gpu_validate.sh OUT_DIR <out-dir>    # the whole GPU validation (issue 8)
+#   LD_LIBRARY_PATH=<out-dir>/syslibs bench/ratio_rounds.sh <out-dir>   # issue 2's ratio there
 # Build first: cmake --build BUILD --target fragscope fragscope_alloc fragscope_preload
 #   fragscope_torch fslog_counts cuda_backend_gpu_test torch_replace_gpu_test
 #   torch_observe_gpu_test torch_observe_fraction_gpu_test [gpu_allocator_comparison
-#   gpu_history_overhead]
+#   gpu_history_overhead allocator_benchmark]
 # Usage: tests/gpu/pack_prebuilt.sh [build-dir] [out-dir]   (defaults: build-hooks build-gpu-pack)
 set -euo pipefail
 build=${1:-build-hooks}
@@ -33,9 +36,16 @@ for b in gpu_allocator_comparison gpu_history_overhead; do
     echo "pack_prebuilt: no $build/bench/$b (not built): left out"
   fi
 done
+if [ -x "$build/bench/allocator_benchmark" ]; then
+  mkdir -p "$out/bench"
+  cp "$build/bench/allocator_benchmark" "$out/bench/"
+  strip --strip-debug "$out/bench/allocator_benchmark"
+else
+  echo "pack_prebuilt: no $build/bench/allocator_benchmark (not built): left out"
+fi
 strip --strip-debug "$out"/hooks/*.so "$out"/bin/*
-for f in "$out"/hooks/*.so "$out"/bin/*; do ldd "$f" 2>/dev/null; done |
-  awk '/libabsl_/ {print $3}' | sort -u | xargs -r cp -L -t "$out/syslibs/"
+for f in "$out"/hooks/*.so "$out"/bin/* "$out"/bench/*; do ldd "$f" 2>/dev/null; done |
+  awk '/libabsl_|libbenchmark/ {print $3}' | sort -u | xargs -r cp -L -t "$out/syslibs/"
 {
   echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git status --porcelain \
     --untracked-files=no 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')"
