@@ -8,7 +8,7 @@
 # repository root:
 #   tests/gpu/run_prebuilt.sh <out-dir>          # the GPU tests
 #   scripts/gpu_validate.sh OUT_DIR <out-dir>    # the whole GPU validation (issue 8)
-#   LD_LIBRARY_PATH=<out-dir>/syslibs bench/ratio_rounds.sh <out-dir>   # issue 2's ratio there
+#   LD_LIBRARY_PATH=<out-dir>/syslibs bench/ratio_rounds.sh <out-dir>   # issue 2's targets there
 # Build first: cmake --build BUILD --target fragscope fragscope_alloc fragscope_preload
 #   fragscope_torch fslog_counts cuda_backend_gpu_test torch_replace_gpu_test
 #   torch_observe_gpu_test torch_observe_fraction_gpu_test [gpu_allocator_comparison
@@ -22,28 +22,23 @@ for f in fragscope tests/gpu/fslog_counts tests/gpu/cuda_backend_gpu_test \
          tests/gpu/torch_observe_fraction_gpu_test; do
   [ -x "$build/$f" ] || { echo "pack_prebuilt: $build/$f is missing: build it first" >&2; exit 1; }
 done
-rm -rf "$out" && mkdir -p "$out/hooks" "$out/bin" "$out/syslibs"
+rm -rf "$out" && mkdir -p "$out/hooks" "$out/bin" "$out/bench" "$out/syslibs"
 cp "$build"/hooks/*.so "$out/hooks/"
 cp "$build/fragscope" "$out/bin/"
 for t in fslog_counts cuda_backend_gpu_test torch_replace_gpu_test torch_observe_gpu_test \
          torch_observe_fraction_gpu_test; do
   cp "$build/tests/gpu/$t" "$out/bin/"
 done
-for b in gpu_allocator_comparison gpu_history_overhead; do
-  if [ -x "$build/bench/$b" ]; then
-    cp "$build/bench/$b" "$out/bin/"
+# The optional benchmarks, each into the pack's directory that the scripts look in.
+for b in bin/gpu_allocator_comparison bin/gpu_history_overhead bench/allocator_benchmark; do
+  if [ -x "$build/bench/${b#*/}" ]; then
+    cp "$build/bench/${b#*/}" "$out/$b"
   else
-    echo "pack_prebuilt: no $build/bench/$b (not built): left out"
+    echo "pack_prebuilt: no $build/bench/${b#*/} (not built): left out"
   fi
 done
-if [ -x "$build/bench/allocator_benchmark" ]; then
-  mkdir -p "$out/bench"
-  cp "$build/bench/allocator_benchmark" "$out/bench/"
-  strip --strip-debug "$out/bench/allocator_benchmark"
-else
-  echo "pack_prebuilt: no $build/bench/allocator_benchmark (not built): left out"
-fi
-strip --strip-debug "$out"/hooks/*.so "$out"/bin/*
+shopt -s nullglob  # bench/ may stay empty
+strip --strip-debug "$out"/hooks/*.so "$out"/bin/* "$out"/bench/*
 for f in "$out"/hooks/*.so "$out"/bin/* "$out"/bench/*; do ldd "$f" 2>/dev/null; done |
   awk '/libabsl_|libbenchmark/ {print $3}' | sort -u | xargs -r cp -L -t "$out/syslibs/"
 {
