@@ -27,6 +27,8 @@ std::string_view EventKindName(EventKind kind) {
       return "options_change";
     case EventKind::kMarker:
       return "marker";
+    case EventKind::kModel:
+      return "model";
   }
   return "unknown";
 }

@@ -74,8 +74,11 @@ std::string_view MarkerText(const LogRecord& record) {
                           std::min<size_t>(record.aux, kMaxMarkerTextBytes));
 }
 
-size_t EncodeOptionsChange(std::string_view options, uint64_t timestamp_ns, int32_t device,
-                           LogRecord* out) {
+namespace {
+
+// A first record and continuation records of `kind` (UsesLongTextLayout).
+size_t EncodeLongText(EventKind kind, std::string_view options, uint64_t timestamp_ns,
+                      int32_t device, LogRecord* out) {
   const std::string_view text = TruncateUtf8(options, kMaxOptionsChangeTextBytes);
   size_t n = 0;
   size_t pos = 0;
@@ -83,7 +86,7 @@ size_t EncodeOptionsChange(std::string_view options, uint64_t timestamp_ns, int3
     LogRecord* r = &out[n];
     std::memset(r, 0, sizeof(*r));
     r->timestamp_ns = timestamp_ns;
-    r->kind = static_cast<uint8_t>(EventKind::kOptionsChange);
+    r->kind = static_cast<uint8_t>(kind);
     r->device = device;
     const bool first = n == 0;
     const size_t room = first ? kOptionsFirstRecordTextBytes : kOptionsContinuationTextBytes;
@@ -101,6 +104,17 @@ size_t EncodeOptionsChange(std::string_view options, uint64_t timestamp_ns, int3
     ++n;
   } while (pos < text.size());
   return n;
+}
+
+}  // namespace
+
+size_t EncodeOptionsChange(std::string_view options, uint64_t timestamp_ns, int32_t device,
+                           LogRecord* out) {
+  return EncodeLongText(EventKind::kOptionsChange, options, timestamp_ns, device, out);
+}
+
+size_t EncodeModel(std::string_view json, uint64_t timestamp_ns, int32_t device, LogRecord* out) {
+  return EncodeLongText(EventKind::kModel, json, timestamp_ns, device, out);
 }
 
 std::string_view OptionsChangeTextPart(const LogRecord& record) {

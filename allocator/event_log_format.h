@@ -46,7 +46,7 @@ inline constexpr char kFileMagic[8] = {'F', 'S', 'L', 'O', 'G', '\r', '\n', '\x1
 // The version the writer writes. Readers accept majors kOldestReadableVersionMajor through
 // kFormatVersionMajor (2.0 added combined free records: Note [Combined free records]).
 inline constexpr uint16_t kFormatVersionMajor = 2;
-inline constexpr uint16_t kFormatVersionMinor = 2;
+inline constexpr uint16_t kFormatVersionMinor = 3;
 inline constexpr uint16_t kOldestReadableVersionMajor = 1;
 // "FSCK" as the first four bytes of every chunk.
 inline constexpr uint32_t kChunkMagic = 0x4B435346;
@@ -81,6 +81,14 @@ inline constexpr size_t kMaxOptionsChangeRecords =
             kOptionsContinuationTextBytes;
 static_assert(kMaxOptionsChangeRecords <= kMaxChunkRecords,
               "an options change must fit in one chunk: readers reassemble it within a chunk");
+
+// Note [Model records] (format 2.3)
+// The model a job runs (its Hugging Face config and the job's shape: sequence, micro-batch,
+// precision, ...) as JSON (analysis/recorded_model.h), in one kModel record and its
+// continuation records, laid out as an options change is: at most kMaxModelTextBytes. The hooks
+// write one when the job names its model (fragscope.record_model); the last one counts. Readers
+// of 2.0-2.2 pass over it (a kind of a newer minor version).
+inline constexpr size_t kMaxModelTextBytes = kMaxOptionsChangeTextBytes;
 
 // Which clock produced the record timestamps (FileHeader::clock). Both are CLOCK_MONOTONIC
 // nanoseconds; kTscCalibrated reads the TSC and maps it onto CLOCK_MONOTONIC (re-anchored at
@@ -206,6 +214,7 @@ inline constexpr size_t kChunkHeaderCrcCoveredBytes = offsetof(ChunkHeader, head
 //   marker                     text     os thread id, then text bytes at record offset 24..79
 //   options_change (first)     text     total text bytes, then text at record offset 24..79
 //   options_change (continued) text     text at record offset 16..79
+//   model (first, continued)   text     as options_change
 struct LogRecord {
   uint64_t timestamp_ns;  // CLOCK_MONOTONIC ns; non-decreasing in sequence order
   uint8_t kind;           // EventKind value
@@ -386,7 +395,17 @@ std::string_view MarkerText(const LogRecord& record);
 size_t EncodeOptionsChange(std::string_view options, uint64_t timestamp_ns, int32_t device,
                            LogRecord* out);
 
-// The text bytes one kOptionsChange record carries (first or continuation).
+// Encodes a model record (Note [Model records]) like an options change. Text beyond
+// kMaxModelTextBytes is truncated and flagged.
+size_t EncodeModel(std::string_view json, uint64_t timestamp_ns, int32_t device, LogRecord* out);
+
+// Whether records of `kind` carry a text over a first record and continuation records.
+inline bool UsesLongTextLayout(uint8_t kind) {
+  return kind == static_cast<uint8_t>(EventKind::kOptionsChange) ||
+         kind == static_cast<uint8_t>(EventKind::kModel);
+}
+
+// The text bytes one kOptionsChange or kModel record carries (first or continuation).
 std::string_view OptionsChangeTextPart(const LogRecord& record);
 
 // --- The file header ------------------------------------------------------------------------

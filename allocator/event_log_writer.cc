@@ -288,6 +288,12 @@ void EventLogWriter::RecordOptionsChange(std::string_view options) {
   AppendWaiting(records, static_cast<uint32_t>(n), /*flush=*/false);
 }
 
+void EventLogWriter::RecordModel(std::string_view json) {
+  LogRecord records[kMaxOptionsChangeRecords];
+  const size_t n = EncodeModel(json, 0, header_.device_index, records);
+  AppendWaiting(records, static_cast<uint32_t>(n), /*flush=*/false);
+}
+
 uint64_t EventLogWriter::AppendWaiting(LogRecord* records, uint32_t n, bool flush) {
   for (;;) {
     bool handed_off = false;

@@ -149,6 +149,10 @@ class EventLogWriter : public AllocatorObserver {
   // Thread-safe; may briefly wait for a buffer.
   void RecordOptionsChange(std::string_view options);
 
+  // Records the model the job runs, as JSON (Note [Model records]; at most kMaxModelTextBytes
+  // kept). Thread-safe; may briefly wait for a buffer.
+  void RecordModel(std::string_view json);
+
   // Returns once every record appended before the call is written to the file. Returns the
   // first write error the writer met, if any. Thread-safe.
   absl::Status Flush();

@@ -137,6 +137,7 @@ class StatsTracker final : public AllocatorObserver {
         break;
       case EventKind::kOptionsChange:
       case EventKind::kMarker:
+      case EventKind::kModel:
         break;
     }
   }

@@ -15,7 +15,9 @@
 #include "allocator/memory_summary.h"
 #include "analysis/hook_list.h"
 #include "analysis/metrics.h"
+#include "analysis/job_verdict.h"
 #include "analysis/model_gap.h"
+#include "analysis/model_job.h"
 #include "analysis/oom_explainer.h"
 
 namespace fragscope {
@@ -75,6 +77,69 @@ class ProgressHook final : public ReplayHooks {
 std::string DescribeFix(const SweepResult& r) {
   return absl::StrFormat("%s avoids it (peak reserved %s, %d device mallocs)", r.config.label,
                          FormatSize(r.peak_reserved_bytes), r.device_mallocs);
+}
+
+// The model of the job: --model, else --model-json (with the log's recorded job), else the log's
+// model record. A record that does not parse is a warning, not an error: the log is still the
+// job's.
+absl::StatusOr<std::optional<ModelJob>> ResolveModelJob(const AnalysisOptions& options,
+                                                        const std::string& record,
+                                                        std::vector<std::string>* warnings) {
+  std::optional<ModelJob> recorded;
+  if (!record.empty()) {
+    absl::StatusOr<ModelJob> r = ModelJobFromRecord(record);
+    if (r.ok()) {
+      recorded = *std::move(r);
+    } else {
+      warnings->push_back(absl::StrCat(r.status().message(), " (the model record is not used)"));
+    }
+  }
+  if (options.model.has_value()) return ParseModelSpec(*options.model);
+  if (options.model_json.has_value()) return ModelJobFromConfigFile(*options.model_json, recorded);
+  return recorded;
+}
+
+// The distance to the footprint at the first OOM with a layout, else at --at EVENT.
+void AttachModelGap(const estimator::MemoryEstimate& estimate, RankReport& report) {
+  const LayoutSummary* where = nullptr;
+  for (const OomExplanation& x : report.ooms) {
+    if (x.layout.has_value()) {
+      where = &*x.layout;
+      report.model_gap_where = absl::StrFormat("at the first OOM, event %d", x.event_index);
+      break;
+    }
+  }
+  if (where == nullptr && report.at_layout.has_value()) {
+    where = &*report.at_layout;
+    report.model_gap_where = absl::StrFormat("at event %d, --at", report.at_layout->index);
+  }
+  if (where == nullptr) {
+    report.model_gap_where =
+        "no OOM and no --at EVENT: no layout to attribute (pass --at to pick a moment)";
+    return;
+  }
+  report.model_gap = CompareWithModel(estimate, *where);
+  for (OomExplanation& x : report.ooms) {
+    if (x.layout.has_value()) x.model_gap = CompareWithModel(estimate, *x.layout).lines;
+  }
+}
+
+// A capacity-bound job gets no recommendation (JobVerdict): the sweep's rows stay, and a
+// setting that avoids an OOM in the replay is said to get past that allocation only.
+void WithholdRecommendation(RankReport& report) {
+  report.recommended.reset();
+  report.recommendation = absl::StrCat(
+      "no setting is shown to save the job (", VerdictBasisName(report.verdict.basis) == "headroom"
+          ? "it is at its cap" : "its model does not fit its cap",
+      ": see the verdict); the rows show which settings get past the OOM in the replay");
+  report.recommendation_headline = kCapacityBoundHeadline;
+  for (OomExplanation& x : report.ooms) {
+    if (x.in_replay && x.fix_row.has_value()) {
+      x.avoided_by = absl::StrCat("none shown to save the job (the verdict below says why); ",
+                                  report.sweep[*x.fix_row].config.label,
+                                  " gets past this allocation only");
+    }
+  }
 }
 
 }  // namespace
@@ -341,56 +406,30 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
         continue;
       }
       std::optional<size_t> fix = SmallestFixFor(report.sweep, x.event_index);
+      x.fix_row = fix;
       x.avoided_by =
           fix.has_value() ? DescribeFix(report.sweep[*fix]) : "no tested setting avoids it";
     }
   }
 
-  if (options.model.has_value()) {
-    absl::StatusOr<estimator::MemoryEstimate> estimate = EstimateFromModelSpec(*options.model);
+  absl::StatusOr<std::optional<ModelJob>> model =
+      ResolveModelJob(options, replayer.recorded_model(), &report.warnings);
+  if (!model.ok()) return model.status();
+  std::optional<FootprintCheck> footprint;
+  if (model->has_value()) {
+    absl::StatusOr<estimator::MemoryEstimate> estimate = EstimateModelJob(**model);
     if (!estimate.ok()) return estimate.status();
-    const LayoutSummary* where = nullptr;
-    for (const OomExplanation& x : report.ooms) {
-      if (x.layout.has_value()) {
-        where = &*x.layout;
-        report.model_gap_where = absl::StrFormat("at the first OOM, event %d", x.event_index);
-        break;
-      }
-    }
-    if (where == nullptr && report.at_layout.has_value()) {
-      where = &*report.at_layout;
-      report.model_gap_where = absl::StrFormat("at event %d, --at", report.at_layout->index);
-    }
-    if (where != nullptr) {
-      const uint64_t available = report.allowed_bytes.value_or(report.capacity_bytes);
-      report.model_gap = CompareWithModel(*estimate, *where, available);
-      for (OomExplanation& x : report.ooms) {
-        if (x.layout.has_value()) {
-          x.model_gap = CompareWithModel(*estimate, *x.layout, available).lines;
-        }
-      }
-      // A setting that gets the recorded events past their OOM cannot make a job fit whose
-      // theoretical peak is above what it may use: the trace ended before that peak.
-      if (available > 0 && report.model_gap->theoretical_bytes > static_cast<double>(available) &&
-          report.recommended.has_value() && trace_has_oom) {
-        const bool said = absl::StrContains(report.recommendation, "as far as the trace goes");
-        const std::string caveat = absl::StrFormat(
-            "; %s the model's theoretical peak (%s) is above the %s the job may use, so the job "
-            "would still run out later",
-            said ? "and" : "but only as far as the trace goes:",
-            FormatSize(static_cast<uint64_t>(report.model_gap->theoretical_bytes)),
-            FormatSize(available));
-        report.recommendation += caveat;
-        report.recommendation_headline = kStillRunsOutHeadline;
-        for (OomExplanation& x : report.ooms) {
-          if (x.in_replay && !absl::StartsWith(x.avoided_by, "no tested")) x.avoided_by += caveat;
-        }
-      }
-    } else {
-      report.model_gap_where =
-          "no OOM and no --at EVENT: nothing to compare (pass --at to pick a moment)";
-    }
+    // An assumed capacity (none recorded or given) is no limit to compare a footprint with.
+    const bool limit_known = report.allowed_bytes.has_value() || !oom_context.capacity_assumed;
+    const uint64_t available = report.allowed_bytes.value_or(report.capacity_bytes);
+    absl::StatusOr<FootprintCheck> check =
+        CheckFootprint(**model, *estimate, limit_known ? static_cast<double>(available) : 0.0);
+    if (!check.ok()) return check.status();
+    footprint = *std::move(check);
+    AttachModelGap(*estimate, report);
   }
+  report.verdict = DecideVerdict(report.ooms, report.sweep, std::move(footprint));
+  if (report.verdict.capacity_bound) WithholdRecommendation(report);
   return report;
 }
 

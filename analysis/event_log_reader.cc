@@ -268,23 +268,23 @@ absl::StatusOr<bool> EventLogReader::Next(LogEntry* entry) {
       } else if (record.kind == static_cast<uint8_t>(EventKind::kMarker)) {
         const std::string_view text = MarkerText(record);
         entry->text.assign(text.data(), text.size());
-      } else if (record.kind == static_cast<uint8_t>(EventKind::kOptionsChange)) {
+      } else if (UsesLongTextLayout(record.kind)) {
         if (record.flags & kRecordFlagContinuation) {
-          Warn(absl::StrFormat("sequence %d: options-change continuation without a start",
-                               entry->sequence));
+          Warn(absl::StrFormat("sequence %d: %s continuation without a start", entry->sequence,
+                               EventKindName(static_cast<EventKind>(record.kind))));
           continue;
         }
         const std::string_view first = OptionsChangeTextPart(record);
         entry->text.assign(first.data(), first.size());
-        while (chunk_pos_ < chunk_.size() &&
-               chunk_[chunk_pos_].kind == static_cast<uint8_t>(EventKind::kOptionsChange) &&
+        while (chunk_pos_ < chunk_.size() && chunk_[chunk_pos_].kind == record.kind &&
                (chunk_[chunk_pos_].flags & kRecordFlagContinuation)) {
           const std::string_view part = OptionsChangeTextPart(chunk_[chunk_pos_++]);
           entry->text.append(part.data(), part.size());
         }
         if (entry->text.size() != record.words[0]) {
-          Warn(absl::StrFormat("sequence %d: options change has %d text bytes, its record says %d",
-                               entry->sequence, entry->text.size(), record.words[0]));
+          Warn(absl::StrFormat("sequence %d: %s has %d text bytes, its record says %d",
+                               entry->sequence, EventKindName(static_cast<EventKind>(record.kind)),
+                               entry->text.size(), record.words[0]));
         }
       }
       return true;

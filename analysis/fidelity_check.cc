@@ -38,6 +38,8 @@ std::string DescribeTraceEvent(const TraceEvent& e) {
       return absl::StrFormat("event %d: marker \"%s\"", e.index, e.text);
     case EventKind::kOptionsChange:
       return absl::StrFormat("event %d: options change \"%s\"", e.index, e.text);
+    case EventKind::kModel:
+      return absl::StrFormat("event %d: model record (%d bytes of JSON)", e.index, e.text.size());
     case EventKind::kOom:
       return absl::StrFormat("event %d: oom for %s (device free %s)", e.index,
                              FormatSize(e.bytes > 0 ? e.bytes : e.requested_bytes),

@@ -80,11 +80,18 @@ void FslogFileWriter::Mark(std::string_view text, uint64_t timestamp_ns) {
 }
 
 void FslogFileWriter::OptionsChange(std::string_view options, uint64_t timestamp_ns) {
-  ++events_;
   LogRecord records[kMaxOptionsChangeRecords];
-  const size_t n = EncodeOptionsChange(options, base_ns_ + timestamp_ns, 0, records);
-  LogRecord* out = Reserve(n);
-  std::memcpy(static_cast<void*>(out), records, n * sizeof(LogRecord));
+  AppendRecords(records, EncodeOptionsChange(options, base_ns_ + timestamp_ns, 0, records));
+}
+
+void FslogFileWriter::RecordModel(std::string_view json, uint64_t timestamp_ns) {
+  LogRecord records[kMaxOptionsChangeRecords];
+  AppendRecords(records, EncodeModel(json, base_ns_ + timestamp_ns, 0, records));
+}
+
+void FslogFileWriter::AppendRecords(const LogRecord* records, size_t n) {
+  ++events_;
+  std::memcpy(static_cast<void*>(Reserve(n)), records, n * sizeof(LogRecord));
 }
 
 absl::Status FslogFileWriter::Close() {

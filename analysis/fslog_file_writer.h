@@ -41,16 +41,21 @@ class FslogFileWriter final : public AllocatorObserver {
   void AppendState(std::span<const InitialSegment> segments);
   void Mark(std::string_view text, uint64_t timestamp_ns);
   void OptionsChange(std::string_view options, uint64_t timestamp_ns);
+  // The model the job runs (Note [Model records] in event_log_format.h).
+  void RecordModel(std::string_view json, uint64_t timestamp_ns);
   // Writes the pending chunk and closes the file; the first write error, if any.
   absl::Status Close();
   // Records written so far (a combined free record counts once: Note [Combined free records]).
   uint64_t records() const { return sequence_; }
-  // Events appended so far (allocator events, markers, options changes), as readers count them.
+  // Events appended so far (allocator events, markers, options changes, model records), as
+  // readers count them.
   uint64_t events() const { return events_; }
 
  private:
   FslogFileWriter() = default;
   LogRecord* Reserve(size_t n);
+  // One event's records (a text over continuation records).
+  void AppendRecords(const LogRecord* records, size_t n);
   void FlushChunk();
 
   std::FILE* file_ = nullptr;

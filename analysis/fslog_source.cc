@@ -48,7 +48,8 @@ void CopyEvent(const TraceEvent& from, TraceEvent* to) {
   to->device_total_bytes = from.device_total_bytes;
   to->reserved_bytes = from.reserved_bytes;
   to->allocated_bytes = from.allocated_bytes;
-  if (from.kind == EventKind::kMarker || from.kind == EventKind::kOptionsChange) {
+  if (from.kind == EventKind::kMarker || from.kind == EventKind::kOptionsChange ||
+      from.kind == EventKind::kModel) {
     to->text = from.text;
   }
 }
@@ -126,11 +127,11 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     const size_t i = pos_++;
     const LogRecord& r = chunk_[i];
     const auto kind = static_cast<EventKind>(r.kind);
-    if (kind == EventKind::kOptionsChange && (r.flags & kRecordFlagContinuation) != 0) {
+    if (UsesLongTextLayout(r.kind) && (r.flags & kRecordFlagContinuation) != 0) {
       continue;  // folded into its first record below
     }
     if (r.kind < static_cast<uint8_t>(EventKind::kAlloc) ||
-        r.kind > static_cast<uint8_t>(EventKind::kMarker)) {
+        (r.kind > static_cast<uint8_t>(EventKind::kMarker) && kind != EventKind::kModel)) {
       // State records were read at Open (Note [State records]); a kind from a newer minor
       // version is passed over.
       if (IsStateRecord(r.kind) && past_state_) return FailLateState(r, i);
@@ -151,7 +152,7 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->ptr = event->bytes = event->requested_bytes = event->stream = 0;
     event->device_free_bytes = event->device_total_bytes = 0;
     event->reserved_bytes = event->allocated_bytes = 0;
-    if (kind == EventKind::kMarker || kind == EventKind::kOptionsChange) {
+    if (kind == EventKind::kMarker || UsesLongTextLayout(r.kind)) {
       return DecodeText(r, i, event);  // tail calls: the path of block events needs no frame
     }
     if (r.device != device_) return FailMixedDevices(r, *event);

@@ -61,6 +61,14 @@ std::string TimelineSvg(const RankReport& rank) {
   for (const TimelinePoint& p : points) {
     max_bytes = std::max(max_bytes, static_cast<double>(p.reserved_bytes));
   }
+  // The cap and a model's peak above the trace's are drawn too: that gap is the verdict.
+  if (rank.allowed_bytes.has_value()) {
+    max_bytes = std::max(max_bytes, static_cast<double>(*rank.allowed_bytes));
+  }
+  if (rank.verdict.footprint.has_value() && rank.verdict.footprint->theoretical_peak_bytes <
+                                                 2 * max_bytes) {
+    max_bytes = std::max(max_bytes, rank.verdict.footprint->theoretical_peak_bytes);
+  }
   const bool show_capacity = static_cast<double>(rank.capacity_bytes) < 1.6 * max_bytes;
   if (show_capacity) max_bytes = std::max(max_bytes, static_cast<double>(rank.capacity_bytes));
   max_bytes *= 1.05;
@@ -110,6 +118,27 @@ std::string TimelineSvg(const RankReport& rank) {
         "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
         "stroke-dasharray=\"%s\"/>",
         line, s.color, s.dash);
+  }
+  // The limits the verdict compares with: the memory-fraction cap and the model's theoretical
+  // peak (JobVerdict).
+  const auto hline = [&](double bytes, const char* color, const std::string& label) {
+    if (bytes <= 0 || bytes > max_bytes) return;
+    absl::StrAppendFormat(
+        &svg,
+        "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+        "stroke-dasharray=\"6,3\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"%s\">"
+        "%s</text>",
+        kPlotLeft, kPlotRight, y(bytes), y(bytes), color, kPlotRight - 6, y(bytes) - 4, color,
+        HtmlEscape(label));
+  };
+  if (rank.allowed_bytes.has_value()) {
+    hline(static_cast<double>(*rank.allowed_bytes), "#9467bd",
+          "memory cap " + FormatSize(*rank.allowed_bytes));
+  }
+  if (rank.verdict.footprint.has_value()) {
+    const double peak = rank.verdict.footprint->theoretical_peak_bytes;
+    hline(peak, "#8c564b",
+          "model's theoretical peak " + FormatSize(static_cast<uint64_t>(peak)));
   }
   if (show_capacity) {
     const double cy = y(static_cast<double>(rank.capacity_bytes));

@@ -1,5 +1,7 @@
 #include "analysis/html_report.h"
 
+#include <sstream>
+
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 #include "analysis/text_report.h"
@@ -18,6 +20,8 @@ h3 { font-size: 15px; margin-top: 22px; }
 .card .v { font-size: 18px; font-weight: 600; } .card .k { font-size: 12px; color: #666; }
 .oom { border-left: 4px solid #d62728; padding: 4px 12px; margin: 12px 0; background: #fff8f8; }
 .cause { font-weight: 600; color: #d62728; }
+.bound { border-color: #d62728; background: #fff8f8; }
+pre.verdict { white-space: pre-wrap; font-size: 13px; }
 .fix { background: #eef8ee; border-left: 4px solid #59a14f; padding: 4px 10px; }
 table { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
@@ -97,6 +101,15 @@ void RenderSweep(std::ostream& out, const RankReport& r) {
   out << "</table><p>" << HtmlEscape(r.recommendation) << "</p>";
 }
 
+// The verdict (JobVerdict): the text report's section, as HTML.
+void RenderVerdict(std::ostream& out, const RankReport& r) {
+  std::ostringstream text;
+  RenderVerdictText(r, text);
+  if (text.str().empty()) return;
+  out << "<h3>Verdict</h3><pre class=\"verdict\">" << HtmlEscape(text.str().substr(1))
+      << "</pre>";
+}
+
 void RenderRank(std::ostream& out, const RankReport& r) {
   const MemoryMetrics& m = r.metrics;
   out << absl::StrFormat("<h2>Rank %d &mdash; %s</h2>", r.info.rank, HtmlEscape(r.info.path));
@@ -114,12 +127,18 @@ void RenderRank(std::ostream& out, const RankReport& r) {
   if (r.recommended.has_value()) {
     Card(out, HtmlEscape(r.sweep[*r.recommended].config.label),
          HtmlEscape(r.recommendation_headline));
+  } else if (r.verdict.capacity_bound) {
+    out << "<div class=\"card bound\"><div class=\"v\">capacity-bound</div><div class=\"k\">"
+        << HtmlEscape(r.recommendation_headline.empty() ? std::string(kCapacityBoundHeadline)
+                                                        : r.recommendation_headline)
+        << "</div></div>";
   }
   out << "</div><h3>Memory timeline</h3>" << TimelineSvg(r);
   for (size_t i = 0; i < r.ooms.size() && i < 8; ++i) RenderOom(out, r.ooms[i], i + 1);
   if (r.ooms.size() > 8) {
     out << "<p>" << CountOf(r.ooms.size() - 8, "more OOM") << ": see the JSON report.</p>";
   }
+  RenderVerdict(out, r);
   out << "<h3>Fragmentation at peak reserved (event " << m.at_peak.index
       << ")</h3><table><tr><th class=\"l\">metric</th><th>value</th></tr>";
   out << "<tr><td class=\"l\">reserved but unallocated (PyTorch)</td><td>"

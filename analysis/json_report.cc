@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/device_stats.h"
+#include "analysis/json_verdict.h"
 #include "analysis/json_writer.h"
 
 namespace fragscope {
@@ -58,6 +59,8 @@ void WriteOom(JsonWriter& j, const OomExplanation& x) {
   j.Field("reserved_but_unallocated_bytes", x.reserved_but_unallocated_bytes);
   j.Field("free_cached_bytes", x.free_cached_bytes);
   j.Field("holes", x.holes);
+  j.Field("headroom_bytes", x.headroom_bytes);
+  j.Field("at_cap", x.at_cap);
   j.Field("largest_hole_bytes", x.largest_hole);
   j.Field("fragmented_segments", x.fragmented_segment_count);
   j.Field("oversize_rejected_bytes", x.oversize_rejected_bytes);
@@ -251,6 +254,8 @@ void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& opti
   }
   j.Key("layout_at_end");
   WriteLayout(j, r.final_layout);
+  j.Key("verdict");
+  WriteJsonVerdict(j, r.verdict, r.recommended, r.recommendation);
   j.Key("sweep");
   WriteSweep(j, r, options);
   j.Key("model_gap");
@@ -317,6 +322,8 @@ void WriteJsonSweepReport(const RankReport& rank, const JsonReportOptions& optio
   j.Field("schema", "fragscope.sweep");
   j.Field("schema_version", kSweepSchemaVersion);
   WriteTraceAndDevice(j, rank);
+  j.Key("verdict");
+  WriteJsonVerdict(j, rank.verdict, rank.recommended, rank.recommendation);
   j.Key("sweep");
   WriteSweep(j, rank, options);
   j.EndObject();

@@ -20,15 +20,6 @@ namespace {
 
 namespace est = ::fragscope::estimator;
 
-absl::StatusOr<int64_t> PositiveInt(const std::string& key, const std::string& value) {
-  int64_t n = 0;
-  if (!absl::SimpleAtoi(value, &n) || n <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--model: %s expects a positive integer, got '%s'", key, value));
-  }
-  return n;
-}
-
 // The estimator term a key belongs to in the comparison, or "" for terms the allocator never
 // sees (CUDA context, workspace, host terms, the 1.2x rule). `autocast`: a torch-autocast
 // estimate, whose fp32 parameters are the master weights and whose 16-bit weights are forward
@@ -64,91 +55,18 @@ std::string CategoryOfPhase(const MapBlock& block) {
 
 }  // namespace
 
-absl::StatusOr<est::MemoryEstimate> EstimateFromModelSpec(const std::string& spec) {
-  const size_t colon = spec.find(':');
-  const std::string name = spec.substr(0, colon);
-  absl::StatusOr<est::ModelSpec> model =
-      absl::EndsWith(name, ".json") ? est::LoadModelSpecFile(name) : est::FindModelPreset(name);
-  if (!model.ok()) return model.status();
-  est::TrainingConfig train;
-  est::InferenceConfig infer;
-  bool training = true;
-  if (colon != std::string::npos) {
-    for (absl::string_view item : absl::StrSplit(spec.substr(colon + 1), ',', absl::SkipEmpty())) {
-      const std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
-      const std::string& key = kv[0];
-      const std::string value = kv.size() > 1 ? kv[1] : "";
-      absl::Status status;
-      auto set_int = [&](int64_t* field) {
-        absl::StatusOr<int64_t> n = PositiveInt(key, value);
-        if (n.ok()) *field = *n;
-        status = n.status();
-      };
-      if (key == "train") {
-        training = true;
-      } else if (key == "infer") {
-        training = false;
-      } else if (key == "seq") {
-        set_int(&train.seq_len);
-      } else if (key == "micro_batch") {
-        set_int(&train.micro_batch);
-      } else if (key == "tp") {
-        set_int(&train.layout.tp);
-        infer.layout.tp = train.layout.tp;
-      } else if (key == "pp") {
-        set_int(&train.layout.pp);
-        infer.layout.pp = train.layout.pp;
-      } else if (key == "dp") {
-        set_int(&train.layout.dp);
-      } else if (key == "batch") {
-        set_int(&infer.batch);
-      } else if (key == "context") {
-        set_int(&infer.context);
-      } else if (key == "zero") {
-        int64_t zero = 0;
-        if (!absl::SimpleAtoi(value, &zero) || zero < 0 || zero > 3) {
-          status = absl::InvalidArgumentError("--model: zero expects 0, 1, 2 or 3");
-        }
-        train.zero_stage = static_cast<int>(zero);
-      } else if (key == "precision") {
-        absl::StatusOr<est::Precision> p = est::ParsePrecision(value, "precision");
-        if (p.ok()) train.precision = *p;
-        status = p.status();
-      } else if (key == "optimizer") {
-        absl::StatusOr<est::Optimizer> o = est::ParseOptimizer(value, "optimizer");
-        if (o.ok()) train.optimizer = *o;
-        status = o.status();
-      } else if (key == "recompute") {
-        absl::StatusOr<est::Recompute> r = est::ParseRecompute(value, "recompute");
-        if (r.ok()) train.recompute = *r;
-        status = r.status();
-      } else if (key == "flash") {
-        train.flash_attention = value != "0";
-      } else if (key == "dropout") {
-        train.dropout = value != "0";
-      } else if (key == "activations") {
-        absl::StatusOr<est::ActivationModel> a = est::ParseActivationModel(value, "activations");
-        if (a.ok()) train.activation_model = *a;
-        status = a.status();
-      } else if (key == "dtype" || key == "kv_dtype") {
-        absl::StatusOr<est::DType> d = est::ParseDType(value, key);
-        if (d.ok()) (key == "dtype" ? infer.weights : infer.kv_cache) = *d;
-        status = d.status();
-      } else {
-        status = absl::InvalidArgumentError(absl::StrFormat(
-            "--model: unknown key '%s' (known: train, infer, seq, micro_batch, precision, "
-            "optimizer, zero, tp, pp, dp, recompute, flash, dropout, activations, batch, "
-            "context, dtype, kv_dtype)",
-            key));
-      }
-      if (!status.ok()) return status;
+double AllocatorVisibleBytes(const est::MemoryEstimate& estimate) {
+  const bool autocast = estimate.Find("loss_backward") != nullptr;
+  double bytes = 0;
+  for (const est::Term& t : estimate.terms) {
+    if (t.placement == est::Placement::kDevice && t.at_peak && !Category(t.key, autocast).empty()) {
+      bytes += t.value;
     }
   }
-  return training ? est::EstimateTraining(*model, train) : est::EstimateInference(*model, infer);
+  return bytes;
 }
 
-ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSummary& layout,
-                          uint64_t available_bytes) {
+ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSummary& layout) {
   ModelGap gap;
   // Only the torch-autocast activation model has a loss_backward term.
   const bool autocast = estimate.Find("loss_backward") != nullptr;
@@ -193,13 +111,6 @@ ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSumma
       size(gap.theoretical_bytes), size(gap.allocated_bytes), diff >= 0 ? "+" : "-",
       size(std::abs(diff)),
       gap.theoretical_bytes > 0 ? 100.0 * diff / gap.theoretical_bytes : 0.0));
-  if (available_bytes > 0 && gap.theoretical_bytes > static_cast<double>(available_bytes)) {
-    gap.lines.push_back(absl::StrFormat(
-        "The theoretical peak (%s) is more than the %s the job may use: no allocator setting can "
-        "make it fit; it needs a smaller micro-batch or sequence, recompute, or more memory (the "
-        "OOM's cause above only says where it failed first).",
-        size(gap.theoretical_bytes), size(static_cast<double>(available_bytes))));
-  }
   if (!gap.likely_term.empty()) {
     const TermGap& t = terms[gap.likely_term];
     gap.lines.push_back(absl::StrFormat(

@@ -31,9 +31,6 @@
 
 namespace fragscope {
 
-// The estimate for a --model SPEC. Errors name the bad key or value.
-absl::StatusOr<estimator::MemoryEstimate> EstimateFromModelSpec(const std::string& spec);
-
 struct TermGap {
   std::string category;  // "weights", "gradients", "optimizer", "activations", "kv_cache"
   double estimated_bytes = 0;
@@ -50,10 +47,12 @@ struct ModelGap {
   std::vector<std::string> lines;  // the human explanation
 };
 
-// Compares `layout` (live blocks with phases) against `estimate`. `available_bytes` is what the
-// job may use (the memory-fraction cap, else the device capacity; 0 = unknown): a theoretical
-// peak above it is called out, since no allocator setting can make such a job fit.
-ModelGap CompareWithModel(const estimator::MemoryEstimate& estimate, const LayoutSummary& layout,
-                          uint64_t available_bytes = 0);
+// The estimate's device terms that the caching allocator holds at the peak (weights, gradients,
+// optimizer states, activations, KV cache): the theoretical peak a memory-fraction cap limits.
+double AllocatorVisibleBytes(const estimator::MemoryEstimate& estimate);
+
+// Compares `layout` (live blocks with phases) against `estimate`. Whether the footprint fits the
+// job's cap is the verdict's (job_verdict.h).
+ModelGap CompareWithModel(const estimator::MemoryEstimate& estimate, const LayoutSummary& layout);
 
 }  // namespace fragscope

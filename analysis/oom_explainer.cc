@@ -419,11 +419,23 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
   return x;
 }
 
+int64_t HeadroomBytes(const OomExplanation& x) {
+  // Each term is below 2^63 on any device a replay simulates (4 TiB at most), so the sum is exact.
+  const auto s = [](uint64_t v) { return static_cast<int64_t>(std::min<uint64_t>(v, INT64_MAX / 4)); };
+  return s(x.available_bytes) - s(x.allocated_bytes) - s(x.pending_free_bytes) - s(x.rounded_bytes);
+}
+
+bool AtCap(int64_t headroom, uint64_t available_bytes) {
+  return static_cast<double>(headroom) < kAtCapShare * static_cast<double>(available_bytes);
+}
+
 void OomCollector::OnOom(const ReplayOom& oom) {
   ++total_;
   if (explanations_.size() >= kMaxExplanations) return;
   LayoutSummary layout = CurrentLayout(replayer_);
   OomExplanation x = ExplainOom(oom, layout, replayer_.current_phase(), context_);
+  x.headroom_bytes = HeadroomBytes(x);
+  x.at_cap = AtCap(x.headroom_bytes, x.available_bytes);
   if (explanations_.size() < kMaxMaps) x.layout = std::move(layout);
   explanations_.push_back(std::move(x));
 }

@@ -107,7 +107,12 @@ struct OomExplanation {
   // Filled by later stages: the smallest tested setting that avoids it (sweep), and the
   // distance to the theoretical footprint (--model).
   std::string avoided_by;
+  std::optional<size_t> fix_row;  // the sweep row of avoided_by, when one avoids it
   std::vector<std::string> model_gap;
+  // available - live - pending free - request (below 0 when they do not fit), and whether that
+  // leaves the job at its cap: Note [Headroom at an OOM] in job_verdict.h.
+  int64_t headroom_bytes = 0;
+  bool at_cap = false;
   // Not reproduced because the job ran under a cap the trace does not record
   // (RefusedUnderUnrecordedCap): no replay without that cap says anything about this OOM.
   bool unrecorded_cap = false;
@@ -118,6 +123,14 @@ struct OomExplanation {
   static constexpr size_t kMaxSegments = 5;
   static constexpr size_t kMaxPinning = 12;
 };
+
+// Note [Headroom at an OOM] (job_verdict.h): below this share of what the job may use, the room
+// perfect packing would leave is no room a setting can be relied on to deliver.
+inline constexpr double kAtCapShare = 0.02;
+// available - live - pending free - rounded request of `x`, saturated to int64.
+int64_t HeadroomBytes(const OomExplanation& x);
+// Whether `headroom` leaves a job at its cap.
+bool AtCap(int64_t headroom, uint64_t available_bytes);
 
 // Whether a replay under `cap` (nullopt: none) has more room than the job's recorded cap
 // (RecordedJobCapReplaced; nullopt: none recorded, or it does not apply): a higher cap, or none.

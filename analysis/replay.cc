@@ -211,6 +211,9 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
     case EventKind::kOptionsChange:
       ApplyOptionsChange(event);
       return;
+    case EventKind::kModel:
+      recorded_model_ = event.text;  // the last one counts (Note [Model records])
+      return;
     default:
       return;
   }

@@ -226,6 +226,8 @@ class Replayer {
   // The trace events before which the replay called EmptyCache() for a trace that does not
   // record it (inferred, or ReplayConfig::empty_cache_at), in order.
   const std::vector<uint64_t>& inferred_empty_cache_at() const { return empty_cache_calls_; }
+  // The JSON of the trace's last model record (Note [Model records]), "" when it has none.
+  const std::string& recorded_model() const { return recorded_model_; }
   // Allocations the replay's allocator refused for another reason than running out of memory
   // (the simulated device's address space, an address the trace scripts twice): the replay's
   // figures leave them out. The first one's warning, or "" when there was none.
@@ -380,6 +382,7 @@ class Replayer {
   uint64_t last_index_ = 0;
   uint64_t last_time_ns_ = 0;
   std::vector<std::string> warnings_;
+  std::string recorded_model_;
   uint64_t suppressed_warnings_ = 0;
   uint64_t failed_allocations_ = 0;
   std::string first_failed_allocation_;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/job_verdict.h"
 #include "analysis/metrics.h"
 #include "analysis/model_gap.h"
 #include "analysis/oom_explainer.h"
@@ -39,6 +40,7 @@ struct RankReport {
   std::string recommendation;
   // SweepRecommendation::headline: what the recommended row is, for the HTML card.
   std::string recommendation_headline;
+  JobVerdict verdict;
   std::optional<ModelGap> model_gap;
   std::string model_gap_where;  // "at the first OOM (event 812)", ...
   std::vector<std::string> warnings;

@@ -141,10 +141,9 @@ inline constexpr std::string_view kEndsAtOomCaveat =
     "; only as far as the trace goes: it ends where the job died, so whether the job would "
     "then complete is not shown (re-run it under the setting)";
 
-// The headline of a recommendation that gets past the recorded OOMs when the job, by the model or
-// by re-running it, would still run out of memory later.
-inline constexpr std::string_view kStillRunsOutHeadline =
-    "lowest-peak setting (the job would still run out later)";
+// The headline when no setting is recommended because the job is bound by its cap (JobVerdict).
+inline constexpr std::string_view kCapacityBoundHeadline =
+    "no setting can save the job: it is bound by its memory cap";
 
 // The recommended row, or nullopt when no configuration avoids the OOMs.
 std::optional<SweepRecommendation> RecommendConfig(const std::vector<SweepResult>& results,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "allocator/format_size.h"
@@ -212,6 +213,7 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
       }
     }
   }
+  RenderVerdictText(r, out);
   if (r.model_gap.has_value()) {
     out << "\nModel (" << r.model_gap_where << ")\n";
     for (const std::string& line : r.model_gap->lines) Wrapped(out, line, "  ");
@@ -250,8 +252,9 @@ void RenderTextReport(const AnalysisReport& report, const TextReportOptions& opt
     std::string path = r.info.path;
     if (path.size() > 24) path = "..." + path.substr(path.size() - 21);
     const std::string ooms =
-        r.ooms.empty() ? "0"
-                       : absl::StrFormat("%d (%s)", r.oom_count, OomCauseName(r.ooms[0].cause));
+        !r.verdict.cause.has_value()
+            ? absl::StrCat(r.oom_count)
+            : absl::StrFormat("%d (%s)", r.oom_count, OomCauseName(*r.verdict.cause));
     out << absl::StrFormat(
         "%c %-5d %-24s %9d %13s %13s %7s %s\n", report.worst == i ? '>' : ' ', r.info.rank, path,
         r.metrics.events, Size(r.metrics.peak_allocated_bytes), Size(r.metrics.peak_reserved_bytes),

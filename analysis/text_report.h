@@ -25,6 +25,9 @@ void RenderTextReport(const AnalysisReport& report, const TextReportOptions& opt
 void RenderRankText(const RankReport& rank, const TextReportOptions& options, std::ostream& out);
 
 // The sweep table alone (also `fragscope sweep`).
+// The verdict section (JobVerdict), when the report has an OOM or a model: verdict_text.cc.
+void RenderVerdictText(const RankReport& rank, std::ostream& out);
+
 void RenderSweepTable(const std::vector<SweepResult>& results,
                       const std::optional<size_t>& recommended, const std::string& reason,
                       std::ostream& out);

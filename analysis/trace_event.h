@@ -60,7 +60,7 @@ struct TraceEvent {
   uint64_t device_total_bytes = 0;
   uint64_t reserved_bytes = 0;
   uint64_t allocated_bytes = 0;
-  std::string text;  // kMarker, kOptionsChange
+  std::string text;  // kMarker, kOptionsChange, kModel (JSON: recorded_model.h)
 };
 
 // TraceEvent::flags bit, beside the allocator's EventFlag bits (which end at bit 6): a

@@ -2,6 +2,7 @@
 # CUDA and LibTorch are optional and detected (FRAGSCOPE_WITH_* = AUTO), or forced ON/OFF.
 find_package(absl REQUIRED)
 find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
 if(FRAGSCOPE_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

@@ -43,6 +43,7 @@ EventLogWriter* DeviceLogs::GetOrOpen(int device,
     return nullptr;
   }
   owned_[index] = *std::move(writer);
+  if (!model_json_.empty()) owned_[index]->RecordModel(model_json_);
   for (const std::string& marker : early_markers_) owned_[index]->Mark(marker);
   writers_[index].store(owned_[index].get(), std::memory_order_release);
   // The writer registered its atexit flush; registering ours after it makes the hooks stop before
@@ -69,6 +70,15 @@ void DeviceLogs::MarkAll(std::string_view text) {
     }
   }
   if (!any_open && early_markers_.size() < kMaxEarlyMarkers) early_markers_.emplace_back(text);
+}
+
+void DeviceLogs::RecordModelAll(std::string_view json) {
+  if (!enabled()) return;
+  MutexLock lock(&mu_);
+  model_json_.assign(json);
+  for (const auto& writer : owned_) {
+    if (writer != nullptr) writer->RecordModel(json);
+  }
 }
 
 absl::Status DeviceLogs::FlushAll() {

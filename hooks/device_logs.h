@@ -53,6 +53,9 @@ class DeviceLogs {
   void MarkAll(std::string_view text);
 
   static constexpr size_t kMaxEarlyMarkers = 64;
+
+  // The job's model (Note [Model records]) in every open log, and in every log opened later.
+  void RecordModelAll(std::string_view json);
   // Flushes every open log; the first error.
   absl::Status FlushAll();
 
@@ -63,6 +66,7 @@ class DeviceLogs {
   std::array<std::unique_ptr<EventLogWriter>, kMaxDevices> owned_ ABSL_GUARDED_BY(mu_);
   std::array<bool, kMaxDevices> failed_ ABSL_GUARDED_BY(mu_){};
   std::vector<std::string> early_markers_ ABSL_GUARDED_BY(mu_);
+  std::string model_json_ ABSL_GUARDED_BY(mu_);  // the last RecordModelAll's
   std::array<std::atomic<EventLogWriter*>, kMaxDevices> writers_{};
 };
 

@@ -80,6 +80,8 @@ size_t fragscope_snapshot_json(int device, char* buf, size_t len);
 /* --- Event log ------------------------------------------------------------------------------ */
 /* A phase annotation ("step 12 / forward") in every open device log; no-op without a log. */
 void fragscope_mark(const char* text);
+/* The job's model as JSON (fragscope.model/1: analysis/model_job.h) in every log. */
+void fragscope_record_model(const char* json);
 /* Writes everything recorded so far to the log files. 0, or -1 on a write error. */
 int fragscope_flush(void);
 

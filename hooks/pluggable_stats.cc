@@ -158,6 +158,15 @@ void fragscope_mark(const char* text) {
   }
 }
 
+void fragscope_record_model(const char* json) {
+  try {
+    if (json == nullptr) return;
+    if (auto* logs = fragscope::hooks::PluggableRegistry().logs()) logs->RecordModelAll(json);
+  } catch (...) {
+    ReportException("fragscope_record_model");
+  }
+}
+
 int fragscope_flush(void) {
   try {
     auto* logs = fragscope::hooks::PluggableRegistry().logs();

@@ -231,6 +231,15 @@ void fragscope_preload_mark(const char* text) {
   }
 }
 
+void fragscope_preload_record_model(const char* json) {
+  if (json == nullptr) return;
+  try {
+    PreloadState::Get().RecordModel(json);
+  } catch (...) {
+    fragscope::hooks::ReportException("fragscope_preload_record_model");
+  }
+}
+
 int fragscope_preload_flush(void) {
   try {
     return PreloadState::Get().Flush();

@@ -317,6 +317,10 @@ void PreloadState::Mark(std::string_view text) {
   if (DeviceLogs* device_logs = logs()) device_logs->MarkAll(text);
 }
 
+void PreloadState::RecordModel(std::string_view json) {
+  if (DeviceLogs* device_logs = logs()) device_logs->RecordModelAll(json);
+}
+
 int PreloadState::Flush() {
   DeviceLogs* device_logs = logs();
   if (device_logs == nullptr) return 0;

@@ -84,6 +84,7 @@ class PreloadState {
   std::string CacheMemorySummary(int device);
 
   void Mark(std::string_view text);
+  void RecordModel(std::string_view json);
   int Flush();
 
  private:

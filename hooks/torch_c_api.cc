@@ -75,6 +75,14 @@ void fragscope_torch_observe_mark(const char* text) {
   }
 }
 
+void fragscope_torch_observe_record_model(const char* json) {
+  try {
+    if (json != nullptr) fragscope::torch_hooks::ObserveRecordModel(json);
+  } catch (...) {
+    Failed("fragscope_torch_observe_record_model");
+  }
+}
+
 int fragscope_torch_observe_flush(void) {
   try {
     return Result(fragscope::torch_hooks::ObserveFlush());

@@ -247,6 +247,15 @@ void ObserveMark(std::string_view text) {
   if (observer != nullptr) observer->logs->MarkAll(text);
 }
 
+void ObserveRecordModel(std::string_view json) {
+  Observer* observer = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    observer = g_observer;
+  }
+  if (observer != nullptr) observer->logs->RecordModelAll(json);
+}
+
 absl::Status ObserveFlush() {
   Observer* observer = nullptr;
   {

@@ -37,6 +37,8 @@ absl::Status ObserveNativeAllocator(std::string_view log_pattern);
 
 // A marker in every observed device's log; no-op when not observing.
 void ObserveMark(std::string_view text);
+// The job's model as JSON (Note [Model records]) in the observer's logs.
+void ObserveRecordModel(std::string_view json);
 
 // Writes every observed record to the files.
 absl::Status ObserveFlush();

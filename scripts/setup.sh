@@ -7,7 +7,7 @@
 # Idempotent: installs nothing that is already there.
 set -euo pipefail
 
-packages=(libabsl-dev googletest libgtest-dev libgmock-dev libbenchmark-dev cmake ninja-build
+packages=(libabsl-dev nlohmann-json3-dev googletest libgtest-dev libgmock-dev libbenchmark-dev cmake ninja-build
           clang python3-pip)
 missing=()
 for p in "${packages[@]}"; do

@@ -9,7 +9,7 @@
 #include "analysis/cli/progress_bar.h"
 #include "analysis/html_report.h"
 #include "analysis/json_report.h"
-#include "analysis/model_gap.h"
+#include "analysis/model_job.h"
 #include "analysis/text_report.h"
 
 namespace fragscope::cli {
@@ -26,9 +26,18 @@ memory held outside PyTorch, with the blocks that pin fragmented segments), and 
 allocator settings with the one that avoids the OOM. Several .fslog logs are the ranks of one job:
 each is summarized and the worst rank is named.
 
-  --model SPEC              compare with the theoretical footprint: PRESET_OR_JSON[:key=value,...]
-                            e.g. gpt2-medium:seq=1024,micro_batch=8 (keys: analysis/model_gap.h;
-                            activations=torch-autocast for an eager PyTorch job)
+  --model SPEC              the job's model, for the footprint verdict: PRESET_OR_JSON[:key=value,...]
+                            e.g. gpt2-medium:seq=1024,micro_batch=8 or config.json:seq=2048
+                            keys: train|infer, tp, pp;
+                              training: seq, micro_batch, precision (fp32|fp16|bf16), optimizer,
+                              zero (0-3), dp, recompute (none|selective|full), flash (0|1),
+                              dropout (0|1), activations (korthikanti|torch-autocast);
+                              inference: batch, context, dtype, kv_dtype
+                            a Hugging Face config.json defaults to activations=torch-autocast,
+                            flash=1 and its own dropout; every report lists what was assumed
+  --model-json PATH         the model's config.json, with the job (seq, micro-batch, ...) the log
+                            records (fragscope.record_model / observe(model=...)); without
+                            either flag the log's recorded model is used
   --at EVENT                also show the segment layout after trace event EVENT (at a
                             segment event: after the operation before it; segment events are
                             the allocator's, replayed with the allocation or free that made them)
@@ -57,6 +66,7 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
   absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Flags({kTraceFlags,
                                                               kSweepFlags,
                                                               {{"--model"},
+                                                               {"--model-json"},
                                                                {"--at"},
                                                                {"--json"},
                                                                {"--html"},
@@ -96,6 +106,16 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
       return 2;
     }
     options.model = *model;
+  }
+  if (const std::string* path = flags->Get("--model-json")) {
+    if (options.model.has_value()) {
+      return UsageError(err, "analyze", "give the model once: --model or --model-json");
+    }
+    if (absl::StatusOr<ModelJob> m = ModelJobFromConfigFile(*path, std::nullopt); !m.ok()) {
+      err << "fragscope analyze: " << m.status().message() << "\n";
+      return 2;
+    }
+    options.model_json = *path;
   }
   options.run_sweep = !flags->Has("--no-sweep");
   if (!options.run_sweep) {

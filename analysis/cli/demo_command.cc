@@ -288,15 +288,17 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
       }
       reruns_text << absl::StrFormat("\nThe fix: PYTORCH_CUDA_ALLOC_CONF=%s\n", label);
     } else if (!reruns.empty()) {
-      // The sweep saw them get past this OOM; the re-runs show the job dies later all the same.
-      const std::string caveat = absl::StrFormat(
-          "; but re-running the whole job under it (and under every other swept setting that "
-          "gets past this OOM) still runs out of memory later, in \"%s\"",
+      // The sweep saw them get past this OOM; the re-runs show the job dies later all the same,
+      // so none is recommended (JobVerdict: nothing is recommended that cannot save the job).
+      const std::string why = absl::StrFormat(
+          "re-running the whole job under every swept setting that gets past this OOM still runs "
+          "out of memory later, in \"%s\"",
           reruns.front().result.oom_phase);
-      rank.recommendation += caveat;
-      rank.recommendation_headline = kStillRunsOutHeadline;
+      rank.recommended.reset();
+      rank.recommendation = absl::StrCat("No setting is recommended: ", why, ".");
+      rank.recommendation_headline = "no swept setting completes the whole job";
       for (OomExplanation& x : rank.ooms) {
-        if (x.in_replay) x.avoided_by += caveat;
+        if (x.in_replay) x.avoided_by = absl::StrCat("none shown to save the job: ", why);
       }
       reruns_text
           << "\nNo swept setting completes the whole job: each one that gets past this OOM runs "

@@ -207,6 +207,7 @@ class Printer {
                               (r.flags & kRecordFlagTruncated) ? " truncated" : "");
         return line;
       case EventKind::kOptionsChange:
+      case EventKind::kModel:
         absl::StrAppendFormat(&line, " \"%s\"%s", absl::CEscape(entry.text),
                               (r.flags & kRecordFlagTruncated) ? " truncated" : "");
         return line;

@@ -601,8 +601,9 @@ TEST(AnalysisCommandsTest, RealH100FragmentationOomIsReplayedExplainedAndFixed) 
 }
 
 // GPT-2 small training (seq 1024 x 16) capped at 0.9x its torch-autocast estimate, observed on an
-// H100 (scripts/gpu/model_oom_check.py): the OOM looks like fragmentation by 50 MiB, but --model
-// says the theoretical peak does not fit the cap at all.
+// H100 (scripts/gpu/model_oom_check.py): the OOM looks like fragmentation by 57 MiB, but the job
+// is at its cap (Note [Headroom at an OOM]) and its model's peak does not fit the cap at all. No
+// setting is recommended, with or without --model; with it, the cause becomes capacity.
 TEST(AnalysisCommandsTest, RealH100Gpt2OomIsACapacityProblemByTheModel) {
   const std::string log =
       std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_gpt2_capacity_oom.fslog";
@@ -613,7 +614,28 @@ TEST(AnalysisCommandsTest, RealH100Gpt2OomIsACapacityProblemByTheModel) {
   CommandRun v = Fragscope(verify);
   EXPECT_EQ(v.code, 0) << v.out << v.err;
   EXPECT_THAT(v.out, HasSubstr("faithful (2207 events): 156 segment events, 684 allocations"));
-  std::vector<std::string> analyze = {
+  const std::string json = TempPath("gpt2_verdict.json");
+  std::vector<std::string> plain = {"analyze", log, "--threads", "2", "--no-summary", "--json",
+                                    json};
+  plain.insert(plain.end(), cap.begin(), cap.end());
+  CommandRun a = Fragscope(plain);
+  EXPECT_EQ(a.code, 0) << a.err;
+  EXPECT_THAT(a.out, HasSubstr("request 3.07 GiB"));
+  EXPECT_THAT(a.out, HasSubstr("cause: fragmentation"));  // the allocation's own class
+  EXPECT_THAT(a.out, HasSubstr("Verdict: capacity-bound (the job is at its cap)"));
+  EXPECT_THAT(a.out, HasSubstr("would have left 57.01 MiB (0.26% of the 21.26 GiB available"));
+  EXPECT_THAT(a.out, HasSubstr("Recommended: none"));
+  EXPECT_THAT(a.out, Not(HasSubstr("* max_split_size_mb")));
+  EXPECT_THAT(a.out, HasSubstr("max_split_size_mb:64 gets past\n      this allocation only"));
+  std::ifstream in(json);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"capacity_bound\": true"));
+  EXPECT_THAT(text.str(), HasSubstr("\"basis\": \"headroom\""));
+  EXPECT_THAT(text.str(), HasSubstr("\"recommended\": null"));
+  EXPECT_THAT(text.str(), Not(HasSubstr("\"recommended\": 1")));
+
+  std::vector<std::string> with_model = {
       "analyze",
       log,
       "--threads",
@@ -621,15 +643,16 @@ TEST(AnalysisCommandsTest, RealH100Gpt2OomIsACapacityProblemByTheModel) {
       "--no-summary",
       "--model",
       "gpt2-small:seq=1024,micro_batch=16,flash=1,activations=torch-autocast"};
-  analyze.insert(analyze.end(), cap.begin(), cap.end());
-  CommandRun a = Fragscope(analyze);
-  EXPECT_EQ(a.code, 0) << a.err;
-  EXPECT_THAT(a.out, HasSubstr("request 3.07 GiB"));
-  // The log ends where the job died: a setting that gets past the OOM is not shown to complete
-  // the job (the recommendation said so only with --model; it says both now).
-  EXPECT_THAT(a.out, HasSubstr("only as far as the trace goes: it\n  ends where the job died"));
-  EXPECT_THAT(a.out, HasSubstr("; and the model's theoretical peak (23.56 GiB)"));
-  EXPECT_THAT(a.out, HasSubstr("The theoretical peak (23.56 GiB) is more than the 21.26 GiB"));
+  with_model.insert(with_model.end(), cap.begin(), cap.end());
+  CommandRun m = Fragscope(with_model);
+  EXPECT_EQ(m.code, 0) << m.err;
+  EXPECT_THAT(m.out, HasSubstr("Verdict: capacity-bound (the model's footprint)"));
+  EXPECT_THAT(m.out, HasSubstr("the model's theoretical peak (23.56 GiB) is above the 21.26 GiB"));
+  EXPECT_THAT(m.out, HasSubstr("largest micro-batch that fits: 14"));
+  EXPECT_THAT(m.out, HasSubstr("instead: micro_batch 14: peak 20.82 GiB, fits"));
+  EXPECT_THAT(m.out, HasSubstr("activations torch-autocast (given)"));
+  EXPECT_THAT(m.out, HasSubstr("dropout on (default)"));
+  EXPECT_THAT(m.out, HasSubstr("Recommended: none"));
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ TEST(DumpCommandTest, FiltersByKindAndSequenceRange) {
 TEST(DumpCommandTest, HeaderOption) {
   const DumpRun run = Dump({WriteLog(), "--header", "--kind", "marker"});
   EXPECT_EQ(run.status, 0);
-  EXPECT_TRUE(Contains(run.out, "format: 2.2")) << run.out;
+  EXPECT_TRUE(Contains(run.out, "format: 2.3")) << run.out;
   EXPECT_TRUE(Contains(run.out, "\"Simulated H100\" 80.00 GiB")) << run.out;
   EXPECT_TRUE(Contains(run.out, "options: \"max_split_size_mb:128\"")) << run.out;
   EXPECT_TRUE(Contains(run.out, "UTC")) << run.out;

@@ -1,5 +1,6 @@
 // --model SPEC for analyze: the estimate it builds and what the comparison counts.
 #include "analysis/model_gap.h"
+#include "analysis/model_job.h"
 
 #include <string>
 #include <utility>
@@ -58,20 +59,17 @@ TEST(ModelGapTest, TermsOffThePeakAreNotTheoreticalBytes) {
   EXPECT_DOUBLE_EQ(gap.theoretical_bytes, expected) << "no gradients, no workspace";
 }
 
-TEST(ModelGapTest, AutocastWeightsAreTheFp32ParametersAndAPeakAboveTheCapIsCalledOut) {
+TEST(ModelGapTest, AutocastWeightsAreTheFp32Parameters) {
   ASSERT_OK_AND_ASSIGN(
       est::MemoryEstimate estimate,
       EstimateFromModelSpec("gpt2-small:seq=512,micro_batch=8,flash=1,activations=torch-autocast"));
-  const ModelGap roomy = CompareWithModel(estimate, LayoutSummary{}, uint64_t{80} << 30);
+  const ModelGap roomy = CompareWithModel(estimate, LayoutSummary{});
   for (const TermGap& t : roomy.terms) {
     // The fp32 parameters (allocated at init) are "weights"; the 16-bit copies are forward work.
     if (t.category == "weights") {
       EXPECT_DOUBLE_EQ(t.estimated_bytes, estimate.Find("master_weights")->value);
     }
   }
-  for (const std::string& line : roomy.lines) EXPECT_THAT(line, Not(HasSubstr("no allocator")));
-  const ModelGap tight = CompareWithModel(estimate, LayoutSummary{}, uint64_t{4} << 30);
-  EXPECT_THAT(tight.lines, Contains(HasSubstr("no allocator setting can make it fit")));
 }
 
 // A layout of live blocks: (size, marker phase) each.

@@ -25,6 +25,7 @@ __all__ = [
     "use_allocator",
     "observe",
     "mark",
+    "record_model",
     "flush",
     "stats",
     "memory_summary",
@@ -92,6 +93,7 @@ def _declare(lib, name):
             fn.argtypes = [c.c_int, c.c_char_p, c.c_size_t]
             fn.restype = c.c_size_t
         lib.fragscope_mark.argtypes = [c.c_char_p]
+        lib.fragscope_record_model.argtypes = [c.c_char_p]
         lib.fragscope_flush.restype = c.c_int
         lib.fragscope_reset_peak_stats.argtypes = [c.c_int]
         lib.fragscope_reset_accumulated_stats.argtypes = [c.c_int]
@@ -106,6 +108,7 @@ def _declare(lib, name):
         lib.fragscope_torch_observe.argtypes = [c.c_char_p]
         lib.fragscope_torch_observe.restype = c.c_int
         lib.fragscope_torch_observe_mark.argtypes = [c.c_char_p]
+        lib.fragscope_torch_observe_record_model.argtypes = [c.c_char_p]
         lib.fragscope_torch_observe_flush.restype = c.c_int
 
 
@@ -120,6 +123,7 @@ def _preload():
         return None
     process.fragscope_preload_mode.restype = ctypes.c_char_p
     process.fragscope_preload_mark.argtypes = [ctypes.c_char_p]
+    process.fragscope_preload_record_model.argtypes = [ctypes.c_char_p]
     process.fragscope_preload_flush.restype = ctypes.c_int
     for fn in (process.fragscope_preload_stats_text, process.fragscope_preload_memory_summary):
         fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
@@ -149,7 +153,7 @@ def _torch_lib_if_compatible():
     return lib if built == running else None
 
 
-def use_allocator(conf=None, log=None, via="auto"):
+def use_allocator(conf=None, log=None, via="auto", model=None, **job):
     """Makes fragscope's caching allocator PyTorch's CUDA allocator (mode 1, replace).
 
     Call it before any CUDA tensor exists. conf: PYTORCH_CUDA_ALLOC_CONF syntax (None: the
@@ -162,6 +166,9 @@ def use_allocator(conf=None, log=None, via="auto"):
     out-of-memory is a NULL pointer PyTorch does not check (an illegal memory access follows; the
     reason is printed on stderr). "auto" picks "torch" when libfragscope_torch.so matches the
     running torch.
+
+    model (optional): the job's model for the analyzer's footprint verdict, as record_model()
+    takes it, with its job keys (seq=, micro_batch=, ...).
     """
     import torch
 
@@ -197,12 +204,16 @@ def use_allocator(conf=None, log=None, via="auto"):
         raw.set_record_stream_fn(address(lib.fragscope_record_stream))
         torch.cuda.memory.change_current_allocator(pluggable)
     _state.mode = "replace"
+    if model is not None:
+        record_model(model, **job)
 
 
-def observe(log=None):
+def observe(log=None, model=None, **job):
     """Logs PyTorch's own allocator into .fslog files (mode 2, observe); no behaviour change.
 
     log: path pattern, %p pid, %r rank, %d device (None: FRAGSCOPE_LOG). Initializes CUDA.
+    model (optional): the job's model for the analyzer's footprint verdict, as record_model()
+    takes it, with its job keys (seq=, micro_batch=, ...).
     """
     import torch
 
@@ -214,6 +225,51 @@ def observe(log=None):
     if lib.fragscope_torch_observe(_bytes(log or "")) != 0:
         raise RuntimeError(lib.fragscope_torch_last_error().decode())
     _state.observing = True
+    if model is not None:
+        record_model(model, **job)
+
+
+def _write_model(text):
+    data = text.encode()
+    if _state.mode == "replace":
+        _load(_ALLOC).fragscope_record_model(data)
+    if _state.observing:
+        _load(_TORCH).fragscope_torch_observe_record_model(data)
+    process = _preload()
+    if process is not None:
+        process.fragscope_preload_record_model(data)
+
+
+def record_model(model, *, seq=None, micro_batch=None, mode="training", **job):
+    """Records the job's model in every active log, so that `fragscope analyze` compares its
+    theoretical footprint with the job's cap without a --model flag.
+
+    model: an nn.Module with a Hugging Face .config, a config object, a dict, or a config.json
+    path. seq and micro_batch: the training step's shape (for inference: batch=, context=); when
+    both are None and model is an nn.Module, they are read from the first forward's token ids
+    (input_ids) and the model is recorded then. Other job keys: dtype, optimizer, attention
+    ("sdpa", "eager", "flash"), recompute, activations. Returns the record's JSON text, or None
+    when it waits for the first forward.
+    """
+    from . import model_record
+
+    if seq is None and micro_batch is None and hasattr(model, "register_forward_pre_hook"):
+        holder = {}
+
+        def first_forward(module, args, kwargs):
+            shape = model_record.shape_from_inputs(args, kwargs)
+            holder["handle"].remove()
+            batch, length = shape if shape is not None else (None, None)
+            shape_keys = ({"seq": length, "micro_batch": batch} if mode == "training" else
+                          {"context": length, "batch": batch})
+            _write_model(model_record.model_json(module, mode=mode, **shape_keys, **job))
+
+        holder["handle"] = model.register_forward_pre_hook(first_forward, with_kwargs=True)
+        model_record.model_json(model, mode=mode, **job)  # errors now, not in the forward
+        return None
+    text = model_record.model_json(model, mode=mode, seq=seq, micro_batch=micro_batch, **job)
+    _write_model(text)
+    return text
 
 
 def mark(text):

@@ -1,0 +1,74 @@
+// The verdict section of the text report (JobVerdict).
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "allocator/format_size.h"
+#include "analysis/text_report.h"
+
+namespace fragscope {
+namespace {
+
+std::string Size(double bytes) { return FormatSize(static_cast<uint64_t>(std::max(0.0, bytes))); }
+
+std::string Headline(const JobVerdict& v) {
+  if (v.basis == VerdictBasis::kFootprint) return "capacity-bound (the model's footprint)";
+  if (v.basis == VerdictBasis::kHeadroom) return "capacity-bound (the job is at its cap)";
+  if (!v.cause.has_value()) return "no OOM to judge";
+  if (*v.cause == OomCause::kNotReproduced) return "the job's OOM is not reproduced (see above)";
+  return absl::StrCat(std::string(OomCauseName(*v.cause)),
+                      ", not at the cap: the sweep's settings are tested against it");
+}
+
+void RenderFootprint(const FootprintCheck& f, std::ostream& out) {
+  WriteWrapped(out,
+               absl::StrFormat("Model footprint (%s; from %s): theoretical peak %s %s the %s the "
+                               "job may use.",
+                               f.model, f.origin, Size(f.theoretical_peak_bytes),
+                               f.exceeds ? "exceeds" : "fits within", Size(f.limit_bytes)),
+               "  ");
+  std::vector<std::string> assumed;
+  for (const Assumption& a : f.assumptions) {
+    assumed.push_back(absl::StrFormat("%s %s (%s)", a.name, a.value, AssumptionBasisName(a.basis)));
+  }
+  WriteWrapped(out, absl::StrCat("assumed: ", absl::StrJoin(assumed, ", ")), "    ");
+  if (f.largest_micro_batch.has_value()) {
+    WriteWrapped(out,
+                 *f.largest_micro_batch > 0
+                     ? absl::StrFormat("largest micro-batch that fits: %d", *f.largest_micro_batch)
+                     : std::string("not even micro-batch 1 fits"),
+                 "    ");
+  }
+  for (const FitAlternative& a : f.alternatives) {
+    WriteWrapped(out,
+                 a.note.empty()
+                     ? absl::StrFormat("%s: peak %s, %s", a.what, Size(a.peak_bytes),
+                                       a.fits ? "fits" : "still does not fit")
+                     : absl::StrFormat("%s: not estimated (%s)", a.what, a.note),
+                 "    instead: ");
+  }
+}
+
+}  // namespace
+
+void RenderVerdictText(const RankReport& r, std::ostream& out) {
+  const JobVerdict& v = r.verdict;
+  if (!v.cause.has_value() && !v.footprint.has_value()) return;
+  out << "\nVerdict: " << Headline(v) << "\n";
+  if (v.headroom_bytes.has_value() && v.basis != VerdictBasis::kHeadroom &&
+      v.cause != OomCause::kNotReproduced) {
+    WriteWrapped(out,
+                 absl::StrFormat("headroom at the job's OOM (perfect packing, after the request): "
+                                 "%s%s (%.2f%% of what the job may use)",
+                                 *v.headroom_bytes < 0 ? "-" : "",
+                                 Size(static_cast<double>(*v.headroom_bytes < 0
+                                                              ? -*v.headroom_bytes
+                                                              : *v.headroom_bytes)),
+                                 100.0 * v.headroom_share),
+                 "  ");
+  }
+  if (v.capacity_bound) WriteWrapped(out, absl::StrCat("No setting is recommended: ", v.why), "  ");
+  if (v.footprint.has_value()) RenderFootprint(*v.footprint, out);
+}
+
+}  // namespace fragscope

@@ -1,0 +1,81 @@
+"""The model a job runs, as the JSON of an .fslog model record (format "fragscope.model/1").
+
+The analyzer reads it back (analysis/model_job.h) and compares the model's theoretical footprint
+with the job's memory cap, without a --model flag. The record holds the model's Hugging Face
+config (scalar entries only: a record carries at most 4096 bytes) and the job's shape.
+"""
+
+import json
+import os
+
+FORMAT = "fragscope.model/1"
+MAX_BYTES = 4096
+
+# The config keys the estimator reads (estimator/model_spec_json.h) and the dropout
+# probabilities; kept first when a config's scalars do not all fit in a record.
+_ESSENTIAL = (
+    "model_type", "num_hidden_layers", "hidden_size", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings",
+    "attention_bias", "mlp_bias", "num_local_experts", "num_experts_per_tok", "n_layer", "n_embd",
+    "n_head", "n_inner", "n_positions", "activation_function", "ffn_dim",
+    "max_position_embeddings", "resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout",
+    "hidden_dropout", "dropout", "hidden_dropout_prob", "activation_dropout")
+
+_JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimizer", "attention",
+             "recompute", "activations")
+
+
+def config_dict(model_or_config):
+    """The config of an nn.Module with a Hugging Face `.config`, a config object, a dict, or a
+    config.json path, as a dict."""
+    if isinstance(model_or_config, (str, os.PathLike)):
+        with open(model_or_config, encoding="utf-8") as f:
+            return json.load(f)
+    if isinstance(model_or_config, dict):
+        return dict(model_or_config)
+    config = getattr(model_or_config, "config", model_or_config)
+    if hasattr(config, "to_dict"):
+        return config.to_dict()
+    raise TypeError("record_model takes an nn.Module with a Hugging Face .config, a config "
+                    f"object, a dict or a config.json path, not {type(model_or_config).__name__}")
+
+
+def _scalars(config):
+    return {k: v for k, v in config.items()
+            if isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= 64)}
+
+
+def model_json(model_or_config, **job):
+    """The record's JSON text. job: mode ("training"/"inference"), seq, micro_batch, batch,
+    context, dtype, optimizer, attention ("sdpa"/"eager"/"flash"), recompute, activations; None
+    values are left out (the analyzer then says what it assumed)."""
+    unknown = set(job) - set(_JOB_KEYS)
+    if unknown:
+        raise TypeError(f"record_model: unknown job keys {sorted(unknown)}; known: {_JOB_KEYS}")
+    config = config_dict(model_or_config)
+    attention = config.get("_attn_implementation")
+    if job.get("attention") is None and attention in ("sdpa", "eager"):
+        job["attention"] = attention
+    elif job.get("attention") is None and attention and "flash" in str(attention):
+        job["attention"] = "flash"
+    record = {"format": FORMAT, "config": _scalars(config),
+              "job": {k: v for k, v in job.items() if v is not None}}
+    text = json.dumps(record, separators=(",", ":"))
+    if len(text.encode()) > MAX_BYTES:
+        record["config"] = {k: v for k, v in record["config"].items() if k in _ESSENTIAL}
+        text = json.dumps(record, separators=(",", ":"))
+    if len(text.encode()) > MAX_BYTES:
+        raise ValueError(f"record_model: the model record is {len(text.encode())} bytes, more "
+                         f"than the {MAX_BYTES} a log record holds")
+    return text
+
+
+def shape_from_inputs(args, kwargs):
+    """(micro_batch, seq) of a forward call's token ids (input_ids, or the first tensor
+    argument of two dimensions), or None."""
+    ids = kwargs.get("input_ids")
+    if ids is None:
+        ids = next((a for a in args if hasattr(a, "shape") and len(a.shape) == 2), None)
+    if ids is None or len(getattr(ids, "shape", ())) != 2:
+        return None
+    return int(ids.shape[0]), int(ids.shape[1])
