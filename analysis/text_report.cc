@@ -206,7 +206,19 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
                          r.replay_seconds, CountOf(r.metrics.allocations, "allocation"),
                          CountOf(r.metrics.frees, "free"));
   const MemoryMetrics& m = r.metrics;
-  out << "Memory (peaks over the trace)\n";
+  // The job's figures leave out requests it was refused and the replay served; the replay's own
+  // statistics (memory_summary) and the sweep's rows count them: each says which it is.
+  const std::string refused =
+      m.refused_requests_left_out == 0
+          ? ""
+          : absl::StrFormat("the %s (%s) the job was refused and the replay served",
+                            CountOf(m.refused_requests_left_out, "request"),
+                            Size(m.refused_bytes_left_out));
+  if (refused.empty()) {
+    out << "Memory (peaks over the trace)\n";
+  } else {
+    Wrapped(out, absl::StrCat("Memory (peaks over the trace, without ", refused, ")"), "");
+  }
   out << absl::StrFormat("  allocated %s   active %s   requested %s   reserved %s\n",
                          Size(m.peak_allocated_bytes), Size(m.peak_active_bytes),
                          Size(m.peak_requested_bytes), Size(m.peak_reserved_bytes));
@@ -274,10 +286,24 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
         "%.2f s (0 = unlimited max_split_size)\n",
         CountOf(r.sweep.size(), "configuration"), r.sweep_seconds);
     RenderSweepTable(r.sweep, r.recommended, r.recommendation, out);
+    if (!refused.empty()) {
+      Wrapped(out,
+              absl::StrCat("Each row is a replay under its settings and counts ", refused,
+                           ", which the peaks and utilization above leave out (so the first "
+                           "row's figures can exceed them)."),
+              "  ");
+    }
   }
   if (options.memory_summary) {
-    out << "\nPyTorch memory_summary() of the replay at the end of the trace:\n"
-        << r.memory_summary;
+    out << "\n";
+    Wrapped(out,
+            refused.empty()
+                ? std::string("PyTorch memory_summary() of the replay at the end of the trace:")
+                : absl::StrCat("PyTorch memory_summary() of the replay at the end of the trace "
+                               "(the replay's statistics: they count ",
+                               refused, ", which the peaks above leave out):"),
+            "");
+    out << r.memory_summary;
   }
   if (!r.warnings.empty()) {
     out << "\nWarnings:\n";
