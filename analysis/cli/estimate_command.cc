@@ -79,12 +79,14 @@ Training:
   --micro-batch N            micro-batch size (default 1)
   --recompute none|selective|full
                              activation recomputation (default none)
-  --flash-attention          no s^2 attention tensors are stored
-  --no-dropout               no dropout masks (Korthikanti assumes dropout)
+  --flash-attention          no s^2 attention tensors are stored (default: they are)
+  --no-dropout               no dropout masks (default: dropout, as Korthikanti assumes)
+                             (the report's second line states both, with the recompute)
   --no-activations           model states only
   --activation-model NAME    korthikanti (default: Megatron's fused kernels) or torch-autocast
-                             (transformers' eager modules under torch.autocast, one GPU;
-                             measured on an H100: estimator/README.md)
+                             (transformers' eager modules under torch.autocast, one GPU, no
+                             recompute; measured on an H100 for full fine-tuning, not LoRA or
+                             QLoRA: estimator/README.md)
   --persistent-grads         torch-autocast: gradients live at the peak (accumulation)
   --lora-rank R              LoRA with rank R (frozen base)
   --lora-targets LIST        q,k,v,o,gate,up,down or all (default q,v)
