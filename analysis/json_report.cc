@@ -192,6 +192,8 @@ void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& opti
   j.Field("requested_bytes", m.peak_requested_bytes);
   j.Field("reserved_bytes", m.peak_reserved_bytes);
   j.Field("internal_waste_bytes", m.peak_internal_waste_bytes);
+  j.Field("refused_requests_left_out", m.refused_requests_left_out);
+  j.Field("refused_bytes_left_out", m.refused_bytes_left_out);
   j.EndObject();
   j.Key("at_peak_reserved");
   j.BeginObject();

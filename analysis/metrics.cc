@@ -107,6 +107,11 @@ void MetricsCollector::OnOom(const ReplayOom& oom) {
   metrics_.frees = saved_counts_.frees;
   metrics_.peak_internal_waste_bytes = saved_counts_.peak_internal_waste_bytes;
   new_reserved_peak_ = false;
+  ++metrics_.refused_requests_left_out;
+  if (oom.event != nullptr) {
+    metrics_.refused_bytes_left_out +=
+        oom.event->requested_bytes > 0 ? oom.event->requested_bytes : oom.event->bytes;
+  }
 }
 
 uint64_t MetricsCollector::TakeRefused(DevicePtr ptr, uint64_t bytes) {

@@ -54,6 +54,11 @@ struct MemoryMetrics {
   double internal_waste_fraction_at_peak = 0.0;   // waste / allocated
   // GMLake: peak active / peak reserved (over the whole trace).
   double utilization = 0.0;
+  // Requests the job was refused (its OOMs) that the replay served and that the figures above
+  // leave out (MetricsCollector::OnOom), and their caller's bytes. The replay's allocator
+  // statistics (final_stats, memory_summary) and every sweep row count them.
+  uint64_t refused_requests_left_out = 0;
+  uint64_t refused_bytes_left_out = 0;
   DeviceStats final_stats;
   std::vector<TimelinePoint> timeline;
 };

@@ -1,6 +1,8 @@
 #include "analysis/text_report.h"
 
 #include <algorithm>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -73,6 +75,41 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
   if (!x.avoided_by.empty()) Wrapped(out, "fix: " + x.avoided_by, "      ");
 }
 
+// A sweep row's label: the configuration's settings without expandable_segments (the "exp"
+// column), "(default)" for none.
+std::string SweepRowLabel(const SweepConfig& config) {
+  std::string label = absl::StrReplaceAll(
+      config.label, {{",expandable_segments:True", ""}, {"expandable_segments:True,", ""}});
+  return label == "expandable_segments:True" ? "(default)" : label;
+}
+
+// `text` (a settings string, no spaces) after `indent`, broken after the commas between settings
+// into lines of at most kTextColumns; continuation lines are indented as far as the text. A
+// setting wider than a line is not broken.
+std::string BreakAtCommas(std::string_view text, const std::string& indent) {
+  std::string out = indent;
+  size_t column = indent.size();
+  size_t pos = 0;
+  while (pos < text.size()) {
+    // The next comma outside brackets (a roundup_power2_divisions list stays whole).
+    size_t end = pos;
+    for (int depth = 0; end < text.size();) {
+      const char c = text[end++];
+      depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+      if (c == ',' && depth <= 0) break;
+    }
+    if (column > indent.size() && column + (end - pos) > kTextColumns) {
+      out.push_back('\n');
+      out.append(indent.size(), ' ');
+      column = indent.size();
+    }
+    out.append(text.substr(pos, end - pos));
+    column += end - pos;
+    pos = end;
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 void WriteWrapped(std::ostream& out, const std::string& text, const std::string& indent) {
@@ -93,22 +130,31 @@ std::string FormatDuration(uint64_t ns) {
 void RenderSweepTable(const std::vector<SweepResult>& results,
                       const std::optional<size_t>& recommended, const std::string& reason,
                       std::ostream& out) {
-  // expandable_segments has its own column ("exp"); the label shows the other settings.
+  // expandable_segments has its own column ("exp"); the label shows the other settings. A label
+  // wider than its column is cut, with a note number ("#1") that the notes below the table give
+  // whole, so that every row stays one line and the columns stay aligned.
+  constexpr size_t kLabelColumn = 36;
   out << absl::StrFormat("  %-36s %3s %13s %7s %-16s %8s %7s\n", "configuration", "exp",
                          "peak reserved", "util", "OOM", "mallocs", "frees");
   bool fragscope_only = false;
+  std::vector<std::string> long_labels;  // note #k is long_labels[k - 1]
   for (size_t i = 0; i < results.size(); ++i) {
     const SweepResult& r = results[i];
-    std::string label = absl::StrReplaceAll(
-        r.config.label, {{",expandable_segments:True", ""}, {"expandable_segments:True,", ""}});
-    if (label == "expandable_segments:True") label = "(default)";
-    label += r.Tag();
+    std::string label = SweepRowLabel(r.config);
+    const std::string tag(r.Tag());
     fragscope_only |= !r.config.pytorch_applicable;
     const char mark = recommended.has_value() && *recommended == i ? '*' : ' ';
-    if (label.size() > 36) {
-      // Whole on a line of its own (cut, two rows could read the same); the figures below it.
-      Wrapped(out, label, std::string(1, mark) + " ");
-      label.clear();
+    if (label.size() + tag.size() > kLabelColumn) {
+      // One note per label (the expandable and the other rows share theirs).
+      size_t number = static_cast<size_t>(std::find(long_labels.begin(), long_labels.end(), label) -
+                                          long_labels.begin() + 1);
+      if (number > long_labels.size()) long_labels.push_back(label);
+      const std::string note = absl::StrFormat(" #%d", number);
+      // Cut before the tag and the note number, so that both stay in view.
+      label.resize(kLabelColumn - tag.size() - note.size() - 3);
+      label.append("...").append(tag).append(note);
+    } else {
+      label += tag;
     }
     const char* exp = r.config.options.expandable_segments ? "yes" : "no";
     if (!r.error.empty()) {
@@ -120,6 +166,9 @@ void RenderSweepTable(const std::vector<SweepResult>& results,
     out << absl::StrFormat("%c %-36s %3s %13s %7s %-16s %8d %7d\n", mark, label, exp,
                            Size(r.peak_reserved_bytes), Percent(r.utilization), oom,
                            r.device_mallocs, r.device_frees);
+  }
+  for (size_t k = 0; k < long_labels.size(); ++k) {
+    out << BreakAtCommas(long_labels[k], absl::StrFormat("  #%d ", k + 1));
   }
   if (fragscope_only) {
     Wrapped(out,
@@ -157,7 +206,19 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
                          r.replay_seconds, CountOf(r.metrics.allocations, "allocation"),
                          CountOf(r.metrics.frees, "free"));
   const MemoryMetrics& m = r.metrics;
-  out << "Memory (peaks over the trace)\n";
+  // The job's figures leave out requests it was refused and the replay served; the replay's own
+  // statistics (memory_summary) and the sweep's rows count them: each says which it is.
+  const std::string refused =
+      m.refused_requests_left_out == 0
+          ? ""
+          : absl::StrFormat("the %s (%s) the job was refused and the replay served",
+                            CountOf(m.refused_requests_left_out, "request"),
+                            Size(m.refused_bytes_left_out));
+  if (refused.empty()) {
+    out << "Memory (peaks over the trace)\n";
+  } else {
+    Wrapped(out, absl::StrCat("Memory (peaks over the trace, without ", refused, ")"), "");
+  }
   out << absl::StrFormat("  allocated %s   active %s   requested %s   reserved %s\n",
                          Size(m.peak_allocated_bytes), Size(m.peak_active_bytes),
                          Size(m.peak_requested_bytes), Size(m.peak_reserved_bytes));
@@ -226,10 +287,24 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
         "%.2f s (0 = unlimited max_split_size)\n",
         CountOf(r.sweep.size(), "configuration"), r.sweep_seconds);
     RenderSweepTable(r.sweep, r.recommended, r.recommendation, out);
+    if (!refused.empty()) {
+      Wrapped(out,
+              absl::StrCat("Each row is a replay under its settings and counts ", refused,
+                           ", which the peaks and utilization above leave out (so the first "
+                           "row's figures can exceed them)."),
+              "  ");
+    }
   }
   if (options.memory_summary) {
-    out << "\nPyTorch memory_summary() of the replay at the end of the trace:\n"
-        << r.memory_summary;
+    out << "\n";
+    Wrapped(out,
+            refused.empty()
+                ? std::string("PyTorch memory_summary() of the replay at the end of the trace:")
+                : absl::StrCat("PyTorch memory_summary() of the replay at the end of the trace "
+                               "(the replay's statistics: they count ",
+                               refused, ", which the peaks above leave out):"),
+            "");
+    out << r.memory_summary;
   }
   if (!r.warnings.empty()) {
     out << "\nWarnings:\n";

@@ -70,8 +70,20 @@ absl::Status CheckSupported(const ModelSpec& spec, const TrainingConfig& config)
   if (l.tp > 1) return Unsupported(absl::StrCat("tp = ", l.tp));
   if (l.pp > 1) return Unsupported(absl::StrCat("pp = ", l.pp));
   if (l.sequence_parallel) return Unsupported("sequence parallelism");
-  if (config.recompute != Recompute::kNone) {
-    return Unsupported(absl::StrCat("recompute ", RecomputeName(config.recompute)));
+  if (config.recompute == Recompute::kSelective) {
+    return absl::InvalidArgumentError(
+        "activation-model torch-autocast with recompute selective: selective recompute is "
+        "Megatron's (the attention core only); transformers checkpoints whole layers (recompute "
+        "full), and that is not modelled either (use activation-model korthikanti)");
+  }
+  if (config.recompute == Recompute::kFull) {
+    // What a checkpointed step keeps was never measured, and its peak moves: not one formula.
+    return absl::InvalidArgumentError(
+        "activation-model torch-autocast with recompute full is not modelled: its tensors were "
+        "measured in steps without activation checkpointing, and under checkpointing the peak "
+        "moves (every layer's saved input, one layer's recomputed tensors, and the gradients "
+        "that the backward now accumulates while it frees less), which no measurement has "
+        "placed; use activation-model korthikanti, whose recompute terms are Korthikanti's");
   }
   if (spec.is_moe()) return Unsupported("a mixture-of-experts model");
   return absl::OkStatus();

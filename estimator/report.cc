@@ -88,6 +88,15 @@ std::string QuantitiesJson(const std::vector<Term>& terms) {
   return out;
 }
 
+std::string ActivationsJson(const std::optional<ActivationAssumptions>& a) {
+  if (!a.has_value()) return "null";
+  const auto flag = [](bool value) { return value ? "true" : "false"; };
+  return absl::StrCat("{\"counted\": ", flag(a->counted), ", \"model\": ", JsonQuote(a->model),
+                      ", \"recompute\": ", JsonQuote(a->recompute),
+                      ", \"flash_attention\": ", flag(a->flash_attention),
+                      ", \"dropout\": ", flag(a->dropout), "}");
+}
+
 }  // namespace
 
 std::string FormatSeconds(double seconds) {
@@ -193,6 +202,7 @@ std::string RenderJson(const Report& report) {
   std::string out = "{\n";
   absl::StrAppend(&out, "  \"model\": ", JsonQuote(e.model_name), ",\n");
   absl::StrAppend(&out, "  \"workload\": ", JsonQuote(e.workload), ",\n");
+  absl::StrAppend(&out, "  \"activations\": ", ActivationsJson(e.activations), ",\n");
   absl::StrAppend(&out, "  \"parameters\": ", JsonNumber(static_cast<double>(e.total_parameters)),
                   ",\n");
   absl::StrAppend(&out, "  \"parameters_on_gpu\": ", JsonNumber(e.parameters_on_gpu), ",\n");

@@ -3,14 +3,16 @@
 //
 // Text layout:
 //   <model>: <P> parameters, <P_local> on this GPU
-//   <workload>
+//   <workload>   (training: ends with what the activations assume: model, recompute, flash
+//                 attention, dropout)
 //     term                                   bytes        GiB   share
 //     weights (bf16)                26,031,728,640      24.24   31.2%
 //     ...
 //     total on GPU                  83,414,810,624      77.69  100.0%
 //   GPU h100-80gb (...): 79.18 GiB visible to CUDA; total is 98.1% of it: fits, 1.49 GiB free
 // GiB = 2^30 bytes throughout; shares are of the device total (host terms show "host").
-// JSON keys are stable (see README.md): model, workload, parameters, parameters_on_gpu, terms[]
+// JSON keys are stable (see README.md): model, workload, activations (training: {counted, model,
+// recompute, flash_attention, dropout}; inference: null), parameters, parameters_on_gpu, terms[]
 // {key, label, placement, bytes, gib, share, formula, values, source}, device_total_bytes,
 // host_total_bytes, quantities[], notes[], gpu {name, description, memory_bytes, fits,
 // headroom_bytes, used_fraction}, timing[] {key, label, unit, value, formula, values, source}.

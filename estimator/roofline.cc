@@ -1,6 +1,8 @@
 #include "estimator/roofline.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -67,15 +69,31 @@ absl::StatusOr<std::vector<Term>> RooflineTerms(const ModelSpec& spec,
                            Unit::kBytes, "P * bytes(dtype)",
                            absl::StrCat(FormatCount(static_cast<double>(count.total)), " * ",
                                         FormatNumber(bytes_per_weight))));
-  const double prefill_seconds = std::max(prefill_flops / peak, all_weights / bandwidth);
-  terms.push_back(Quantity(
-      "prefill_seconds", absl::StrCat("prefill time (time to first token, ", s_p, " tokens)"),
-      prefill_seconds, Unit::kSeconds,
-      "max(FLOPs / (peak * e_c * tp), bytes / (bandwidth * e_b * tp))",
-      absl::StrFormat("max(%s / (%s * %s * %s), %s / (%s * %s * %s))", FormatCount(prefill_flops),
-                      FormatNumber(gpu.peak_flops), FormatNumber(options.compute_efficiency),
-                      FormatNumber(gpus), FormatCount(all_weights), FormatNumber(gpu.bandwidth),
-                      FormatNumber(options.bandwidth_efficiency), FormatNumber(gpus))));
+  const auto prefill_time = [&](std::string key, std::string label, double flops) {
+    terms.push_back(Quantity(
+        std::move(key), std::move(label), std::max(flops / peak, all_weights / bandwidth),
+        Unit::kSeconds, "max(FLOPs / (peak * e_c * tp), bytes / (bandwidth * e_b * tp))",
+        absl::StrFormat("max(%s / (%s * %s * %s), %s / (%s * %s * %s))", FormatCount(flops),
+                        FormatNumber(gpu.peak_flops), FormatNumber(options.compute_efficiency),
+                        FormatNumber(gpus), FormatCount(all_weights), FormatNumber(gpu.bandwidth),
+                        FormatNumber(options.bandwidth_efficiency), FormatNumber(gpus))));
+  };
+  // The prefill of a batch is of all its sequences together: each one's first token comes after
+  // the whole batch's prefill. One sequence prefilled alone reads the same weights for 1/b of
+  // the FLOPs.
+  if (config.batch == 1) {
+    prefill_time("prefill_seconds",
+                 absl::StrCat("prefill time (time to first token, ", s_p, " tokens)"),
+                 prefill_flops);
+  } else {
+    prefill_time("prefill_seconds",
+                 absl::StrCat("prefill time per batch (", config.batch, " x ", s_p,
+                              " tokens: each sequence's time to first token)"),
+                 prefill_flops);
+    prefill_time("prefill_seconds_per_sequence",
+                 absl::StrCat("prefill time per sequence (", s_p, " tokens, prefilled alone)"),
+                 prefill_flops / b);
+  }
 
   // Decode: one token per sequence, attending to c cached tokens.
   double weights_read = all_weights;
@@ -101,8 +119,12 @@ absl::StatusOr<std::vector<Term>> RooflineTerms(const ModelSpec& spec,
                            absl::StrCat(FormatCount(weights_read), " + ", FormatCount(kv_bytes))));
   const double decode_seconds = std::max(decode_flops / peak, decode_bytes / bandwidth);
   terms.push_back(Quantity(
-      "decode_seconds", "decode time per output token (at the full context)", decode_seconds,
-      Unit::kSeconds, "max(FLOPs / (peak * e_c * tp), bytes / (bandwidth * e_b * tp))",
+      "decode_seconds",
+      config.batch == 1 ? "decode time per output token (at the full context)"
+                        : absl::StrCat("decode time per output token (", config.batch,
+                                       " sequences, one token each; at the full context)"),
+      decode_seconds, Unit::kSeconds,
+      "max(FLOPs / (peak * e_c * tp), bytes / (bandwidth * e_b * tp))",
       absl::StrFormat("max(%s / (%s * %s * %s), %s / (%s * %s * %s))", FormatCount(decode_flops),
                       FormatNumber(gpu.peak_flops), FormatNumber(options.compute_efficiency),
                       FormatNumber(gpus), FormatCount(decode_bytes), FormatNumber(gpu.bandwidth),

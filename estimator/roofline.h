@@ -31,8 +31,10 @@ struct RooflineOptions {
   double bandwidth_efficiency = 1.0;  // fraction of peak bandwidth reached, (0, 1]
 };
 
-// Terms (units kFlops, kBytes, kSeconds): prefill_flops, prefill_bytes, prefill_seconds,
-// decode_flops, decode_bytes, decode_seconds (per output token at the full context).
+// Terms (units kFlops, kBytes, kSeconds): prefill_flops, prefill_bytes, prefill_seconds (the
+// whole batch's prefill: every sequence's time to first token when they are prefilled together),
+// prefill_seconds_per_sequence (batch > 1 only: one sequence prefilled alone), decode_flops,
+// decode_bytes, decode_seconds (per output token of every sequence, at the full context).
 // A bare parameter count uses M = P and no attention term; the KV cache needs an architecture.
 absl::StatusOr<std::vector<Term>> RooflineTerms(const ModelSpec& spec,
                                                 const InferenceConfig& config, const GpuSpec& gpu,

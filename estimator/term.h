@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,17 @@ struct Term {
   bool at_peak = true;
 };
 
+// What a training estimate's activation terms assume, stated in the report's header line and
+// JSON: flash attention drops the s^2 attention tensors and dropout adds masks, so the same flags
+// left at their defaults can move the total by gigabytes.
+struct ActivationAssumptions {
+  bool counted = false;          // false: model states only (--no-activations, a bare count)
+  std::string model;             // "korthikanti" or "torch-autocast"
+  std::string recompute;         // "none", "selective" or "full"
+  bool flash_attention = false;  // no s^2 attention tensors are stored
+  bool dropout = true;           // dropout masks are stored
+};
+
 // The result of one estimate: memory terms per GPU (most-loaded rank) plus derived quantities
 // (parameter counts, times) that are not memory.
 struct MemoryEstimate {
@@ -46,6 +58,8 @@ struct MemoryEstimate {
   std::vector<Term> terms;         // unit kBytes only
   std::vector<Term> quantities;    // everything else (counts, FLOPs, seconds)
   std::vector<std::string> notes;  // caveats that apply to this configuration
+  // Training only (inference stores no activations).
+  std::optional<ActivationAssumptions> activations;
 
   // Sum of the device terms alive at the peak, in bytes.
   double DeviceBytes() const;

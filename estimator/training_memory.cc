@@ -62,6 +62,24 @@ Term Place(Term term, bool offload) {
   return term;
 }
 
+ActivationAssumptions Assumptions(const TrainingConfig& c) {
+  ActivationAssumptions a;
+  a.counted = c.include_activations;
+  a.model = std::string(ActivationModelName(c.activation_model));
+  a.recompute = std::string(RecomputeName(c.recompute));
+  a.flash_attention = c.flash_attention;
+  a.dropout = c.dropout;
+  return a;
+}
+
+// "activations (korthikanti model): recompute none, flash attention off, dropout on".
+std::string AssumptionsText(const ActivationAssumptions& a) {
+  if (!a.counted) return "activations not counted";
+  return absl::StrCat("activations (", a.model, " model): recompute ", a.recompute,
+                      ", flash attention ", a.flash_attention ? "on" : "off", ", dropout ",
+                      a.dropout ? "on" : "off");
+}
+
 std::string Workload(const TrainingConfig& c, int zero_stage) {
   const ParallelLayout& l = c.layout;
   std::string precision = c.precision == Precision::kFp32
@@ -78,14 +96,12 @@ std::string Workload(const TrainingConfig& c, int zero_stage) {
                         LoraTargetsName(c.lora.targets));
   }
   return absl::StrFormat(
-      "training: %s, %s, %s%s; tp %d x pp %d x dp %d = %d GPU%s%s%s%s; seq %d, micro-batch %d, "
-      "recompute %s%s%s",
+      "training: %s, %s, %s%s; tp %d x pp %d x dp %d = %d GPU%s%s%s%s; seq %d, micro-batch %d; %s",
       precision, OptimizerName(c.optimizer), sharding, lora, l.tp, l.pp, l.dp, l.gpus(),
       l.gpus() == 1 ? "" : "s", l.ep > 1 ? absl::StrCat(", ep ", l.ep) : "",
       l.vpp > 1 ? absl::StrCat(", vpp ", l.vpp) : "",
       l.sequence_parallel ? ", sequence parallel" : "", c.seq_len, c.micro_batch,
-      RecomputeName(c.recompute), c.flash_attention ? ", flash attention" : "",
-      c.activation_model == ActivationModel::kTorchAutocast ? ", torch.autocast activations" : "");
+      AssumptionsText(Assumptions(c)));
 }
 
 }  // namespace
@@ -107,6 +123,7 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   MemoryEstimate estimate;
   estimate.model_name = spec.name;
   estimate.workload = Workload(config, zero);
+  estimate.activations = Assumptions(config);
   estimate.total_parameters = count.total;
   estimate.parameters_on_gpu = shard.total();
 
@@ -280,6 +297,23 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(
         std::vector<Term> activations,
         autocast ? AutocastActivationTerms(spec, config) : ActivationTerms(spec, config));
+    if (autocast && config.lora.enabled()) {
+      // The model was measured on full fine-tuning: nothing measured stands behind it here.
+      const char* const method = config.lora.qlora ? "QLoRA" : "LoRA";
+      for (Term& term : activations) {
+        absl::StrAppend(&term.source, "; no measured basis with ", method,
+                        ": the full fine-tuning's tensors (see the note)");
+      }
+      estimate.notes.push_back(absl::StrCat(
+          "activation-model torch-autocast has no measured basis with ", method,
+          ": it was measured on full fine-tuning with fp32 parameters, and a ", method,
+          " step saves other tensors (frozen layers need no inputs for weight gradients, the "
+          "adapters save their own",
+          config.lora.qlora ? ", and a QLoRA base loaded in 16 bits has a 16-bit residual "
+                              "stream and norms, not fp32"
+                            : "",
+          "); the activation terms are the full fine-tuning's"));
+    }
     for (Term& term : activations) estimate.terms.push_back(std::move(term));
   } else {
     estimate.notes.push_back("activations not included (model states only)");

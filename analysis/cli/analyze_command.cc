@@ -5,6 +5,7 @@
 #include "analysis/analyzer.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/cli_flags.h"
+#include "analysis/cli/json_output.h"
 #include "analysis/cli/output_file.h"
 #include "analysis/cli/progress_bar.h"
 #include "analysis/html_report.h"
@@ -41,7 +42,8 @@ each is summarized and the worst rank is named.
   --at EVENT                also show the segment layout after trace event EVENT (at a
                             segment event: after the operation before it; segment events are
                             the allocator's, replayed with the allocation or free that made them)
-  --json OUT                write the report as JSON (schema: analysis/REPORT_SCHEMA.md)
+  --json OUT                write the report as JSON (schema: analysis/REPORT_SCHEMA.md); OUT -:
+                            to stdout, instead of the text report
   --html OUT                write a self-contained HTML report
   --capacity SIZE           device capacity, 2 MiB to 4 TiB (default: the log header; snapshots:
                             inferred at OOMs)
@@ -152,17 +154,19 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
     }
     return 1;
   }
+  // `--json -`: stdout carries the JSON alone, and the text goes nowhere.
+  JsonOutput json(flags->Get("--json"), out);
+  std::ostream& text_out = json.text();
   TextReportOptions text;
   text.memory_summary = !flags->Has("--no-summary");
-  RenderTextReport(*report, text, out);
-  if (const std::string* path = flags->Get("--json")) {
-    if (absl::Status s =
-            WriteOutputFile(*path, [&](std::ostream& o) { WriteJsonReport(*report, {}, o); });
+  RenderTextReport(*report, text, text_out);
+  if (json.requested()) {
+    if (absl::Status s = json.Write([&](std::ostream& o) { WriteJsonReport(*report, {}, o); });
         !s.ok()) {
       err << "fragscope analyze: " << s.message() << "\n";
       return 1;
     }
-    out << "\nJSON report: " << *path << "\n";
+    text_out << "\nJSON report: " << *flags->Get("--json") << "\n";
   }
   if (const std::string* path = flags->Get("--html")) {
     if (absl::Status s =
@@ -171,7 +175,7 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
       err << "fragscope analyze: " << s.message() << "\n";
       return 1;
     }
-    out << (flags->Has("--json") ? "" : "\n") << "HTML report: " << *path << "\n";
+    text_out << (flags->Has("--json") ? "" : "\n") << "HTML report: " << *path << "\n";
   }
   return 0;
 }

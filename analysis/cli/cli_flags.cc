@@ -11,6 +11,7 @@
 #include "allocator/event_log_format.h"
 #include "allocator/simulated_backend.h"
 #include "allocator/types.h"
+#include "analysis/cli/json_output.h"
 #include "analysis/sweep.h"
 
 namespace fragscope::cli {
@@ -275,7 +276,11 @@ absl::Status CheckOutputsAreNotInputs(const ParsedFlags& flags,
                                       std::initializer_list<std::string_view> output_flags) {
   std::vector<OutputPath> outputs;
   for (std::string_view flag : output_flags) {
-    if (const std::string* path = flags.Get(flag)) outputs.push_back({flag, *path});
+    const std::string* path = flags.Get(flag);
+    // `--json -` is standard output (json_output.h), no file.
+    if (path != nullptr && !(flag == "--json" && *path == kStdoutPath)) {
+      outputs.push_back({flag, *path});
+    }
   }
   return CheckOutputPaths(flags.positional, outputs);
 }

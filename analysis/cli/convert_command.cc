@@ -39,6 +39,9 @@ CSV. OUT, chosen by --to or by OUT's extension:
   .json           Chrome trace-event JSON for ui.perfetto.dev: allocated / active / reserved
                   counters, markers and OOMs as instant events
 The input is replayed through fragscope's allocator and the replay's events are written.
+A trace with expandable segments needs the device's --capacity unless it records it (snapshots
+do not): their address reservations are sized by it, and without it the output's addresses
+would not be the trace's.
 Markers are not written to a snapshot. The job's OOMs stay OOMs: one the replay does not
 reproduce (the job ran under a cap or on a device the trace does not record: give
 --memory-fraction, --allowed or --capacity) is written as the trace recorded it, with a warning.
@@ -218,6 +221,20 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     return 1;
   }
   const TraceInfo& info = (*source)->info();
+  // Expandable segments reserve 9/8 of the device's memory per stream: under an assumed capacity
+  // the replay maps its pages at other addresses than the trace's, and OUT would carry those
+  // (and a replay of OUT would then verify faithful to them). Refused, not guessed.
+  if (info.expandable_segments && !options.capacity_bytes.has_value() && info.capacity_bytes == 0) {
+    err << WrapParagraph(
+        absl::StrCat(in,
+                     ": the trace uses expandable segments and does not record the device's "
+                     "memory, which sizes their address reservations (9/8 of it each): without "
+                     "it the replay would map pages at other addresses than the trace's, and the "
+                     "output would carry them. Pass the device's --capacity (torch.cuda."
+                     "get_device_properties(device).total_memory)."),
+        "fragscope convert: ", "  ");
+    return 2;
+  }
   absl::StatusOr<ReplayConfig> config = MakeReplayConfig(info, options);
   if (!config.ok()) {
     err << "fragscope convert: " << config.status().message() << "\n";

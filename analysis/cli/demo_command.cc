@@ -21,6 +21,7 @@
 #include "analysis/analyzer.h"
 #include "analysis/cli/cli_flags.h"
 #include "analysis/cli/command_line.h"
+#include "analysis/cli/json_output.h"
 #include "analysis/cli/output_file.h"
 #include "analysis/cli/progress_bar.h"
 #include "analysis/demo_job.h"
@@ -44,7 +45,7 @@ with the least memory, and writes an HTML report (fragscope-demo.html by default
 
   --html OUT        the HTML report's path (default fragscope-demo.html)
   --no-html         no HTML report
-  --json OUT        also write the JSON report
+  --json OUT        also write the JSON report (OUT -: to stdout, instead of the text)
   --log OUT         keep the recorded event log (.fslog) there
   --conf CONF       the job's PYTORCH_CUDA_ALLOC_CONF (default: PyTorch's defaults)
   --capacity-gib N  the simulated GPU's memory, 1 to 4096 (default 16)
@@ -93,7 +94,8 @@ std::string AllSteps(int n) {
 
 }  // namespace
 
-int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_stream,
+                   std::ostream& err) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(args, {{"--html"},
                                                         {"--no-html", false},
                                                         {"--json"},
@@ -108,9 +110,12 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
     return UsageError(err, "demo", flags.status().message());
   }
   if (flags->Has("--help")) {
-    out << kUsage;
+    stdout_stream << kUsage;
     return 0;
   }
+  // `--json -`: stdout carries the JSON report alone; the demo's text goes nowhere.
+  JsonOutput json_output(flags->Get("--json"), stdout_stream);
+  std::ostream& out = json_output.text();
   if (!flags->positional.empty()) {
     return UsageError(err, "demo",
                       absl::StrCat("unexpected argument '", flags->positional[0], "'"));
@@ -150,9 +155,10 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
       flags->Get("--html") != nullptr ? *flags->Get("--html") : "fragscope-demo.html";
   std::vector<OutputPath> outputs;
   if (!flags->Has("--no-html")) outputs.push_back({"--html", html_path});
-  for (std::string_view flag : {"--json", "--log"}) {
-    if (const std::string* path = flags->Get(flag)) outputs.push_back({flag, *path});
+  if (json_output.requested() && !json_output.to_stdout()) {
+    outputs.push_back({"--json", *flags->Get("--json")});
   }
+  if (const std::string* path = flags->Get("--log")) outputs.push_back({"--log", *path});
   if (absl::Status s = CheckOutputPaths({}, outputs); !s.ok()) {
     return UsageError(err, "demo", s.message());
   }
@@ -322,7 +328,7 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& out, std:
   }
   if (const std::string* json = flags->Get("--json")) {
     if (absl::Status s =
-            WriteOutputFile(*json, [&](std::ostream& o) { WriteJsonReport(*report, {}, o); });
+            json_output.Write([&](std::ostream& o) { WriteJsonReport(*report, {}, o); });
         !s.ok()) {
       err << "fragscope demo: " << s.message() << "\n";
       return 1;

@@ -1,6 +1,7 @@
 // `fragscope estimate` (estimate_command.h): parses the flags (estimate_flags.h), builds the
 // estimator's inputs (estimate_config.h), answers --solve by the estimator's inverse search and
-// renders the report as text, --explain or --json. Errors go to `err` with exit code 2.
+// renders the report as text, --explain or --json. Errors go to `err` with exit code 2 (1 when
+// the --json file cannot be written).
 #include "analysis/cli/estimate_command.h"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "allocator/check.h"
 #include "analysis/cli/estimate_config.h"
 #include "analysis/cli/estimate_flags.h"
+#include "analysis/cli/json_output.h"
 #include "analysis/cli/usage_error.h"
 #include "analysis/text_wrap.h"
 #include "estimator/gpu_presets.h"
@@ -77,12 +79,14 @@ Training:
   --micro-batch N            micro-batch size (default 1)
   --recompute none|selective|full
                              activation recomputation (default none)
-  --flash-attention          no s^2 attention tensors are stored
-  --no-dropout               no dropout masks (Korthikanti assumes dropout)
+  --flash-attention          no s^2 attention tensors are stored (default: they are)
+  --no-dropout               no dropout masks (default: dropout, as Korthikanti assumes)
+                             (the report's second line states both, with the recompute)
   --no-activations           model states only
   --activation-model NAME    korthikanti (default: Megatron's fused kernels) or torch-autocast
-                             (transformers' eager modules under torch.autocast, one GPU;
-                             measured on an H100: estimator/README.md)
+                             (transformers' eager modules under torch.autocast, one GPU, no
+                             recompute; measured on an H100 for full fine-tuning, not LoRA or
+                             QLoRA: estimator/README.md)
   --persistent-grads         torch-autocast: gradients live at the peak (accumulation)
   --lora-rank R              LoRA with rank R (frozen base)
   --lora-targets LIST        q,k,v,o,gate,up,down or all (default q,v)
@@ -106,7 +110,8 @@ Inverse questions (need --gpu or --gpu-mem-gib):
   --solve min-gpus           smallest GPU count, scaling one dimension of the layout
   --scale dp|tp|pp           dimension scaled by min-gpus (default dp; tp for inference)
 Output:
-  --json                     machine-readable report
+  --json PATH                the report as JSON, written to PATH (after the text report) or,
+                             with PATH -, to stdout instead of the text
   --explain                  every formula with its values substituted and its source
   --list-presets, --list-gpus, --help
 )";
@@ -145,22 +150,27 @@ std::string WrapLongLines(absl::string_view text) {
   return out;
 }
 
-void Emit(const est::Report& report, const Flags& flags, const std::string& prefix,
-          std::ostream& out) {
-  if (flags.Has("json")) {
-    std::string json = est::RenderJson(report);
-    if (!prefix.empty()) {
-      // {"solve": ..., then the report's members.
-      json = absl::StrCat("{\n", prefix, json.substr(2));
-    }
-    out << json;
-    return;
+// The report as text (or --explain), and as JSON with --json: to a file, after the text, or to
+// stdout (json_output.h). A failed write is `output_error` (exit 1), not a usage error.
+void Emit(const est::Report& report, const Flags& flags, const std::string& text_prefix,
+          const std::string& json_prefix, std::ostream& out, absl::Status& output_error) {
+  const std::optional<std::string> json_path = flags.Value("json");
+  JsonOutput json(json_path ? &*json_path : nullptr, out);
+  json.text() << WrapLongLines(
+      text_prefix + (flags.Has("explain") ? est::RenderExplain(report) : est::RenderText(report)));
+  if (!json.requested()) return;
+  std::string document = est::RenderJson(report);
+  if (!json_prefix.empty()) {
+    // {"solve": ..., then the report's members.
+    document = absl::StrCat("{\n", json_prefix, document.substr(2));
   }
-  out << WrapLongLines(
-      prefix + (flags.Has("explain") ? est::RenderExplain(report) : est::RenderText(report)));
+  output_error = json.Write([&](std::ostream& o) { o << document; });
+  if (output_error.ok() && !json.to_stdout()) {
+    out << "\nJSON report: " << *json_path << "\n";
+  }
 }
 
-absl::Status Run(const Flags& flags, std::ostream& out) {
+absl::Status Run(const Flags& flags, std::ostream& out, absl::Status& output_error) {
   if (flags.Has("list-presets")) {
     for (const est::ModelSpec& spec : est::ModelPresets()) {
       absl::StatusOr<est::ParameterCount> count = est::CountParameters(spec);
@@ -221,8 +231,8 @@ absl::Status Run(const Flags& flags, std::ostream& out) {
   report.has_gpu = gpu->has_value();
   if (report.has_gpu) report.gpu = **gpu;
   const double capacity = report.has_gpu ? report.gpu.memory_bytes : 0;
-  std::string prefix;
-  const bool json = flags.Has("json");
+  std::string text_prefix;
+  std::string json_prefix;
   // --params alone is a bare count: activations and the KV cache need the architecture. Unless a
   // flag asks for them (the estimator's error then says what is missing), they are left out and
   // a note says so.
@@ -253,9 +263,9 @@ absl::Status Run(const Flags& flags, std::ostream& out) {
     }
   }
   auto solve_prefix = [&](const std::string& kind, int64_t answer, const std::string& text) {
-    prefix = json ? absl::StrCat("  \"solve\": ", est::JsonQuote(kind), ",\n  \"answer\": ", answer,
-                                 ",\n")
-                  : text;
+    json_prefix =
+        absl::StrCat("  \"solve\": ", est::JsonQuote(kind), ",\n  \"answer\": ", answer, ",\n");
+    text_prefix = text;
   };
 
   if (training) {
@@ -329,7 +339,7 @@ absl::Status Run(const Flags& flags, std::ostream& out) {
       report.timing = *std::move(timing);
     }
   }
-  Emit(report, flags, prefix, out);
+  Emit(report, flags, text_prefix, json_prefix, out, output_error);
   return absl::OkStatus();
 }
 
@@ -341,7 +351,12 @@ int RunEstimateCommand(const std::vector<std::string>& args, std::ostream& out, 
     out << kUsage;
     return 0;
   }
-  absl::Status status = flags.ok() ? Run(*flags, out) : flags.status();
+  absl::Status output_error;
+  absl::Status status = flags.ok() ? Run(*flags, out, output_error) : flags.status();
+  if (!output_error.ok()) {
+    err << "fragscope estimate: " << output_error.message() << "\n";
+    return 1;
+  }
   if (status.ok()) return 0;
   return UsageError(err, "estimate", estimate::ShowFieldsAsFlags(status.message()));
 }

@@ -30,7 +30,6 @@ constexpr const char* kSwitches[] = {"train",
                                      "persistent-grads",
                                      "qlora",
                                      "no-double-quant",
-                                     "json",
                                      "explain",
                                      "help",
                                      "list-presets",
@@ -68,7 +67,8 @@ constexpr const char* kValued[] = {"preset",
                                    "cuda-context-mib",
                                    "workspace-mib",
                                    "solve",
-                                   "scale"};
+                                   "scale",
+                                   "json"};
 
 }  // namespace
 
@@ -105,8 +105,11 @@ absl::StatusOr<Flags> ParseFlags(const std::vector<std::string>& args) {
       continue;
     }
     if (!inline_value) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value"));
+      // A flag after it is not its value (`--json --explain` must not write a file "--explain").
+      if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "flag --", name, " needs a value", name == "json" ? " (a path, or - for stdout)" : "",
+            i + 1 < args.size() ? absl::StrCat(", not the flag ", args[i + 1]) : ""));
       }
       inline_value = args[++i];
     }

@@ -36,7 +36,8 @@ struct Flags {
 };
 
 // Errors: an argument that is not a flag, an unknown flag, a flag given twice, a value given to a
-// switch, a valued flag without its value.
+// switch, a valued flag without its value (at the end, or followed by another flag: "--VALUE" is
+// never a value unless written "--name=--VALUE").
 absl::StatusOr<Flags> ParseFlags(const std::vector<std::string>& args);
 
 // "invalid value 'VALUE' for --FLAG: expected WANT".

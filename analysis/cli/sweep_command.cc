@@ -7,6 +7,7 @@
 #include "analysis/analyzer.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/cli_flags.h"
+#include "analysis/cli/json_output.h"
 #include "analysis/cli/output_file.h"
 #include "analysis/cli/progress_bar.h"
 #include "analysis/json_report.h"
@@ -45,7 +46,7 @@ the trace ends where the job died (a setting that gets past the OOM may still fa
   --device N                 the device of a multi-device snapshot
   --threads N                replays at once (default: one per core)
   --json OUT                 write the sweep as JSON (schema fragscope.sweep:
-                             analysis/REPORT_SCHEMA.md)
+                             analysis/REPORT_SCHEMA.md); OUT -: to stdout, instead of the table
 )usage";
 
 }  // namespace
@@ -145,8 +146,11 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   } else {
     rank.recommendation = NoRecommendationReason(rank.sweep);
   }
+  // `--json -`: stdout carries the JSON alone, and the table goes nowhere.
+  JsonOutput json(flags->Get("--json"), out);
+  std::ostream& text_out = json.text();
   WriteWrapped(
-      out,
+      text_out,
       absl::StrFormat("fragscope sweep of %s: %s on a simulated %s device (%s%s), %s, %.2f s",
                       flags->positional[0], CountOf(rank.sweep.size(), "configuration"),
                       FormatSize(rank.capacity_bytes), capacity_source,
@@ -155,11 +159,11 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
                           : "",
                       CountOf(static_cast<uint64_t>(threads), "thread"), rank.sweep_seconds),
       "");
-  out << "\n";
-  RenderSweepTable(rank.sweep, rank.recommended, rank.recommendation, out);
+  text_out << "\n";
+  RenderSweepTable(rank.sweep, rank.recommended, rank.recommendation, text_out);
   if (baseline != nullptr && baseline->ooms == 0 && baseline->trace_ooms > 0) {
     WriteWrapped(
-        out,
+        text_out,
         absl::StrCat(
             "Note: the trace records ", CountOf(static_cast<uint64_t>(baseline->trace_ooms), "OOM"),
             " that the baseline row's replay does not reproduce.",
@@ -172,9 +176,8 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
             " `fragscope analyze` explains each OOM."),
         "  ");
   }
-  if (const std::string* path = flags->Get("--json")) {
-    if (absl::Status s =
-            WriteOutputFile(*path, [&](std::ostream& o) { WriteJsonSweepReport(rank, {}, o); });
+  if (json.requested()) {
+    if (absl::Status s = json.Write([&](std::ostream& o) { WriteJsonSweepReport(rank, {}, o); });
         !s.ok()) {
       err << "fragscope sweep: " << s.message() << "\n";
       return 1;

@@ -24,7 +24,9 @@ and OOMs. Prints "faithful (N events)" or the first divergence with the trace ev
 Exit status 0 when faithful, 1 otherwise.
 
 PyTorch snapshots do not record a per-process memory fraction: for a trace that ran under
-torch.cuda.set_per_process_memory_fraction, pass --memory-fraction (or --allowed) and --capacity.
+torch.cuda.set_per_process_memory_fraction, pass --memory-fraction (or --allowed) and --capacity
+(a trace whose settings set garbage_collection_threshold had one: PyTorch collects only under a
+cap).
 Nor do they record the device's memory, which sizes expandable segments' address reservations
 (9/8 of it each): for a trace that used expandable segments, pass --capacity.
 )usage";
@@ -119,8 +121,24 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
       (d.expected.rfind("segment_free", 0) == 0 || d.expected.rfind("segment_unmap", 0) == 0) &&
       (d.got.rfind("nothing", 0) == 0 || d.got.rfind("segment_alloc", 0) == 0 ||
        d.got.rfind("segment_map", 0) == 0);
-  if ((d.expected.rfind("oom", 0) == 0 || starts_retry) && !config->allowed_bytes.has_value() &&
-      info.format != TraceFormat::kRmmCsv) {
+  // garbage_collection_threshold acts only under a memory fraction (PyTorch's rule): with one set
+  // and no cap, the replay never collects, and the job's collections show as segment frees (or
+  // frees elsewhere) that the replay does not make.
+  const bool segment_decision =
+      d.expected.rfind("segment_", 0) == 0 || d.got.rfind("segment_", 0) == 0;
+  const bool gc_without_cap = config->options.garbage_collection_threshold > 0 &&
+                              !ReplayCapBytes(*config).has_value() && segment_decision;
+  if (gc_without_cap) {
+    WriteWrapped(out,
+                 absl::StrFormat(
+                     "the trace's settings set garbage_collection_threshold:%g, which PyTorch "
+                     "applies only under a per-process memory fraction, and no cap is known: the "
+                     "job ran under one that the trace does not record (snapshots never do). Pass "
+                     "--memory-fraction or --allowed, and --capacity.",
+                     config->options.garbage_collection_threshold),
+                 "  hint: ");
+  } else if ((d.expected.rfind("oom", 0) == 0 || starts_retry) &&
+             !config->allowed_bytes.has_value() && info.format != TraceFormat::kRmmCsv) {
     WriteWrapped(
         out,
         absl::StrFormat(

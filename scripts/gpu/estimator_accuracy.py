@@ -152,7 +152,7 @@ def estimate(fragscope, config_path, batch, seq, extra, out):
     cmd = [fragscope, "estimate", "--model-json", config_path, "--train", "--precision", "bf16",
            "--optimizer", "adamw", "--seq", str(seq), "--micro-batch", str(batch),
            "--flash-attention", "--activation-model", "torch-autocast", "--cuda-context-mib",
-           "0", "--workspace-mib", str(WORKSPACE_MIB), "--json"] + extra
+           "0", "--workspace-mib", str(WORKSPACE_MIB), "--json", "-"] + extra
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")

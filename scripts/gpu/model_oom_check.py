@@ -31,7 +31,7 @@ GIB = float(1 << 30)
 def estimate_bytes(fragscope):
     cmd = [fragscope, "estimate", "--preset", "gpt2-small", "--train", "--seq", str(SEQ),
            "--micro-batch", str(BATCH), "--flash-attention", "--activation-model",
-           "torch-autocast", "--cuda-context-mib", "0", "--workspace-mib", "64", "--json"]
+           "torch-autocast", "--cuda-context-mib", "0", "--workspace-mib", "64", "--json", "-"]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True,
                                      text=True).stdout)["device_total_bytes"]
 

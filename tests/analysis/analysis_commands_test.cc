@@ -483,14 +483,40 @@ TEST(AnalysisCommandsTest, DemoSaysWhenNoSettingGetsPastTheOom) {
 
 // A configuration label too long for the table's column is printed whole on a line of its own:
 // cut, two rows could read the same.
-TEST(AnalysisCommandsTest, SweepPrintsLongLabelsWhole) {
-  CommandRun r =
-      Fragscope({"sweep", FragmentedLog(), "--max-split-size-mb", "0", "--expandable-segments",
-                 "False", "--gc-threshold", "0.6", "--roundup-power2-divisions", "4"});
+// A label wider than its column is cut with a note number, and the note below the table gives it
+// whole: every row is one line, its columns where the header puts them, and no line is wider than
+// 100 columns (a label longer than that breaks between settings, never inside a list).
+TEST(AnalysisCommandsTest, SweepCutsLongLabelsAndGivesThemWholeInNotes) {
+  CommandRun r = Fragscope({"sweep", FragmentedLog(), "--max-split-size-mb", "0,1024",
+                            "--expandable-segments", "False,True", "--gc-threshold", "0.6",
+                            "--roundup-power2-divisions", "[64:8,128:4,256:2,512:1,>:1]"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("\n  garbage_collection_threshold:0.6,roundup_power2_divisions:4,"
+  EXPECT_THAT(r.out, HasSubstr("\n  #1 garbage_collection_threshold:0.6,"
                                "per_process_memory_fraction:0.999\n"));
-  EXPECT_THAT(r.out, Not(HasSubstr("...")));
+  // The longest label, broken between settings.
+  EXPECT_THAT(r.out, HasSubstr(",garbage_collection_threshold:0.6,\n"
+                               "     roundup_power2_divisions:[64:8,128:4,256:2,>:1],"
+                               "per_process_memory_fraction:0.999\n"));
+  std::istringstream lines(r.out);
+  std::string header;
+  size_t rows = 0;
+  size_t cut = 0;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_LE(line.size(), 100u) << line;
+    if (line.rfind("  configuration ", 0) == 0) header = line;
+    if (header.empty() || line == header || line.size() < 40) continue;
+    const std::string exp = line.substr(header.find("exp"), 3);
+    if (exp != " no" && exp != "yes") continue;  // a note or the recommendation
+    ++rows;
+    // The figures end where their headings do.
+    EXPECT_EQ(line.find(" MiB "), header.find("peak reserved") + 9) << line;
+    EXPECT_EQ(line.find(" % "), header.find("util") + 2) << line;
+    if (line.find("... #") != std::string::npos) ++cut;
+  }
+  EXPECT_EQ(rows, 16u) << r.out;
+  EXPECT_EQ(cut, 12u) << r.out;
+  // Rows that differ only in expandable_segments share their note.
+  EXPECT_THAT(r.out, Not(HasSubstr("#7"))) << r.out;
 }
 
 TEST(AnalysisCommandsTest, DemoTellsTheFragmentationStory) {

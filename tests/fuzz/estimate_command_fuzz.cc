@@ -4,7 +4,8 @@
 //
 // Properties checked on every input: nothing crashes, hangs or trips a sanitizer; the command
 // exits 0 (a report on stdout) or 2 (one error on stderr), never anything else, and an accepted
-// estimate prints no "nan" or "inf".
+// estimate prints no "nan" or "inf". Inputs that would touch the disk are skipped (--model-json,
+// and --json with a path: only "-", stdout, is fuzzed).
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
@@ -21,9 +22,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view input(reinterpret_cast<const char*>(data), size);
   std::vector<std::string> args = absl::StrSplit(input, '\n');
   if (args.size() > 40) return 0;
-  for (const std::string& arg : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
     // Files are the JSON fuzzer's business (model_spec_json_fuzz): do not read the disk here.
-    if (absl::StrContains(arg, "model-json")) return 0;
+    if (absl::StrContains(args[i], "model-json")) return 0;
+    // Nor write it: --json only to stdout ("-").
+    if (absl::StartsWith(args[i], "--json=") && args[i] != "--json=-") return 0;
+    if (args[i] == "--json" && i + 1 < args.size() && args[i + 1] != "-") return 0;
   }
   std::ostringstream out;
   std::ostringstream err;

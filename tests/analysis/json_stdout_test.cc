@@ -1,0 +1,63 @@
+// `--json -` (analysis/cli/json_output.h): analyze, sweep and demo write their JSON document to
+// stdout, and nothing else there, so that a pipe reads valid JSON; `--json PATH` still writes the
+// file after the text.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "estimator/json_value.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/command_run.h"
+#include "tests/analysis/trace_builder.h"
+
+namespace fragscope {
+namespace {
+
+using ::fragscope::testing::Fragscope;
+using ::fragscope::testing::TempPath;
+using ::fragscope::testing::TraceBuilder;
+using ::testing::HasSubstr;
+
+std::string OomLog() {
+  TraceBuilder t(64 * kMiB, "", "stdout.fslog");
+  std::vector<DevicePtr> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(t.Alloc(5 * kMiB));
+  for (int i : {0, 2, 4, 6}) t.Free(blocks[static_cast<size_t>(i)]);
+  t.AllocExpectOom(25 * kMiB);
+  return t.Finish();
+}
+
+// The schema of the JSON document that is all of `out`, or "" (with a failure) if it is not one.
+std::string SchemaOf(const std::string& out) {
+  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(out);
+  EXPECT_TRUE(json.ok()) << json.status() << "\n" << out;
+  if (!json.ok() || json->Find("schema") == nullptr) return "";
+  return json->Find("schema")->string_value();
+}
+
+TEST(JsonStdoutTest, DashWritesTheDocumentAloneToStdout) {
+  const std::string log = OomLog();
+  auto r = Fragscope({"analyze", log, "--max-split-size-mb", "0", "--json", "-"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(SchemaOf(r.out), "fragscope.analysis");
+  r = Fragscope({"sweep", log, "--max-split-size-mb", "0", "--json=-"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(SchemaOf(r.out), "fragscope.sweep");
+  r = Fragscope({"demo", "--steps", "1", "--no-html", "--threads", "2", "--json", "-"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(SchemaOf(r.out), "fragscope.analysis");
+  EXPECT_FALSE(std::filesystem::exists("-"));
+}
+
+TEST(JsonStdoutTest, APathStillGetsTheFileAndStdoutTheText) {
+  const std::string path = TempPath("analyze.json");
+  const auto r = Fragscope({"analyze", OomLog(), "--no-sweep", "--json", path});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Out of memory: 1 OOM"));
+  EXPECT_THAT(r.out, HasSubstr("JSON report: " + path));
+  EXPECT_TRUE(std::filesystem::exists(path));
+}
+
+}  // namespace
+}  // namespace fragscope

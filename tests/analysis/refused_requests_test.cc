@@ -1,0 +1,82 @@
+// The two definitions of a trace's peaks when the job was refused a request that the replay
+// served (a cap the trace does not record): the report's peaks and utilization are the job's,
+// without it, and say so; the sweep's rows and memory_summary are the replay's, with it, and say
+// so. On the H100 fragmentation log without its cap: 2.71 GiB allocated and 58.8 % against the
+// [trace] row's 3088 MiB and 65.5 %, the difference being the 316 MiB request.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "estimator/json_value.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/command_run.h"
+
+namespace fragscope {
+namespace {
+
+using ::fragscope::testing::Fragscope;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string H100Log() {
+  return absl::StrCat(FRAGSCOPE_TEST_DATA_DIR, "/gpu/h100_fragmentation_oom.fslog");
+}
+
+// Wrapped text joined: a newline and the indent after it read as one space.
+std::string Unwrapped(const std::string& text) {
+  std::string joined;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\n') {
+      joined.push_back(text[i]);
+      continue;
+    }
+    joined.push_back(' ');
+    while (i + 1 < text.size() && text[i + 1] == ' ') ++i;
+  }
+  return joined;
+}
+
+TEST(RefusedRequestsTest, TextNamesWhichFiguresCountTheRefusedRequest) {
+  const auto r = Fragscope({"analyze", H100Log()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string text = Unwrapped(r.out);
+  EXPECT_THAT(text, HasSubstr("Memory (peaks over the trace, without the 1 request (316.00 MiB) "
+                              "the job was refused and the replay served) allocated 2.71 GiB"));
+  EXPECT_THAT(text, HasSubstr("GMLake utilization = peak active / peak reserved 58.8 %"));
+  EXPECT_THAT(text, HasSubstr("(default) [trace]                     no      4.61 GiB  65.5 %"));
+  EXPECT_THAT(text, HasSubstr("Each row is a replay under its settings and counts the 1 request "
+                              "(316.00 MiB) the job was refused and the replay served, which the "
+                              "peaks and utilization above leave out"));
+  EXPECT_THAT(text, HasSubstr("memory_summary() of the replay at the end of the trace (the "
+                              "replay's statistics: they count the 1 request (316.00 MiB)"));
+  EXPECT_THAT(text, HasSubstr("| Allocated memory      |      0 B   |   3088 MiB |"));
+  // Under the job's cap nothing is served that the job was refused: one set of figures.
+  const auto capped = Fragscope({"analyze", H100Log(), "--memory-fraction", "0.05051862997816944",
+                                 "--capacity", "85017493504"});
+  ASSERT_EQ(capped.code, 0) << capped.err;
+  EXPECT_THAT(capped.out, HasSubstr("Memory (peaks over the trace)\n"));
+  EXPECT_THAT(capped.out, Not(HasSubstr("the job was refused and the replay served")));
+}
+
+TEST(RefusedRequestsTest, JsonCarriesTheRequestsSoBothDefinitionsReconcile) {
+  const auto r = Fragscope({"analyze", H100Log(), "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(r.out);
+  ASSERT_TRUE(json.ok()) << json.status();
+  const estimator::JsonValue& rank = json->Find("ranks")->items()[0];
+  const estimator::JsonValue& peaks = *rank.Find("peaks");
+  EXPECT_EQ(peaks.Find("refused_requests_left_out")->number(), 1);
+  EXPECT_EQ(peaks.Find("refused_bytes_left_out")->number(), 316.0 * 1024 * 1024);
+  // The job's peak plus the refused request is the [trace] row's peak, and memory_summary's.
+  const estimator::JsonValue& row = rank.Find("sweep")->Find("configs")->items()[0];
+  ASSERT_TRUE(row.Find("is_trace_config")->bool_value());
+  const double job = peaks.Find("allocated_bytes")->number();
+  const double refused = peaks.Find("refused_bytes_left_out")->number();
+  EXPECT_EQ(row.Find("peak_allocated_bytes")->number(), job + refused);
+  EXPECT_EQ(rank.Find("final_stats")->Find("allocated_bytes.all.peak")->number(), job + refused);
+  EXPECT_NEAR(rank.Find("fragmentation")->Find("utilization")->number(), 0.588, 0.0005);
+  EXPECT_NEAR(row.Find("utilization")->number(), 0.655, 0.0005);
+}
+
+}  // namespace
+}  // namespace fragscope

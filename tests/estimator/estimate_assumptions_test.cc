@@ -1,0 +1,222 @@
+// `fragscope estimate` says what it assumes: the header line (and JSON) name the activation
+// model, recompute, flash attention and dropout; --activation-model torch-autocast says it has no
+// measured basis under LoRA/QLoRA and refuses recompute with the reason; inference timing names
+// per-batch and per-sequence prefill; --json PATH writes a file and --json - stdout alone.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+#include "analysis/cli/estimate_command.h"
+#include "estimator/json_value.h"
+
+namespace fragscope::cli {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result RunEstimate(const std::vector<std::string>& args) {
+  std::ostringstream out;
+  std::ostringstream err;
+  const int code = RunEstimateCommand(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+bool Contains(const std::string& text, const std::string& piece) {
+  return text.find(piece) != std::string::npos;
+}
+
+// The text with its wrapped lines joined: a newline and the indent after it read as one space.
+std::string Unwrapped(const std::string& text) {
+  std::string joined;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\n') {
+      joined.push_back(text[i]);
+      continue;
+    }
+    joined.push_back(' ');
+    while (i + 1 < text.size() && text[i + 1] == ' ') ++i;
+  }
+  return joined;
+}
+
+estimator::JsonValue ParsedJson(const std::string& text) {
+  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(text);
+  EXPECT_TRUE(json.ok()) << json.status() << "\n" << text;
+  return json.ok() ? *json : estimator::JsonValue();
+}
+
+TEST(EstimateAssumptionsTest, HeaderStatesFlashAttentionAndDropout) {
+  Result r = RunEstimate({"--preset", "llama-2-7b", "--train"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(Unwrapped(r.out),
+                       "activations (korthikanti model): recompute none, flash "
+                       "attention off, dropout on"))
+      << r.out;
+  r = RunEstimate({"--preset", "llama-2-7b", "--train", "--flash-attention", "--no-dropout",
+                   "--recompute", "selective"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(Unwrapped(r.out),
+                       "activations (korthikanti model): recompute selective, "
+                       "flash attention on, dropout off"))
+      << r.out;
+  r = RunEstimate({"--preset", "llama-2-7b", "--train", "--no-activations"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "activations not counted")) << r.out;
+  EXPECT_FALSE(Contains(r.out, "dropout on")) << r.out;
+}
+
+TEST(EstimateAssumptionsTest, JsonCarriesTheAssumptionsAsFields) {
+  Result r = RunEstimate({"--preset", "gpt2", "--train", "--flash-attention", "--activation-model",
+                          "torch-autocast", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  estimator::JsonValue json = ParsedJson(r.out);
+  const estimator::JsonValue* a = json.Find("activations");
+  ASSERT_NE(a, nullptr) << r.out;
+  EXPECT_TRUE(a->Find("counted")->bool_value());
+  EXPECT_EQ(a->Find("model")->string_value(), "torch-autocast");
+  EXPECT_EQ(a->Find("recompute")->string_value(), "none");
+  EXPECT_TRUE(a->Find("flash_attention")->bool_value());
+  EXPECT_TRUE(a->Find("dropout")->bool_value());
+  EXPECT_TRUE(Contains(json.Find("workload")->string_value(), "flash attention on, dropout on"));
+  // Inference stores no activations.
+  r = RunEstimate({"--preset", "gpt2", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  json = ParsedJson(r.out);
+  ASSERT_NE(json.Find("activations"), nullptr) << r.out;
+  EXPECT_TRUE(json.Find("activations")->is_null()) << r.out;
+}
+
+// The torch-autocast model was measured on full fine-tuning: under LoRA and QLoRA it says, in the
+// notes (text, --explain, JSON) and in the activation terms' sources, that nothing measured
+// stands behind it.
+TEST(EstimateAssumptionsTest, AutocastUnderLoraSaysItHasNoMeasuredBasis) {
+  const std::vector<std::string> qlora = {
+      "--preset",          "llama-2-7b",         "--train",       "--lora-rank", "16", "--qlora",
+      "--flash-attention", "--activation-model", "torch-autocast"};
+  Result r = RunEstimate(qlora);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(Unwrapped(r.out),
+                       "note: activation-model torch-autocast has no measured basis with "
+                       "QLoRA"))
+      << r.out;
+  std::vector<std::string> explain = qlora;
+  explain.push_back("--explain");
+  r = RunEstimate(explain);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(Unwrapped(r.out),
+                       "no measured basis with QLoRA: the full fine-tuning's "
+                       "tensors"))
+      << r.out;
+  std::vector<std::string> as_json = qlora;
+  as_json.insert(as_json.end(), {"--json", "-"});
+  r = RunEstimate(as_json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  estimator::JsonValue json = ParsedJson(r.out);
+  bool noted = false;
+  for (const estimator::JsonValue& note : json.Find("notes")->items()) {
+    noted |= Contains(note.string_value(), "no measured basis with QLoRA");
+  }
+  EXPECT_TRUE(noted) << r.out;
+
+  r = RunEstimate({"--preset", "llama-2-7b", "--train", "--lora-rank", "16", "--activation-model",
+                   "torch-autocast"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(Unwrapped(r.out), "no measured basis with LoRA")) << r.out;
+  // Full fine-tuning is what was measured: no such note.
+  r = RunEstimate({"--preset", "llama-2-7b", "--train", "--activation-model", "torch-autocast"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(Contains(r.out, "no measured basis")) << r.out;
+  // Korthikanti's formula is not a measurement of a job: nothing to say.
+  r = RunEstimate({"--preset", "llama-2-7b", "--train", "--lora-rank", "16", "--qlora"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(Contains(r.out, "no measured basis")) << r.out;
+}
+
+// Recompute under torch-autocast (QLoRA's usual set-up) is refused with the reason, exit 2.
+TEST(EstimateAssumptionsTest, AutocastWithRecomputeIsRefusedWithTheReason) {
+  Result r = RunEstimate({"--preset", "llama-2-7b", "--train", "--lora-rank", "16", "--qlora",
+                          "--activation-model", "torch-autocast", "--recompute", "full"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  for (const char* piece : {"torch-autocast with recompute full is not modelled",
+                            "without activation checkpointing", "activation-model korthikanti"}) {
+    EXPECT_TRUE(Contains(r.err, piece)) << piece << " not in: " << r.err;
+  }
+  r = RunEstimate({"--preset", "llama-2-7b", "--train", "--activation-model", "torch-autocast",
+                   "--recompute", "selective"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Contains(r.err, "transformers checkpoints whole layers")) << r.err;
+}
+
+// A batch's prefill is of all its sequences: each one's first token comes after it. Both the
+// per-batch and the per-sequence figure are printed, and the second is 1/b of the first when
+// the prefill is compute-bound.
+TEST(EstimateAssumptionsTest, InferenceTimingNamesPerBatchAndPerSequencePrefill) {
+  Result r = RunEstimate({"--preset", "llama-2-7b", "--dtype", "fp16", "--context", "4096",
+                          "--batch", "4", "--gpu", "a100-80gb"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out,
+                       "prefill time per batch (4 x 4096 tokens: each sequence's time to "
+                       "first token)"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out, "prefill time per sequence (4096 tokens, prefilled alone)")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "decode time per output token (4 sequences, one token each"))
+      << r.out;
+  r = RunEstimate({"--preset", "llama-2-7b", "--dtype", "fp16", "--context", "4096", "--batch", "4",
+                   "--gpu", "a100-80gb", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  estimator::JsonValue json = ParsedJson(r.out);
+  double batch = 0;
+  double sequence = 0;
+  for (const estimator::JsonValue& t : json.Find("timing")->items()) {
+    if (t.Find("key")->string_value() == "prefill_seconds") batch = t.Find("value")->number();
+    if (t.Find("key")->string_value() == "prefill_seconds_per_sequence") {
+      sequence = t.Find("value")->number();
+    }
+  }
+  EXPECT_GT(sequence, 0) << r.out;
+  EXPECT_NEAR(batch / sequence, 4.0, 1e-6) << r.out;
+  // One sequence: one figure, the time to first token.
+  r = RunEstimate(
+      {"--preset", "llama-2-7b", "--dtype", "fp16", "--context", "4096", "--gpu", "a100-80gb"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "prefill time (time to first token, 4096 tokens)")) << r.out;
+  EXPECT_FALSE(Contains(r.out, "per sequence")) << r.out;
+}
+
+// --json PATH (as analyze and sweep take it): the file, and the text report on stdout; --json -:
+// the document alone on stdout; a path that cannot be written: exit 1 naming it.
+TEST(EstimateAssumptionsTest, JsonTakesAPathOrDashForStdout) {
+  const std::string path = ::testing::TempDir() + "/fragscope_estimate.json";
+  std::remove(path.c_str());
+  Result r = RunEstimate({"--preset", "gpt2", "--train", "--json", path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "total on GPU")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "JSON report: " + path)) << r.out;
+  std::ifstream file(path);
+  std::stringstream written;
+  written << file.rdbuf();
+  EXPECT_EQ(ParsedJson(written.str()).Find("model")->string_value(), "gpt2-small");
+  std::remove(path.c_str());
+
+  r = RunEstimate({"--preset", "gpt2", "--train", "--json=-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(Contains(r.out, "total on GPU")) << r.out;
+  EXPECT_EQ(ParsedJson(r.out).Find("model")->string_value(), "gpt2-small");
+
+  r = RunEstimate({"--preset", "gpt2", "--train", "--json", "/nonexistent-dir/e.json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Contains(r.err, "/nonexistent-dir/e.json")) << r.err;
+  EXPECT_FALSE(Contains(r.err, "--help")) << r.err;  // not a usage error
+}
+
+}  // namespace
+}  // namespace fragscope::cli
