@@ -135,22 +135,20 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
   TextReportOptions text;
   text.memory_summary = !flags->Has("--no-summary");
   RenderTextReport(*report, text, out);
+  // --json and --html are written all or none.
+  std::vector<OutputSpec> outputs;
   if (const std::string* path = flags->Get("--json")) {
-    if (absl::Status s =
-            WriteOutputFile(*path, [&](std::ostream& o) { WriteJsonReport(*report, {}, o); });
-        !s.ok()) {
-      err << "fragscope analyze: " << s.message() << "\n";
-      return 1;
-    }
-    out << "\nJSON report: " << *path << "\n";
+    outputs.push_back({*path, [&](std::ostream& o) { WriteJsonReport(*report, {}, o); }});
   }
   if (const std::string* path = flags->Get("--html")) {
-    if (absl::Status s =
-            WriteOutputFile(*path, [&](std::ostream& o) { WriteHtmlReport(*report, o); });
-        !s.ok()) {
-      err << "fragscope analyze: " << s.message() << "\n";
-      return 1;
-    }
+    outputs.push_back({*path, [&](std::ostream& o) { WriteHtmlReport(*report, o); }});
+  }
+  if (absl::Status s = WriteOutputFiles(outputs); !s.ok()) {
+    err << "fragscope analyze: " << s.message() << "\n";
+    return 1;
+  }
+  if (const std::string* path = flags->Get("--json")) out << "\nJSON report: " << *path << "\n";
+  if (const std::string* path = flags->Get("--html")) {
     out << (flags->Has("--json") ? "" : "\n") << "HTML report: " << *path << "\n";
   }
   return 0;

@@ -189,13 +189,13 @@ TEST(ModelSpecJsonTest, LoadsFileAndNamesMissingPath) {
 }
 
 TEST(JsonValueTest, ParsesEscapesAndNesting) {
-  absl::StatusOr<JsonValue> value =
+  absl::StatusOr<nlohmann::json> value =
       ParseJson(R"({"s": "a\"b\\c\u00e9\ud83d\ude00", "n": -1.5e3, "a": [true, false, null]})");
   ASSERT_TRUE(value.ok()) << value.status();
-  EXPECT_EQ(value->Find("s")->string_value(), "a\"b\\c\xc3\xa9\xf0\x9f\x98\x80");
-  EXPECT_EQ(value->Find("n")->number(), -1500);
-  ASSERT_EQ(value->Find("a")->items().size(), 3u);
-  EXPECT_TRUE(value->Find("a")->items()[2].is_null());
+  EXPECT_EQ(value->at("s"), "a\"b\\c\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(value->at("n").get<double>(), -1500);
+  ASSERT_EQ(value->at("a").size(), 3u);
+  EXPECT_TRUE(value->at("a")[2].is_null());
 }
 
 TEST(JsonValueTest, RejectsDeepNesting) {
