@@ -75,9 +75,15 @@ class StrictDomBuilder final : public nlohmann::json_sax<Json> {
   bool parse_error(std::size_t position, const std::string&,
                    const nlohmann::detail::exception& ex) override {
     // nlohmann's message; its "last read" token may be long: keep the reason, not the token.
+    // "[json.exception.KIND.ID] " and, for a syntax error, "parse error at line L, column C: ".
     std::string_view reason = ex.what();
-    if (const size_t colon = reason.find(": "); colon != std::string_view::npos) {
-      reason.remove_prefix(colon + 2);
+    if (const size_t id = reason.find("] "); id != std::string_view::npos) {
+      reason.remove_prefix(id + 2);
+    }
+    if (reason.starts_with("parse error")) {
+      if (const size_t colon = reason.find(": "); colon != std::string_view::npos) {
+        reason.remove_prefix(colon + 2);
+      }
     }
     std::string message(reason);
     if (const size_t token = message.find("; last read: '"); token != std::string::npos) {
