@@ -97,8 +97,8 @@ absl::Status FslogFileWriter::Close() {
     }
     file_ = nullptr;
   }
-  return failed_ ? absl::DataLossError(absl::StrFormat("%s: write failed: %s", path_,
-                                                       std::strerror(error_)))
+  return failed_ ? absl::DataLossError(
+                       absl::StrFormat("%s: write failed: %s", path_, std::strerror(error_)))
                  : absl::OkStatus();
 }
 

@@ -25,9 +25,9 @@ absl::StatusOr<TraceFormat> FormatOfHead(std::string_view head, const std::strin
                                          bool stream) {
   const size_t n = head.size();
   if (n == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: the %s is empty (0 bytes): not an event log, snapshot or CSV", path,
-        stream ? "stream" : "file"));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: the %s is empty (0 bytes): not an event log, snapshot or CSV", path,
+                        stream ? "stream" : "file"));
   }
   if (n >= sizeof(kFileMagic) && std::memcmp(head.data(), kFileMagic, sizeof(kFileMagic)) == 0) {
     return TraceFormat::kFslog;

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
-#include <string_view>
 #include <cstdint>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -88,9 +88,8 @@ class StrictDomBuilder final : public nlohmann::json_sax<Json> {
     std::string message(reason);
     if (const size_t token = message.find("; last read: '"); token != std::string::npos) {
       const size_t expected = message.rfind("'; expected ");
-      message.erase(token, expected != std::string::npos && expected > token
-                               ? expected + 1 - token
-                               : std::string::npos);
+      message.erase(token, expected != std::string::npos && expected > token ? expected + 1 - token
+                                                                             : std::string::npos);
     }
     (void)position;
     return Fail(message.size() > 200 ? message.substr(0, 200) + "..." : message);
@@ -180,16 +179,15 @@ absl::StatusOr<nlohmann::json> ParseJson(absl::string_view text) {
   StrictDomBuilder builder(&root);
   const char* furthest = text.data();
   const bool ok = Json::sax_parse(CountingIterator{text.data(), &furthest},
-                                  CountingIterator{text.data() + text.size(), &furthest},
-                                  &builder, nlohmann::json::input_format_t::json, /*strict=*/true,
+                                  CountingIterator{text.data() + text.size(), &furthest}, &builder,
+                                  nlohmann::json::input_format_t::json, /*strict=*/true,
                                   /*ignore_comments=*/false);
   if (!ok) {
     // The parser reads one byte past the token it reports: the offset of the last byte read.
     const size_t read = static_cast<size_t>(furthest - text.data());
     const size_t offset = read > 0 ? read - 1 : 0;
-    return absl::InvalidArgumentError(
-        absl::StrCat(Location(text, offset), ": ",
-                     builder.error().empty() ? "invalid JSON" : builder.error()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        Location(text, offset), ": ", builder.error().empty() ? "invalid JSON" : builder.error()));
   }
   return root;
 }

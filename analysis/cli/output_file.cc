@@ -57,7 +57,8 @@ class OutputFile::Stream final : public std::streambuf {
  private:
   bool Drain() {
     if (!file_->stream_error_.ok()) return false;
-    file_->stream_error_ = file_->Write(std::string_view(pbase(), static_cast<size_t>(pptr() - pbase())));
+    file_->stream_error_ =
+        file_->Write(std::string_view(pbase(), static_cast<size_t>(pptr() - pbase())));
     setp(buffer_, buffer_ + sizeof(buffer_));
     return file_->stream_error_.ok();
   }
@@ -93,8 +94,8 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(std::string path)
   if (name.empty()) return CannotWrite(p, EISDIR);
   RemoveStaleTemporaries(dir, name);
   for (int attempt = 0; file->fd_ < 0; ++attempt) {
-    file->temporary_ = absl::StrCat(dir == "." ? "" : dir + (dir == "/" ? "" : "/"),
-                                    TemporaryName(name));
+    file->temporary_ =
+        absl::StrCat(dir == "." ? "" : dir + (dir == "/" ? "" : "/"), TemporaryName(name));
     // 0666 less the umask, as any new file; an existing file's own bits below.
     file->fd_ = open(file->temporary_.c_str(),
                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666);

@@ -51,7 +51,8 @@ class OutputFile {
   std::ostream& stream();
   // Closes the descriptor Write() writes to: an error if the close reports a lost write.
   absl::Status Close();
-  // Close(), then puts what was written at path(). REQUIRES: writers that opened write_path() closed it.
+  // Close(), then puts what was written at path(). REQUIRES: writers that opened write_path()
+  // closed it.
   absl::Status Commit();
 
  private:

@@ -110,7 +110,8 @@ int RemoveStaleTemporaries(const std::string& dir, const std::string& name) {
       continue;
     }
     int pid = 0;
-    if (!absl::SimpleAtoi(std::string(rest.substr(0, dot)), &pid) || pid <= 0 || pid == getpid()) continue;
+    if (!absl::SimpleAtoi(std::string(rest.substr(0, dot)), &pid) || pid <= 0 || pid == getpid())
+      continue;
     if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
     struct stat st = {};
     if (fstatat(dirfd(d), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
@@ -136,7 +137,8 @@ int RegisterTemporary(const std::string& path) {
 }
 
 void UnregisterTemporary(int slot) {
-  if (slot >= 0 && static_cast<size_t>(slot) < kSlots) slot_state[static_cast<size_t>(slot)].store(kFree);
+  if (slot >= 0 && static_cast<size_t>(slot) < kSlots)
+    slot_state[static_cast<size_t>(slot)].store(kFree);
 }
 
 void RemoveRegisteredTemporaries() {

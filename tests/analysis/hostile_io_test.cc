@@ -112,7 +112,7 @@ TEST(HostileOutputTest, StaleTemporariesOfDeadRunsAreRemovedAndOnlyThose) {
   const std::string dead = TemporaryOf(out, child);
   const std::string alive = TemporaryOf(out, getppid());
   const std::string link = TemporaryOf(out, child) + "0";  // not of the form: stays
-  const std::string dead_link = TemporaryOf(out, child);  // another random part
+  const std::string dead_link = TemporaryOf(out, child);   // another random part
   WriteFile(dead, "14 MB left by a killed run");
   WriteFile(alive, "another run's, still writing");
   WriteFile(link, "x");
@@ -149,10 +149,11 @@ TEST(HostileOutputDeathTest, SigtermRemovesOpenTemporaries) {
 TEST(HostileOutputTest, SeveralOutputsAreWrittenAllOrNone) {
   const std::string json = TempPath("all.json");
   WriteFile(json, "the earlier report");
-  EXPECT_THAT(cli::WriteOutputFiles({{json, [](std::ostream& o) { o << "new"; }},
-                                     {"/nonexistent-dir/r.html", [](std::ostream& o) { o << "x"; }}})
-                  .message(),
-              HasSubstr("/nonexistent-dir/r.html: cannot write: No such file or directory"));
+  EXPECT_THAT(
+      cli::WriteOutputFiles({{json, [](std::ostream& o) { o << "new"; }},
+                             {"/nonexistent-dir/r.html", [](std::ostream& o) { o << "x"; }}})
+          .message(),
+      HasSubstr("/nonexistent-dir/r.html: cannot write: No such file or directory"));
   EXPECT_EQ(ReadFile(json), "the earlier report");
   EXPECT_EQ(CountBeside(json, ".fragscope-tmp."), 0);
   // The reproducer: --html into a missing directory after --json.
@@ -241,6 +242,17 @@ TEST(StreamInputTest, AStreamThatIsNoTraceIsRefusedAtOnce) {
   const auto empty = RunWithPipe({"analyze", "{}"}, "");
   EXPECT_EQ(empty.code, 1);
   EXPECT_THAT(empty.err, HasSubstr("the stream is empty"));
+}
+
+// Values accepted silently before: now refused as usage errors, naming the flag and value.
+TEST(HostileFlagsTest, ZeroThreadsAndAZeroFractionAreRefused) {
+  const std::string log = SmallLog();
+  const auto threads = Fragscope({"analyze", log, "--threads", "0"});
+  EXPECT_EQ(threads.code, 2);
+  EXPECT_THAT(threads.err, HasSubstr("--threads 0: expected 1 to"));
+  const auto fraction = Fragscope({"analyze", log, "--conf", "per_process_memory_fraction:0"});
+  EXPECT_EQ(fraction.code, 2);
+  EXPECT_THAT(fraction.err, HasSubstr("per_process_memory_fraction:0 caps the device at 0 bytes"));
 }
 
 }  // namespace
