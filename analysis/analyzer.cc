@@ -13,6 +13,7 @@
 #include "allocator/format_size.h"
 #include "allocator/memory_fraction.h"
 #include "allocator/memory_summary.h"
+#include "analysis/excerpt.h"
 #include "analysis/hook_list.h"
 #include "analysis/metrics.h"
 #include "analysis/job_verdict.h"
@@ -212,6 +213,13 @@ absl::Status CheckConfOption(const AnalysisOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--conf '%s': %s", *options.conf, parsed.status().message()));
   }
+  // As --memory-fraction: a cap of 0 bytes can serve nothing.
+  if (parsed->per_process_memory_fraction <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--conf '%s': per_process_memory_fraction:0 caps the device at 0 bytes; expected a "
+        "fraction in (0, 1]",
+        *options.conf));
+  }
   if (absl::Status s = NativeBackendOnly(*parsed, *options.conf, true); !s.ok()) return s;
   return OneCap(options);
 }
@@ -255,9 +263,13 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
   const std::string& conf = options.conf.has_value() ? *options.conf : info.allocator_options;
   absl::StatusOr<AllocatorOptions> parsed = ParseAllocatorOptions(conf);
   if (!parsed.ok()) {
+    // The trace's settings are the file's: name it, and quote an excerpt (a damaged header's
+    // text can be long and binary).
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s '%s': %s", options.conf.has_value() ? "--conf" : "the trace's allocator settings", conf,
-        parsed.status().message()));
+        "%s '%s': %s",
+        options.conf.has_value() ? "--conf"
+                                 : absl::StrCat(info.path, ": the trace's allocator settings"),
+        Excerpt(conf), Excerpt(parsed.status().message())));
   }
   if (absl::Status s = NativeBackendOnly(*parsed, conf, options.conf.has_value()); !s.ok()) {
     return s;

@@ -22,7 +22,7 @@ absl::StatusOr<std::unique_ptr<FslogFileWriter>> FslogFileWriter::Open(const std
   }
   const std::string bytes = SerializeFileHeader(header);
   if (std::fwrite(bytes.data(), 1, bytes.size(), writer->file_) != bytes.size()) {
-    return absl::DataLossError(absl::StrFormat("%s: write failed", path));
+    return absl::DataLossError(absl::StrFormat("%s: write failed: %s", path, std::strerror(errno)));
   }
   writer->chunk_.reserve(kMaxChunkRecords);
   return writer;
@@ -45,6 +45,7 @@ void FslogFileWriter::FlushChunk() {
   const size_t payload = chunk_.size() * sizeof(LogRecord);
   if (std::fwrite(&header, sizeof(header), 1, file_) != 1 ||
       std::fwrite(chunk_.data(), 1, payload, file_) != payload) {
+    if (!failed_) error_ = errno;
     failed_ = true;
   }
   chunk_.clear();
@@ -95,14 +96,16 @@ void FslogFileWriter::AppendRecords(const LogRecord* records, size_t n) {
 }
 
 absl::Status FslogFileWriter::Close() {
-  if (file_ == nullptr) {
-    return failed_ ? absl::DataLossError(absl::StrFormat("%s: write failed", path_))
-                   : absl::OkStatus();
+  if (file_ != nullptr) {
+    FlushChunk();
+    if (std::fclose(file_) != 0 && !failed_) {
+      error_ = errno;
+      failed_ = true;
+    }
+    file_ = nullptr;
   }
-  FlushChunk();
-  if (std::fclose(file_) != 0) failed_ = true;
-  file_ = nullptr;
-  return failed_ ? absl::DataLossError(absl::StrFormat("%s: write failed", path_))
+  return failed_ ? absl::DataLossError(
+                       absl::StrFormat("%s: write failed: %s", path_, std::strerror(error_)))
                  : absl::OkStatus();
 }
 

@@ -68,6 +68,7 @@ class FslogFileWriter final : public AllocatorObserver {
   uint64_t sequence_ = 0;
   uint64_t events_ = 0;
   bool failed_ = false;
+  int error_ = 0;  // errno of the first failed write
 };
 
 }  // namespace fragscope

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -13,8 +14,43 @@
 #include "analysis/pytorch_snapshot.h"
 #include "analysis/rmm_source.h"
 #include "analysis/snapshot_source.h"
+#include "analysis/stream_input.h"
 
 namespace fragscope {
+
+namespace {
+
+// The format of a trace from its first bytes (up to 16) and its name.
+absl::StatusOr<TraceFormat> FormatOfHead(std::string_view head, const std::string& path,
+                                         bool stream) {
+  const size_t n = head.size();
+  if (n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: the %s is empty (0 bytes): not an event log, snapshot or CSV", path,
+                        stream ? "stream" : "file"));
+  }
+  if (n >= sizeof(kFileMagic) && std::memcmp(head.data(), kFileMagic, sizeof(kFileMagic)) == 0) {
+    return TraceFormat::kFslog;
+  }
+  // A pickle starts with PROTO and its protocol number (PyTorch writes 2 to 5); a stream must
+  // show both, so that random bytes are not copied in the hope of a pickle.
+  if (static_cast<unsigned char>(head[0]) == 0x80 &&
+      (!stream || (n >= 2 && head[1] >= 2 && head[1] <= 5))) {
+    return TraceFormat::kPyTorchSnapshot;
+  }
+  if (n >= 7 && head.substr(0, 7) == "Thread,") return TraceFormat::kRmmCsv;
+  if (absl::EndsWith(path, ".fslog")) return TraceFormat::kFslog;  // damaged: the reader says how
+  if (absl::EndsWith(path, ".pickle") || absl::EndsWith(path, ".pkl")) {
+    return TraceFormat::kPyTorchSnapshot;
+  }
+  if (absl::EndsWith(path, ".csv")) return TraceFormat::kRmmCsv;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: not a format fragscope reads (expected an .fslog event log, a PyTorch snapshot "
+      "pickle from torch.cuda.memory._dump_snapshot, or an RMM logging_resource_adaptor CSV)",
+      path));
+}
+
+}  // namespace
 
 absl::StatusOr<TraceFormat> DetectTraceFormat(const std::string& path) {
   std::error_code ec;
@@ -30,41 +66,47 @@ absl::StatusOr<TraceFormat> DetectTraceFormat(const std::string& path) {
   }
   char head[16] = {};
   in.read(head, sizeof(head));
-  const auto n = static_cast<size_t>(in.gcount());
-  if (n == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: the file is empty (0 bytes): not an event log, snapshot or CSV", path));
-  }
-  if (n >= sizeof(kFileMagic) && std::memcmp(head, kFileMagic, sizeof(kFileMagic)) == 0) {
-    return TraceFormat::kFslog;
-  }
-  if (static_cast<unsigned char>(head[0]) == 0x80) return TraceFormat::kPyTorchSnapshot;
-  if (n >= 7 && std::memcmp(head, "Thread,", 7) == 0) return TraceFormat::kRmmCsv;
-  if (absl::EndsWith(path, ".fslog")) return TraceFormat::kFslog;  // damaged: the reader says how
-  if (absl::EndsWith(path, ".pickle") || absl::EndsWith(path, ".pkl")) {
-    return TraceFormat::kPyTorchSnapshot;
-  }
-  if (absl::EndsWith(path, ".csv")) return TraceFormat::kRmmCsv;
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s: not a format fragscope reads (expected an .fslog event log, a PyTorch snapshot "
-      "pickle from torch.cuda.memory._dump_snapshot, or an RMM logging_resource_adaptor CSV)",
-      path));
+  return FormatOfHead(std::string_view(head, static_cast<size_t>(in.gcount())), path,
+                      /*stream=*/false);
 }
 
 absl::StatusOr<TraceOpener> TraceOpener::Create(const std::string& path,
                                                 const TraceOpenOptions& options) {
-  absl::StatusOr<TraceFormat> format = DetectTraceFormat(path);
-  if (!format.ok()) return format.status();
   TraceOpener opener;
   opener.path_ = path;
-  opener.format_ = *format;
   opener.options_ = options;
+  absl::StatusOr<TraceFormat> format;
+  if (IsStreamInput(path)) {
+    // Read once, into a temporary copy that every later reading uses (stream_input.h).
+    absl::StatusOr<std::shared_ptr<const StreamInput>> stream =
+        StreamInput::Read(path, [&](std::string_view head) {
+          format = FormatOfHead(head, path, /*stream=*/true);
+          return format.status();
+        });
+    if (!stream.ok()) return stream.status();
+    opener.stream_ = *std::move(stream);
+  } else {
+    format = DetectTraceFormat(path);
+  }
+  if (!format.ok()) return format.status();
+  opener.format_ = *format;
   if (*format == TraceFormat::kPyTorchSnapshot) {
-    absl::StatusOr<PyTorchSnapshot> snapshot = ReadPyTorchSnapshotFile(path);
+    absl::StatusOr<PyTorchSnapshot> snapshot =
+        opener.stream_ != nullptr ? ReadPyTorchSnapshotBytes(opener.stream_->bytes(), path)
+                                  : ReadPyTorchSnapshotFile(path);
     if (!snapshot.ok()) return snapshot.status();
     opener.snapshot_ = std::make_shared<const PyTorchSnapshot>(std::move(*snapshot));
   } else if (*format == TraceFormat::kRmmCsv) {
-    absl::StatusOr<RmmLog> log = ReadRmmCsvFile(path);
+    absl::StatusOr<RmmLog> log;
+    if (opener.stream_ != nullptr) {
+      log = ParseRmmCsv(opener.stream_->bytes());
+      if (!log.ok()) {
+        log = absl::Status(log.status().code(),
+                           absl::StrFormat("%s: %s", path, log.status().message()));
+      }
+    } else {
+      log = ReadRmmCsvFile(path);
+    }
     if (!log.ok()) return log.status();
     opener.rmm_ = std::make_shared<const RmmLog>(std::move(*log));
   }
@@ -84,7 +126,9 @@ absl::StatusOr<TraceOpener> TraceOpener::Create(const std::string& path,
 absl::StatusOr<std::unique_ptr<TraceSource>> TraceOpener::Open() const {
   switch (format_) {
     case TraceFormat::kFslog: {
-      absl::StatusOr<std::unique_ptr<FslogSource>> s = FslogSource::Open(path_);
+      absl::StatusOr<std::unique_ptr<FslogSource>> s =
+          stream_ != nullptr ? FslogSource::OpenBytes(stream_->bytes(), path_)
+                             : FslogSource::Open(path_);
       if (!s.ok()) return s.status();
       return std::unique_ptr<TraceSource>(std::move(*s));
     }

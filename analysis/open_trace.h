@@ -4,7 +4,9 @@
 // The format comes from the file's first bytes: the .fslog magic, a pickle protocol opcode
 // (0x80), or RMM's CSV header line; the extension (.fslog, .pickle/.pkl, .csv) only breaks ties.
 // Formats that must be decoded whole (snapshot pickle, RMM CSV) are decoded once and shared
-// read-only by every source the opener makes; .fslog sources each stream the file.
+// read-only by every source the opener makes; .fslog sources each stream the file. A stream
+// ("-", a pipe, a FIFO) is read once into a temporary copy that the opener keeps
+// (stream_input.h); an .fslog source then reads the copy, and must not outlive the opener.
 #pragma once
 
 #include <memory>
@@ -18,6 +20,7 @@ namespace fragscope {
 
 struct PyTorchSnapshot;
 struct RmmLog;
+class StreamInput;
 
 struct TraceOpenOptions {
   int device = -1;  // snapshot: which device's trace (-1: the only one)
@@ -40,6 +43,8 @@ class TraceOpener {
   TraceOpenOptions options_;
   std::shared_ptr<const PyTorchSnapshot> snapshot_;
   std::shared_ptr<const RmmLog> rmm_;
+  // A stream's copy (stream_input.h), which the sources read. REQUIRES: it outlives them.
+  std::shared_ptr<const StreamInput> stream_;
 };
 
 }  // namespace fragscope

@@ -152,6 +152,9 @@ absl::Status CheckSnapshotInvariants(const PyTorchSnapshot& snapshot);
 
 // File helpers: pickle file <-> model. Written as pickle protocol 4.
 absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotFile(const std::string& path);
+// The same from a pickle in memory (a stream's copy); errors are prefixed with `name`.
+absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotBytes(std::string_view bytes,
+                                                         const std::string& name);
 absl::Status WritePyTorchSnapshotFile(const PyTorchSnapshot& snapshot, const std::string& path);
 
 }  // namespace fragscope

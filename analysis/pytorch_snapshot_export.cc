@@ -208,21 +208,39 @@ absl::Status CheckSnapshotInvariants(const PyTorchSnapshot& snapshot) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotFile(const std::string& path) {
-  std::error_code error;
-  const uintmax_t file_bytes = std::filesystem::file_size(path, error);
-  FRAGSCOPE_ASSIGN_OR_RETURN(const PickleValue root, pickle::ReadPickleFile(path));
+namespace {
+
+// The snapshot in `root`, read from `file_bytes` bytes named `path`.
+absl::StatusOr<PyTorchSnapshot> SnapshotOfPickle(const PickleValue& root, uint64_t file_bytes,
+                                                 const std::string& path) {
   SnapshotImportOptions options;
-  if (!error) {
-    options.max_items =
-        std::min<size_t>(options.max_items, std::max<size_t>(size_t{1} << 16, file_bytes));
-  }
+  options.max_items =
+      std::min<size_t>(options.max_items, std::max<size_t>(size_t{1} << 16, file_bytes));
   absl::StatusOr<PyTorchSnapshot> snapshot = SnapshotFromPickle(root, options);
   if (!snapshot.ok()) {
     return absl::Status(snapshot.status().code(),
                         absl::StrFormat("%s: %s", path, snapshot.status().message()));
   }
   return snapshot;
+}
+
+}  // namespace
+
+absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotFile(const std::string& path) {
+  std::error_code error;
+  const uintmax_t file_bytes = std::filesystem::file_size(path, error);
+  FRAGSCOPE_ASSIGN_OR_RETURN(const PickleValue root, pickle::ReadPickleFile(path));
+  return SnapshotOfPickle(root, error ? uint64_t{1} << 16 : file_bytes, path);
+}
+
+absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotBytes(std::string_view bytes,
+                                                         const std::string& name) {
+  absl::StatusOr<PickleValue> root = pickle::ReadPickle(bytes);
+  if (!root.ok()) {
+    return absl::Status(root.status().code(),
+                        absl::StrFormat("%s: %s", name, root.status().message()));
+  }
+  return SnapshotOfPickle(*root, bytes.size(), name);
 }
 
 absl::Status WritePyTorchSnapshotFile(const PyTorchSnapshot& snapshot, const std::string& path) {

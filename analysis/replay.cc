@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/memory_fraction.h"
 #include "allocator/size_policy.h"
+#include "analysis/excerpt.h"
 
 namespace fragscope {
 namespace {
@@ -60,14 +61,14 @@ void Replayer::Warn(std::string warning) {
 absl::Status Replayer::Init() {
   if (config_.capacity_bytes < kSmallBufferBytes) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("device capacity of %d bytes is too small to replay (at least 2 MiB)",
-                        config_.capacity_bytes));
+        absl::StrFormat("%s: device capacity of %d bytes is too small to replay (at least 2 MiB)",
+                        source_.info().path, config_.capacity_bytes));
   }
   if (config_.capacity_bytes > SimulatedBackend::kMaxCapacityBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "device capacity of %d bytes is too large to simulate (at most 4 TiB); pass the "
+        "%s: device capacity of %d bytes is too large to simulate (at most 4 TiB); pass the "
         "device's own with --capacity",
-        config_.capacity_bytes));
+        source_.info().path, config_.capacity_bytes));
   }
   // Note [Expandable segments in a replay]: the trace's own settings, with what its events show.
   if (source_.info().expandable_segments && config_.follow_options_changes) {
@@ -232,7 +233,7 @@ void Replayer::ApplyOptionsChange(const TraceEvent& event) {
   absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(event.text);
   if (!options.ok()) {
     Warn(absl::StrFormat("event %d: options change '%s' does not parse: %s", event.index,
-                         event.text, options.status().message()));
+                         Excerpt(event.text), Excerpt(options.status().message())));
     return;
   }
   config_.options = *options;

@@ -89,7 +89,9 @@
 // one allocation of its size, freed, and carved into its allocated blocks and free gaps in address
 // order (under default options, so that rounding cannot change the sizes); the gaps are freed
 // last. A layout the carving cannot produce (a large-pool gap of 1 MiB or less at a segment's end)
-// is reported in warnings(). In a trace that uses expandable segments nothing is rebuilt and a
+// is reported in warnings(). A segment larger than the device's free memory is skipped without
+// asking the allocator (whose out-of-memory path walks every segment), and one warning counts
+// them. In a trace that uses expandable segments nothing is rebuilt and a
 // warning says so: pages mapped before the trace cannot be carved by allocations (their holes
 // and reservation bases are not known), and TraceInfo does not tell ordinary segments from
 // expandable ranges. The replay then starts empty; reserved memory and layouts leave that state
@@ -232,6 +234,9 @@ class Replayer {
   // (the simulated device's address space, an address the trace scripts twice): the replay's
   // figures leave them out. The first one's warning, or "" when there was none.
   uint64_t failed_allocations() const { return failed_allocations_; }
+  // Allocator calls made to rebuild the state before the trace (Note [State before the trace]):
+  // a few per segment that fits and block in it, none for a segment that does not fit.
+  uint64_t initial_state_allocations() const { return initial_state_allocations_; }
   const std::string& first_failed_allocation() const { return first_failed_allocation_; }
 
   // Events read, and the index of the last one applied.
@@ -385,6 +390,7 @@ class Replayer {
   std::string recorded_model_;
   uint64_t suppressed_warnings_ = 0;
   uint64_t failed_allocations_ = 0;
+  uint64_t initial_state_allocations_ = 0;
   std::string first_failed_allocation_;
 };
 

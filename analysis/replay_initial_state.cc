@@ -28,11 +28,23 @@ void Replayer::BuildInitialState() {
     return;
   }
   std::vector<DevicePtr> gaps;
+  // Segments that do not fit the device's free memory: refused without asking the allocator,
+  // whose out-of-memory path walks every segment (once per refusal, it would make the rebuild
+  // quadratic); said once, with their count.
+  uint64_t unfit_segments = 0;
+  uint64_t unfit_bytes = 0;
   for (const InitialSegment& seg : segments) {
-    if (config_.script_addresses) backend_->ScriptAddresses({seg.address});
     const bool small = seg.pool == PoolKind::kSmall;
-    absl::StatusOr<DevicePtr> whole =
-        allocator_->Allocate(small ? kSmallSizeBytes : seg.size, seg.stream);
+    const uint64_t request = small ? kSmallSizeBytes : seg.size;
+    if (SegmentSizeFor(RoundSize(request, AllocatorOptions()), AllocatorOptions()) >
+        backend_->MemInfo().free_bytes) {
+      ++unfit_segments;
+      unfit_bytes += seg.size;
+      continue;
+    }
+    if (config_.script_addresses) backend_->ScriptAddresses({seg.address});
+    absl::StatusOr<DevicePtr> whole = allocator_->Allocate(request, seg.stream);
+    ++initial_state_allocations_;
     backend_->ScriptAddresses({});
     if (!whole.ok()) {
       Warn(
@@ -47,6 +59,7 @@ void Replayer::BuildInitialState() {
     DevicePtr at = seg.address;
     auto carve = [&](uint64_t size, bool gap, const InitialBlock* block) {
       absl::StatusOr<DevicePtr> p = allocator_->Allocate(size, seg.stream);
+      ++initial_state_allocations_;
       if (!p.ok()) {
         Warn(absl::StrFormat("could not rebuild a block of %s in the segment at 0x%x: %s",
                              FormatSize(size), seg.address, p.status().message()));
@@ -89,6 +102,14 @@ void Replayer::BuildInitialState() {
     carve_gap(seg.address + seg.size);
   }
   for (DevicePtr gap : gaps) (void)allocator_->Free(gap);
+  if (unfit_segments > 0) {
+    Warn(absl::StrFormat(
+        "%d segments (%s) that existed before the trace were not rebuilt: they do not fit the "
+        "%s device%s; the replay's reserved memory and layouts leave them out",
+        unfit_segments, FormatSize(unfit_bytes), FormatSize(config_.capacity_bytes),
+        source_.info().capacity_bytes == 0 ? " assumed (give the device's own with --capacity)"
+                                           : ""));
+  }
 }
 
 }  // namespace fragscope

@@ -1,6 +1,8 @@
 # Third-party dependencies. Abseil and GoogleTest are required; Google Benchmark only for bench/;
 # CUDA and LibTorch are optional and detected (FRAGSCOPE_WITH_* = AUTO), or forced ON/OFF.
 find_package(absl REQUIRED)
+# The estimator reads model spec JSON with it (header-only).
+find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 if(FRAGSCOPE_BUILD_TESTS)

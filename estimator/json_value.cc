@@ -1,348 +1,195 @@
 #include "estimator/json_value.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace fragscope::estimator {
 
-JsonValue JsonValue::Bool(bool value) {
-  JsonValue v;
-  v.kind_ = Kind::kBool;
-  v.bool_ = value;
-  return v;
-}
-
-JsonValue JsonValue::Number(double value) {
-  JsonValue v;
-  v.kind_ = Kind::kNumber;
-  v.number_ = value;
-  return v;
-}
-
-JsonValue JsonValue::String(std::string value) {
-  JsonValue v;
-  v.kind_ = Kind::kString;
-  v.string_ = std::move(value);
-  return v;
-}
-
-JsonValue JsonValue::Array(std::vector<JsonValue> items) {
-  JsonValue v;
-  v.kind_ = Kind::kArray;
-  v.items_ = std::move(items);
-  return v;
-}
-
-JsonValue JsonValue::Object(std::vector<std::string> keys, std::vector<JsonValue> values) {
-  JsonValue v;
-  v.kind_ = Kind::kObject;
-  v.keys_ = std::move(keys);
-  v.items_ = std::move(values);
-  return v;
-}
-
-const JsonValue* JsonValue::Find(absl::string_view key) const {
-  if (kind_ != Kind::kObject) return nullptr;
-  for (size_t i = 0; i < keys_.size(); ++i) {
-    if (keys_[i] == key) return &items_[i];
-  }
-  return nullptr;
-}
-
-absl::string_view JsonKindName(JsonValue::Kind kind) {
-  switch (kind) {
-    case JsonValue::Kind::kNull:
-      return "null";
-    case JsonValue::Kind::kBool:
-      return "boolean";
-    case JsonValue::Kind::kNumber:
-      return "number";
-    case JsonValue::Kind::kString:
-      return "string";
-    case JsonValue::Kind::kArray:
-      return "array";
-    case JsonValue::Kind::kObject:
-      return "object";
-  }
-  return "?";
+absl::string_view JsonKindName(const nlohmann::json& value) {
+  if (value.is_null()) return "null";
+  if (value.is_boolean()) return "boolean";
+  if (value.is_number()) return "number";
+  if (value.is_string()) return "string";
+  if (value.is_array()) return "array";
+  if (value.is_object()) return "object";
+  return "binary value";
 }
 
 namespace {
 
-constexpr int kMaxDepth = 64;
+using Json = nlohmann::json;
+constexpr size_t kMaxDepth = 64;
+constexpr size_t kMaxQuoted = 40;  // bytes of a key quoted in an error
 
-// Recursive-descent parser over `text_`; pos_ is the next unread byte.
-class Parser {
- public:
-  explicit Parser(absl::string_view text) : text_(text) {}
-
-  absl::StatusOr<JsonValue> ParseDocument() {
-    SkipWhitespace();
-    absl::StatusOr<JsonValue> value = ParseValue(0);
-    if (!value.ok()) return value;
-    SkipWhitespace();
-    if (pos_ != text_.size()) return Error("unexpected content after the JSON value");
-    return value;
+// `text` escaped (non-printable bytes as \xNN) and cut at kMaxQuoted bytes.
+std::string Excerpt(absl::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kMaxQuoted; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    }
   }
+  if (text.size() > kMaxQuoted) absl::StrAppend(&out, "... (", text.size(), " bytes)");
+  return out;
+}
 
- private:
-  absl::Status Error(absl::string_view message) const {
-    int64_t line = 1;
-    int64_t column = 1;
-    for (size_t i = 0; i < pos_ && i < text_.size(); ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
+// Builds the document as nlohmann's own DOM parser does, and refuses what the policy refuses.
+class StrictDomBuilder final : public nlohmann::json_sax<Json> {
+ public:
+  explicit StrictDomBuilder(Json* root) : root_(root) {}
+
+  bool null() override { return Put(Json(nullptr)); }
+  bool boolean(bool v) override { return Put(Json(v)); }
+  bool number_integer(number_integer_t v) override { return Put(Json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return Put(Json(v)); }
+  bool number_float(number_float_t v, const string_t& text) override {
+    if (!std::isfinite(v)) return Fail(absl::StrCat("number out of range: ", Excerpt(text)));
+    return Put(Json(v));
+  }
+  bool string(string_t& v) override { return Put(Json(std::move(v))); }
+  bool binary(binary_t&) override { return Fail("binary values are not JSON"); }
+  bool start_object(std::size_t) override { return Open(Json::object()); }
+  bool key(string_t& k) override {
+    Json& object = *stack_.back();
+    auto [it, inserted] = object.emplace(std::move(k), nullptr);
+    if (!inserted) return Fail(absl::StrCat("duplicate key \"", Excerpt(it.key()), "\""));
+    member_ = &it.value();
+    return true;
+  }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(Json::array()); }
+  bool end_array() override { return Close(); }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& ex) override {
+    // nlohmann's message; its "last read" token may be long: keep the reason, not the token.
+    // "[json.exception.KIND.ID] " and, for a syntax error, "parse error at line L, column C: ".
+    std::string_view reason = ex.what();
+    if (const size_t id = reason.find("] "); id != std::string_view::npos) {
+      reason.remove_prefix(id + 2);
+    }
+    if (reason.starts_with("parse error")) {
+      if (const size_t colon = reason.find(": "); colon != std::string_view::npos) {
+        reason.remove_prefix(colon + 2);
       }
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("line ", line, ", column ", column, ": ", message));
-  }
-
-  bool AtEnd() const { return pos_ >= text_.size(); }
-  char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
-
-  void SkipWhitespace() {
-    while (!AtEnd() && (Peek() == ' ' || Peek() == '\t' || Peek() == '\n' || Peek() == '\r')) {
-      ++pos_;
+    std::string message(reason);
+    if (const size_t token = message.find("; last read: '"); token != std::string::npos) {
+      const size_t expected = message.rfind("'; expected ");
+      message.erase(token, expected != std::string::npos && expected > token ? expected + 1 - token
+                                                                             : std::string::npos);
     }
+    (void)position;
+    return Fail(message.size() > 200 ? message.substr(0, 200) + "..." : message);
   }
 
-  bool ConsumeLiteral(absl::string_view literal) {
-    if (text_.substr(pos_, literal.size()) != literal) return false;
-    pos_ += literal.size();
+  // The error, or empty.
+  const std::string& error() const { return error_; }
+
+ private:
+  bool Fail(std::string message) {
+    if (error_.empty()) error_ = std::move(message);
+    return false;
+  }
+  Json* Slot() {
+    if (stack_.empty()) return root_;
+    Json& top = *stack_.back();
+    if (top.is_array()) {
+      top.push_back(nullptr);
+      return &top.back();
+    }
+    return member_;
+  }
+  bool Put(Json value) {
+    *Slot() = std::move(value);
+    return true;
+  }
+  bool Open(Json container) {
+    if (stack_.size() >= kMaxDepth) return Fail("nesting deeper than 64 levels");
+    Json* slot = Slot();
+    *slot = std::move(container);
+    stack_.push_back(slot);
+    return true;
+  }
+  bool Close() {
+    stack_.pop_back();
     return true;
   }
 
-  absl::StatusOr<JsonValue> ParseValue(int depth) {
-    if (depth > kMaxDepth) return Error("nesting deeper than 64 levels");
-    if (AtEnd()) return Error("unexpected end of input, expected a value");
-    const char c = Peek();
-    if (c == '{') return ParseObject(depth);
-    if (c == '[') return ParseArray(depth);
-    if (c == '"') {
-      absl::StatusOr<std::string> s = ParseString();
-      if (!s.ok()) return s.status();
-      return JsonValue::String(*std::move(s));
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return ParseNumber();
-    if (ConsumeLiteral("true")) return JsonValue::Bool(true);
-    if (ConsumeLiteral("false")) return JsonValue::Bool(false);
-    if (ConsumeLiteral("null")) return JsonValue();
-    return Error(absl::StrFormat("unexpected character '%c'", c));
-  }
+  Json* root_;
+  std::vector<Json*> stack_;  // open containers
+  Json* member_ = nullptr;    // the value slot of the object key just read
+  std::string error_;
+};
 
-  absl::StatusOr<JsonValue> ParseObject(int depth) {
-    ++pos_;  // '{'
-    std::vector<std::string> keys;
-    std::vector<JsonValue> values;
-    SkipWhitespace();
-    if (Peek() == '}') {
-      ++pos_;
-      return JsonValue::Object(std::move(keys), std::move(values));
-    }
-    while (true) {
-      SkipWhitespace();
-      if (Peek() != '"') return Error("expected a string key");
-      absl::StatusOr<std::string> key = ParseString();
-      if (!key.ok()) return key.status();
-      for (const std::string& existing : keys) {
-        if (existing == *key) return Error(absl::StrCat("duplicate key \"", *key, "\""));
-      }
-      SkipWhitespace();
-      if (Peek() != ':') return Error("expected ':' after a key");
-      ++pos_;
-      SkipWhitespace();
-      absl::StatusOr<JsonValue> value = ParseValue(depth + 1);
-      if (!value.ok()) return value.status();
-      keys.push_back(*std::move(key));
-      values.push_back(*std::move(value));
-      SkipWhitespace();
-      if (Peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (Peek() == '}') {
-        ++pos_;
-        return JsonValue::Object(std::move(keys), std::move(values));
-      }
-      return Error("expected ',' or '}' in an object");
+// Where a byte offset is, for messages: "line L, column C (offset O)".
+std::string Location(absl::string_view text, size_t offset) {
+  offset = std::min(offset, text.size());
+  int64_t line = 1;
+  size_t line_start = 0;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
     }
   }
+  return absl::StrFormat("line %d, column %d (offset %d)", line, offset - line_start + 1, offset);
+}
 
-  absl::StatusOr<JsonValue> ParseArray(int depth) {
-    ++pos_;  // '['
-    std::vector<JsonValue> items;
-    SkipWhitespace();
-    if (Peek() == ']') {
-      ++pos_;
-      return JsonValue::Array(std::move(items));
-    }
-    while (true) {
-      SkipWhitespace();
-      absl::StatusOr<JsonValue> value = ParseValue(depth + 1);
-      if (!value.ok()) return value.status();
-      items.push_back(*std::move(value));
-      SkipWhitespace();
-      if (Peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (Peek() == ']') {
-        ++pos_;
-        return JsonValue::Array(std::move(items));
-      }
-      return Error("expected ',' or ']' in an array");
-    }
+// Counts the bytes the parser has read, so that an error the handler finds (a duplicate key)
+// has a position too.
+struct CountingIterator {
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+  const char* at;
+  const char** furthest;
+  reference operator*() const { return *at; }
+  CountingIterator& operator++() {
+    *furthest = ++at;
+    return *this;
   }
-
-  // Number grammar: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
-  absl::StatusOr<JsonValue> ParseNumber() {
-    const size_t start = pos_;
-    auto digits = [this] {
-      size_t n = 0;
-      while (!AtEnd() && Peek() >= '0' && Peek() <= '9') {
-        ++pos_;
-        ++n;
-      }
-      return n;
-    };
-    if (Peek() == '-') ++pos_;
-    if (Peek() == '0') {
-      ++pos_;
-    } else if (digits() == 0) {
-      return Error("invalid number");
-    }
-    if (Peek() == '.') {
-      ++pos_;
-      if (digits() == 0) return Error("invalid number: digits expected after '.'");
-    }
-    if (Peek() == 'e' || Peek() == 'E') {
-      ++pos_;
-      if (Peek() == '+' || Peek() == '-') ++pos_;
-      if (digits() == 0) return Error("invalid number: digits expected in the exponent");
-    }
-    double value = 0;
-    if (!absl::SimpleAtod(text_.substr(start, pos_ - start), &value)) {
-      return Error("number out of range");
-    }
-    return JsonValue::Number(value);
+  CountingIterator operator++(int) {
+    CountingIterator old = *this;
+    ++*this;
+    return old;
   }
-
-  absl::StatusOr<uint32_t> ParseHex4() {
-    if (pos_ + 4 > text_.size()) return Error("truncated \\u escape");
-    uint32_t code = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = text_[pos_++];
-      code <<= 4;
-      if (c >= '0' && c <= '9') {
-        code |= static_cast<uint32_t>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        code |= static_cast<uint32_t>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        code |= static_cast<uint32_t>(c - 'A' + 10);
-      } else {
-        return Error("invalid hex digit in \\u escape");
-      }
-    }
-    return code;
-  }
-
-  static void AppendUtf8(uint32_t code, std::string& out) {
-    if (code < 0x80) {
-      out.push_back(static_cast<char>(code));
-    } else if (code < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (code >> 6)));
-      out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
-    } else if (code < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (code >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (code >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((code >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
-    }
-  }
-
-  absl::StatusOr<std::string> ParseString() {
-    ++pos_;  // opening quote
-    std::string out;
-    while (true) {
-      if (AtEnd()) return Error("unterminated string");
-      const char c = text_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) return Error("control character in a string");
-      if (c != '\\') {
-        out.push_back(c);
-        ++pos_;
-        continue;
-      }
-      ++pos_;
-      if (AtEnd()) return Error("unterminated escape");
-      const char e = text_[pos_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out.push_back(e);
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          absl::StatusOr<uint32_t> code = ParseHex4();
-          if (!code.ok()) return code.status();
-          uint32_t cp = *code;
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (!ConsumeLiteral("\\u")) return Error("unpaired high surrogate");
-            absl::StatusOr<uint32_t> low = ParseHex4();
-            if (!low.ok()) return low.status();
-            if (*low < 0xDC00 || *low > 0xDFFF) return Error("invalid low surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (*low - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return Error("unpaired low surrogate");
-          }
-          AppendUtf8(cp, out);
-          break;
-        }
-        default:
-          --pos_;
-          return Error(absl::StrFormat("invalid escape '\\%c'", e));
-      }
-    }
-  }
-
-  absl::string_view text_;
-  size_t pos_ = 0;
+  bool operator==(const CountingIterator& o) const { return at == o.at; }
+  bool operator!=(const CountingIterator& o) const { return at != o.at; }
 };
 
 }  // namespace
 
-absl::StatusOr<JsonValue> ParseJson(absl::string_view text) { return Parser(text).ParseDocument(); }
+absl::StatusOr<nlohmann::json> ParseJson(absl::string_view text) {
+  Json root;
+  StrictDomBuilder builder(&root);
+  const char* furthest = text.data();
+  const bool ok = Json::sax_parse(CountingIterator{text.data(), &furthest},
+                                  CountingIterator{text.data() + text.size(), &furthest}, &builder,
+                                  nlohmann::json::input_format_t::json, /*strict=*/true,
+                                  /*ignore_comments=*/false);
+  if (!ok) {
+    // The parser reads one byte past the token it reports: the offset of the last byte read.
+    const size_t read = static_cast<size_t>(furthest - text.data());
+    const size_t offset = read > 0 ? read - 1 : 0;
+    return absl::InvalidArgumentError(absl::StrCat(
+        Location(text, offset), ": ", builder.error().empty() ? "invalid JSON" : builder.error()));
+  }
+  return root;
+}
 
 }  // namespace fragscope::estimator

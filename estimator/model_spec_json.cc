@@ -1,16 +1,17 @@
 #include "estimator/model_spec_json.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
-#include <system_error>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 #include "estimator/json_value.h"
@@ -20,63 +21,83 @@
 namespace fragscope::estimator {
 namespace {
 
-std::string Describe(const JsonValue& value) {
-  switch (value.kind()) {
-    case JsonValue::Kind::kNumber:
-      return absl::StrCat(value.number());
-    case JsonValue::Kind::kString:
-      return absl::StrCat("\"", value.string_value(), "\" (a string)");
-    case JsonValue::Kind::kBool:
-      return value.bool_value() ? "true" : "false";
-    default:
-      return absl::StrCat("a JSON ", JsonKindName(value.kind()));
+using Json = nlohmann::json;
+
+// A text from the file for a message: quoted, at most 40 bytes of it, non-printable bytes escaped.
+std::string Quoted(absl::string_view text) {
+  std::string out = "\"";
+  for (size_t i = 0; i < text.size() && i < 40; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    }
   }
+  absl::StrAppend(&out, text.size() > 40 ? "...\"" : "\"");
+  return out;
 }
 
-absl::StatusOr<int64_t> ReadInteger(const JsonValue& value, absl::string_view key) {
+// A value for a message: numbers and booleans as written, a string as a short excerpt.
+std::string Describe(const Json& value) {
+  if (value.is_number()) return absl::StrCat(value.get<double>());
+  if (value.is_boolean()) return value.get<bool>() ? "true" : "false";
+  if (value.is_string()) {
+    return absl::StrCat(Quoted(value.get_ref<const std::string&>()), " (a string)");
+  }
+  return absl::StrCat("a JSON ", JsonKindName(value));
+}
+
+// Member `key` of `object`, or nullptr.
+const Json* Find(const Json& object, absl::string_view key) {
+  const auto it = object.find(std::string_view(key.data(), key.size()));
+  return it == object.end() ? nullptr : &*it;
+}
+
+absl::StatusOr<int64_t> ReadInteger(const Json& value, absl::string_view key) {
   constexpr double kMaxExact = 9007199254740992.0;  // 2^53
-  if (value.kind() != JsonValue::Kind::kNumber || value.number() < 0 ||
-      value.number() != std::floor(value.number()) || value.number() > kMaxExact) {
+  const double number = value.is_number() ? value.get<double>() : -1;
+  if (number < 0 || number != std::floor(number) || number > kMaxExact) {
     return absl::InvalidArgumentError(
         absl::StrCat(key, ": expected a non-negative integer, got ", Describe(value)));
   }
-  return static_cast<int64_t>(value.number());
+  return static_cast<int64_t>(number);
 }
 
-absl::StatusOr<bool> ReadBool(const JsonValue& value, absl::string_view key) {
-  if (value.kind() != JsonValue::Kind::kBool) {
+absl::StatusOr<bool> ReadBool(const Json& value, absl::string_view key) {
+  if (!value.is_boolean()) {
     return absl::InvalidArgumentError(
         absl::StrCat(key, ": expected true or false, got ", Describe(value)));
   }
-  return value.bool_value();
+  return value.get<bool>();
 }
 
-absl::StatusOr<std::string> ReadString(const JsonValue& value, absl::string_view key) {
-  if (value.kind() != JsonValue::Kind::kString) {
+absl::StatusOr<std::string> ReadString(const Json& value, absl::string_view key) {
+  if (!value.is_string()) {
     return absl::InvalidArgumentError(
         absl::StrCat(key, ": expected a string, got ", Describe(value)));
   }
-  return value.string_value();
+  return value.get<std::string>();
 }
 
 // Applies an integer key if present; `offset` is added (OPT's position offset of 2).
-absl::Status MaybeInteger(const JsonValue& object, absl::string_view key, int64_t& field,
+absl::Status MaybeInteger(const Json& object, absl::string_view key, int64_t& field,
                           int64_t offset = 0) {
-  const JsonValue* value = object.Find(key);
+  const Json* value = Find(object, key);
   if (value == nullptr || value->is_null()) return absl::OkStatus();
   FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const int64_t parsed, ReadInteger(*value, key));
   field = parsed + offset;
   return absl::OkStatus();
 }
 
-absl::Status MaybeBool(const JsonValue& object, absl::string_view key, bool& field) {
-  const JsonValue* value = object.Find(key);
+absl::Status MaybeBool(const Json& object, absl::string_view key, bool& field) {
+  const Json* value = Find(object, key);
   if (value == nullptr || value->is_null()) return absl::OkStatus();
   FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(field, ReadBool(*value, key));
   return absl::OkStatus();
 }
 
-absl::StatusOr<ModelSpec> FromOwnSchema(const JsonValue& root) {
+absl::StatusOr<ModelSpec> FromOwnSchema(const Json& root) {
   static const char* const kKeys[] = {"name",
                                       "base",
                                       "num_layers",
@@ -99,16 +120,16 @@ absl::StatusOr<ModelSpec> FromOwnSchema(const JsonValue& root) {
                                       "parameter_count",
                                       "fused_qkv",
                                       "python_gelu"};
-  for (const std::string& key : root.keys()) {
+  for (const auto& [key, value] : root.items()) {
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
     if (!known) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown field \"", key, "\" (known fields: ", absl::StrJoin(kKeys, ", "), ")"));
+          "unknown field ", Quoted(key), " (known fields: ", absl::StrJoin(kKeys, ", "), ")"));
     }
   }
   ModelSpec spec;
-  if (const JsonValue* base = root.Find("base")) {
+  if (const Json* base = Find(root, "base")) {
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string name, ReadString(*base, "base"));
     absl::StatusOr<ModelSpec> preset = FindModelPreset(name);
     if (!preset.ok()) {
@@ -116,7 +137,7 @@ absl::StatusOr<ModelSpec> FromOwnSchema(const JsonValue& root) {
     }
     spec = *std::move(preset);
   }
-  if (const JsonValue* name = root.Find("name")) {
+  if (const Json* name = Find(root, "name")) {
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec.name, ReadString(*name, "name"));
   }
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_layers", spec.num_layers));
@@ -128,12 +149,12 @@ absl::StatusOr<ModelSpec> FromOwnSchema(const JsonValue& root) {
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "gated_mlp", spec.gated_mlp));
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "vocab_size", spec.vocab_size));
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "tied_embeddings", spec.tied_embeddings));
-  if (const JsonValue* norm = root.Find("norm")) {
+  if (const Json* norm = Find(root, "norm")) {
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string text, ReadString(*norm, "norm"));
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec.norm, ParseNormKind(text, "norm"));
   }
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "linear_biases", spec.linear_biases));
-  if (const JsonValue* position = root.Find("position_embedding")) {
+  if (const Json* position = Find(root, "position_embedding")) {
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string text,
                                          ReadString(*position, "position_embedding"));
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec.position_embedding,
@@ -151,13 +172,12 @@ absl::StatusOr<ModelSpec> FromOwnSchema(const JsonValue& root) {
   return spec;
 }
 
-absl::StatusOr<ModelSpec> FromHuggingFace(const JsonValue& root, const std::string& model_type) {
+absl::StatusOr<ModelSpec> FromHuggingFace(const Json& root, const std::string& model_type) {
   ModelSpec spec;
   spec.name = model_type;
-  if (const JsonValue* name = root.Find("_name_or_path");
-      name != nullptr && name->kind() == JsonValue::Kind::kString &&
-      !name->string_value().empty()) {
-    spec.name = name->string_value();
+  if (const Json* name = Find(root, "_name_or_path");
+      name != nullptr && name->is_string() && !name->get_ref<const std::string&>().empty()) {
+    spec.name = name->get<std::string>();
   }
   if (model_type == "llama" || model_type == "mistral" || model_type == "mixtral") {
     spec.gated_mlp = true;
@@ -171,6 +191,14 @@ absl::StatusOr<ModelSpec> FromHuggingFace(const JsonValue& root, const std::stri
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
         MaybeInteger(root, "num_key_value_heads", spec.num_kv_heads));
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "head_dim", spec.head_dim));
+    // Without it, transformers uses the config class's default (11008 for llama, 14336 for
+    // mistral and mixtral), right only for the model it was taken from: ask rather than guess.
+    if (const Json* ffn = Find(root, "intermediate_size"); ffn == nullptr || ffn->is_null()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "intermediate_size: missing from this ", model_type,
+          " config (transformers would use its class default, which fits one model size "
+          "only); add the model's own value"));
+    }
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "intermediate_size", spec.ffn_size));
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "vocab_size", spec.vocab_size));
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
@@ -202,7 +230,7 @@ absl::StatusOr<ModelSpec> FromHuggingFace(const JsonValue& root, const std::stri
     // "gelu_new" is a Python tanh GeLU.
     spec.fused_qkv = true;
     std::string activation = "gelu_new";
-    if (const JsonValue* act = root.Find("activation_function")) {
+    if (const Json* act = Find(root, "activation_function")) {
       FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(activation, ReadString(*act, "activation_function"));
     }
     spec.python_gelu = activation == "gelu_new";
@@ -225,8 +253,8 @@ absl::StatusOr<ModelSpec> FromHuggingFace(const JsonValue& root, const std::stri
     }
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("model_type: \"", model_type,
-                     "\" is not supported (llama, mistral, mixtral, gpt2, opt); write the spec in "
+        absl::StrCat("model_type: ", Quoted(model_type),
+                     " is not supported (llama, mistral, mixtral, gpt2, opt); write the spec in "
                      "fragscope's own schema"));
   }
   return spec;
@@ -235,13 +263,13 @@ absl::StatusOr<ModelSpec> FromHuggingFace(const JsonValue& root, const std::stri
 }  // namespace
 
 absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text) {
-  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const JsonValue root, ParseJson(json_text));
-  if (root.kind() != JsonValue::Kind::kObject) {
+  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const Json root, ParseJson(json_text));
+  if (!root.is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("a model spec must be a JSON object, got a JSON ", JsonKindName(root.kind())));
+        absl::StrCat("a model spec must be a JSON object, got a JSON ", JsonKindName(root)));
   }
   ModelSpec spec;
-  if (const JsonValue* model_type = root.Find("model_type")) {
+  if (const Json* model_type = Find(root, "model_type")) {
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string type,
                                          ReadString(*model_type, "model_type"));
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec, FromHuggingFace(root, type));
@@ -253,20 +281,44 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text) {
 }
 
 absl::StatusOr<ModelSpec> LoadModelSpecFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model spec file '", path, "' is a directory (expected a JSON file)"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  const bool standard_input = path == "-";
+  const int fd = standard_input ? STDIN_FILENO : open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     const int error = errno;
     return absl::NotFoundError(
         absl::StrCat("cannot open model spec file '", path, "': ", std::strerror(error)));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromJson(text.str());
+  // Read in pieces up to one byte past the bound, so a stream without end (a device, a pipe)
+  // stops there with an error instead of growing without limit.
+  std::string text;
+  int error = 0;
+  while (text.size() <= kMaxModelSpecFileBytes) {
+    const size_t old_size = text.size();
+    text.resize(std::min(old_size + (size_t{1} << 16), kMaxModelSpecFileBytes + 1));
+    const ssize_t n = read(fd, text.data() + old_size, text.size() - old_size);
+    if (n < 0 && errno == EINTR) {
+      text.resize(old_size);
+      continue;
+    }
+    text.resize(old_size + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    if (n < 0) error = errno;
+    if (n <= 0) break;
+  }
+  if (!standard_input) close(fd);
+  if (error == EISDIR) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model spec file '", path, "' is a directory (expected a JSON file)"));
+  }
+  if (error != 0) {
+    return absl::DataLossError(
+        absl::StrCat("cannot read model spec file '", path, "': ", std::strerror(error)));
+  }
+  if (text.size() > kMaxModelSpecFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": larger than the ", kMaxModelSpecFileBytes >> 20,
+        " MiB a model spec file may have (reading stopped there); is it a JSON file?"));
+  }
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromJson(text);
   if (!spec.ok()) {
     return absl::Status(spec.status().code(), absl::StrCat(path, ": ", spec.status().message()));
   }

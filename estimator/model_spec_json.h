@@ -12,7 +12,8 @@
 // Hugging Face config.json (recognised by its "model_type"; other keys are ignored): model_type
 // llama, mistral and mixtral (num_hidden_layers, hidden_size, num_attention_heads,
 // num_key_value_heads, head_dim, intermediate_size, vocab_size, tie_word_embeddings,
-// attention_bias/mlp_bias, num_local_experts, num_experts_per_tok), gpt2 (n_layer, n_embd,
+// attention_bias/mlp_bias, num_local_experts, num_experts_per_tok; intermediate_size is
+// required: transformers' class default fits one model size only), gpt2 (n_layer, n_embd,
 // n_head, n_inner, n_positions, vocab_size, activation_function; fused_qkv is set, python_gelu
 // for "gelu_new") and opt (ffn_dim, max_position_embeddings + 2).
 // Other model types are an error: write the spec in the own schema instead.
@@ -32,8 +33,13 @@ namespace fragscope::estimator {
 
 absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text);
 
-// Reads `path` and parses it; a missing file is kNotFound naming the path, and parse errors are
-// prefixed with the path.
+// The most a model spec file may hold: the largest published config.json is a few KiB, and
+// a stream without end (/dev/zero, a pipe) must stop somewhere.
+inline constexpr size_t kMaxModelSpecFileBytes = size_t{64} << 20;
+
+// Reads `path` ("-": standard input; pipes and devices too, at most kMaxModelSpecFileBytes) and
+// parses it; a missing file is kNotFound naming the path, a longer one an error saying the
+// bound, and parse errors are prefixed with the path.
 absl::StatusOr<ModelSpec> LoadModelSpecFile(const std::string& path);
 
 }  // namespace fragscope::estimator

@@ -160,22 +160,30 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
   TextReportOptions text;
   text.memory_summary = !flags->Has("--no-summary");
   RenderTextReport(*report, text, text_out);
-  if (json.requested()) {
+  // --json PATH and --html are written all or none; `--json -` goes to stdout after them.
+  const std::string* json_path = flags->Get("--json");
+  const std::string* html_path = flags->Get("--html");
+  std::vector<OutputSpec> outputs;
+  if (json.requested() && !json.to_stdout()) {
+    outputs.push_back({*json_path, [&](std::ostream& o) { WriteJsonReport(*report, {}, o); }});
+  }
+  if (html_path != nullptr) {
+    outputs.push_back({*html_path, [&](std::ostream& o) { WriteHtmlReport(*report, o); }});
+  }
+  if (absl::Status s = WriteOutputFiles(outputs); !s.ok()) {
+    err << "fragscope analyze: " << s.message() << "\n";
+    return 1;
+  }
+  if (json.to_stdout()) {
     if (absl::Status s = json.Write([&](std::ostream& o) { WriteJsonReport(*report, {}, o); });
         !s.ok()) {
       err << "fragscope analyze: " << s.message() << "\n";
       return 1;
     }
-    text_out << "\nJSON report: " << *flags->Get("--json") << "\n";
   }
-  if (const std::string* path = flags->Get("--html")) {
-    if (absl::Status s =
-            WriteOutputFile(*path, [&](std::ostream& o) { WriteHtmlReport(*report, o); });
-        !s.ok()) {
-      err << "fragscope analyze: " << s.message() << "\n";
-      return 1;
-    }
-    text_out << (flags->Has("--json") ? "" : "\n") << "HTML report: " << *path << "\n";
+  if (json.requested()) text_out << "\nJSON report: " << *json_path << "\n";
+  if (html_path != nullptr) {
+    text_out << (json.requested() ? "" : "\n") << "HTML report: " << *html_path << "\n";
   }
   return 0;
 }

@@ -168,9 +168,9 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
   if (const std::string* v = flags.Get("--threads")) {
     absl::StatusOr<uint64_t> n = ParseCount(*v, "--threads");
     if (!n.ok()) return n.status();
-    if (*n > kMaxThreads) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("--threads must be at most %d", kMaxThreads));
+    if (*n == 0 || *n > kMaxThreads) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--threads %s: expected 1 to %d (leave it out for one per core)", *v, kMaxThreads));
     }
     options->threads = static_cast<int>(*n);
   }

@@ -4,7 +4,6 @@
 // even when the input had none (an RMM CSV). For a trace that `fragscope verify` finds faithful
 // (any .fslog written by fragscope, PyTorch's own snapshots) they are the trace's own decisions.
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -249,22 +248,19 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     return 1;
   }
   // Written beside OUT and renamed over it at the end: a failed conversion leaves OUT as it was.
-  OutputFile output(out_path);
-  const std::string& write_path = output.write_path();
+  absl::StatusOr<std::unique_ptr<OutputFile>> output = OutputFile::Create(out_path);
+  if (!output.ok()) {
+    err << "fragscope convert: " << output.status().message() << "\n";
+    return 1;
+  }
+  const std::string& write_path = (*output)->write_path();
   absl::Status status;
   std::string written;             // what the summary line says
   uint64_t served_ooms = 0;        // ConvertHooks::served_ooms
   std::vector<std::string> notes;  // warnings about what the output leaves out
   if (format == OutFormat::kChrome) {
-    std::ofstream file(write_path, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      err << "fragscope convert: " << out_path << ": cannot write\n";
-      return 1;
-    }
-    ChromeTraceWriter writer(replayer, file);
+    ChromeTraceWriter writer(replayer, (*output)->stream());
     status = replayer.Run(&writer);
-    file.close();
-    if (status.ok() && !file) status = absl::DataLossError(out_path + ": write failed");
     written = CountOf(writer.events_written(), "trace event") + " (Chrome trace JSON)";
   } else if (format == OutFormat::kFslog) {
     EventLogHeader header;
@@ -312,7 +308,8 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer =
         FslogFileWriter::Open(write_path, header);
     if (!writer.ok()) {
-      err << "fragscope convert: " << out_path << ": cannot write\n";
+      err << "fragscope convert: "
+          << absl::StrReplaceAll(writer.status().message(), {{write_path, out_path}}) << "\n";
       return 1;
     }
     (*writer)->AppendState(state);
@@ -347,7 +344,7 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   for (const std::string& w : (*source)->warnings()) {
     err << "fragscope convert: warning: " << w << "\n";
   }
-  if (status.ok()) status = output.Commit();
+  if (status.ok()) status = (*output)->Commit();
   if (!status.ok()) {
     // The writers name the file they wrote, the temporary: the user named OUT.
     err << "fragscope convert: " << absl::StrReplaceAll(status.message(), {{write_path, out_path}})

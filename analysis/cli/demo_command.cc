@@ -13,9 +13,9 @@
 #include <sstream>
 #include <tuple>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "allocator/format_size.h"
 #include "allocator/simulated_backend.h"
 #include "analysis/analyzer.h"
@@ -165,32 +165,29 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_st
 
   // 1. Run the job, recording its event log.
   const bool keep_log = flags->Has("--log");
-  std::string log_path;
-  if (keep_log) {
-    log_path = *flags->Get("--log");
-  } else {
-    log_path = (std::filesystem::temp_directory_path() /
-                absl::StrFormat("fragscope-demo-%d.fslog", getpid()))
-                   .string();
+  // The log is only the demo's working file unless --log keeps it: an exclusive, unguessable
+  // temporary in the temporary directory, gone on every way out (output_file.h).
+  const std::string log_name =
+      keep_log ? *flags->Get("--log")
+               : (std::filesystem::temp_directory_path() / "fragscope-demo.fslog").string();
+  absl::StatusOr<std::unique_ptr<OutputFile>> log_file = OutputFile::Create(log_name);
+  if (!log_file.ok()) {
+    err << "fragscope demo: " << log_file.status().message() << "\n";
+    return 1;
   }
+  const std::string write_path = (*log_file)->write_path();
   EventLogHeader header;
   header.device_total_bytes = capacity;
   header.device_name = absl::StrFormat("simulated %d GiB GPU", *capacity_gib);
   header.host = "fragscope-demo";
   header.allocator_options = conf;
   header.start_monotonic_ns = 1'000'000'000;
-  absl::StatusOr<std::unique_ptr<FslogFileWriter>> log = FslogFileWriter::Open(log_path, header);
+  absl::StatusOr<std::unique_ptr<FslogFileWriter>> log = FslogFileWriter::Open(write_path, header);
   if (!log.ok()) {
-    err << "fragscope demo: " << log.status().message() << "\n";
+    err << "fragscope demo: "
+        << absl::StrReplaceAll(log.status().message(), {{write_path, log_name}}) << "\n";
     return 1;
   }
-  // The log is only the demo's working file unless --log keeps it: gone on every way out.
-  absl::Cleanup remove_log = [&] {
-    if (!keep_log) {
-      std::error_code ec;
-      std::filesystem::remove(log_path, ec);
-    }
-  };
   WriteWrapped(
       out,
       absl::StrFormat("fragscope demo: %s of training a %.0fM-parameter GPT-style model "
@@ -204,10 +201,17 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_st
   out << "\n";
   absl::StatusOr<DemoJobResult> job = RunDemoJob(workload, *options, capacity, log->get());
   absl::Status closed = (*log)->Close();
+  if (closed.ok() && keep_log) closed = (*log_file)->Commit();
   if (!job.ok() || !closed.ok()) {
-    err << "fragscope demo: " << (job.ok() ? closed : job.status()).message() << "\n";
+    err << "fragscope demo: "
+        << absl::StrReplaceAll((job.ok() ? closed : job.status()).message(),
+                               {{write_path, log_name}})
+        << "\n";
     return 1;
   }
+  // What the analysis reads: the kept log, or the working file (by its exclusive name).
+  const std::string log_path =
+      keep_log || (*log_file)->temporary().empty() ? log_name : (*log_file)->temporary();
   if (job->completed) {
     out << absl::StrFormat("The job completed %s (peak reserved %s).\n\n", AllSteps(workload.steps),
                            FormatSize(job->peak_reserved_bytes));
@@ -317,24 +321,29 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_st
   out << reruns_text.str();
 
   // 4. Reports.
+  // The HTML and JSON reports are written all or none.
+  std::vector<OutputSpec> reports;
   if (!flags->Has("--no-html")) {
-    if (absl::Status s =
-            WriteOutputFile(html_path, [&](std::ostream& o) { WriteHtmlReport(*report, o); });
-        !s.ok()) {
-      err << "fragscope demo: " << s.message() << "\n";
-      return 1;
-    }
-    out << "\nHTML report: " << html_path << "\n";
+    reports.push_back({html_path, [&](std::ostream& o) { WriteHtmlReport(*report, o); }});
   }
-  if (const std::string* json = flags->Get("--json")) {
+  const std::string* json = flags->Get("--json");
+  if (json_output.requested() && !json_output.to_stdout()) {
+    reports.push_back({*json, [&](std::ostream& o) { WriteJsonReport(*report, {}, o); }});
+  }
+  if (absl::Status s = WriteOutputFiles(reports); !s.ok()) {
+    err << "fragscope demo: " << s.message() << "\n";
+    return 1;
+  }
+  if (json_output.to_stdout()) {
     if (absl::Status s =
             json_output.Write([&](std::ostream& o) { WriteJsonReport(*report, {}, o); });
         !s.ok()) {
       err << "fragscope demo: " << s.message() << "\n";
       return 1;
     }
-    out << "JSON report: " << *json << "\n";
   }
+  if (!flags->Has("--no-html")) out << "\nHTML report: " << html_path << "\n";
+  if (json != nullptr) out << "JSON report: " << *json << "\n";
   if (keep_log) out << "Event log: " << log_path << "\n";
   return 0;
 }

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
-#include <fstream>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -277,11 +279,20 @@ absl::StatusOr<std::string> WritePickle(const PickleValue& value,
 absl::Status WritePickleFile(const PickleValue& value, const std::string& path,
                              const PickleWriteOptions& options) {
   FRAGSCOPE_ASSIGN_OR_RETURN(const std::string bytes, WritePickle(value, options));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot create ", path));
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) return absl::DataLossError(absl::StrCat("cannot write ", path));
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  if (out == nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
+  }
+  // errno is read right after the call that failed.
+  int error = 0;
+  if (std::fwrite(bytes.data(), 1, bytes.size(), out) != bytes.size() || std::fflush(out) != 0) {
+    error = errno;
+  }
+  if (std::fclose(out) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    return absl::DataLossError(absl::StrCat(path, ": write failed: ", std::strerror(error)));
+  }
   return absl::OkStatus();
 }
 

@@ -238,7 +238,9 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
       {{"demo", "--capacity-gib", "0"}, 2, "--capacity-gib expects a positive whole number"},
       {{"demo", "--micro-batch", "5000"}, 2, "--micro-batch must be at most 4096"},
       {{"analyze", QuietLog(), "--capacity", "5TiB"}, 2, "--capacity must be at most 4TiB"},
-      {{"analyze", QuietLog(), "--threads", "4294967297"}, 2, "--threads must be at most 1024"},
+      {{"analyze", QuietLog(), "--threads", "4294967297"},
+       2,
+       "--threads 4294967297: expected 1 to 1024"},
       {{"analyze", huge_device}, 1, "too large to simulate (at most 4 TiB)"},
       // A cap of 0 bytes was explained as fragmentation with the whole device "available".
       {{"analyze", QuietLog(), "--allowed", "0"}, 2, "--allowed must be at least 2MiB"},

@@ -30,10 +30,10 @@ std::string OomLog() {
 
 // The schema of the JSON document that is all of `out`, or "" (with a failure) if it is not one.
 std::string SchemaOf(const std::string& out) {
-  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(out);
+  absl::StatusOr<nlohmann::json> json = estimator::ParseJson(out);
   EXPECT_TRUE(json.ok()) << json.status() << "\n" << out;
-  if (!json.ok() || json->Find("schema") == nullptr) return "";
-  return json->Find("schema")->string_value();
+  if (!json.ok() || !json->contains("schema") || !(*json)["schema"].is_string()) return "";
+  return (*json)["schema"].get<std::string>();
 }
 
 TEST(JsonStdoutTest, DashWritesTheDocumentAloneToStdout) {

@@ -61,21 +61,21 @@ TEST(RefusedRequestsTest, TextNamesWhichFiguresCountTheRefusedRequest) {
 TEST(RefusedRequestsTest, JsonCarriesTheRequestsSoBothDefinitionsReconcile) {
   const auto r = Fragscope({"analyze", H100Log(), "--json", "-"});
   ASSERT_EQ(r.code, 0) << r.err;
-  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(r.out);
+  absl::StatusOr<nlohmann::json> json = estimator::ParseJson(r.out);
   ASSERT_TRUE(json.ok()) << json.status();
-  const estimator::JsonValue& rank = json->Find("ranks")->items()[0];
-  const estimator::JsonValue& peaks = *rank.Find("peaks");
-  EXPECT_EQ(peaks.Find("refused_requests_left_out")->number(), 1);
-  EXPECT_EQ(peaks.Find("refused_bytes_left_out")->number(), 316.0 * 1024 * 1024);
+  const nlohmann::json& rank = (*json)["ranks"][0];
+  const nlohmann::json& peaks = rank["peaks"];
+  EXPECT_EQ(peaks["refused_requests_left_out"].get<double>(), 1);
+  EXPECT_EQ(peaks["refused_bytes_left_out"].get<double>(), 316.0 * 1024 * 1024);
   // The job's peak plus the refused request is the [trace] row's peak, and memory_summary's.
-  const estimator::JsonValue& row = rank.Find("sweep")->Find("configs")->items()[0];
-  ASSERT_TRUE(row.Find("is_trace_config")->bool_value());
-  const double job = peaks.Find("allocated_bytes")->number();
-  const double refused = peaks.Find("refused_bytes_left_out")->number();
-  EXPECT_EQ(row.Find("peak_allocated_bytes")->number(), job + refused);
-  EXPECT_EQ(rank.Find("final_stats")->Find("allocated_bytes.all.peak")->number(), job + refused);
-  EXPECT_NEAR(rank.Find("fragmentation")->Find("utilization")->number(), 0.588, 0.0005);
-  EXPECT_NEAR(row.Find("utilization")->number(), 0.655, 0.0005);
+  const nlohmann::json& row = rank["sweep"]["configs"][0];
+  ASSERT_TRUE(row["is_trace_config"].get<bool>());
+  const double job = peaks["allocated_bytes"].get<double>();
+  const double refused = peaks["refused_bytes_left_out"].get<double>();
+  EXPECT_EQ(row["peak_allocated_bytes"].get<double>(), job + refused);
+  EXPECT_EQ(rank["final_stats"]["allocated_bytes.all.peak"].get<double>(), job + refused);
+  EXPECT_NEAR(rank["fragmentation"]["utilization"].get<double>(), 0.588, 0.0005);
+  EXPECT_NEAR(row["utilization"].get<double>(), 0.655, 0.0005);
 }
 
 }  // namespace

@@ -348,6 +348,38 @@ TEST(ReplayTest, RebuiltBlocksKeepTheirRequests) {
   EXPECT_TRUE(replayer.warnings().empty());
 }
 
+// Pre-trace segments that do not fit the device are skipped without an allocator call: each
+// refused call walks every segment (the allocator's out-of-memory report), which made rebuilding
+// 10^6 segments quadratic. The work is counted, not timed: 4 allocator calls (the segment, its
+// block, its free gap in two small-pool pieces of at most 1 MiB) per segment that fits, none
+// per segment that does not.
+TEST(ReplayTest, PreTraceSegmentsThatDoNotFitCostNoAllocatorCall) {
+  class StateOnlySource final : public TraceSource {
+   public:
+    absl::StatusOr<bool> Next(TraceEvent*) override { return false; }
+  };
+  StateOnlySource source;
+  constexpr DevicePtr kBase = 0x7f0000000000;
+  constexpr int kSegments = 20000;
+  for (int i = 0; i < kSegments; ++i) {
+    const DevicePtr at = kBase + static_cast<DevicePtr>(i) * 2 * kMiB;
+    InitialSegment seg{at, 2 * kMiB, PoolKind::kSmall, 0, {}};
+    seg.allocated.push_back({at, 512, 500});
+    source.mutable_info().initial_segments.push_back(seg);
+  }
+  ReplayConfig config;
+  config.capacity_bytes = 64 * kMiB;  // room for 32 of them
+  Replayer replayer(source, config);
+  ASSERT_OK(replayer.Init());
+  EXPECT_EQ(replayer.initial_state_allocations(), 32u * 4);
+  EXPECT_EQ(replayer.allocator().GetStats().reserved_bytes[0].current,
+            static_cast<int64_t>(64 * kMiB));
+  ASSERT_EQ(replayer.warnings().size(), 1u);
+  EXPECT_THAT(replayer.warnings()[0],
+              ::testing::HasSubstr("19968 segments (39.00 GiB) that existed before the trace were "
+                                   "not rebuilt: they do not fit the 64.00 MiB device"));
+}
+
 // An observed PyTorch log (the observe mode) only knows requests: a 299 MiB request carved from a
 // new 300 MiB segment is logged as a 299 MiB block, while PyTorch (and fragscope) hand out all
 // 300 MiB because a 1 MiB remainder is not split. kEventFlagSizeInferred makes verify take the

@@ -47,10 +47,10 @@ std::string Unwrapped(const std::string& text) {
   return joined;
 }
 
-estimator::JsonValue ParsedJson(const std::string& text) {
-  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(text);
+nlohmann::json ParsedJson(const std::string& text) {
+  absl::StatusOr<nlohmann::json> json = estimator::ParseJson(text);
   EXPECT_TRUE(json.ok()) << json.status() << "\n" << text;
-  return json.ok() ? *json : estimator::JsonValue();
+  return json.ok() ? *json : nlohmann::json();
 }
 
 TEST(EstimateAssumptionsTest, HeaderStatesFlashAttentionAndDropout) {
@@ -77,21 +77,21 @@ TEST(EstimateAssumptionsTest, JsonCarriesTheAssumptionsAsFields) {
   Result r = RunEstimate({"--preset", "gpt2", "--train", "--flash-attention", "--activation-model",
                           "torch-autocast", "--json", "-"});
   ASSERT_EQ(r.code, 0) << r.err;
-  estimator::JsonValue json = ParsedJson(r.out);
-  const estimator::JsonValue* a = json.Find("activations");
-  ASSERT_NE(a, nullptr) << r.out;
-  EXPECT_TRUE(a->Find("counted")->bool_value());
-  EXPECT_EQ(a->Find("model")->string_value(), "torch-autocast");
-  EXPECT_EQ(a->Find("recompute")->string_value(), "none");
-  EXPECT_TRUE(a->Find("flash_attention")->bool_value());
-  EXPECT_TRUE(a->Find("dropout")->bool_value());
-  EXPECT_TRUE(Contains(json.Find("workload")->string_value(), "flash attention on, dropout on"));
+  nlohmann::json json = ParsedJson(r.out);
+  ASSERT_TRUE(json.contains("activations")) << r.out;
+  const nlohmann::json& a = json["activations"];
+  EXPECT_TRUE(a["counted"].get<bool>());
+  EXPECT_EQ(a["model"].get<std::string>(), "torch-autocast");
+  EXPECT_EQ(a["recompute"].get<std::string>(), "none");
+  EXPECT_TRUE(a["flash_attention"].get<bool>());
+  EXPECT_TRUE(a["dropout"].get<bool>());
+  EXPECT_TRUE(Contains(json["workload"].get<std::string>(), "flash attention on, dropout on"));
   // Inference stores no activations.
   r = RunEstimate({"--preset", "gpt2", "--json", "-"});
   ASSERT_EQ(r.code, 0) << r.err;
   json = ParsedJson(r.out);
-  ASSERT_NE(json.Find("activations"), nullptr) << r.out;
-  EXPECT_TRUE(json.Find("activations")->is_null()) << r.out;
+  ASSERT_TRUE(json.contains("activations")) << r.out;
+  EXPECT_TRUE(json["activations"].is_null()) << r.out;
 }
 
 // The torch-autocast model was measured on full fine-tuning: under LoRA and QLoRA it says, in the
@@ -119,10 +119,10 @@ TEST(EstimateAssumptionsTest, AutocastUnderLoraSaysItHasNoMeasuredBasis) {
   as_json.insert(as_json.end(), {"--json", "-"});
   r = RunEstimate(as_json);
   ASSERT_EQ(r.code, 0) << r.err;
-  estimator::JsonValue json = ParsedJson(r.out);
+  nlohmann::json json = ParsedJson(r.out);
   bool noted = false;
-  for (const estimator::JsonValue& note : json.Find("notes")->items()) {
-    noted |= Contains(note.string_value(), "no measured basis with QLoRA");
+  for (const nlohmann::json& note : json["notes"]) {
+    noted |= Contains(note.get<std::string>(), "no measured basis with QLoRA");
   }
   EXPECT_TRUE(noted) << r.out;
 
@@ -173,14 +173,12 @@ TEST(EstimateAssumptionsTest, InferenceTimingNamesPerBatchAndPerSequencePrefill)
   r = RunEstimate({"--preset", "llama-2-7b", "--dtype", "fp16", "--context", "4096", "--batch", "4",
                    "--gpu", "a100-80gb", "--json", "-"});
   ASSERT_EQ(r.code, 0) << r.err;
-  estimator::JsonValue json = ParsedJson(r.out);
+  nlohmann::json json = ParsedJson(r.out);
   double batch = 0;
   double sequence = 0;
-  for (const estimator::JsonValue& t : json.Find("timing")->items()) {
-    if (t.Find("key")->string_value() == "prefill_seconds") batch = t.Find("value")->number();
-    if (t.Find("key")->string_value() == "prefill_seconds_per_sequence") {
-      sequence = t.Find("value")->number();
-    }
+  for (const nlohmann::json& t : json["timing"]) {
+    if (t["key"] == "prefill_seconds") batch = t["value"].get<double>();
+    if (t["key"] == "prefill_seconds_per_sequence") sequence = t["value"].get<double>();
   }
   EXPECT_GT(sequence, 0) << r.out;
   EXPECT_NEAR(batch / sequence, 4.0, 1e-6) << r.out;
@@ -204,13 +202,13 @@ TEST(EstimateAssumptionsTest, JsonTakesAPathOrDashForStdout) {
   std::ifstream file(path);
   std::stringstream written;
   written << file.rdbuf();
-  EXPECT_EQ(ParsedJson(written.str()).Find("model")->string_value(), "gpt2-small");
+  EXPECT_EQ(ParsedJson(written.str())["model"].get<std::string>(), "gpt2-small");
   std::remove(path.c_str());
 
   r = RunEstimate({"--preset", "gpt2", "--train", "--json=-"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(Contains(r.out, "total on GPU")) << r.out;
-  EXPECT_EQ(ParsedJson(r.out).Find("model")->string_value(), "gpt2-small");
+  EXPECT_EQ(ParsedJson(r.out)["model"].get<std::string>(), "gpt2-small");
 
   r = RunEstimate({"--preset", "gpt2", "--train", "--json", "/nonexistent-dir/e.json"});
   EXPECT_EQ(r.code, 1);

@@ -69,10 +69,10 @@ TEST(EstimateCommandTest, JsonIsMachineReadable) {
   args.push_back("-");
   const Result r = RunEstimate(args);
   ASSERT_EQ(r.code, 0) << r.err;
-  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(r.out);
+  absl::StatusOr<nlohmann::json> json = estimator::ParseJson(r.out);
   ASSERT_TRUE(json.ok()) << json.status() << "\n" << r.out;
-  EXPECT_EQ(json->Find("model")->string_value(), "llama-2-13b");
-  EXPECT_GT(json->Find("terms")->items().size(), 5u);
+  EXPECT_EQ(json->at("model"), "llama-2-13b");
+  EXPECT_GT(json->at("terms").size(), 5u);
 }
 
 TEST(EstimateCommandTest, ExplainPrintsFormulasAndSources) {
@@ -155,10 +155,10 @@ TEST(EstimateCommandTest, SolveMaxBatchAndMinGpus) {
   r = RunEstimate({"--preset", "llama-2-70b", "--train", "--zero", "3", "--recompute", "full",
                    "--gpu", "h100", "--solve", "min-gpus", "--json", "-"});
   ASSERT_EQ(r.code, 0) << r.err;
-  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(r.out);
+  absl::StatusOr<nlohmann::json> json = estimator::ParseJson(r.out);
   ASSERT_TRUE(json.ok()) << json.status() << "\n" << r.out;
-  EXPECT_EQ(json->Find("solve")->string_value(), "min-gpus");
-  EXPECT_GT(json->Find("answer")->number(), 1);
+  EXPECT_EQ(json->at("solve"), "min-gpus");
+  EXPECT_GT(json->at("answer").get<double>(), 1);
   // Model states only: memory does not grow with the micro-batch, so the search ends at the
   // largest accepted value and says so.
   r = RunEstimate({"--preset", "llama-2-7b", "--train", "--no-activations", "--zero", "3", "--dp",
@@ -202,7 +202,7 @@ TEST(EstimateCommandTest, BareParameterCountAloneLeavesOutWhatNeedsTheArchitectu
   EXPECT_FALSE(Contains(r.out, "  KV cache (")) << r.out;
   r = RunEstimate({"--params", "7e9", "--gpu", "h100", "--json", "-"});
   ASSERT_EQ(r.code, 0) << r.err;
-  absl::StatusOr<estimator::JsonValue> json = estimator::ParseJson(r.out);
+  absl::StatusOr<nlohmann::json> json = estimator::ParseJson(r.out);
   ASSERT_TRUE(json.ok()) << json.status() << "\n" << r.out;
   EXPECT_TRUE(Contains(r.out, "KV cache not estimated")) << r.out;
   ExpectUsageError({"--params", "7B", "--train", "--seq", "4096"},

@@ -28,26 +28,26 @@ Report TrainingReport() {
 
 TEST(ReportTest, JsonIsValidAndComplete) {
   const Report report = TrainingReport();
-  absl::StatusOr<JsonValue> json = ParseJson(RenderJson(report));
+  absl::StatusOr<nlohmann::json> json = ParseJson(RenderJson(report));
   ASSERT_TRUE(json.ok()) << json.status();
-  EXPECT_EQ(json->Find("model")->string_value(), "llama-2-13b");
-  EXPECT_EQ(json->Find("parameters")->number(), 13015864320.0);
-  const JsonValue* terms = json->Find("terms");
-  ASSERT_NE(terms, nullptr);
-  ASSERT_EQ(terms->items().size(), report.estimate.terms.size());
+  EXPECT_EQ(json->at("model"), "llama-2-13b");
+  EXPECT_EQ(json->at("parameters").get<double>(), 13015864320.0);
+  ASSERT_TRUE(json->contains("terms"));
+  const nlohmann::json& terms = json->at("terms");
+  ASSERT_EQ(terms.size(), report.estimate.terms.size());
   double sum = 0;
-  for (const JsonValue& term : terms->items()) {
+  for (const nlohmann::json& term : terms) {
     for (const char* key :
          {"key", "label", "placement", "bytes", "gib", "share", "formula", "values", "source"}) {
-      EXPECT_NE(term.Find(key), nullptr) << key;
+      EXPECT_TRUE(term.contains(key)) << key;
     }
-    sum += term.Find("bytes")->number();
+    sum += term.at("bytes").get<double>();
   }
-  EXPECT_NEAR(sum, json->Find("device_total_bytes")->number(), 1.0);
-  const JsonValue* gpu = json->Find("gpu");
-  ASSERT_NE(gpu, nullptr);
-  EXPECT_EQ(gpu->Find("name")->string_value(), "h100-80gb");
-  EXPECT_EQ(gpu->Find("fits")->kind(), JsonValue::Kind::kBool);
+  EXPECT_NEAR(sum, json->at("device_total_bytes").get<double>(), 1.0);
+  ASSERT_TRUE(json->contains("gpu"));
+  const nlohmann::json& gpu = json->at("gpu");
+  EXPECT_EQ(gpu.at("name"), "h100-80gb");
+  EXPECT_TRUE(gpu.at("fits").is_boolean());
 }
 
 TEST(ReportTest, TextShowsTermsTotalAndVerdict) {

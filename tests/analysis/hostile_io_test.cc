@@ -1,0 +1,259 @@
+// Hostile inputs and outputs: output files in a directory someone else can write to (links
+// planted at the destination or at a temporary's name, stale temporaries, signals), outputs
+// written all or none, and traces given as streams (a pipe, a FIFO, standard input).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "analysis/cli/output_file.h"
+#include "analysis/cli/temporary_files.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/command_run.h"
+#include "tests/analysis/trace_builder.h"
+#include "tests/testing/status_matchers.h"
+
+namespace fragscope {
+namespace {
+
+using ::fragscope::testing::Fragscope;
+using ::fragscope::testing::TempPath;
+using ::fragscope::testing::TraceBuilder;
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// Names in `path`'s directory that start with `path`'s file name followed by `suffix`.
+int CountBeside(const std::string& path, const std::string& suffix) {
+  const std::filesystem::path p(path);
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(p.parent_path())) {
+    n += entry.path().filename().string().starts_with(p.filename().string() + suffix);
+  }
+  return n;
+}
+
+std::string SmallLog() {
+  TraceBuilder t(64 * kMiB, "", "small.fslog");
+  std::vector<DevicePtr> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(t.Alloc(5 * kMiB));
+  for (int i : {0, 2, 4, 6}) t.Free(blocks[static_cast<size_t>(i)]);
+  t.AllocExpectOom(25 * kMiB);
+  return t.Finish();
+}
+
+// The reproducer: a link planted at the name a run's temporary once had.
+TEST(HostileOutputTest, ALinkPlantedAtATemporaryNameIsNotFollowed) {
+  const std::string log = SmallLog();
+  const std::string victim = TempPath("victim");
+  const std::string out = TempPath("out.json");
+  WriteFile(victim, "the victim's content");
+  std::filesystem::create_symlink(victim, out + ".tmp-" + std::to_string(getpid()));
+  const auto r = Fragscope({"analyze", log, "--no-sweep", "--json", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(ReadFile(victim), "the victim's content");
+  EXPECT_FALSE(std::filesystem::is_symlink(out));
+  EXPECT_THAT(ReadFile(out), HasSubstr("\"ranks\""));
+}
+
+TEST(HostileOutputTest, ALinkAtTheDestinationIsReplacedNotWrittenThrough) {
+  const std::string victim = TempPath("victim");
+  const std::string out = TempPath("report.json");
+  WriteFile(victim, "the victim's content");
+  std::filesystem::create_symlink(victim, out);
+  ASSERT_OK(cli::WriteOutputFile(out, [](std::ostream& o) { o << "new"; }));
+  EXPECT_FALSE(std::filesystem::is_symlink(out));
+  EXPECT_EQ(ReadFile(out), "new");
+  EXPECT_EQ(ReadFile(victim), "the victim's content");
+}
+
+TEST(HostileOutputTest, TheDestinationsModeIsKept) {
+  const std::string out = TempPath("private.json");
+  WriteFile(out, "old");
+  ASSERT_EQ(chmod(out.c_str(), 0640), 0);
+  ASSERT_OK(cli::WriteOutputFile(out, [](std::ostream& o) { o << "new"; }));
+  struct stat st = {};
+  ASSERT_EQ(stat(out.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  EXPECT_EQ(ReadFile(out), "new");
+}
+
+// A temporary's name for `out` as process `pid` would have made it.
+std::string TemporaryOf(const std::string& out, pid_t pid) {
+  const std::string name = cli::TemporaryName(std::filesystem::path(out).filename().string());
+  // NAME.fragscope-tmp.HOST.PID.RANDOM: replace PID.
+  const size_t random = name.rfind('.');
+  const size_t pid_start = name.rfind('.', random - 1) + 1;
+  return (std::filesystem::path(out).parent_path() /
+          (name.substr(0, pid_start) + std::to_string(pid) + name.substr(random)))
+      .string();
+}
+
+TEST(HostileOutputTest, StaleTemporariesOfDeadRunsAreRemovedAndOnlyThose) {
+  const std::string out = TempPath("stale.json");
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // a pid that is certainly dead now
+  const std::string dead = TemporaryOf(out, child);
+  const std::string alive = TemporaryOf(out, getppid());
+  const std::string link = TemporaryOf(out, child) + "0";  // not of the form: stays
+  const std::string dead_link = TemporaryOf(out, child);   // another random part
+  WriteFile(dead, "14 MB left by a killed run");
+  WriteFile(alive, "another run's, still writing");
+  WriteFile(link, "x");
+  std::filesystem::create_symlink(link, dead_link);  // a link is never ours
+  ASSERT_OK(cli::WriteOutputFile(out, [](std::ostream& o) { o << "new"; }));
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(alive));
+  EXPECT_TRUE(std::filesystem::exists(link));
+  EXPECT_TRUE(std::filesystem::is_symlink(dead_link));
+  std::filesystem::remove(alive);
+  std::filesystem::remove(link);
+  std::filesystem::remove(dead_link);
+}
+
+TEST(HostileOutputDeathTest, SigtermRemovesOpenTemporaries) {
+  const std::string out = TempPath("killed.json");
+  const std::string note = TempPath("temporary-name");
+  EXPECT_EXIT(
+      {
+        absl::StatusOr<std::unique_ptr<cli::OutputFile>> file = cli::OutputFile::Create(out);
+        if (!file.ok()) _exit(3);
+        WriteFile(note, (*file)->temporary());
+        (void)(*file)->Write(std::string(1 << 20, 'x'));
+        raise(SIGTERM);
+        _exit(4);  // not reached
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
+  const std::string temporary = ReadFile(note);
+  ASSERT_THAT(temporary, HasSubstr(".fragscope-tmp."));
+  EXPECT_FALSE(std::filesystem::exists(temporary));
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST(HostileOutputTest, SeveralOutputsAreWrittenAllOrNone) {
+  const std::string json = TempPath("all.json");
+  WriteFile(json, "the earlier report");
+  EXPECT_THAT(
+      cli::WriteOutputFiles({{json, [](std::ostream& o) { o << "new"; }},
+                             {"/nonexistent-dir/r.html", [](std::ostream& o) { o << "x"; }}})
+          .message(),
+      HasSubstr("/nonexistent-dir/r.html: cannot write: No such file or directory"));
+  EXPECT_EQ(ReadFile(json), "the earlier report");
+  EXPECT_EQ(CountBeside(json, ".fragscope-tmp."), 0);
+  // The reproducer: --html into a missing directory after --json.
+  const auto r = Fragscope(
+      {"analyze", SmallLog(), "--no-sweep", "--json", json, "--html", "/nonexistent-dir/r.html"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(ReadFile(json), "the earlier report");
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("JSON report:")));
+}
+
+// Runs `fragscope ARGS` with `bytes` arriving through a pipe, whose read end the arguments name
+// as "{}" (or standard input, for "-").
+testing::CommandRun RunWithPipe(std::vector<std::string> args, const std::string& bytes) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  std::thread writer([&] {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = write(fds[1], bytes.data() + done, bytes.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    close(fds[1]);
+  });
+  int saved_stdin = -1;
+  for (std::string& a : args) {
+    if (a == "{}") a = "/dev/fd/" + std::to_string(fds[0]);
+    if (a == "-") {
+      saved_stdin = dup(STDIN_FILENO);
+      dup2(fds[0], STDIN_FILENO);
+    }
+  }
+  testing::CommandRun r = Fragscope(args);
+  close(fds[0]);
+  if (saved_stdin >= 0) {
+    dup2(saved_stdin, STDIN_FILENO);
+    close(saved_stdin);
+  }
+  writer.join();
+  return r;
+}
+
+TEST(StreamInputTest, EveryTraceCommandReadsAPipe) {
+  const std::string log = SmallLog();
+  const std::string bytes = ReadFile(log);
+  const auto file = Fragscope({"analyze", log, "--no-sweep"});
+  ASSERT_EQ(file.code, 0) << file.err;
+  const auto piped = RunWithPipe({"analyze", "{}", "--no-sweep"}, bytes);
+  EXPECT_EQ(piped.code, 0) << piped.err;
+  EXPECT_THAT(piped.out, HasSubstr("OOM"));
+  const auto verify = RunWithPipe({"verify", "-"}, bytes);
+  EXPECT_EQ(verify.code, 0) << verify.err;
+  EXPECT_THAT(verify.out, HasSubstr("faithful"));
+  const auto sweep = RunWithPipe({"sweep", "{}", "--max-split-size-mb", "0"}, bytes);
+  EXPECT_EQ(sweep.code, 0) << sweep.err;
+  const std::string out = TempPath("from-pipe.pickle");
+  const auto convert = RunWithPipe({"convert", "-", out}, bytes);
+  ASSERT_EQ(convert.code, 0) << convert.err;
+  // The pickle and a CSV back through a pipe.
+  const auto pickle = RunWithPipe({"verify", "{}"}, ReadFile(out));
+  EXPECT_EQ(pickle.code, 0) << pickle.err;
+  const std::string csv =
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000001,allocate,0x1000,1048576,0x0\n"
+      "1,10:00:00.000002,free,0x1000,1048576,0x0\n";
+  const auto rmm = RunWithPipe({"analyze", "{}", "--no-sweep"}, csv);
+  EXPECT_EQ(rmm.code, 0) << rmm.err;
+}
+
+TEST(StreamInputTest, AFifoIsReadAsAStream) {
+  const std::string bytes = ReadFile(SmallLog());
+  const std::string fifo = TempPath("trace.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { WriteFile(fifo, bytes); });
+  const auto r = Fragscope({"verify", fifo});
+  writer.join();
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("faithful"));
+}
+
+TEST(StreamInputTest, AStreamThatIsNoTraceIsRefusedAtOnce) {
+  // /dev/zero never ends: the first bytes decide, and nothing more is read.
+  const auto zero = Fragscope({"verify", "/dev/zero"});
+  EXPECT_EQ(zero.code, 1);
+  EXPECT_THAT(zero.err, HasSubstr("/dev/zero: not a format fragscope reads"));
+  const auto empty = RunWithPipe({"analyze", "{}"}, "");
+  EXPECT_EQ(empty.code, 1);
+  EXPECT_THAT(empty.err, HasSubstr("the stream is empty"));
+}
+
+// Values accepted silently before: now refused as usage errors, naming the flag and value.
+TEST(HostileFlagsTest, ZeroThreadsAndAZeroFractionAreRefused) {
+  const std::string log = SmallLog();
+  const auto threads = Fragscope({"analyze", log, "--threads", "0"});
+  EXPECT_EQ(threads.code, 2);
+  EXPECT_THAT(threads.err, HasSubstr("--threads 0: expected 1 to"));
+  const auto fraction = Fragscope({"analyze", log, "--conf", "per_process_memory_fraction:0"});
+  EXPECT_EQ(fraction.code, 2);
+  EXPECT_THAT(fraction.err, HasSubstr("per_process_memory_fraction:0 caps the device at 0 bytes"));
+}
+
+}  // namespace
+}  // namespace fragscope
