@@ -13,7 +13,8 @@ import pickle
 
 
 def load_trace(path):
-    snapshot = pickle.load(open(path, "rb"))
+    with open(path, "rb") as f:
+        snapshot = pickle.load(f)
     trace = [(e["action"], e["size"], e["addr"], e["stream"]) for e in snapshot["device_traces"][0]
              if e["action"] in ("alloc", "free_requested")]
     return snapshot, trace
