@@ -47,7 +47,7 @@ BATCH = 4
 def predict_oracle_job(log, conf):
     import torch
 
-    from fragscope.predict import predict
+    from fragscope import predict
 
     def make():
         from transformers import GPT2Config, GPT2LMHeadModel
@@ -118,7 +118,7 @@ class CapacityOomTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        from fragscope.predict_hf import predict_hf
+        from fragscope import predict_hf
 
         cls.log = os.path.join(tempfile.mkdtemp(), "gpt2_small.fslog")
         cls.prediction = predict_hf("gpt2", cls.log, seq=1024, micro_batch=16, steps=3,

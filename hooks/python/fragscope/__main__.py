@@ -87,7 +87,7 @@ def main(argv=None):
         parser.print_usage(sys.stderr)
         print(f"python -m fragscope predict: error: {e}", file=sys.stderr)
         return 2
-    from .predict import PredictionError, predict
+    from .predict_capture import PredictionError, predict
 
     try:
         if args.config:

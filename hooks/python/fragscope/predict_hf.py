@@ -10,7 +10,7 @@ backward, the optimizer's step, zero_grad(set_to_none=True); markers "step N / f
 import json
 import os
 
-from .predict import PredictionError, capture
+from .predict_capture import PredictionError, capture
 
 OPTIMIZERS = ("adamw", "adamw-fused", "adamw-foreach", "sgd", "none")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": None}

@@ -256,7 +256,7 @@ def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None):
 
     make_model() builds the model (and whatever state the steps keep) on device "cuda"; its
     result is passed to each step. Markers "init" and "step N" delimit the phases; a step may
-    call fragscope.predict.current_mark(text) for finer ones. Returns a Prediction.
+    call fragscope.predict_capture.current_mark(text) for finer ones. Returns a Prediction.
     """
     with capture(log, gpu=gpu, conf=conf) as (prediction, mark):
         global current_mark
