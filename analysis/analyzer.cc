@@ -148,7 +148,7 @@ void WithholdRecommendation(RankReport& report) {
 uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
                          std::string* source) {
   if (options.capacity_bytes.has_value()) {
-    *source = "--capacity";
+    *source = options.capacity_flag;
     return *options.capacity_bytes;
   }
   if (info.capacity_bytes > 0) {

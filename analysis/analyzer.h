@@ -19,12 +19,13 @@
 namespace fragscope {
 
 struct AnalysisOptions {
-  std::optional<uint64_t> capacity_bytes;  // overrides the trace's
-  std::optional<uint64_t> allowed_bytes;   // memory-fraction cap in bytes
-  std::optional<double> memory_fraction;   // ... or as a fraction of the capacity
-  std::optional<std::string> conf;         // replay under these settings instead of the trace's
-  std::optional<uint64_t> at_index;        // also report the layout after this event
-  int device = -1;                         // snapshot device
+  std::optional<uint64_t> capacity_bytes;    // overrides the trace's
+  std::string capacity_flag = "--capacity";  // where capacity_bytes came from ("--gpu h200")
+  std::optional<uint64_t> allowed_bytes;     // memory-fraction cap in bytes
+  std::optional<double> memory_fraction;     // ... or as a fraction of the capacity
+  std::optional<std::string> conf;           // replay under these settings instead of the trace's
+  std::optional<uint64_t> at_index;          // also report the layout after this event
+  int device = -1;                           // snapshot device
   size_t timeline_points = 600;
   bool run_sweep = true;
   SweepSpec sweep;

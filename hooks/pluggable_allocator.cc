@@ -33,6 +33,8 @@ namespace {
 
 std::atomic<AllocatorRegistry*> g_registry{nullptr};
 std::mutex g_registry_create_mu;
+// Whether the registry was made by fragscope_simulate (its devices are SimulatedBackends).
+bool g_simulated = false;  // guarded by g_registry_create_mu
 thread_local std::string t_last_error;
 
 // Error lines printed so far; after kMaxErrorLines only one "suppressed" line follows.
@@ -101,10 +103,42 @@ absl::Status SetPluggableBackendFactory(BackendFactory factory) {
   return PluggableRegistry().SetBackendFactory(std::move(factory));
 }
 
+absl::Status SimulatePluggableDevices(uint64_t device_bytes, std::optional<std::string_view> conf,
+                                      std::optional<std::string_view> log_pattern) {
+  if (device_bytes < SimulatedBackend::kGranularityBytes ||
+      device_bytes > SimulatedBackend::kMaxCapacityBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fragscope_simulate: %u bytes is not a simulated device's size (2 MiB to 4 TiB)",
+        device_bytes));
+  }
+  std::lock_guard<std::mutex> lock(g_registry_create_mu);
+  AllocatorRegistry* current = g_registry.load(std::memory_order_acquire);
+  if (current != nullptr && !g_simulated) {
+    for (int d = 0; d < kMaxDevices; ++d) {
+      if (current->Find(d) != nullptr) {
+        return absl::FailedPreconditionError(
+            "fragscope_simulate: fragscope is already allocating on a real device in this "
+            "process");
+      }
+    }
+  }
+  auto fresh = std::make_unique<AllocatorRegistry>(
+      [device_bytes](int device) -> absl::StatusOr<std::unique_ptr<DeviceBackend>> {
+        return std::make_unique<SimulatedBackend>(device_bytes, device);
+      });
+  if (absl::Status status = fresh->Configure(conf, log_pattern); !status.ok()) return status;
+  if (current == nullptr) WatchProcessExit();
+  // The old registry's destructor flushes and closes its logs.
+  delete g_registry.exchange(fresh.release(), std::memory_order_acq_rel);
+  g_simulated = true;
+  return absl::OkStatus();
+}
+
 void ResetPluggableAllocatorForTesting(BackendFactory factory) {
   std::lock_guard<std::mutex> lock(g_registry_create_mu);
   auto* fresh = new AllocatorRegistry(factory ? std::move(factory) : DefaultBackendFactory());
   delete g_registry.exchange(fresh, std::memory_order_acq_rel);
+  g_simulated = false;
   g_error_lines.store(0);
   g_oom_lines.store(0);
   t_last_error.clear();
@@ -246,6 +280,19 @@ int fragscope_configure(const char* conf, const char* log_pattern) {
     fragscope::hooks::SetLastError(std::string(status.message()));
   } catch (...) {
     ReportException("fragscope_configure");
+  }
+  return -1;
+}
+
+int fragscope_simulate(uint64_t device_bytes, const char* conf, const char* log_pattern) {
+  try {
+    absl::Status status = fragscope::hooks::SimulatePluggableDevices(
+        device_bytes, conf != nullptr ? std::optional<std::string_view>(conf) : std::nullopt,
+        log_pattern != nullptr ? std::optional<std::string_view>(log_pattern) : std::nullopt);
+    if (status.ok()) return 0;
+    fragscope::hooks::SetLastError(std::string(status.message()));
+  } catch (...) {
+    ReportException("fragscope_simulate");
   }
   return -1;
 }

@@ -6,7 +6,10 @@
 // first allocation, then drive the unchanged C ABI.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "hooks/allocator_registry.h"
@@ -23,6 +26,14 @@ BackendFactory DefaultBackendFactory();
 
 // Installs the factory for the C ABI's devices. kFailedPrecondition once any allocation happened.
 absl::Status SetPluggableBackendFactory(BackendFactory factory);
+
+// fragscope_simulate: replaces the registry with a fresh one whose devices are SimulatedBackends
+// of `device_bytes` each, configured as by Configure (the old registry's logs are flushed and
+// closed; its pointers are forgotten). kFailedPrecondition when the current registry allocates on
+// a real device; kInvalidArgument for a size outside 2 MiB..4 TiB or a bad conf.
+// REQUIRES: no other thread inside the C ABI.
+absl::Status SimulatePluggableDevices(uint64_t device_bytes, std::optional<std::string_view> conf,
+                                      std::optional<std::string_view> log_pattern);
 
 // Tests only: forgets every allocator, log and configuration (the environment is read again on the
 // next call) and installs `factory` (empty = DefaultBackendFactory()).

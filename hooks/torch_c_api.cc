@@ -1,6 +1,6 @@
 // The C ABI of libfragscope_torch.so, for the Python helper (ctypes): the LibTorch registration of
-// the replace mode and the observe mode. Every function catches everything: no exception crosses
-// the C ABI. Errors: -1 and fragscope_torch_last_error().
+// the replace mode, the observe mode and the prediction's stand-in device. Every function catches
+// everything: no exception crosses the C ABI. Errors: -1 and fragscope_torch_last_error().
 #include <torch/headeronly/version.h>
 
 #include <exception>
@@ -9,6 +9,7 @@
 
 #include "hooks/torch_allocator.h"
 #include "hooks/torch_observer.h"
+#include "hooks/torch_predict_device.h"
 
 namespace {
 
@@ -88,6 +89,31 @@ int fragscope_torch_observe_flush(void) {
     return Result(fragscope::torch_hooks::ObserveFlush());
   } catch (...) {
     return Failed("fragscope_torch_observe_flush");
+  }
+}
+
+// The stand-in CUDA device of fragscope.predict (torch_predict_device.h).
+int fragscope_torch_predict_begin(void) {
+  try {
+    return Result(fragscope::torch_hooks::BeginPredictDevice());
+  } catch (...) {
+    return Failed("fragscope_torch_predict_begin");
+  }
+}
+
+void fragscope_torch_predict_reinstall_guard(void) {
+  try {
+    fragscope::torch_hooks::ReinstallPredictGuard();
+  } catch (...) {
+    Failed("fragscope_torch_predict_reinstall_guard");
+  }
+}
+
+void fragscope_torch_predict_end(void) {
+  try {
+    fragscope::torch_hooks::EndPredictDevice();
+  } catch (...) {
+    Failed("fragscope_torch_predict_end");
   }
 }
 

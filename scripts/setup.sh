@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what fragscope's build needs and is missing on a fresh Debian 12 machine: Abseil,
-# nlohmann/json, GoogleTest, Google Benchmark, CMake, Ninja, clang (fuzzers), and the pinned torch==2.11.0 wheel
-# (LibTorch for the hooks; its nvidia-* dependencies provide the libraries torch links against).
+# nlohmann/json, GoogleTest, Google Benchmark, CMake, Ninja, clang (fuzzers), and the pinned
+# torch==2.11.0 wheel (LibTorch for the hooks; its nvidia-* dependencies provide the libraries
+# torch links against) and transformers==5.17.0 (fragscope.predict's Hugging Face loop).
 # The CUDA 13 toolkit is expected at /usr/local/cuda (it is on the project's machines); without
 # it the CUDA and LibTorch parts are skipped and the core still builds.
 # Idempotent: installs nothing that is already there.
@@ -26,5 +27,11 @@ if [ "${FRAGSCOPE_SKIP_TORCH:-0}" != "1" ] && [ -d /usr/local/cuda ]; then
       2>/dev/null; then
     echo "setup: installing torch==2.11.0 (LibTorch for fragscope's hooks)"
     python3 -m pip install --quiet torch==2.11.0
+  fi
+  # transformers for fragscope.predict's Hugging Face loop and its tests (tests/predict).
+  if ! python3 -c "import transformers, sys; sys.exit(transformers.__version__ != '5.17.0')" \
+      2>/dev/null; then
+    echo "setup: installing transformers==5.17.0 (fragscope.predict)"
+    python3 -m pip install --quiet transformers==5.17.0
   fi
 fi

@@ -47,6 +47,8 @@ each is summarized and the worst rank is named.
   --html OUT                write a self-contained HTML report
   --capacity SIZE           device capacity, 2 MiB to 4 TiB (default: the log header; snapshots:
                             inferred at OOMs)
+  --gpu NAME                ... or a GPU's: a100-40gb, a100-80gb, h100-80gb, h200, rtx-4090 (as
+                            `fragscope estimate --gpu`; for a predicted log)
   --memory-fraction F       per-process memory fraction the job ran with (snapshots omit it)
   --allowed SIZE            ... or the cap in bytes (at least 2 MiB)
   --conf CONF               replay under these PYTORCH_CUDA_ALLOC_CONF settings instead of the

@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/allocator_options.h"
 #include "allocator/event_log_format.h"
@@ -13,6 +14,7 @@
 #include "allocator/types.h"
 #include "analysis/cli/json_output.h"
 #include "analysis/sweep.h"
+#include "estimator/gpu_presets.h"
 
 namespace fragscope::cli {
 
@@ -121,6 +123,16 @@ std::vector<std::string> SplitList(std::string_view text) {
 }
 
 absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* options) {
+  if (const std::string* v = flags.Get("--gpu")) {
+    if (flags.Has("--capacity")) {
+      return absl::InvalidArgumentError("--gpu and --capacity both set the capacity: give one");
+    }
+    absl::StatusOr<estimator::GpuSpec> gpu = estimator::FindGpuPreset(*v);
+    if (!gpu.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--gpu: ", gpu.status().message()));
+    options->capacity_bytes = static_cast<uint64_t>(gpu->memory_bytes);
+    options->capacity_flag = absl::StrCat("--gpu ", gpu->name);
+  }
   if (const std::string* v = flags.Get("--capacity")) {
     absl::StatusOr<uint64_t> bytes = ParseByteSize(*v, "--capacity");
     if (!bytes.ok()) return bytes.status();

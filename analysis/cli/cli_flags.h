@@ -42,8 +42,8 @@ absl::StatusOr<uint64_t> ParseCount(std::string_view text, std::string_view flag
 std::vector<std::string> SplitList(std::string_view text);
 
 // The flags every trace-reading command shares.
-inline const std::vector<FlagSpec> kTraceFlags = {
-    {"--capacity"}, {"--memory-fraction"}, {"--allowed"}, {"--conf"}, {"--device"}};
+inline const std::vector<FlagSpec> kTraceFlags = {{"--capacity"}, {"--gpu"},  {"--memory-fraction"},
+                                                  {"--allowed"},  {"--conf"}, {"--device"}};
 // The most sweep threads --threads takes (the sweep uses at most one per configuration).
 inline constexpr uint64_t kMaxThreads = 1024;
 // The sweep grid flags.

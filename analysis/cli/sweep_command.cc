@@ -19,7 +19,7 @@ namespace {
 constexpr char kUsage[] =
     R"usage(usage: fragscope sweep LOG [--max-split-size-mb LIST] [--roundup-power2-divisions LIST]
                        [--gc-threshold LIST] [--expandable-segments LIST] [--placement LIST]
-                       [--capacity SIZE] [--threads N] [--device N] [--conf CONF]
+                       [--capacity SIZE | --gpu NAME] [--threads N] [--device N] [--conf CONF]
                        [--memory-fraction F | --allowed SIZE] [--json OUT]
 
 Replays the trace under every combination of the listed settings (on top of the trace's own) on
@@ -41,6 +41,7 @@ the trace ends where the job died (a setting that gets past the OOM may still fa
                              trace's (a cap the log records is kept unless CONF sets one)
   --capacity SIZE            device capacity, 2 MiB to 4 TiB (default: the log header;
                              snapshots: inferred at OOMs)
+  --gpu NAME                 ... or a GPU's: a100-40gb, a100-80gb, h100-80gb, h200, rtx-4090
   --memory-fraction F        per-process memory fraction the job ran with (snapshots omit it)
   --allowed SIZE             ... or the cap in bytes (at least 2 MiB)
   --device N                 the device of a multi-device snapshot

@@ -338,5 +338,44 @@ TEST_F(PluggableAllocatorTest, ConcurrentFirstUseCreatesOneAllocatorPerDevice) {
   }
 }
 
+TEST_F(PluggableAllocatorTest, SimulateStartsOverOnAFreshSimulatedDevice) {
+  const std::string first = (dir_ / "first.fslog").string();
+  const std::string second = (dir_ / "second.fslog").string();
+  ASSERT_EQ(fragscope_simulate(4 * kGiB, "", first.c_str()), 0) << fragscope_last_error();
+  void* a = fragscope_malloc(3 * kGiB, 0, Stream(0));  // fits 4 GiB, not the fixture's 1 GiB
+  ASSERT_NE(a, nullptr);
+  fragscope_mark("first");
+  EXPECT_EQ(fragscope_stat(0, "allocation.all.current"), 1);
+
+  // Starting over flushes and closes the first log and forgets its allocations.
+  ASSERT_EQ(fragscope_simulate(8 * kMiB, "max_split_size_mb:20", second.c_str()), 0)
+      << fragscope_last_error();
+  EXPECT_EQ(fragscope_stat(0, "allocation.all.current"), 0);
+  EXPECT_EQ(fragscope_malloc(16 * kMiB, 0, Stream(0)), nullptr) << "an 8 MiB device";
+  void* b = fragscope_malloc(1 * kMiB, 0, Stream(0));
+  ASSERT_NE(b, nullptr);
+  fragscope_free(b, 0, 0, Stream(0));
+  EXPECT_EQ(fragscope_flush(), 0);
+
+  int allocs = 0, markers = 0;
+  for (const LogEntry& e : ReadAll(first)) {
+    allocs += e.kind() == EventKind::kAlloc;
+    markers += e.kind() == EventKind::kMarker;
+  }
+  EXPECT_EQ(allocs, 1);
+  EXPECT_EQ(markers, 1);
+  EXPECT_FALSE(ReadAll(second).empty());
+}
+
+TEST_F(PluggableAllocatorTest, SimulateRejectsABadSizeOrConf) {
+  EXPECT_EQ(fragscope_simulate(1024, "", ""), -1);
+  EXPECT_NE(std::string(fragscope_last_error()).find("1024 bytes"), std::string::npos)
+      << fragscope_last_error();
+  EXPECT_EQ(fragscope_simulate(uint64_t{5} << 40, "", ""), -1);
+  EXPECT_EQ(fragscope_simulate(1 * kGiB, "max_split_size_mb:2", ""), -1);
+  EXPECT_NE(std::string(fragscope_last_error()).find("max_split_size_mb"), std::string::npos)
+      << fragscope_last_error();
+}
+
 }  // namespace
 }  // namespace fragscope::hooks

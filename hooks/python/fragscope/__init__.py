@@ -9,6 +9,9 @@
     fragscope.stats()                     # torch.cuda.memory_stats() keys, in every mode
     print(fragscope.memory_summary())
 
+    fragscope.predict(make_model, step, log="/tmp/pred.fslog")   # no GPU: predict the job
+    fragscope.predict_hf("config.json", "/tmp/pred.fslog", seq=2048, micro_batch=4)
+
 The shared libraries are found in $FRAGSCOPE_LIB_DIR, else next to this package (fragscope/lib/),
 else in a build directory of the source tree (build*/hooks/). No build step is needed for this
 module itself; torch is imported only when a function needs it.
@@ -33,6 +36,8 @@ __all__ = [
     "reset_peak_stats",
     "preload_mode",
     "lib_dir",
+    "predict",
+    "predict_hf",
 ]
 
 _ALLOC = "libfragscope_alloc.so"
@@ -373,3 +378,17 @@ def reset_peak_stats(device=None):
     import torch
 
     torch.cuda.reset_peak_memory_stats(device)
+
+
+def predict(make_model, step, log, **options):
+    """Predicts a job's CUDA allocations on a machine without a GPU (predict_capture.predict)."""
+    from .predict_capture import predict as run
+
+    return run(make_model, step, log, **options)
+
+
+def predict_hf(config, log, **options):
+    """The standard loop of a Hugging Face config, predicted (predict_hf.predict_hf)."""
+    from .predict_hf import predict_hf as run
+
+    return run(config, log, **options)

@@ -1,0 +1,126 @@
+"""python -m fragscope predict ...: a job's CUDA allocations predicted on a machine without a GPU.
+
+    python -m fragscope predict --config gpt2 --seq 1024 --micro-batch 16 --out pred.fslog
+    python -m fragscope predict --config config.json --set num_hidden_layers=80 ...
+    python -m fragscope predict --model-fn mymod:make --step-fn mymod:step --steps 2 --out p.fslog
+
+Then: fragscope analyze|sweep pred.fslog --gpu h100-80gb. Exit status: 0 done, 1 the prediction
+failed (the message names what), 2 a usage error.
+"""
+
+import argparse
+import importlib
+import json
+import sys
+
+GIB = float(1 << 30)
+
+
+def _parse_set(values):
+    overrides = {}
+    for item in values or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            overrides[key] = json.loads(raw)
+        except ValueError:
+            overrides[key] = raw
+    return overrides
+
+
+def _function(spec, flag):
+    module, sep, name = spec.partition(":")
+    if not sep:
+        raise ValueError(f"{flag} {spec!r}: expected MODULE:FUNCTION")
+    return getattr(importlib.import_module(module), name)
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="python -m fragscope predict",
+        description="Predicts a PyTorch job's CUDA allocations on a CPU (no GPU, no weights) into "
+        "an .fslog that `fragscope analyze|sweep LOG --gpu NAME` reads. hooks/README.md, "
+        "'Predicting a job'.")
+    p.add_argument("command", choices=["predict"])
+    p.add_argument("--out", required=True, help="the .fslog to write")
+    p.add_argument("--config", help="a Hugging Face config.json, or a model type (gpt2, llama)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config field (JSON value), repeatable")
+    p.add_argument("--seq", type=int, help="sequence length (with --config)")
+    p.add_argument("--micro-batch", type=int, help="micro-batch (with --config)")
+    p.add_argument("--mode", choices=["training", "inference"], default="training")
+    p.add_argument("--optimizer", default="adamw",
+                   choices=["adamw", "adamw-fused", "adamw-foreach", "sgd", "none"])
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16",
+                   help="autocast dtype (fp32: no autocast)")
+    p.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa")
+    p.add_argument("--recompute", action="store_true", help="gradient checkpointing")
+    p.add_argument("--model-fn", help="MODULE:FUNCTION building the model (instead of --config)")
+    p.add_argument("--step-fn", help="MODULE:FUNCTION(state, index) running one step")
+    p.add_argument("--steps", type=int, default=1)
+    p.add_argument("--gpu", default="h100-80gb", help="the GPU whose kernels' choices to make")
+    p.add_argument("--conf", default="", help="allocator settings (PYTORCH_CUDA_ALLOC_CONF)")
+    p.add_argument("--json", action="store_true", help="print the phases as JSON")
+    return p
+
+
+def main(argv=None):
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        overrides = _parse_set(args.set)
+        if args.config and (args.model_fn or args.step_fn):
+            raise ValueError("give --config or --model-fn/--step-fn, not both")
+        if args.config and (args.seq is None or args.micro_batch is None):
+            raise ValueError("--config needs --seq and --micro-batch")
+        if not args.config and not (args.model_fn and args.step_fn):
+            raise ValueError("give --config, or --model-fn and --step-fn")
+        if args.steps < 1:
+            raise ValueError("--steps must be positive")
+        from .predict_device import find_gpu
+
+        find_gpu(args.gpu)
+        make = _function(args.model_fn, "--model-fn") if args.model_fn else None
+        step = _function(args.step_fn, "--step-fn") if args.step_fn else None
+    except (ValueError, ImportError, AttributeError) as e:
+        parser.print_usage(sys.stderr)
+        print(f"python -m fragscope predict: error: {e}", file=sys.stderr)
+        return 2
+    from .predict_capture import PredictionError, predict
+
+    try:
+        if args.config:
+            from .predict_hf import predict_hf
+
+            result = predict_hf(args.config, args.out, seq=args.seq, micro_batch=args.micro_batch,
+                                steps=args.steps, mode=args.mode, optimizer=args.optimizer,
+                                dtype=args.dtype, attention=args.attention,
+                                recompute=args.recompute, gpu=args.gpu, conf=args.conf,
+                                overrides=overrides)
+        else:
+            result = predict(make, step, args.out, steps=args.steps, gpu=args.gpu,
+                             conf=args.conf)
+    except (PredictionError, OSError) as e:
+        print(f"python -m fragscope predict: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"log": args.out, "gpu": result.gpu.key,
+                          "peak_allocated_bytes": result.peak_allocated,
+                          "peak_reserved_bytes": result.peak_reserved,
+                          "phases": [vars(p) for p in result.phases]}, indent=1))
+    else:
+        print(f"predicted {result.allocations} allocations into {args.out} "
+              f"(kernels as on {result.gpu.name})")
+        for p in result.phases:
+            print(f"  {p.marker:28} {p.allocations:7} allocations   peak allocated "
+                  f"{p.peak_allocated / GIB:8.3f} GiB   reserved {p.peak_reserved / GIB:8.3f} GiB")
+        print(f"peak allocated {result.peak_allocated / GIB:.3f} GiB, peak reserved "
+              f"{result.peak_reserved / GIB:.3f} GiB (fragscope's allocator, PyTorch defaults "
+              f"unless --conf)")
+        print(f"next: fragscope analyze {args.out} --gpu {result.gpu.key}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

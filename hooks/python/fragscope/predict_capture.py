@@ -1,0 +1,280 @@
+"""fragscope.predict: a job's CUDA allocations, predicted on a machine without a GPU.
+
+    import fragscope
+    fragscope.predict(make_model, step, log="/tmp/pred.fslog", steps=2)
+    # or, for a Hugging Face config and the standard loop, fragscope.predict_hf(...)
+
+The model and its step run under torch's FakeTensorMode on CUDA tensors (no memory, no weights):
+every op dispatches as on the GPU (autocast, the CUDA kernels' meta functions, PyTorch's own
+autograd engine on a stand-in device). Each storage that comes into being is allocated from
+fragscope's caching allocator on a simulated device, in order, with its exact size and stream, and
+freed when its last reference goes; kernels' own scratch memory that is no op output (the cuBLAS
+workspaces) is added where the GPU allocates it (predict_kernels.py). The allocator writes a
+replace-mode .fslog with segment events and markers, which `fragscope analyze|sweep|verify` read
+(`--gpu NAME` or `--capacity` for the target's memory). Design and limits: hooks/README.md.
+"""
+
+import contextlib
+import ctypes
+import os
+import weakref
+
+from . import _ALLOC, _TORCH, _load, lib_dir
+from .predict_device import find_gpu, simulated_cuda
+
+__all__ = ["Prediction", "capture", "predict", "PredictionError"]
+
+# The simulated device of the capture: as large as fragscope simulates (4 TiB), so that a
+# prediction records the job's whole stream; the target GPU's capacity is applied by the replay.
+CAPTURE_DEVICE_BYTES = 4 << 40
+
+
+class PredictionError(RuntimeError):
+    """A prediction could not run (no torch, a library missing, the job failed on the fake device)."""
+
+
+class Phase:
+    """From one marker to the next: allocations, and the peaks of allocated and reserved bytes."""
+
+    def __init__(self, marker):
+        self.marker = marker
+        self.allocations = 0
+        self.peak_allocated = 0
+        self.peak_reserved = 0
+
+    def __repr__(self):
+        return (f"Phase({self.marker!r}, allocations={self.allocations}, "
+                f"peak_allocated={self.peak_allocated}, peak_reserved={self.peak_reserved})")
+
+
+class Prediction:
+    """What a capture recorded: the log's path, each phase's figures, the whole run's."""
+
+    def __init__(self, log, gpu):
+        self.log = log
+        self.gpu = gpu
+        self.phases = []
+        self.allocations = 0
+        self.peak_allocated = 0
+        self.peak_reserved = 0
+
+    def phase(self, marker):
+        """The phase that starts at `marker` (KeyError if none)."""
+        for p in self.phases:
+            if p.marker == marker:
+                return p
+        raise KeyError(marker)
+
+
+class _Session:
+    """The bridge to libfragscope_alloc.so on a simulated device: one per capture."""
+
+    generation = 0
+
+    def __init__(self, log, conf):
+        self.lib = _load(_ALLOC)
+        c = ctypes
+        self.lib.fragscope_simulate.argtypes = [c.c_uint64, c.c_char_p, c.c_char_p]
+        self.lib.fragscope_simulate.restype = c.c_int
+        if self.lib.fragscope_simulate(CAPTURE_DEVICE_BYTES, (conf or "").encode(),
+                                       log.encode()) != 0:
+            raise PredictionError(self.lib.fragscope_last_error().decode())
+        _Session.generation += 1
+        self.generation = _Session.generation
+        self.live = {}  # storage key -> device pointer
+        self.allocations = 0
+        self.open = True
+
+    def malloc(self, size, stream=0):
+        ptr = self.lib.fragscope_malloc(size, 0, stream or None)
+        if not ptr:
+            raise PredictionError(
+                f"fragscope's allocator refused {size} bytes on the simulated device: "
+                + self.lib.fragscope_last_error().decode())
+        self.allocations += 1
+        return ptr
+
+    def free(self, ptr):
+        if self.open and self.generation == _Session.generation:
+            self.lib.fragscope_free(ptr, 0, 0, None)
+
+    def track(self, storage, stream=0, size=None):
+        """Allocates a storage seen for the first time (`size` bytes: default its own); frees it
+        when it dies."""
+        key = storage._cdata
+        if key in self.live:
+            return
+        size = storage.nbytes() if size is None else size
+        if size == 0:
+            return
+        ptr = self.malloc(size, stream)
+        self.live[key] = ptr
+        weakref.finalize(storage, self._storage_died, key)
+
+    def _storage_died(self, key):
+        ptr = self.live.pop(key, None)
+        if ptr is not None:
+            self.free(ptr)
+
+    def mark(self, text):
+        self.lib.fragscope_mark(str(text).encode())
+
+    def stats(self):
+        from . import _replace_stats
+
+        return _replace_stats(0)
+
+    def reset_peak_stats(self):
+        self.lib.fragscope_reset_peak_stats(0)
+
+    def empty_cache(self):
+        self.lib.fragscope_empty_cache()
+
+    def close(self):
+        if self.open:
+            self.lib.fragscope_flush()
+            self.open = False
+
+
+def _torch_lib():
+    import torch
+
+    path = os.path.join(lib_dir(), _TORCH)
+    if not os.path.isfile(path):
+        raise PredictionError(f"fragscope.predict needs {_TORCH} (build target fragscope_torch)")
+    lib = _load(_TORCH)
+    built = lib.fragscope_torch_version().decode()
+    if built != torch.__version__.split("+")[0]:
+        raise PredictionError(f"{_TORCH} was built for torch {built}, this is {torch.__version__}")
+    lib.fragscope_torch_predict_begin.restype = ctypes.c_int
+    return lib
+
+
+@contextlib.contextmanager
+def capture(log, gpu="h100-80gb", conf=None):
+    """Runs the body on the simulated CUDA device of `gpu`, recording into `log` (an .fslog path).
+
+    Yields (prediction, mark): mark(text) writes a marker and records the statistics there.
+    Inside, build the model and run the steps as on the GPU (device="cuda").
+    """
+    try:
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+    except ImportError as e:
+        raise PredictionError(f"fragscope.predict needs torch: {e}") from e
+    from .predict_kernels import Recorder, scaled_dot_product_attention
+
+    target = find_gpu(gpu) if isinstance(gpu, str) else gpu
+    torch_lib = _torch_lib()
+    session = _Session(log, conf)
+    prediction = Prediction(log, target)
+
+    class _FakeMode(FakeTensorMode):
+        # FakeTensorMode puts a no-op CUDA guard in place each time it is entered without a GPU;
+        # the prediction's guard goes back on top (Note [Backward without a GPU]).
+        # torch.cuda answers "available" during a prediction; the fake mode must still never
+        # touch the CUDA runtime (torch.tensor(..., device="cuda") is made on the CPU and lifted).
+        avoid_device_init = True
+
+        def __enter__(self):
+            mode = super().__enter__()
+            torch_lib.fragscope_torch_predict_reinstall_guard()
+            return mode
+
+    counted = [0]
+
+    def close_phase():
+        if prediction.phases:
+            stats = session.stats()
+            last = prediction.phases[-1]
+            last.allocations = session.allocations - counted[0]
+            last.peak_allocated = stats["allocated_bytes.all.peak"]
+            last.peak_reserved = stats["reserved_bytes.all.peak"]
+            prediction.peak_allocated = max(prediction.peak_allocated, last.peak_allocated)
+            prediction.peak_reserved = max(prediction.peak_reserved, last.peak_reserved)
+        counted[0] = session.allocations
+        session.reset_peak_stats()
+
+    def mark(text):
+        close_phase()
+        session.mark(text)
+        prediction.phases.append(Phase(str(text)))
+
+    # FakeTensor makes a real CUDA tensor once per device when torch.cuda says it is available
+    # (which it will, simulated); asked now, while it is not, the cached answer is a no-op.
+    from torch._subclasses import fake_tensor
+
+    for device in (torch.device("cuda"), torch.device("cuda", 0)):
+        fake_tensor.init_gpu_context(device)
+    original_sdpa = torch.nn.functional.scaled_dot_product_attention
+    if torch_lib.fragscope_torch_predict_begin() != 0:
+        session.close()
+        raise PredictionError(torch_lib.fragscope_torch_last_error().decode())
+    try:
+        functional = torch.nn.functional
+        original_sdpa = functional.scaled_dot_product_attention
+        functional.scaled_dot_product_attention = scaled_dot_product_attention(target,
+                                                                               original_sdpa)
+        with simulated_cuda(target, session.stats, session.empty_cache):
+            fake = _FakeMode(allow_non_fake_inputs=True)
+            with fake, _swappable_parameters(fake), Recorder(session, target):
+                yield prediction, mark
+                import gc
+
+                gc.collect()
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = original_sdpa
+        torch_lib.fragscope_torch_predict_end()
+        close_phase()
+        prediction.allocations = session.allocations
+        session.close()
+
+
+@contextlib.contextmanager
+def _swappable_parameters(fake):
+    """Module.cuda()/.to() swap fake parameters (torch.utils.swap_tensors), which refuses a tensor
+    that the fake mode's converter memoizes (a weak reference); the memo entries go first."""
+    import torch
+
+    memo = fake.fake_tensor_converter.meta_converter.tensor_memo
+    original = torch.utils.swap_tensors
+
+    def swap_tensors(t1, t2):
+        for key in [k for k, v in memo.items() if v is t1 or v is t2]:
+            del memo[key]
+        return original(t1, t2)
+
+    torch.utils.swap_tensors = swap_tensors
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = original
+
+
+def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None):
+    """Predicts `steps` calls of step(model, index) after make_model() on the simulated `gpu`.
+
+    make_model() builds the model (and whatever state the steps keep) on device "cuda"; its
+    result is passed to each step. Markers "init" and "step N" delimit the phases; a step may
+    call fragscope.predict_capture.current_mark(text) for finer ones. Returns a Prediction.
+    """
+    with capture(log, gpu=gpu, conf=conf) as (prediction, mark):
+        global current_mark
+        current_mark = mark
+        try:
+            mark("init")
+            model = make_model()
+            for index in range(steps):
+                mark(f"step {index}")
+                step(model, index)
+            del model
+        finally:
+            current_mark = _no_mark
+    return prediction
+
+
+def _no_mark(text):
+    pass
+
+
+current_mark = _no_mark

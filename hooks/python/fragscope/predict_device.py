@@ -1,0 +1,170 @@
+"""The simulated CUDA device of fragscope.predict: the target GPU's facts, and torch.cuda's Python
+API answering as that GPU would while a prediction runs, on a machine without one.
+
+Only what a training or inference step asks of torch.cuda is answered (availability, the device's
+properties, the current device and stream, seeds and RNG states, synchronization, memory
+statistics from fragscope's allocator). The C++ side (the autograd engine's questions) is
+hooks/torch_predict_device.cc. Everything is restored when the prediction ends.
+"""
+
+import collections
+import contextlib
+import types
+
+# name: (torch device name, total_memory bytes, compute capability, multiprocessors). The memory
+# sizes are the estimator's presets (estimator/gpu_presets.cc), so that `--gpu NAME` means the
+# same device in `predict`, `analyze`, `sweep` and `estimate`.
+GPUS = {
+    "a100-40gb": ("NVIDIA A100-SXM4-40GB", 42405855232, (8, 0), 108),
+    "a100-80gb": ("NVIDIA A100-SXM4-80GB", 85093302272, (8, 0), 108),
+    "h100-80gb": ("NVIDIA H100 80GB HBM3", 85017493504, (9, 0), 132),
+    "h200": ("NVIDIA H200", 150109880320, (9, 0), 132),
+    "rtx-4090": ("NVIDIA GeForce RTX 4090", 25383469957, (8, 9), 128),
+}
+_ALIASES = {"a100": "a100-80gb", "h100": "h100-80gb", "h100-sxm": "h100-80gb",
+            "h200-141gb": "h200", "4090": "rtx-4090", "rtx4090": "rtx-4090"}
+
+Gpu = collections.namedtuple("Gpu", "key name total_memory capability multiprocessors")
+
+
+def find_gpu(name):
+    """The Gpu for a preset name (case-insensitive, aliases as `fragscope estimate --gpu`)."""
+    key = str(name).lower()
+    key = _ALIASES.get(key, key)
+    if key not in GPUS:
+        raise ValueError(f"unknown GPU {name!r}; known GPUs: {', '.join(GPUS)}")
+    return Gpu(key, *GPUS[key])
+
+
+class _Stream:
+    """torch.cuda.Stream's stand-in: the one stream of the simulated device (handle 0)."""
+
+    cuda_stream = 0
+    device_index = 0
+    priority = 0
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    @property
+    def device(self):
+        import torch
+
+        return torch.device("cuda", 0)
+
+    def wait_stream(self, stream):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def record_event(self, event=None):
+        return event if event is not None else _Event()
+
+    def synchronize(self):
+        pass
+
+    def query(self):
+        return True
+
+    def __eq__(self, other):
+        return isinstance(other, _Stream)
+
+    def __hash__(self):
+        return 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _Event:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):
+        return 0.0
+
+
+@contextlib.contextmanager
+def simulated_cuda(gpu, stats, empty_cache):
+    """torch.cuda answers as `gpu` (a Gpu) would; stats() gives fragscope's memory statistics,
+    empty_cache() releases its cache."""
+    import torch
+    import torch.cuda.amp.common as amp_common
+
+    props = types.SimpleNamespace(
+        name=gpu.name, total_memory=gpu.total_memory, major=gpu.capability[0],
+        minor=gpu.capability[1], multi_processor_count=gpu.multiprocessors, is_integrated=False,
+        is_multi_gpu_board=False, L2_cache_size=50 << 20, gcnArchName="", uuid="simulated",
+        warp_size=32, max_threads_per_multi_processor=2048)
+    stream = _Stream()
+    rng_state = torch.zeros(16, dtype=torch.uint8)
+
+    def stat(key):
+        return lambda device=None: stats().get(key, 0)
+
+    def mem_get_info(device=None):
+        reserved = stats().get("reserved_bytes.all.current", 0)
+        return gpu.total_memory - reserved, gpu.total_memory
+
+    cuda = torch.cuda
+    patches = [
+        (cuda, "is_available", lambda: True),
+        (cuda, "device_count", lambda: 1),
+        (cuda, "current_device", lambda: 0),
+        (cuda, "set_device", lambda device: None),
+        (cuda, "is_initialized", lambda: True),
+        (cuda, "_lazy_init", lambda: None),
+        (cuda, "init", lambda: None),
+        (cuda, "get_device_capability", lambda device=None: gpu.capability),
+        (cuda, "get_device_properties", lambda device=None: props),
+        (cuda, "get_device_name", lambda device=None: gpu.name),
+        (cuda, "is_bf16_supported", lambda including_emulation=True: gpu.capability >= (8, 0)),
+        (cuda, "synchronize", lambda device=None: None),
+        (cuda, "is_current_stream_capturing", lambda: False),
+        (cuda, "manual_seed", lambda seed: None),
+        (cuda, "manual_seed_all", lambda seed: None),
+        (cuda, "seed", lambda: None),
+        (cuda, "seed_all", lambda: None),
+        (cuda, "initial_seed", lambda: 0),
+        (cuda, "get_rng_state", lambda device="cuda": rng_state.clone()),
+        (cuda, "set_rng_state", lambda state, device="cuda": None),
+        (cuda, "get_rng_state_all", lambda: [rng_state.clone()]),
+        (cuda, "set_rng_state_all", lambda states: None),
+        (cuda, "current_stream", lambda device=None: stream),
+        (cuda, "default_stream", lambda device=None: stream),
+        (cuda, "stream", lambda s=None: contextlib.nullcontext()),
+        (cuda, "Stream", _Stream),
+        (cuda, "Event", _Event),
+        (cuda, "mem_get_info", mem_get_info),
+        (cuda, "empty_cache", empty_cache),
+        (cuda, "memory_allocated", stat("allocated_bytes.all.current")),
+        (cuda, "max_memory_allocated", stat("allocated_bytes.all.peak")),
+        (cuda, "memory_reserved", stat("reserved_bytes.all.current")),
+        (cuda, "max_memory_reserved", stat("reserved_bytes.all.peak")),
+        (cuda, "memory_stats", lambda device=None: dict(stats())),
+        (amp_common, "amp_definitely_not_available", lambda: False),
+    ]
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    try:
+        for obj, name, value in patches:
+            setattr(obj, name, value)
+        yield
+    finally:
+        for obj, name, value in saved:
+            setattr(obj, name, value)

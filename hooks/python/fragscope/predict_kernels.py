@@ -1,0 +1,178 @@
+"""What the CUDA kernels decide and allocate that a fake tensor does not show (fragscope.predict).
+
+Recorder is the TorchDispatchMode of a capture: it sees every op below autograd (after autocast
+and the CompositeImplicit decompositions, as the CUDA kernels do), allocates each new storage of
+its outputs from fragscope's allocator, and adds the kernels' own allocations:
+  - the cuBLAS workspace (one per handle and stream, kept: allocated at the first GEMM) and the
+    cuBLASLt workspace (at the first GEMM that runs through cuBLASLt: addmm with a bias vector);
+  - the SDPA backend: aten._fused_sdp_choice is answered as PyTorch 2.11's CUDA selection would
+    on the target GPU (flash, then memory-efficient, then math; the torch.backends.cuda switches
+    and sdpa_kernel() respected), so that the kernel that runs, and what it saves for backward
+    (flash and memory-efficient keep the log-sum-exp, not the s x s scores), is the GPU's.
+"""
+
+import os
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+aten = torch.ops.aten
+
+_MATH, _FLASH, _EFFICIENT = 0, 1, 2
+
+# GEMMs that take a cuBLAS handle (and so its workspace) on the current stream.
+_GEMMS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
+          aten.addmm_.default, aten.addbmm.default, aten._addmm_activation.default,
+          aten.mm.out, aten.addmm.out, aten.bmm.out, aten.baddbmm.out}
+
+
+def cublas_workspace_bytes(gpu):
+    """torch 2.11's cuBLAS workspace size: CUBLAS_WORKSPACE_CONFIG (":SIZE_KIB:COUNT" pairs),
+    else 32 MiB on compute capability 9.0 and later, 4096 KiB x 2 + 16 KiB x 8 before."""
+    config = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if config:
+        total = 0
+        parts = [p for p in config.split(":") if p]
+        for size, count in zip(parts[0::2], parts[1::2]):
+            total += int(size) * 1024 * int(count)
+        if total:
+            return total
+    if gpu.capability >= (9, 0):
+        return 4096 * 1024 * 8
+    return 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def cublaslt_workspace_bytes():
+    """CUBLASLT_WORKSPACE_SIZE (KiB), else 1 MiB."""
+    return int(os.environ.get("CUBLASLT_WORKSPACE_SIZE", "1024")) * 1024
+
+
+def _uses_cublaslt(func, args):
+    """addmm(bias, a, b) with a bias vector and beta 1 runs cuBLASLt's GEMM with a bias epilogue."""
+    if func not in (aten.addmm.default, aten._addmm_activation.default):
+        return False
+    bias = args[0]
+    return isinstance(bias, torch.Tensor) and bias.dim() == 1
+
+
+def sdp_choice(gpu, args, kwargs):
+    """The backend PyTorch 2.11 picks for scaled_dot_product_attention on `gpu` (an int of
+    torch.nn.attention.SDPBackend)."""
+    names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+    p = dict(zip(names, args))
+    p.update(kwargs)
+    q, k, v = p["query"], p["key"], p["value"]
+    mask = p.get("attn_mask")
+    backends = torch.backends.cuda
+    head = q.size(-1)
+    dims_ok = q.dim() == 4 and k.dim() == 4 and v.dim() == 4
+    same_head = head == k.size(-1) == v.size(-1)
+    strides_ok = all(t.stride(-1) == 1 for t in (q, k, v))
+    half = q.dtype in (torch.float16, torch.bfloat16)
+    for backend in torch._C._get_sdp_priority_order():
+        if backend == _FLASH and backends.flash_sdp_enabled():
+            if (gpu.capability >= (8, 0) and half and mask is None and dims_ok and same_head
+                    and strides_ok and head <= 256 and head % 8 == 0):
+                return _FLASH
+        elif backend == _EFFICIENT and backends.mem_efficient_sdp_enabled():
+            align = 8 if half else 4
+            if (q.dtype in (torch.float16, torch.bfloat16, torch.float32) and dims_ok
+                    and strides_ok and head % align == 0 and v.size(-1) % align == 0):
+                return _EFFICIENT
+        elif backend == _MATH and backends.math_sdp_enabled():
+            return _MATH
+    raise RuntimeError("No available kernel for scaled_dot_product_attention on "
+                       f"{gpu.name}: every backend is disabled or unsupported for these inputs")
+
+
+def _autocast_dtype(tensors):
+    """The dtype CUDA autocast casts SDPA's inputs to, or None (autocast off or nothing to cast)."""
+    if not torch.is_autocast_enabled("cuda"):
+        return None
+    dtype = torch.get_autocast_dtype("cuda")
+    return dtype if any(t.dtype == torch.float32 for t in tensors) else None
+
+
+def scaled_dot_product_attention(gpu, original):
+    """torch.nn.functional.scaled_dot_product_attention as it runs on `gpu`.
+
+    PyTorch's composite picks the backend in C++ (a DispatchStub that a fake tensor cannot
+    reach: on a machine without a GPU it falls back to math), so the choice is made here with
+    sdp_choice() and the chosen backend's op is called, as the composite does; math stays the
+    composite's own path."""
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+             enable_gqa=False):
+        if query.device.type != "cuda":
+            return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                            is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+        cast = _autocast_dtype((query, key, value))
+        if cast is not None:
+            query, key, value = (t.to(cast) for t in (query, key, value))
+        choice = sdp_choice(gpu, (query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                  enable_gqa), {})
+        if choice != _MATH and enable_gqa and key.size(-3) != query.size(-3):
+            repeat = query.size(-3) // key.size(-3)
+            key = key.repeat_interleave(repeat, dim=-3)
+            value = value.repeat_interleave(repeat, dim=-3)
+        if choice == _FLASH:
+            return aten._scaled_dot_product_flash_attention(
+                query, key, value, dropout_p, is_causal, False, scale=scale)[0]
+        if choice == _EFFICIENT:
+            need_lse = torch.is_grad_enabled() and any(
+                t.requires_grad for t in (query, key, value))
+            return aten._scaled_dot_product_efficient_attention(
+                query, key, value, attn_mask, need_lse, dropout_p, is_causal, scale=scale)[0]
+        return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                        is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+
+    return sdpa
+
+
+# Flash attention's forward on the GPU: the philox seed and offset (8 bytes each, device tensors,
+# saved for backward; meta tensors under the fake mode) come before the output, and a 256-byte
+# scratch buffer is allocated and freed after it (recorded on an H200, torch 2.11).
+_FLASH_SCRATCH_BYTES = 256
+
+
+class Recorder(TorchDispatchMode):
+    """Allocates every new CUDA storage an op produces, plus the kernels' workspaces."""
+
+    def __init__(self, session, gpu):
+        super().__init__()
+        self.session = session
+        self.gpu = gpu
+        self.cublas_streams = set()
+        self.cublaslt_streams = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is aten._fused_sdp_choice.default:
+            return sdp_choice(self.gpu, args, kwargs)
+        out = func(*args, **kwargs)
+        stream = 0
+        if func is aten._scaled_dot_product_flash_attention.default:
+            self._flash_forward(args, kwargs, out, stream)
+            return out
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.device.type == "cuda":
+                self.session.track(t.untyped_storage(), stream)
+        if func in _GEMMS:
+            if stream not in self.cublas_streams:
+                self.cublas_streams.add(stream)
+                self.session.malloc(cublas_workspace_bytes(self.gpu), stream)
+            if _uses_cublaslt(func, args) and stream not in self.cublaslt_streams:
+                self.cublaslt_streams.add(stream)
+                self.session.malloc(cublaslt_workspace_bytes(), stream)
+        return out
+
+    def _flash_forward(self, args, kwargs, out, stream):
+        dropout_p = args[3] if len(args) > 3 else kwargs.get("dropout_p", 0.0)
+        attention, logsumexp, seed, offset = out[0], out[1], out[6], out[7]
+        if dropout_p > 0:
+            for t in (seed, offset):
+                self.session.track(t.untyped_storage(), stream, size=8)
+        self.session.track(attention.untyped_storage(), stream)
+        self.session.track(logsumexp.untyped_storage(), stream)
+        self.session.free(self.session.malloc(_FLASH_SCRATCH_BYTES, stream))
