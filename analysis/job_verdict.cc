@@ -109,8 +109,8 @@ absl::StatusOr<FootprintCheck> CheckFootprint(const ModelJob& job,
     }
   }
   if (best != nullptr) {
-    f.alternatives.push_back({.what = absl::StrFormat("the whole of a %s GPU (%s, no cap)",
-                                                      best->name, Size(best->memory_bytes)),
+    f.alternatives.push_back({.what = absl::StrFormat("all of one %s (%s, no cap)", best->name,
+                                                      Size(best->memory_bytes)),
                               .peak_bytes = f.theoretical_peak_bytes,
                               .fits = true});
   }
@@ -135,6 +135,7 @@ JobVerdict DecideVerdict(const std::vector<OomExplanation>& ooms,
     const OomExplanation& x = ooms[deciding];
     v.deciding_oom = deciding;
     v.headroom_bytes = x.headroom_bytes;
+    v.at_cap = x.at_cap;
     v.headroom_share = x.available_bytes > 0 ? static_cast<double>(x.headroom_bytes) /
                                                    static_cast<double>(x.available_bytes)
                                              : 0.0;

@@ -66,6 +66,7 @@ struct JobVerdict {
   std::optional<size_t> deciding_oom;  // the OOM whose headroom is reported (index into ooms)
   std::optional<int64_t> headroom_bytes;
   double headroom_share = 0;  // of the limit
+  bool at_cap = false;        // the deciding OOM's (OomExplanation::at_cap)
   bool capacity_bound = false;
   VerdictBasis basis = VerdictBasis::kNone;
   std::optional<FootprintCheck> footprint;

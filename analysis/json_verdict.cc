@@ -66,6 +66,7 @@ void WriteJsonVerdict(JsonWriter& j, const JobVerdict& v, std::optional<size_t> 
     j.Null();
   }
   j.Field("headroom_share", v.headroom_share);
+  j.Field("at_cap", v.at_cap);
   j.Key("theoretical_peak_bytes");
   if (v.footprint.has_value()) {
     j.Uint(Bytes(v.footprint->theoretical_peak_bytes));

@@ -264,7 +264,9 @@ absl::Status ApplyRecordedJob(const Json& recorded, absl::string_view prefix, Mo
           absl::StrFormat("%s: expected a string or an integer, got %s", where, value.dump()));
     }
     std::string key = name;
-    if (name == "attention") {
+    if (name == "recompute" && value.is_boolean()) {
+      text = std::string(value.get<bool>() ? "full" : "none");  // checkpointing on or off
+    } else if (name == "attention") {
       // SDPA picks flash (or memory-efficient) attention on a GPU: no s^2 tensors are kept.
       if (*text != "sdpa" && *text != "flash" && *text != "eager") {
         return absl::InvalidArgumentError(absl::StrFormat(

@@ -16,6 +16,11 @@ std::string Headline(const JobVerdict& v) {
   if (v.basis == VerdictBasis::kHeadroom) return "capacity-bound (the job is at its cap)";
   if (!v.cause.has_value()) return "no OOM to judge";
   if (*v.cause == OomCause::kNotReproduced) return "the job's OOM is not reproduced (see above)";
+  if (v.at_cap) {
+    // The trace goes on after the OOM: its replays under the sweep's settings are the test.
+    return absl::StrCat(std::string(OomCauseName(*v.cause)),
+                        ", at the cap: only a setting whose replay completes the trace saves it");
+  }
   return absl::StrCat(std::string(OomCauseName(*v.cause)),
                       ", not at the cap: the sweep's settings are tested against it");
 }

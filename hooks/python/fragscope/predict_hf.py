@@ -49,27 +49,11 @@ def load_config(config, overrides=None):
     return cfg
 
 
-def model_record(config, job):
-    """The model record of a log (format fragscope.model/1): the config as config.json holds it,
-    and the job's fields that are known."""
-    data = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-    clean = json.loads(json.dumps(data, default=str))
-    return {"format": "fragscope.model/1", "config": clean,
-            "job": {k: v for k, v in job.items() if v is not None}}
+def _write_model_record(config, job):
+    """Records the model (format fragscope.model/1: model_record.py) in the prediction's log."""
+    from . import _ALLOC, _load, model_record
 
-
-def _write_model_record(record):
-    """Writes the record through fragscope_record_model when the allocator library has it."""
-    import ctypes
-
-    from . import _ALLOC, _load
-
-    lib = _load(_ALLOC)
-    if not hasattr(lib, "fragscope_record_model"):
-        return False
-    lib.fragscope_record_model.argtypes = [ctypes.c_char_p]
-    lib.fragscope_record_model.restype = ctypes.c_int
-    return lib.fragscope_record_model(json.dumps(record).encode()) == 0
+    _load(_ALLOC).fragscope_record_model(model_record.model_json(config, **job).encode())
 
 
 def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optimizer="adamw",
@@ -91,13 +75,14 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     autocast_dtype = getattr(torch, DTYPES[dtype]) if DTYPES[dtype] else None
     job = {"mode": mode, "seq": seq, "micro_batch": micro_batch, "dtype": dtype,
            "optimizer": optimizer if mode == "training" else None, "attention": attention,
-           "recompute": recompute, "activations": "torch-autocast" if autocast_dtype else None}
+           "recompute": "full" if recompute else "none",
+           "activations": "torch-autocast" if autocast_dtype else None}
     with capture(log, gpu=gpu, conf=conf) as (prediction, mark):
         mark("init / weights")
         torch.manual_seed(0)
         with torch.device("cuda"):
             model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attention)
-        prediction.model_recorded = _write_model_record(model_record(cfg, job))
+        _write_model_record(cfg, job)
         opt = None
         if mode == "training":
             model.train()
