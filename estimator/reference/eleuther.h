@@ -1,5 +1,5 @@
 // Reproduction of the EleutherAI cookbook's calc/calc_transformer_mem.py as paraphrased in
-// reference/estimator.md sec. 4.1 (training path). Outputs bytes; the script prints GiB.
+// docs/estimator_reference.md §4.1 (training path). Outputs bytes; the script prints GiB.
 //
 //   params      2 V h (untied) + h s (learned positions, sized by the sequence length)
 //               + 8 h L + 2 h + 2 (1 + kv_ratio) L h^2 + n_mlp_linears L h ff_factor h

@@ -1,5 +1,5 @@
-// The seed documents' worked examples (reference/estimator.md sec. 8.3; seeds in
-// /work/shared/seeds/). Where a seed is wrong, the test asserts the seed's own arithmetic (so the
+// The seed documents' worked examples (docs/estimator_reference.md §8.3, which lists each one).
+// Where a seed is wrong, the test asserts the seed's own arithmetic (so the
 // error is pinned down) and then the corrected value fragscope computes. See README.md,
 // "Known errors in the seeds".
 #include <string>
