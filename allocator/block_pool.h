@@ -60,10 +60,9 @@ struct PoolEntry {
 // are predicted); (size, ptr) is compared as one 128-bit number (cmp/sbb, no branch) instead of a
 // tuple's chain of branches; and the stream is not in the key at all (one set per stream), which
 // also makes an entry 24 bytes instead of 32, so a 512-byte node holds 20 instead of 15.
-// Measured with cachegrind's branch simulator (bench/cachegrind_counts.sh; bench/RESULTS.md,
-// sessions 10 and 11): mispredicted branches per operation of BM_RandomAllocations' mix 25 -> 15
-// at 1k live blocks and 29 -> 16 at 38k; per event of the one-core replay of a training-like log
-// 4.25 -> 3.5.
+// Measured with cachegrind's branch simulator (bench/cachegrind_counts.sh): mispredicted branches
+// per operation of BM_RandomAllocations' mix 25 -> 15 at 1k live blocks and 29 -> 16 at 38k; per
+// event of the one-core replay of a training-like log 4.25 -> 3.5.
 struct BlockOrder {
   using is_transparent = void;
   using absl_btree_prefer_linear_node_search = std::true_type;
