@@ -3,11 +3,12 @@
 // Order: (stream, size, address). Each stream's free blocks live in a set of their own, ordered
 // by (size, address), so LowerBound(stream, size) finds the smallest free block on the stream
 // that is large enough, and among equal sizes the lowest address: PyTorch's BlockComparatorSize,
-// whose first key is the stream. (The reference mentions a per-segment registration_counter in
-// the key; traces recorded from PyTorch 2.11 on an H200 show ties broken by address, and
-// replaying them matches only with this order: see tests/allocator/pytorch_oracle_test.cc.)
-// Blocks never cross streams: a lookup sees only its stream's blocks. ForEach visits every
-// block in the whole order, streams in increasing order, as PyTorch's loops over a pool do.
+// whose first key is the stream. (PyTorch's development branch after 2.11 has a per-segment
+// registration_counter in the key; traces recorded from PyTorch 2.11 on an H200 show ties broken by
+// address, and replaying them matches only with this order: see
+// tests/allocator/pytorch_oracle_test.cc.) Blocks never cross streams: a lookup sees only its
+// stream's blocks. ForEach visits every block in the whole order, streams in increasing order, as
+// PyTorch's loops over a pool do.
 //
 // Unmapped blocks of expandable segments are kept apart, in (stream, address) order
 // (PyTorch's BlockPool::unmapped): they are never handed out, only mapped.

@@ -10,7 +10,7 @@
 //   activations s b h L [(16B + 2) + (2B + 1) a s / h]; checkpointing drops the a s/h term;
 //               / tp with partition_activations
 //   misc        misc_mem_gib GiB
-// Known defects (found in the reference, kept here): the KV cache term lacks the K/V factor 2;
+// Known defects (found by running the script, kept here): the KV cache term lacks the K/V factor 2;
 // "checkpoint" is selective recompute, not Korthikanti's 2sbh full recompute.
 #pragma once
 
