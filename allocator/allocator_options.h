@@ -2,12 +2,13 @@
 // PYTORCH_CUDA_ALLOC_CONF syntax ("key:value,key:[a:b,c:d]").
 //
 // The struct is immutable configuration handed to CachingAllocator; the algorithms never read
-// global state (house style rule 14). Defaults reproduce PyTorch's defaults, so a
-// default-constructed AllocatorOptions makes the same decisions as PyTorch's native allocator.
+// global state, so a replay or a sweep can run many configurations side by side. Defaults reproduce
+// PyTorch's defaults, so a default-constructed AllocatorOptions makes the same decisions as
+// PyTorch's native allocator.
 //
-// Validation follows PyTorch (shared/reference/pytorch_allocator.md §7 and the newest
-// c10/core/AllocatorConfig.cpp, c10/cuda/CUDAAllocatorConfig.cpp): the same keys, limits and
-// defaults, and an error naming the key and the value for anything invalid or unknown. The
+// Validation follows PyTorch (docs/pytorch_allocator_rules.md §7: c10/core/AllocatorConfig.cpp,
+// c10/cuda/CUDAAllocatorConfig.cpp, plus the keys PyTorch added after 2.11): the same keys, limits
+// and defaults, and an error naming the key and the value for anything invalid or unknown. The
 // syntax is checked more strictly than PyTorch does (see allocator/alloc_conf_syntax.h).
 //
 // fragscope extension: the key `placement` (values: best_fit, first_fit) picks the free-block

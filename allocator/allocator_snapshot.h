@@ -1,6 +1,6 @@
 // AllocatorSnapshot: the segments and blocks of an allocator at one moment, with the field names
-// and block states of PyTorch's torch.cuda.memory_snapshot() (reference §6), so exporters can
-// write a snapshot pickle that PyTorch's memory_viz opens.
+// and block states of PyTorch's torch.cuda.memory_snapshot() (docs/pytorch_allocator_rules.md §6),
+// so exporters can write a snapshot pickle that PyTorch's memory_viz opens.
 #pragma once
 
 #include <cstdint>

@@ -67,7 +67,7 @@ struct alignas(64) Block {
   bool used_on_other_streams = false;
   // segment->expandable, copied in: every allocation and free reports it (the stats keep no
   // inactive_split figures for expandable segments), and with many segments reading it from the
-  // Segment was a cache miss per operation (bench/RESULTS.md, session 23).
+  // Segment was a cache miss per operation.
   bool expandable = false;
   // Outstanding stream events that must complete before the block may be reused: at most one per
   // stream that used the block (CachingAllocator::RecordStream bounds those: kMaxStreamUses).

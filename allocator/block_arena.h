@@ -14,7 +14,6 @@
 // neighbours arrive with the block. (Preferring the home group matters: blocks split off an
 // overflow block would otherwise stay in overflow groups, and a segment's blocks drift there as
 // its home-group blocks merge away; with 100k live blocks 14 % of them had, with 1k 66 %.)
-// (bench/RESULTS.md, session 25.)
 //
 // Memory: chunks of 2 MiB of huge pages (huge_pages.h), each a header of occupancy masks (one
 // byte per group; the first kHeaderGroups groups' worth) followed by the groups. A group that
@@ -87,8 +86,8 @@ class BlockArena {
   // Starts loading `block`'s whole group, the block itself included: with the grouping above,
   // its segment's neighbours, and the free slot a split takes next. kGroupBlocks prefetches and
   // nothing else: no wait for the group's mask in the chunk header, and 8 instructions where
-  // prefetching only the live slots took 32 (session 27: the lines of free slots cost nothing
-  // measurable with 100k live blocks; bench/RESULTS.md).
+  // prefetching only the live slots took 32 (the lines of free slots cost nothing measurable
+  // with 100k live blocks).
   static void PrefetchGroup(const Block* block) {
     const Block* group = GroupOf(block);
     for (size_t i = 0; i < kGroupBlocks; ++i) __builtin_prefetch(group + i);
@@ -98,7 +97,7 @@ class BlockArena {
   // first (PrefetchGroup: the neighbours a free reads next), then compares the live blocks'
   // addresses in slot order, stopping at the match. (Measured against a branch-free compare of
   // all eight: the early exit lets the work after it start before every line has arrived, 2-5 %
-  // faster with 100k live blocks and on the warm pair; bench/RESULTS.md, session 25.)
+  // faster with 100k live blocks and on the warm pair.)
   // REQUIRES: group is a group of this arena (GroupOf of one of its blocks, live or not).
   static Block* FindInGroup(const Block* group, DevicePtr ptr) {
     PrefetchGroup(group);

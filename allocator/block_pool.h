@@ -3,11 +3,12 @@
 // Order: (stream, size, address). Each stream's free blocks live in a set of their own, ordered
 // by (size, address), so LowerBound(stream, size) finds the smallest free block on the stream
 // that is large enough, and among equal sizes the lowest address: PyTorch's BlockComparatorSize,
-// whose first key is the stream. (The reference mentions a per-segment registration_counter in
-// the key; traces recorded from PyTorch 2.11 on an H200 show ties broken by address, and
-// replaying them matches only with this order: see tests/allocator/pytorch_oracle_test.cc.)
-// Blocks never cross streams: a lookup sees only its stream's blocks. ForEach visits every
-// block in the whole order, streams in increasing order, as PyTorch's loops over a pool do.
+// whose first key is the stream. (PyTorch's development branch after 2.11 has a per-segment
+// registration_counter in the key; traces recorded from PyTorch 2.11 on an H200 show ties broken by
+// address, and replaying them matches only with this order: see
+// tests/allocator/pytorch_oracle_test.cc.) Blocks never cross streams: a lookup sees only its
+// stream's blocks. ForEach visits every block in the whole order, streams in increasing order, as
+// PyTorch's loops over a pool do.
 //
 // Unmapped blocks of expandable segments are kept apart, in (stream, address) order
 // (PyTorch's BlockPool::unmapped): they are never handed out, only mapped.
@@ -60,10 +61,9 @@ struct PoolEntry {
 // are predicted); (size, ptr) is compared as one 128-bit number (cmp/sbb, no branch) instead of a
 // tuple's chain of branches; and the stream is not in the key at all (one set per stream), which
 // also makes an entry 24 bytes instead of 32, so a 512-byte node holds 20 instead of 15.
-// Measured with cachegrind's branch simulator (bench/cachegrind_counts.sh; bench/RESULTS.md,
-// sessions 10 and 11): mispredicted branches per operation of BM_RandomAllocations' mix 25 -> 15
-// at 1k live blocks and 29 -> 16 at 38k; per event of the one-core replay of a training-like log
-// 4.25 -> 3.5.
+// Measured with cachegrind's branch simulator (bench/cachegrind_counts.sh): mispredicted branches
+// per operation of BM_RandomAllocations' mix 25 -> 15 at 1k live blocks and 29 -> 16 at 38k; per
+// event of the one-core replay of a training-like log 4.25 -> 3.5.
 struct BlockOrder {
   using is_transparent = void;
   using absl_btree_prefer_linear_node_search = std::true_type;

@@ -1,7 +1,7 @@
 // CachingAllocator: PyTorch's CUDA caching allocator (DeviceCachingAllocator), decision for
 // decision, over a DeviceBackend. One instance serves one device.
 //
-// The policy (shared/reference/pytorch_allocator.md §2), in one place:
+// The policy (docs/pytorch_allocator_rules.md §2), in one place:
 //  - Requests are rounded (size_policy.h) and served from the small (<= 1 MiB) or large pool.
 //  - Best fit on the request's stream: smallest sufficient free block, oldest segment, lowest
 //    address (block_pool.h). Blocks never cross streams.

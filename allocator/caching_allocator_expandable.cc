@@ -11,8 +11,9 @@
 //
 // Statistics, as PyTorch keeps them: maps and unmaps add to and subtract from reserved bytes
 // and count as num_device_alloc / num_device_free, but not in `segment`; expandable blocks keep
-// no inactive_split statistics (kEventFlagExpandable). The reference is the spec checked against
-// an oracle trace recorded from PyTorch 2.11 (tests/data/oracle/micro_expandable.*).
+// no inactive_split statistics (kEventFlagExpandable): docs/pytorch_allocator_rules.md §3 and
+// §4, checked against an oracle trace recorded from PyTorch 2.11
+// (tests/data/oracle/micro_expandable.*).
 #include <algorithm>
 
 #include "absl/strings/str_format.h"

@@ -1,5 +1,5 @@
 // DeviceStats: PyTorch's allocator statistics, with exactly its keys and semantics
-// (shared/reference/pytorch_allocator.md §4), derived from allocator events.
+// (docs/pytorch_allocator_rules.md §4), derived from allocator events.
 //
 // DeviceStats is a plain struct you can copy and compare; StatsTracker (stats_tracker.h) keeps
 // one up to date from events.

@@ -3,8 +3,8 @@
 // writer's background thread.
 //
 // Note [Coarse event timestamps]
-// Reading a clock is the largest part of recording an event: rdtsc alone costs 6-12 ns on the
-// KVM guests we measured (AMD EPYC, Intel Xeon), clock_gettime 20-30 ns, against about 5 ns for
+// Reading a clock is the largest part of recording an event: rdtsc alone costs 6-12 ns on KVM
+// guests (AMD EPYC, Intel Xeon), clock_gettime 20-30 ns, against about 5 ns for
 // everything else OnEvent does. So while events stream in, most records take their timestamp from
 // a PublishedClock instead: the writer's background thread stores CLOCK_MONOTONIC into it every
 // time its busy (polling) mode wakes up, every kWriterPollPeriod (20 us) plus wake-up latency, and

@@ -3,7 +3,7 @@
 //
 // With 100k live blocks the allocator's metadata is ~15 MB touched at random: blocks, map slots
 // and btree nodes. In 4 KiB pages that is ~4000 pages, past the TLB's reach, so nearly every cache
-// miss also pays a page walk (bench/RESULTS.md, session 25). Memory obtained here is aligned to
+// miss also pays a page walk. Memory obtained here is aligned to
 // 2 MiB and advised as huge-page memory (MADV_HUGEPAGE; Linux with transparent huge pages in
 // "madvise" or "always" mode), so one TLB entry covers 2 MiB. Where the advice is not available
 // it is ordinary memory: correctness never depends on it.

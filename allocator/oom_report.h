@@ -1,7 +1,7 @@
 // OomReport: an out-of-memory failure as data.
 //
 // CachingAllocator::Allocate returns kResourceExhausted whose message is PyTorch's OOM text
-// (shared/reference/pytorch_allocator.md §5) followed by what PyTorch does not say: the largest
+// (docs/pytorch_allocator_rules.md §5) followed by what PyTorch does not say: the largest
 // free cached block, the number of free cached fragments, and whether the request would have fit
 // in the free cached bytes had they been contiguous. The same facts travel as a status payload,
 // so callers never parse the message.

@@ -2,7 +2,7 @@
 // shortest value that parses back to a given table.
 //
 // Parsing (PyTorch's AcceleratorAllocatorConfig::parseRoundUpPower2Divisions, newest; see
-// shared/reference/pytorch_allocator.md §1):
+// docs/pytorch_allocator_rules.md §1):
 //   - A single value N ("roundup_power2_divisions:4") fills every interval. N must be a power
 //     of 2; 0 is rejected here although the list form accepts it.
 //   - A list "[64:8,256:4,>:1]": each key is a power of 2 in MB and names interval

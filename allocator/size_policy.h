@@ -1,7 +1,7 @@
 // Size policy: how a request is rounded, which pool serves it, and how big a new segment is.
 //
 // Pure functions of (size, options), PyTorch's round_size / get_pool / get_allocation_size
-// (shared/reference/pytorch_allocator.md §1), inline because they run on every allocation
+// (docs/pytorch_allocator_rules.md §1), inline because they run on every allocation
 // (RoundupPower2NextDivision, the rare path, is in size_policy.cc). Worked examples:
 //   1 B            -> 512 B block, small pool, 2 MiB segment
 //   1 MiB          -> 1 MiB block, small pool (two fit one 2 MiB segment)

@@ -13,7 +13,7 @@
 // where a pool's entry grows), and stats() adds the rest up: half of the updates on the hot path.
 // Apply branches on the pool once and updates that pool's entries with the pool as a template
 // argument, so each entry is a constant offset (with EmitMade, 882 -> 794 instructions per warm
-// malloc+free pair under cachegrind; bench/RESULTS.md, "Allocator hot path", session 16).
+// malloc+free pair under cachegrind).
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // Basic vocabulary of the allocator: device addresses, streams, pools and size constants.
 //
 // The constants are PyTorch's (c10/core/AllocatorConfig.h, c10/cuda/CUDACachingAllocator.cpp); see
-// shared/reference/pytorch_allocator.md §1. They are fixed by PyTorch, not tunable: tunables live
+// docs/pytorch_allocator_rules.md §1. They are fixed by PyTorch, not tunable: tunables live
 // in AllocatorOptions.
 #pragma once
 

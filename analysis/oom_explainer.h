@@ -1,6 +1,6 @@
 // OomExplanation: why one allocation ran out of memory, classified and backed by numbers.
 //
-// The four causes (issue 6), decided in this order from the allocator's state right after the
+// The four causes, decided in this order from the allocator's state right after the
 // failure (after PyTorch's retry ladder released what it could):
 //
 //   limit      = the memory-fraction cap if one is set, else the device's capacity

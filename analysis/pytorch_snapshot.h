@@ -96,7 +96,7 @@ struct SnapshotTraceEntry {
   std::string unknown_action;  // the action string when action == kUnknown
   uint64_t addr = 0;           // block or segment address; 0 for oom
   uint64_t device_free = 0;    // oom only: bytes cudaMemGetInfo reported free
-  uint64_t size = 0;           // see reference/pytorch_allocator.md 6 per action
+  uint64_t size = 0;           // docs/pytorch_allocator_rules.md §6, per action
   int64_t stream = 0;
   std::optional<int64_t> time_us;  // Unix time in microseconds (PyTorch 2.1+)
   FrameStack frames;               // null: 'frames' absent

@@ -3,7 +3,7 @@
 //
 // PyTorch writes the whole snapshot as one pickled object, so the file is decoded at once
 // (analysis/pytorch_snapshot.h); the decoded snapshot is shared, read-only, between the sources
-// a sweep opens on it. Entry semantics (shared/reference/pytorch_allocator.md §6): alloc's size
+// a sweep opens on it. Entry semantics (docs/pytorch_allocator_rules.md §6): alloc's size
 // is the caller's request (the block size is not recorded), oom's addr is the device's free
 // memory and its size the rounded request.
 //

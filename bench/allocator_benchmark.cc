@@ -15,7 +15,7 @@
 //   BM_RandomAllocationsUncapped
 //                        the same without the cap: /100000/1 reaches 100k live blocks.
 //   BM_ConcurrentStreams 4 threads, each on its own stream, warm pairs on one shared allocator.
-// Targets (issue 2): warm pair <= 100 ns; per-op cost at 100k live blocks within 2x of 1k.
+// Targets: warm pair <= 100 ns; per-op cost at 100k live blocks within 2x of 1k.
 #include <chrono>
 #include <cstdio>
 #include <memory>

@@ -1,4 +1,4 @@
-// Analyzer benchmarks (issue 6): replay throughput, the analysis pipeline, and sweep scaling,
+// Analyzer benchmarks: replay throughput, the analysis pipeline, and sweep scaling,
 // all on a synthetic training-like .fslog written once per process.
 //
 //   BM_ReplayFslog        reads an .fslog and replays it through the allocator (no hooks):

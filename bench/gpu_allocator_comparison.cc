@@ -1,4 +1,4 @@
-// gpu_allocator_comparison: the GPU half of the benchmark suite (issue 7, issue 8 item 4).
+// gpu_allocator_comparison: the GPU half of the benchmark suite.
 // fragscope's CachingAllocator over CudaBackend (with and without the .fslog writer), PyTorch's
 // native caching allocator (LibTorch raw_alloc_with_stream / raw_delete), cudaMallocAsync on the
 // default memory pool (caching: release threshold UINT64_MAX) and plain cudaMalloc/cudaFree, side
@@ -6,7 +6,7 @@
 // seeded random workload (gpu_workloads.h). Prints a markdown table (median and minimum ns per
 // operation) and, with --json, the same figures as JSON.
 //
-// The goal it measures (issue 7): fragscope's hot path, logging on, at least 2x faster than
+// The goal it measures: fragscope's hot path, logging on, at least 2x faster than
 // PyTorch's native allocator; the last column is that ratio.
 //
 // Without a CUDA device it prints "skipped: no CUDA device (...)" and exits 0. Exit status 1

@@ -1,5 +1,6 @@
 // gpu_history_overhead: what recording every allocation event costs PyTorch's own allocator
-// (issue 3: fragscope's log "against PyTorch's _record_memory_history at 1.5-2 us per event").
+// (the comparison the event log's design makes: PyTorch's _record_memory_history is quoted at
+// 1.5-2 us per event).
 // PyTorch's native caching allocator (LibTorch raw_alloc_with_stream / raw_delete, as in
 // gpu_allocator_comparison) runs the same warm pairs and random workload (gpu_workloads.h) under
 // four recording settings:

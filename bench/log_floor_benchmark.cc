@@ -9,10 +9,10 @@
 //                            (the writer's CRC and copy), then recycles it. B = 0 is the pair
 //                            with the consumer thread running beside it.
 //
-// Issue 3's target is <= 10 % over BM_WarmPair for the logged pair. A pair logs two records
+// The event log's target is <= 10 % over BM_WarmPair for the logged pair. A pair logs two records
 // (alloc, and the combined free: 160 bytes); 16 bytes per pair is less than a record could hold
 // (an address and a size for each of the two events would be 32). Results: bench/RESULTS.md,
-// "Event log", session 22.
+// "Event log: the floor under a logged pair".
 #include <atomic>
 #include <chrono>
 #include <cstdint>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ratio_rounds.sh [--rounds N] [BUILD_DIR]: issue 2's two targets, each against its limit. First
+# ratio_rounds.sh [--rounds N] [BUILD_DIR]: the allocator's two targets, each against its limit. First
 # the warm malloc+free pair (BM_WarmPair, 4 KiB and 1 MiB: <= 100 ns), then the cost per
 # operation of BM_RandomAllocations at 100k live blocks against 1k (<= 2x), each as the median
 # over N repetitions (default 12) that Google Benchmark interleaves at random, with the range of
@@ -14,8 +14,7 @@
 # One round says little; the median of interleaved repetitions says what the ratio is at that
 # time, and the range how much the host moved it. (A helper writing at random over 128 MiB from
 # the other core moved the median from 1.8x to 2.4x once, and in four runs after that not past
-# 1.9x: the host's own tenants dominate, so no such helper makes a noisy host on demand.
-# bench/RESULTS.md, sessions 23 and 25.)
+# 1.9x: the host's own tenants dominate, so no such helper makes a noisy host on demand.)
 #
 # BUILD_DIR (default build-rel) must hold bench/allocator_benchmark (Release). It runs on the
 # last core. About 60 s.

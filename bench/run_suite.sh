@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole benchmark suite in one command (issue 7): builds a Release build and writes one
+# The whole benchmark suite in one command: builds a Release build and writes one
 # markdown file with a section per subject, each stating the machine, the date, the git commit
 # and the exact commands, followed by tables made from the benchmarks' JSON (suite_tables.py).
 #

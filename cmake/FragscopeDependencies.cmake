@@ -34,9 +34,11 @@ if(FRAGSCOPE_HAVE_CUDA AND NOT FRAGSCOPE_WITH_TORCH STREQUAL "OFF")
     find_package(Python3 COMPONENTS Interpreter QUIET)
     if(Python3_Interpreter_FOUND)
       # Locate the wheel without importing torch: `import torch` needs every nvidia-* runtime
-      # library, the CMake package does not.
+      # library, the CMake package does not. -E: inside pip's isolated build environment (a
+      # `pip install .`), look at the interpreter's own site-packages, where the job's torch is,
+      # not only at the build requirements pip put on PYTHONPATH.
       execute_process(
-        COMMAND ${Python3_EXECUTABLE} -c
+        COMMAND ${Python3_EXECUTABLE} -E -c
                 "import importlib.util, os; s = importlib.util.find_spec('torch'); print(os.path.join(os.path.dirname(s.origin), 'share', 'cmake'))"
         OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
         RESULT_VARIABLE _torch_rc)

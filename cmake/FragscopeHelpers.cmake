@@ -1,10 +1,14 @@
-# Small Bazel-like target helpers (see reference style rule 21). Every target of ours is built with
-# warnings as errors; third-party headers are included as SYSTEM so their warnings do not count.
+# Small Bazel-like target helpers: one call per target, its sources and its dependencies, so each
+# CMakeLists.txt reads as a list of targets. Every target of ours is built with warnings as errors;
+# third-party headers are included as SYSTEM so their warnings do not count.
 
 set(FRAGSCOPE_WARNINGS -Wall -Wextra -Werror -Wsign-conversion -Wno-missing-field-initializers)
 
 # fragscope_cc_library(NAME name SRCS ... DEPS ... [PUBLIC_DEPS ...] [SHARED])
-# Creates fragscope_<name> with alias fragscope::<name>. Header-only libraries omit SRCS.
+# Creates fragscope_<name> with alias fragscope::<name> (the name it is exported under, see
+# cmake/FragscopeInstall.cmake). Header-only libraries omit SRCS. Sources include headers by their
+# path from the repository root ("allocator/block.h"); the installed headers keep that layout under
+# include/fragscope/.
 function(fragscope_cc_library)
   cmake_parse_arguments(ARG "SHARED" "NAME" "SRCS;DEPS" ${ARGN})
   set(target fragscope_${ARG_NAME})
@@ -15,13 +19,16 @@ function(fragscope_cc_library)
       add_library(${target} STATIC ${ARG_SRCS})
     endif()
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${FRAGSCOPE_WARNINGS}>)
-    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                                $<INSTALL_INTERFACE:include/fragscope>)
     target_link_libraries(${target} PUBLIC ${ARG_DEPS})
   else()
     add_library(${target} INTERFACE)
-    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_include_directories(${target} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                                   $<INSTALL_INTERFACE:include/fragscope>)
     target_link_libraries(${target} INTERFACE ${ARG_DEPS})
   endif()
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME})
   add_library(fragscope::${ARG_NAME} ALIAS ${target})
 endfunction()
 

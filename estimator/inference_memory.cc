@@ -80,7 +80,7 @@ absl::StatusOr<MemoryEstimate> EstimateInference(const ModelSpec& spec,
                                 FormatNumber(BytesPerElement(config.kv_cache)), config.context,
                                 config.batch);
     kv.source =
-        "reference/estimator.md sec. 5 (K and V; GQA g; max(g/t, 1) per rank as llm-analysis)";
+        "docs/estimator_reference.md §5 (K and V; GQA g; max(g/t, 1) per rank as llm-analysis)";
     estimate.terms.push_back(kv);
     Term per_token_term{
         "kv_cache_bytes_per_token", "KV-cache bytes per token (this GPU)", per_token, Unit::kBytes,

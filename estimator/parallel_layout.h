@@ -6,7 +6,7 @@
 // most-loaded rank, which is pipeline stage 0 (it owns the embedding and, under 1F1B, holds pp
 // micro-batches of activations), following Megatron's theoretical_memory_usage.py.
 //
-// Sharding of the parameters on stage 0 (reference/estimator.md 1.1; L_s = ceil(L / pp)):
+// Sharding of the parameters on stage 0 (docs/estimator_reference.md §1.1; L_s = ceil(L / pp)):
 //   split by tp    L_s * (Q,K,V,O and MLP matrices + their column-parallel biases)
 //                  + V h (vocab-parallel embedding) + V h if untied and pp == 1 (output layer)
 //   replicated     L_s * (norms + row-parallel biases + router) + learned positions

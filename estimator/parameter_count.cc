@@ -105,7 +105,7 @@ absl::StatusOr<ParameterCount> CountParameters(const ModelSpec& spec) {
 std::vector<Term> ParameterCountTerms(const ModelSpec& spec, const ParameterCount& count) {
   std::vector<Term> terms;
   constexpr char kSource[] =
-      "estimator/parameter_count.h (reference/estimator.md sec. 1.1 and 8.1)";
+      "estimator/parameter_count.h (docs/estimator_reference.md §1.1 and §8.1)";
   if (count.architectural) {
     const int64_t h = spec.hidden_size;
     Term layer;

@@ -1,6 +1,6 @@
 // Parameter count of a ModelSpec, broken down so that the parallel layout can shard it.
 //
-// Formulas (notation of reference/estimator.md: h hidden, a heads, g KV heads, d_h head dim,
+// Formulas (notation of docs/estimator_reference.md: h hidden, a heads, g KV heads, d_h head dim,
 // f FFN size, V vocab, L layers, E experts, n = 2 for LayerNorm (weight + bias), 1 for RMSNorm):
 //   attention weights / layer  h*(a d_h) + 2 h*(g d_h) + (a d_h)*h      (Q, K, V, O)
 //   attention biases / layer   a d_h + 2 g d_h  (column-parallel) + h  (row-parallel)

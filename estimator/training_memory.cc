@@ -213,7 +213,7 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   Term gradients = Place(
       StateTerm("gradients", absl::StrCat("gradients (", grad_what, ")"), trainable, grad_bytes,
                 zero >= 2,
-                absl::StrCat("reference/estimator.md sec. 7 (Megatron, ZeRO paper, HF anatomy)",
+                absl::StrCat("docs/estimator_reference.md §7 (Megatron, ZeRO paper, HF anatomy)",
                              zero >= 2 ? absl::StrCat("; ", zero_source) : "")),
       offload);
   const bool autocast = config.activation_model == ActivationModel::kTorchAutocast;

@@ -1,6 +1,6 @@
 // Byte and rate units used by the estimator. Every byte count the estimator returns is in bytes
 // (double, because per-parameter costs such as 12/d or 0.516 B are fractional); reports print GiB.
-// The public tools differ (reference/estimator.md, "Units differ per tool"): Megatron prints MiB,
+// The public tools differ (docs/estimator_reference.md, "Notation and units"): Megatron prints MiB,
 // DeepSpeed and accelerate print GiB labelled "GB", llm-analysis and the ZeRO paper decimal GB.
 #pragma once
 

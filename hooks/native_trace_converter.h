@@ -5,7 +5,7 @@
 // needs into a NativeTraceEntry, so the conversion is unit-tested without torch.
 //
 // A TraceEntry carries less than an AllocatorEvent. What the converter knows and what it infers
-// (shared/reference/pytorch_allocator.md §6 for the meaning of `size` per action):
+// (docs/pytorch_allocator_rules.md §6 for the meaning of `size` per action):
 //   alloc / free_requested / free_completed: size is the caller's request. The block size is
 //     inferred as RoundSize(request) under the job's PYTORCH_CUDA_ALLOC_CONF; PyTorch hands out a
 //     larger block when the remainder is too small to split (up to 1 MiB more in the large pool),

@@ -1,8 +1,9 @@
 // libfragscope_alloc.so: the allocation half of the C ABI (fragscope_alloc.h).
 //
-// Every extern "C" function catches everything: no exception ever crosses the C ABI (house style
-// rule 13). Failures become NULL / no-ops plus a message: this thread's fragscope_last_error() and,
-// rate-limited, a line on stderr, because a pluggable allocator has no other way to tell the user.
+// Every extern "C" function catches everything: no exception ever crosses the C ABI (an exception
+// unwinding into PyTorch's C caller would terminate the job). Failures become NULL / no-ops plus a
+// message: this thread's fragscope_last_error() and, rate-limited, a line on stderr, because a
+// pluggable allocator has no other way to tell the user.
 #include "hooks/pluggable_allocator.h"
 
 #include <atomic>

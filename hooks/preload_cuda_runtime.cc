@@ -1,7 +1,7 @@
 // libfragscope_preload.so: the interposed CUDA runtime functions (LD_PRELOAD). See preload_state.h
 // for what each mode does, real_cuda.h for how the real functions are found.
 //
-// Every hook has the same shape (house style rule 18):
+// Every hook has the same shape:
 //   1. find the real function (resolved once, process-wide);
 //   2. pass straight through when this thread is already inside a hook (the thread_local guard:
 //      anything fragscope does that reaches the CUDA runtime again must not recurse into itself),

@@ -1,6 +1,6 @@
 #!/bin/bash
 # shellcheck disable=SC2317  # the step functions are called through `bash -c step_NAME`
-# The GPU validation of issue 8 in one call, on a machine with an NVIDIA GPU, torch and
+# The whole GPU validation in one call, on a machine with an NVIDIA GPU, torch and
 # transformers but no build toolchain: fragscope's binaries come from a pack made where it was
 # built (tests/gpu/pack_prebuilt.sh BUILD PACK), or from a build directory.
 #

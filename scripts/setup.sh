@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what fragscope's build needs and is missing on a fresh Debian 12 machine: Abseil,
-# nlohmann/json, GoogleTest, Google Benchmark, CMake, Ninja, clang (fuzzers), and the pinned
+# nlohmann/json, GoogleTest, Google Benchmark, CMake, Ninja, clang (fuzzers), ccache, patchelf and
+# the pinned scikit-build-core (the wheel: `pip install .` and its test), and the pinned
 # torch==2.11.0 wheel (LibTorch for the hooks; its nvidia-* dependencies provide the libraries
 # torch links against) and transformers==5.17.0 (fragscope.predict's Hugging Face loop).
 # The CUDA 13 toolkit is expected at /usr/local/cuda (it is on the project's machines); without
@@ -9,7 +10,7 @@
 set -euo pipefail
 
 packages=(libabsl-dev googletest libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-          cmake ninja-build clang python3-pip)
+          cmake ninja-build clang python3-pip ccache patchelf)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -20,6 +21,13 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The wheel's build backend, for builds without pip's isolation (tests/packaging/wheel_test.sh).
+if ! python3 -c "import scikit_build_core, sys; sys.exit(scikit_build_core.__version__ != '1.1.2')" \
+    2>/dev/null; then
+  echo "setup: installing scikit-build-core==1.1.2 (the wheel's build backend)"
+  python3 -m pip install --quiet scikit-build-core==1.1.2
 fi
 
 if [ "${FRAGSCOPE_SKIP_TORCH:-0}" != "1" ] && [ -d /usr/local/cuda ]; then

@@ -1,4 +1,4 @@
-// The analyzer's subcommands (issue 6). Each takes the arguments after its name and returns the
+// The analyzer's subcommands. Each takes the arguments after its name and returns the
 // process exit code: 0 success, 1 the job failed (unreadable trace, divergence, analysis error),
 // 2 usage error. Every command prints its usage with --help.
 #pragma once

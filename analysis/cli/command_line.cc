@@ -31,7 +31,8 @@ constexpr Command kCommands[] = {
 };
 
 void PrintUsage(std::ostream& out) {
-  out << "usage: fragscope COMMAND [ARGS...]   (fragscope COMMAND --help for details)\n\n"
+  out << "usage: fragscope COMMAND [ARGS...]   (fragscope COMMAND --help for details)\n"
+         "       fragscope --version\n\n"
          "Explains CUDA out-of-memory errors of PyTorch jobs: why they happened and which\n"
          "allocator setting avoids them.\n\ncommands:\n";
   for (const Command& c : kCommands) out << absl::StrFormat("  %-10s %s\n", c.name, c.summary);

@@ -7,6 +7,16 @@
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  // The version is the project's (CMakeLists.txt's project(VERSION), which the wheel's metadata
+  // also reads).
+  if (!args.empty() && (args[0] == "--version" || args[0] == "-V")) {
+    if (args.size() > 1) {
+      std::cerr << "fragscope: " << args[0] << " takes no arguments\n";
+      return 2;
+    }
+    std::cout << "fragscope " << FRAGSCOPE_VERSION << "\n";
+    return std::cout.flush() ? 0 : 1;
+  }
   const int status = fragscope::cli::RunCommandLine(args, std::cout, std::cerr);
   // A report that did not reach standard output (a full disk, a closed pipe without SIGPIPE) is a
   // failure, not a success with nothing written.

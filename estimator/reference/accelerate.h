@@ -1,5 +1,5 @@
 // Reproduction of Hugging Face accelerate's `accelerate estimate-memory`
-// (src/accelerate/commands/estimate.py; reference/estimator.md sec. 3). accelerate builds the
+// (src/accelerate/commands/estimate.py; docs/estimator_reference.md §3). accelerate builds the
 // headless AutoModel (an untied LM head is not counted: Llama-2-7B -> 6,607,343,616 params) and
 // sizes it in fp32 (S = 4 bytes x params+buffers); other dtypes divide S. "Training using Adam":
 //   current (8644e23b, 2024): max(model, gradients, optimizer, step): fp32 4S; fp16/bf16 2S

@@ -1,4 +1,4 @@
-// Reproduction of DeepSpeed's model-state estimators (reference/estimator.md sec. 2):
+// Reproduction of DeepSpeed's model-state estimators (docs/estimator_reference.md §2):
 // estimate_zero2_model_states_mem_needs (runtime/zero/stage_1_and_2.py, after PR #5099) and
 // estimate_zero3_model_states_mem_needs (runtime/zero/stage3.py). Model states only: no
 // activations, buffers or CUDA context. DeepSpeed prints bytes / 2^30 labelled "GB".

@@ -1,5 +1,5 @@
 // Reproduction of the EleutherAI cookbook's calc/calc_transformer_mem.py as paraphrased in
-// reference/estimator.md sec. 4.1 (training path). Outputs bytes; the script prints GiB.
+// docs/estimator_reference.md §4.1 (training path). Outputs bytes; the script prints GiB.
 //
 //   params      2 V h (untied) + h s (learned positions, sized by the sequence length)
 //               + 8 h L + 2 h + 2 (1 + kv_ratio) L h^2 + n_mlp_linears L h ff_factor h
@@ -10,7 +10,7 @@
 //   activations s b h L [(16B + 2) + (2B + 1) a s / h]; checkpointing drops the a s/h term;
 //               / tp with partition_activations
 //   misc        misc_mem_gib GiB
-// Known defects (found in the reference, kept here): the KV cache term lacks the K/V factor 2;
+// Known defects (found by running the script, kept here): the KV cache term lacks the K/V factor 2;
 // "checkpoint" is selective recompute, not Korthikanti's 2sbh full recompute.
 #pragma once
 

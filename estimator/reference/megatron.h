@@ -1,5 +1,5 @@
 // Reproduction of Megatron-LM's theoretical memory model
-// (megatron/training/theoretical_memory_usage.py, reference/estimator.md sec. 1), kept separate
+// (megatron/training/theoretical_memory_usage.py, docs/estimator_reference.md §1), kept separate
 // from fragscope's own model so that Megatron's printed numbers can be reproduced exactly and
 // compared. Dense, non-MLA, non-MoE path only.
 //

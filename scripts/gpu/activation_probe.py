@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a training step's memory goes, measured (issue 8, part 5: the estimator's calibration).
+"""Where a training step's memory goes, measured (the estimator's calibration).
 
 For each model of estimator_accuracy.py and each sequence length: one warm-up step (so AdamW's
 state exists), then a probed step that records

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Estimator accuracy on the GPU (issue 8, part 5): measured torch.cuda.max_memory_allocated()
+"""Estimator accuracy on the GPU (the validation's estimator step): measured torch.cuda.max_memory_allocated()
 of real training against `fragscope estimate --activation-model torch-autocast`, random
 initialization, fused AdamW, bf16 autocast, SDPA attention. Derivation models (GPT-2 124M and
 355M, a 1.1B Llama of TinyLlama's shape; two sequence lengths each), whose saved tensors the

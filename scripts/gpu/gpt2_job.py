@@ -1,4 +1,4 @@
-"""The GPT-2 training loop the GPU validation runs (issue 8): a transformers GPT-2 with random
+"""The GPT-2 training loop the GPU validation runs: a transformers GPT-2 with random
 initialization, AdamW, variable sequence lengths, seeded and deterministic, so that runs under
 different allocators can be compared loss for loss. Imported by modes_check.py; needs torch and
 transformers only when called.

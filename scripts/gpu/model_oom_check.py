@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Does the estimate say where a real training job fits? (issue 8 / issue 6's --model)
+"""Does the estimate say where a real training job fits? (`fragscope analyze --model`)
 
 GPT-2 small (transformers, random init, SDPA, bf16 autocast, fused AdamW, seq 1024, micro-batch
 16, 3 steps, markers "step N / forward|backward|optimizer") under PyTorch's native allocator,

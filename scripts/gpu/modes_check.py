@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The three hook modes in a real job (issue 8, part 2): the same seeded GPT-2 training natively,
+"""The three hook modes in a real job (the validation's modes step): the same seeded GPT-2 training natively,
 in replace mode, observe mode and interpose mode (LD_PRELOAD, its observe and cache modes), each
 in its own process; then losses, log completeness, stats against the log, and steps/s.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # observe_placement.sh OUT_DIR [PACK_DIR]: where fragscope's observe mode loses its time inside a
-# PyTorch process (issue 3; bench/RESULTS.md, "Session 15").
+# PyTorch process (bench/RESULTS.md, "What recording costs PyTorch's own allocator").
 #
 # On the H100 host the observe mode added ~125-190 ns per event to PyTorch's allocator under
 # `taskset -c 2,3`, 5-8x what the converter and the writer cost on their own, and less with the

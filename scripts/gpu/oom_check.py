@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A real fragmentation OOM, explained and fixed (issue 8, part 3), around frag_oom_job.py:
+"""A real fragmentation OOM, explained and fixed (the validation's oom step), around frag_oom_job.py:
 
   1. the design check: the job's allocation sequence on fragscope's simulated device (CPU only),
      default settings, analyzed (what the GPU run should show);

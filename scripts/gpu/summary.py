@@ -125,7 +125,7 @@ def write(out_dir):
     for line in read(os.path.join(out_dir, "steps.tsv")).splitlines():
         name, status, seconds, _ = (line.split("\t") + ["", "", ""])[:4]
         steps[name] = (status, seconds)
-    md = ["# fragscope GPU validation (issue 8)", ""]
+    md = ["# fragscope GPU validation", ""]
     if not facts.get("cuda_available"):
         md.append("- gpu: none (no CUDA device): the GPU steps were skipped")
     for key in ("gpu", "gpu_total_memory", "driver", "torch", "torch_cuda", "transformers",

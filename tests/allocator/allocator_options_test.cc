@@ -1,6 +1,6 @@
 // Tests of ParseAllocatorOptions against PyTorch's own tests: the defaults, the cases of
 // c10/test/core/AllocatorConfig_test.cpp and test_cuda.py's test_allocator_settings /
-// test_allocator_memory_fraction_setting (shared/reference/pytorch_allocator.md §10). The other
+// test_allocator_memory_fraction_setting (docs/pytorch_allocator_rules.md §8). The other
 // topics are in allocator_options_{validation,divisions,malformed,format}_test.cc.
 #include "allocator/allocator_options.h"
 

@@ -1,6 +1,6 @@
-// Basic decisions of the caching allocator: the reference's worked examples (§1), best fit,
-// splitting, merging, statistics, invalid frees. Behaviours ported from PyTorch's test_cuda.py
-// carry its test name in a comment.
+// Basic decisions of the caching allocator: the worked examples of docs/pytorch_allocator_rules.md
+// (§1), best fit, splitting, merging, statistics, invalid frees. Behaviours ported from PyTorch's
+// test_cuda.py carry its test name in a comment.
 #include "allocator/caching_allocator.h"
 
 #include <string>

@@ -50,7 +50,7 @@ TEST(PyTorchSnapshotTest, ImportsSegmentsAndBlocksExactly) {
   ASSERT_NE(seg.frames, nullptr);
   ASSERT_EQ(seg.frames->size(), 3u);
   EXPECT_EQ((*seg.frames)[0], (SnapshotFrame{"??", 0, "at::native::empty_cuda"}));
-  EXPECT_EQ((*seg.frames)[2], (SnapshotFrame{"/work/train.py", 42, "step"}));
+  EXPECT_EQ((*seg.frames)[2], (SnapshotFrame{"/data/train.py", 42, "step"}));
   ASSERT_EQ(seg.blocks.size(), 3u);
   EXPECT_EQ(seg.blocks[0].address, kSeg0);
   EXPECT_EQ(seg.blocks[0].size, 8388608u);
@@ -267,9 +267,9 @@ TEST(PyTorchSnapshotTest, RoundTripsThroughAPickleFileKeepingStacksShared) {
   EXPECT_EQ(back.segments[0].frames.get(), back.device_traces[0][1].frames.get());
   // Shared stacks and repeated strings are written once.
   const std::string bytes = *pickle::WritePickle(SnapshotToPickle(s));
-  const size_t first = bytes.find("/work/train.py");
+  const size_t first = bytes.find("/data/train.py");
   ASSERT_NE(first, std::string::npos);
-  EXPECT_EQ(bytes.find("/work/train.py", first + 1), std::string::npos);
+  EXPECT_EQ(bytes.find("/data/train.py", first + 1), std::string::npos);
 }
 
 // With FRAGSCOPE_PICKLE_WRITER_OUT=DIR, writes DIR/snapshot_export.pickle for opening in

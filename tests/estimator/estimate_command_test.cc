@@ -1,5 +1,5 @@
-// `fragscope estimate`: the example, --json, --explain, --solve, and usage errors that
-// name the flag and value with exit code 2.
+// `fragscope estimate`: the README's first example, --json, --explain, --solve, and usage errors
+// that name the flag and value with exit code 2.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>

@@ -1,4 +1,4 @@
-// Parameter counts: reference/estimator.md sec. 8.1 and the published sizes of the presets.
+// Parameter counts: docs/estimator_reference.md §8.1 and the published sizes of the presets.
 #include <cstdint>
 #include <string>
 

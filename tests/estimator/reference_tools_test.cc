@@ -1,4 +1,4 @@
-// The public tools reproduced exactly (reference/estimator.md sec. 8.2): Megatron (MiB),
+// The public tools reproduced exactly (docs/estimator_reference.md §8.2): Megatron (MiB),
 // DeepSpeed (GiB printed as "GB"), the EleutherAI cookbook (GiB), accelerate (GiB as "GB").
 #include <vector>
 

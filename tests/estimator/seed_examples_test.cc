@@ -1,5 +1,5 @@
-// The seed documents' worked examples (reference/estimator.md sec. 8.3; seeds in
-// /work/shared/seeds/). Where a seed is wrong, the test asserts the seed's own arithmetic (so the
+// The seed documents' worked examples (docs/estimator_reference.md §8.3, which lists each one).
+// Where a seed is wrong, the test asserts the seed's own arithmetic (so the
 // error is pinned down) and then the corrected value fragscope computes. See README.md,
 // "Known errors in the seeds".
 #include <string>
@@ -121,8 +121,8 @@ TEST(SeedExamplesTest, ThirteenBMixedPrecisionTotal) {
   EXPECT_NEAR(act_2048 / kGB, 14.26, 0.005);
   EXPECT_NEAR((states + act_2048) / kGB, 222.51, 0.005);
   EXPECT_NEAR(LayerActivationsTimesL(thirteen, 1024, 1, Recompute::kSelective) / kGB, 7.13, 0.005);
-  // With Megatron's 18 B/param: 234.29 + 14.26 = 248.55 GB (the reference prints 248.6, the
-  // sum of the rounded 234.3 and 14.26).
+  // With Megatron's 18 B/param: 234.29 + 14.26 = 248.55 GB (248.6 is the sum of the rounded
+  // 234.3 and 14.26).
   EXPECT_NEAR((MegatronStates(*FindModelPreset("llama-2-13b")) + act_2048) / kGB, 248.55, 0.005);
 }
 

@@ -1,5 +1,5 @@
-// Training model states: the bytes-per-parameter table of reference sec. 7, ZeRO, Megatron's
-// distributed optimizer, DeepSpeed's estimators, offload, LoRA/QLoRA, MoE sharding.
+// Training model states: the bytes-per-parameter table of docs/estimator_reference.md §7, ZeRO,
+// Megatron's distributed optimizer, DeepSpeed's estimators, offload, LoRA/QLoRA, MoE sharding.
 #include <cmath>
 #include <cstdint>
 #include <string>

@@ -7,8 +7,8 @@
 # they load, and BUILD_INFO (commit, date, build type). Then, on that machine, from the
 # repository root:
 #   tests/gpu/run_prebuilt.sh <out-dir>          # the GPU tests
-#   scripts/gpu_validate.sh OUT_DIR <out-dir>    # the whole GPU validation (issue 8)
-#   LD_LIBRARY_PATH=<out-dir>/syslibs bench/ratio_rounds.sh <out-dir>   # issue 2's targets there
+#   scripts/gpu_validate.sh OUT_DIR <out-dir>    # the whole GPU validation
+#   LD_LIBRARY_PATH=<out-dir>/syslibs bench/ratio_rounds.sh <out-dir>   # the allocator's targets there
 # Build first: cmake --build BUILD --target fragscope fragscope_alloc fragscope_preload
 #   fragscope_torch fslog_counts cuda_backend_gpu_test torch_replace_gpu_test
 #   torch_observe_gpu_test torch_observe_fraction_gpu_test [gpu_allocator_comparison

@@ -12,9 +12,9 @@
     fragscope.predict(make_model, step, log="/tmp/pred.fslog")   # no GPU: predict the job
     fragscope.predict_hf("config.json", "/tmp/pred.fslog", seq=2048, micro_batch=4)
 
-The shared libraries are found in $FRAGSCOPE_LIB_DIR, else next to this package (fragscope/lib/),
-else in a build directory of the source tree (build*/hooks/). No build step is needed for this
-module itself; torch is imported only when a function needs it.
+The shared libraries are found in $FRAGSCOPE_LIB_DIR, else inside this package (fragscope/lib/,
+where `pip install` puts them), else in a build directory of the source tree (build*/hooks/). No
+build step is needed for this module itself; torch is imported only when a function needs it.
 """
 
 import collections
@@ -38,10 +38,12 @@ __all__ = [
     "lib_dir",
     "predict",
     "predict_hf",
+    "build_info",
 ]
 
 _ALLOC = "libfragscope_alloc.so"
 _TORCH = "libfragscope_torch.so"
+_BUILD_INFO = "fragscope_build.json"
 
 _lock = threading.Lock()
 _libs = {}
@@ -74,10 +76,37 @@ def lib_dir():
         "and set FRAGSCOPE_LIB_DIR=<build>/hooks")
 
 
+def build_info():
+    """What the libraries in lib_dir() were built as: {"version": "0.1.0", "torch_version":
+    "2.11.0" or None (no libfragscope_torch.so)}; None for a build without the file."""
+    path = os.path.join(lib_dir(), _BUILD_INFO)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def __getattr__(name):
+    if name == "__version__":  # the version of the libraries this module uses
+        try:
+            info = build_info()
+        except FileNotFoundError:
+            info = None
+        return info["version"] if info else "unknown"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _load(name):
     with _lock:
         if name not in _libs:
-            lib = ctypes.CDLL(os.path.join(lib_dir(), name))
+            path = os.path.join(lib_dir(), name)
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                raise OSError(
+                    f"cannot load {path}: {e} (the CUDA runtime it needs comes with torch: "
+                    "`import torch` first, or put the CUDA toolkit's lib/ on LD_LIBRARY_PATH)"
+                    if "libcudart" in str(e) else f"cannot load {path}: {e}") from e
             _declare(lib, name)
             _libs[name] = lib
         return _libs[name]
@@ -142,20 +171,30 @@ def preload_mode():
     return process.fragscope_preload_mode().decode() if process else None
 
 
+def _torch_mismatch():
+    """Why libfragscope_torch.so cannot serve the running torch, or None when it can."""
+    try:
+        directory = lib_dir()
+    except FileNotFoundError as e:
+        return str(e)
+    if not os.path.isfile(os.path.join(directory, _TORCH)):
+        return f"{directory} has no {_TORCH} (fragscope was built without LibTorch)"
+    import torch  # LibTorch's libraries, which libfragscope_torch.so links by name, are now loaded
+
+    running = torch.__version__.split("+")[0]
+    info = build_info()
+    # Checked before loading: a library built for another torch may not even load.
+    built = info.get("torch_version") if info else _load(_TORCH).fragscope_torch_version().decode()
+    if built != running:
+        return (f"{os.path.join(directory, _TORCH)} was built against torch {built}, this process "
+                f"runs torch {torch.__version__}: reinstall fragscope with this torch present "
+                "(pip install --force-reinstall --no-cache-dir <fragscope source>)")
+    return None
+
+
 def _torch_lib_if_compatible():
     """libfragscope_torch.so when it exists and was built for the running torch, else None."""
-    try:
-        path = os.path.join(lib_dir(), _TORCH)
-    except FileNotFoundError:
-        return None
-    if not os.path.isfile(path):
-        return None
-    import torch
-
-    lib = _load(_TORCH)
-    built = lib.fragscope_torch_version().decode()
-    running = torch.__version__.split("+")[0]
-    return lib if built == running else None
+    return None if _torch_mismatch() else _load(_TORCH)
 
 
 def use_allocator(conf=None, log=None, via="auto", model=None, **job):
@@ -187,7 +226,7 @@ def use_allocator(conf=None, log=None, via="auto", model=None, **job):
         raise ValueError(f"via must be auto, torch or ctypes, not {via!r}")
     torch_lib = _torch_lib_if_compatible() if via != "ctypes" else None
     if via == "torch" and torch_lib is None:
-        raise RuntimeError(f"{_TORCH} is missing or was built for another torch version")
+        raise RuntimeError(_torch_mismatch())
     if torch_lib is not None:
         if torch_lib.fragscope_torch_use_allocator(_bytes(conf), _bytes(log)) != 0:
             message = torch_lib.fragscope_torch_last_error().decode()
@@ -222,10 +261,10 @@ def observe(log=None, model=None, **job):
     """
     import torch
 
-    lib = _torch_lib_if_compatible()
-    if lib is None:
-        raise RuntimeError(
-            f"fragscope.observe needs {_TORCH} built for torch {torch.__version__} in {lib_dir()}")
+    mismatch = _torch_mismatch()
+    if mismatch:
+        raise RuntimeError(f"fragscope.observe needs {_TORCH}: {mismatch}")
+    lib = _load(_TORCH)
     torch.cuda.init()
     if lib.fragscope_torch_observe(_bytes(log or "")) != 0:
         raise RuntimeError(lib.fragscope_torch_last_error().decode())

@@ -24,7 +24,7 @@ def snapshot():
     """A dict shaped like torch.cuda.memory._snapshot() of PyTorch 2.5 (two devices)."""
     # Frames are shared the way PyTorch's symbolize() shares them: one dict per distinct frame,
     # one list per distinct stack, referenced from every entry with that stack.
-    f_train = {'filename': '/work/train.py', 'line': 42, 'name': 'step'}
+    f_train = {'filename': '/data/train.py', 'line': 42, 'name': 'step'}
     f_linear = {'filename': '/usr/lib/python3/site-packages/torch/nn/modules/linear.py',
                 'line': 125, 'name': 'forward'}
     f_empty = {'filename': '??', 'line': 0, 'name': 'at::native::empty_cuda'}
