@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what fragscope's build needs and is missing on a fresh Debian 12 machine: Abseil,
-# GoogleTest, Google Benchmark, CMake, Ninja, clang (fuzzers), and the pinned torch==2.11.0 wheel
-# (LibTorch for the hooks; its nvidia-* dependencies provide the libraries torch links against).
+# GoogleTest, Google Benchmark, CMake, Ninja, clang (fuzzers), zstd, nlohmann/json, and the pinned
+# torch==2.11.0 wheel (LibTorch for the hooks; its nvidia-* dependencies provide the libraries
+# torch links against).
 # The CUDA 13 toolkit is expected at /usr/local/cuda (it is on the project's machines); without
 # it the CUDA and LibTorch parts are skipped and the core still builds.
 # Idempotent: installs nothing that is already there.
 set -euo pipefail
 
 packages=(libabsl-dev googletest libgtest-dev libgmock-dev libbenchmark-dev cmake ninja-build
-          clang python3-pip)
+          clang python3-pip libzstd-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
