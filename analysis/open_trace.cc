@@ -13,6 +13,7 @@
 #include "analysis/pytorch_snapshot.h"
 #include "analysis/rmm_source.h"
 #include "analysis/snapshot_source.h"
+#include "analysis/zstd_input.h"
 
 namespace fragscope {
 
@@ -38,9 +39,13 @@ absl::StatusOr<TraceFormat> DetectTraceFormat(const std::string& path) {
   if (n >= sizeof(kFileMagic) && std::memcmp(head, kFileMagic, sizeof(kFileMagic)) == 0) {
     return TraceFormat::kFslog;
   }
+  // A zstd-compressed file: an .fslog compressed whole (its reader says if it is not one).
+  if (StartsWithZstdMagic(head, n)) return TraceFormat::kFslog;
   if (static_cast<unsigned char>(head[0]) == 0x80) return TraceFormat::kPyTorchSnapshot;
   if (n >= 7 && std::memcmp(head, "Thread,", 7) == 0) return TraceFormat::kRmmCsv;
-  if (absl::EndsWith(path, ".fslog")) return TraceFormat::kFslog;  // damaged: the reader says how
+  if (absl::EndsWith(path, ".fslog") || absl::EndsWith(path, ".fslog.zst")) {
+    return TraceFormat::kFslog;
+  }  // damaged: the reader says how
   if (absl::EndsWith(path, ".pickle") || absl::EndsWith(path, ".pkl")) {
     return TraceFormat::kPyTorchSnapshot;
   }
