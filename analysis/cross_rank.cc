@@ -1,6 +1,7 @@
 #include "analysis/cross_rank.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -245,10 +246,25 @@ absl::StatusOr<CrossRankReport> BuildCrossRankReport(std::vector<RankSummary> ra
           kMinComparedRanks));
     }
   }
-  report.outliers = FindOutliers(r, sets);
+  report.outliers = FindOutliers(r, sets, &report.notes);
   PickWorst(report);
   NoteRankSources(report);
   return report;
+}
+
+std::vector<size_t> LeadingOutliers(const CrossRankReport& report, size_t max) {
+  std::vector<size_t> order(report.outliers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (order.size() <= max) return order;
+  const auto relative = [&](size_t i) {
+    const RankOutlier& o = report.outliers[i];
+    return std::fabs(o.value - o.median) / std::max(std::fabs(o.median), 1e-9);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return relative(a) > relative(b); });
+  order.resize(max);
+  std::sort(order.begin(), order.end());
+  return order;
 }
 
 }  // namespace fragscope

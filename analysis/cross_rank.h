@@ -13,6 +13,10 @@
 // pipeline stage when stages are known and each holds at least kMinComparedRanks ranks (stages
 // legitimately differ: the last holds the loss and its logits); otherwise all together; fewer
 // than kMinComparedRanks ranks name no outlier.
+// Outliers are few by definition: when more than kMaxGroupOutliers ranks (or 5 % of the set, if
+// more) pass the rule on one metric, they are a group (a second mode: with most ranks alike the
+// MAD is 0 and the floor alone decides), said in a note, and only ranks beyond the group's 95th
+// percentile by the floor again are named.
 // For peak reserved and allocated, the excess is split by phase (PhaseRise: how much each marker
 // phase raised the rank's peak, against the median rise of that phase over the ranks compared),
 // so the sentence says where it arose: "rank 7 reserves 4.1 GiB more than the median (20.3 GiB
@@ -44,6 +48,7 @@ inline constexpr double kMinOutlierFraction = 0.05;
 inline constexpr uint64_t kMinOutlierBytes = uint64_t{64} << 20;
 inline constexpr double kMinOutlierUtilization = 0.05;
 inline constexpr size_t kMinComparedRanks = 3;
+inline constexpr size_t kMaxGroupOutliers = 3;
 
 enum class OutlierMetric : uint8_t { kPeakReserved, kPeakAllocated, kOutsidePyTorch, kUtilization };
 // "peak_reserved", "peak_allocated", "outside_pytorch", "utilization".
@@ -99,5 +104,10 @@ struct CrossRankReport {
 
 // Errors (the ranks of one job are expected): two summaries of one rank, different world sizes.
 absl::StatusOr<CrossRankReport> BuildCrossRankReport(std::vector<RankSummary> ranks);
+
+// The outliers a rendering shows when it shows at most `max`: those furthest from their median
+// (relative to it), in rank order; indices into report.outliers.
+std::vector<size_t> LeadingOutliers(const CrossRankReport& report, size_t max);
+inline constexpr size_t kOutliersShown = 20;
 
 }  // namespace fragscope

@@ -89,8 +89,16 @@ void WriteCrossRankHtml(const CrossRankReport& report, std::ostream& out) {
   out << "<h2>Outliers</h2>";
   if (report.outliers.empty()) out << "<p>None.</p>";
   out << "<ul>";
-  for (const RankOutlier& o : report.outliers) out << "<li>" << HtmlEscape(o.sentence) << "</li>";
+  for (size_t i : LeadingOutliers(report, kOutliersShown)) {
+    out << "<li>" << HtmlEscape(report.outliers[i].sentence) << "</li>";
+  }
   out << "</ul>";
+  if (report.outliers.size() > kOutliersShown) {
+    out << absl::StrFormat(
+        "<p class=\"note\">The %d furthest from their median of %d outliers "
+        "(all are marked in the chart and the table).</p>",
+        kOutliersShown, report.outliers.size());
+  }
   if (report.worst.has_value()) {
     out << "<p><b>Worst rank:</b> " << HtmlEscape(report.worst_reason) << "</p>";
   }

@@ -121,7 +121,7 @@ std::string Sentence(const RankOutlier& o, const RankSummary& r) {
 
 // One metric over one set.
 void FindFor(const std::vector<RankSummary>& ranks, const ComparedRanks& set, OutlierMetric metric,
-             std::vector<RankOutlier>* out) {
+             std::vector<RankOutlier>* out, std::vector<std::string>* notes) {
   std::vector<size_t> members;
   std::vector<double> values;
   for (size_t i : set.members) {
@@ -153,19 +153,37 @@ void FindFor(const std::vector<RankSummary>& ranks, const ComparedRanks& set, Ou
   const double floor =
       low ? kMinOutlierUtilization
           : std::max(kMinOutlierFraction * median, static_cast<double>(kMinOutlierBytes));
-  std::optional<PhaseMedians> phase_medians;
+  std::vector<double> distances(members.size());
+  std::vector<size_t> flagged;
   for (size_t k = 0; k < members.size(); ++k) {
-    const double distance = low ? median - values[k] : values[k] - median;
-    if (distance < floor) continue;
-    const double mads = spread > 0 ? distance / spread : std::numeric_limits<double>::infinity();
-    if (mads < kOutlierMads) continue;
+    distances[k] = low ? median - values[k] : values[k] - median;
+    if (distances[k] < floor) continue;
+    if (spread > 0 && distances[k] / spread < kOutlierMads) continue;
+    flagged.push_back(k);
+  }
+  // Too many to be outliers: a group of ranks (a second mode, with the others all alike: MAD 0).
+  // Only ranks beyond the group, by the floor, stay outliers (Note [Outlier ranks]).
+  const size_t most = std::max(kMaxGroupOutliers, members.size() / 20);
+  if (flagged.size() > most) {
+    std::vector<double> sorted = distances;
+    std::sort(sorted.begin(), sorted.end());
+    const double group = sorted[(sorted.size() - 1) * 95 / 100];
+    notes->push_back(absl::StrFormat(
+        "%s: %d of %d ranks (%s) pass the outlier rule, too many to be outliers: a group; only "
+        "ranks beyond its 95th percentile by %s more are named",
+        OutlierMetricName(metric), flagged.size(), members.size(), set.name,
+        low ? absl::StrFormat("%.0f points", 100 * floor) : Size(floor)));
+    std::erase_if(flagged, [&](size_t k) { return distances[k] < group + floor; });
+  }
+  std::optional<PhaseMedians> phase_medians;
+  for (size_t k : flagged) {
     RankOutlier o;
     o.index = members[k];
     o.rank = ranks[o.index].rank;
     o.metric = metric;
     o.value = values[k];
     o.median = median;
-    o.mads = mads;
+    o.mads = spread > 0 ? distances[k] / spread : std::numeric_limits<double>::infinity();
     o.compared_with = set.name;
     if (metric == OutlierMetric::kPeakReserved || metric == OutlierMetric::kPeakAllocated) {
       if (!phase_medians.has_value()) phase_medians.emplace(ranks, set, metric);
@@ -190,12 +208,13 @@ double Median(std::vector<double> values) {
 }
 
 std::vector<RankOutlier> FindOutliers(const std::vector<RankSummary>& ranks,
-                                      const std::vector<ComparedRanks>& sets) {
+                                      const std::vector<ComparedRanks>& sets,
+                                      std::vector<std::string>* notes) {
   std::vector<RankOutlier> outliers;
   for (const ComparedRanks& set : sets) {
     for (OutlierMetric metric : {OutlierMetric::kPeakReserved, OutlierMetric::kPeakAllocated,
                                  OutlierMetric::kOutsidePyTorch, OutlierMetric::kUtilization}) {
-      FindFor(ranks, set, metric, &outliers);
+      FindFor(ranks, set, metric, &outliers, notes);
     }
   }
   std::stable_sort(outliers.begin(), outliers.end(),

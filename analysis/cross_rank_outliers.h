@@ -21,8 +21,9 @@ struct ComparedRanks {
 double Median(std::vector<double> values);
 
 // Every outlier of every set, by rank index then metric. Sets of fewer than kMinComparedRanks
-// ranks name none.
+// ranks name none. A group of ranks too large to be outliers is said in `notes`.
 std::vector<RankOutlier> FindOutliers(const std::vector<RankSummary>& ranks,
-                                      const std::vector<ComparedRanks>& sets);
+                                      const std::vector<ComparedRanks>& sets,
+                                      std::vector<std::string>* notes);
 
 }  // namespace fragscope

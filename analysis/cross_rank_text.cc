@@ -74,7 +74,14 @@ void RenderCrossRankText(const CrossRankReport& report, const TextReportOptions&
            "with)\n";
   } else {
     out << "\n";
-    for (const RankOutlier& o : report.outliers) WriteWrapped(out, o.sentence, "  - ");
+    for (size_t i : LeadingOutliers(report, kOutliersShown)) {
+      WriteWrapped(out, report.outliers[i].sentence, "  - ");
+    }
+    if (report.outliers.size() > kOutliersShown) {
+      out << absl::StrFormat(
+          "  (the %d furthest from their median of %d; all in the JSON report)\n", kOutliersShown,
+          report.outliers.size());
+    }
   }
   RenderGroups("Pipeline stages", report.stages, out);
   RenderGroups("Tensor-parallel groups", report.tp_groups, out);

@@ -1,8 +1,12 @@
 // `fragscope summarize`: each trace reduced to its rank summary (rank_summary.h), to be merged
 // with the other ranks' by `fragscope merge`.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -51,6 +55,24 @@ std::string Line(const RankSummary& s) {
       s.first_oom.has_value() ? absl::StrCat(" (first: ", s.first_oom->cause, ")") : "");
 }
 
+// CheckOutputPaths for many files: inputs and outputs compared by file identity in a set, not
+// pairwise.
+absl::Status CheckNoOutputIsAnInput(const std::vector<std::string>& inputs,
+                                    const std::vector<OutputPath>& outputs) {
+  std::set<std::pair<dev_t, ino_t>> files;
+  struct stat st;
+  for (const std::string& in : inputs) {
+    if (stat(in.c_str(), &st) == 0) files.emplace(st.st_dev, st.st_ino);
+  }
+  for (const OutputPath& out : outputs) {
+    if (stat(out.path.c_str(), &st) == 0 && files.count({st.st_dev, st.st_ino}) > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s would write '%s', which is an input trace", out.flag, out.path));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunSummarizeCommand(const std::vector<std::string>& args, std::ostream& out,
@@ -95,7 +117,12 @@ int RunSummarizeCommand(const std::vector<std::string>& args, std::ostream& out,
   }
   // Where each summary goes, checked before any trace is read.
   std::vector<OutputPath> outputs;
-  if (const std::string* json = flags->Get("--json")) outputs.push_back({"--json", *json});
+  if (const std::string* json = flags->Get("--json")) {
+    outputs.push_back({"--json", *json});
+    if (absl::Status s = CheckOutputPaths(*traces, outputs); !s.ok()) {
+      return UsageError(err, "summarize", s.message());
+    }
+  }
   if (const std::string* dir = flags->Get("--out-dir")) {
     std::error_code ec;
     if (!std::filesystem::is_directory(*dir, ec)) {
@@ -113,9 +140,10 @@ int RunSummarizeCommand(const std::vector<std::string>& args, std::ostream& out,
       outputs.push_back(
           {"--out-dir", (std::filesystem::path(*dir) / (name + ".summary.json")).string()});
     }
-  }
-  if (absl::Status s = CheckOutputPaths(*traces, outputs); !s.ok()) {
-    return UsageError(err, "summarize", s.message());
+    // The names differ, so the outputs do; none may be a trace (each file looked up once).
+    if (absl::Status s = CheckNoOutputIsAnInput(*traces, outputs); !s.ok()) {
+      return UsageError(err, "summarize", s.message());
+    }
   }
 
   absl::StatusOr<std::vector<RankSummary>> summaries = SummarizeRanks(*traces, options, reduction);

@@ -197,6 +197,27 @@ TEST(CrossRankTest, IdenticalRanksHaveNoOutliersAndFewRanksAreNotJudged) {
   EXPECT_EQ(report->ranks[*report->worst].rank, 1);
 }
 
+// A tenth of the ranks alike but above the rest (the others all equal: MAD 0) is a group, not
+// outliers; a rank beyond the group still is one.
+TEST(CrossRankTest, AGroupOfRanksIsNotOutliers) {
+  std::vector<RankSummary> ranks(100);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    ranks[r].rank = static_cast<int32_t>(r);
+    ranks[r].peak_reserved_bytes = r % 10 == 3 ? 11 * kGiB : 10 * kGiB;
+    ranks[r].peak_allocated_bytes = 9 * kGiB;
+    ranks[r].utilization = 0.9;
+  }
+  ranks[57].peak_reserved_bytes = 16 * kGiB;
+  absl::StatusOr<CrossRankReport> report = BuildCrossRankReport(ranks);
+  ASSERT_TRUE(report.ok());
+  const auto reserved = OutliersOf(*report, OutlierMetric::kPeakReserved);
+  ASSERT_EQ(reserved.size(), 1u);
+  EXPECT_EQ(reserved[0]->rank, 57);
+  ASSERT_FALSE(report->notes.empty());
+  EXPECT_THAT(report->notes[0], HasSubstr("peak_reserved: 11 of 100 ranks (all ranks) pass the "
+                                          "outlier rule, too many to be outliers"));
+}
+
 TEST(RankInputsTest, RanksFromLauncherFileNames) {
   EXPECT_EQ(RankFromFileName("/x/rank7_memory_snapshot.pickle"), 7);
   EXPECT_EQ(RankFromFileName("oom_rank12.pickle"), 12);
