@@ -144,6 +144,14 @@ std::string SerializeFileHeader(const EventLogHeader& header) {
   fixed.start_monotonic_ns = header.start_monotonic_ns;
   CopyField(header.device_name, fixed.device_name);
   CopyField(header.host, fixed.host);
+  if (header.device_free_at_open_bytes.has_value()) {
+    fixed.header_flags |= kHeaderFlagOpenMemory;
+    fixed.device_free_at_open = *header.device_free_at_open_bytes;
+    fixed.reserved_at_open = header.reserved_at_open_bytes;
+  }
+  if (header.zstd_chunks) fixed.header_flags |= kHeaderFlagZstdChunks;
+  fixed.pp_size = header.pp_size;
+  fixed.tp_size = header.tp_size;
   const std::string_view options = TruncateUtf8(header.allocator_options, kMaxHeaderOptionsBytes);
   fixed.options_bytes = static_cast<uint32_t>(options.size());
   fixed.header_bytes = static_cast<uint32_t>(kFileHeaderBytes + RoundUp8(options.size()));
@@ -232,6 +240,14 @@ absl::StatusOr<EventLogHeader> ParseFileHeader(std::string_view bytes) {
   header.device_name = ReadField(fixed.device_name);
   header.host = ReadField(fixed.host);
   header.allocator_options.assign(bytes.data() + kFileHeaderBytes, fixed.options_bytes);
+  if (fixed.header_flags & kHeaderFlagOpenMemory) {
+    header.device_free_at_open_bytes = fixed.device_free_at_open;
+    header.reserved_at_open_bytes = fixed.reserved_at_open;
+  }
+  header.zstd_chunks = (fixed.header_flags & kHeaderFlagZstdChunks) != 0;
+  // Sizes below 0 mean nothing; 0 is "not given".
+  header.pp_size = std::max(fixed.pp_size, 0);
+  header.tp_size = std::max(fixed.tp_size, 0);
   return header;
 }
 

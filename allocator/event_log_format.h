@@ -17,7 +17,8 @@
 // by readers with a warning; any other damage is an error naming the file offset.
 //
 // Versioning: a reader rejects a major version it does not know (this one reads 1.x and 2.x; 2.0
-// added combined free records, 2.2 state records: both below). A minor version may only add record
+// added combined free records, 2.2 state records, 2.3 the header's parallel sizes and memory at
+// open, and compressed chunks: all below). A minor version may only add record
 // kinds, flag bits, or meanings for fields that are zero/reserved in earlier minors; readers pass
 // unknown kinds through and ignore unknown flags.
 #pragma once
@@ -27,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -145,6 +147,35 @@ inline bool IsStateRecord(uint8_t kind) {
   return kind == kRecordKindStateSegment || kind == kRecordKindStateBlock;
 }
 
+// Note [Who wrote the log] (format 2.3)
+// Many-rank jobs are compared rank by rank (analysis/cross_rank.h), so the header says who wrote
+// the log: rank, local rank and world size (from the launcher's RANK, LOCAL_RANK, WORLD_SIZE),
+// host, device name and capacity (since 1.0), and since 2.3 the pipeline- and tensor-parallel
+// sizes given to the hooks (FRAGSCOPE_PP_SIZE, FRAGSCOPE_TP_SIZE) and the device's free memory
+// when the log opened, with the allocator's reserved bytes at that moment, from which memory held
+// outside the allocator (CUDA context, NCCL, other processes) follows:
+// device_total - free - reserved.
+enum FileHeaderFlag : uint32_t {
+  // device_free_at_open and reserved_at_open are recorded.
+  kHeaderFlagOpenMemory = 1u << 0,
+  // Chunks may be zstd frames (Note [Compressed chunks]).
+  kHeaderFlagZstdChunks = 1u << 1,
+};
+
+// Note [Compressed chunks] (format 2.3)
+// A writer may store a chunk as one zstd frame (RFC 8878) whose content is the chunk's own bytes,
+// header and records, exactly as an uncompressed chunk would have them; the frame records its
+// content size. Readers tell the two apart by the first four bytes at a chunk boundary: the chunk
+// magic or the zstd frame magic. Uncompressed and compressed chunks may alternate in one file (a
+// writer's fatal-signal path writes uncompressed ones). A frame's content is checked like any
+// chunk (CRCs, lengths, sequence); a frame that ends early at the end of the file is a torn tail,
+// one that does not decode is a corrupt chunk at the frame's offset. A reader of an earlier minor
+// version stops at the first compressed chunk with a bad-magic error, never misreads it.
+inline constexpr uint32_t kZstdFrameMagic = 0xFD2FB528;
+// The longest frame a reader accepts for one chunk: zstd's bound for 64 KiB (65 824 bytes) with a
+// margin for other compressors' frame options. A longer frame is a corrupt chunk.
+inline constexpr size_t kMaxCompressedChunkBytes = 68 * 1024;
+
 // --- On-disk structs ------------------------------------------------------------------------
 
 // The fixed part of the file header, at file offset 0.
@@ -168,7 +199,13 @@ struct FileHeader {
   char device_name[64];         // UTF-8, zero-padded, not necessarily zero-terminated
   char host[64];                // gethostname(), zero-padded, not necessarily zero-terminated
   uint32_t options_bytes;       // length of the options text that follows this struct
-  uint8_t reserved1[44];        // 0
+  // 2.3 (Note [Who wrote the log]): zero in earlier minors.
+  uint32_t header_flags;         // FileHeaderFlag bits
+  uint64_t device_free_at_open;  // device free bytes at open (kHeaderFlagOpenMemory)
+  uint64_t reserved_at_open;     // the allocator's reserved bytes then (kHeaderFlagOpenMemory)
+  int32_t pp_size;               // pipeline-parallel size given to the hooks; 0 = not given
+  int32_t tp_size;               // tensor-parallel size given to the hooks; 0 = not given
+  uint8_t reserved1[16];         // 0
 };
 static_assert(sizeof(FileHeader) == kFileHeaderBytes, "FileHeader is 256 bytes on disk");
 static_assert(std::is_trivially_copyable_v<FileHeader> && std::is_standard_layout_v<FileHeader>,
@@ -181,7 +218,11 @@ static_assert(
         offsetof(FileHeader, rank) == 48 && offsetof(FileHeader, local_rank) == 52 &&
         offsetof(FileHeader, world_size) == 56 && offsetof(FileHeader, start_wall_ns) == 64 &&
         offsetof(FileHeader, start_monotonic_ns) == 72 && offsetof(FileHeader, device_name) == 80 &&
-        offsetof(FileHeader, host) == 144 && offsetof(FileHeader, options_bytes) == 208,
+        offsetof(FileHeader, host) == 144 && offsetof(FileHeader, options_bytes) == 208 &&
+        offsetof(FileHeader, header_flags) == 212 &&
+        offsetof(FileHeader, device_free_at_open) == 216 &&
+        offsetof(FileHeader, reserved_at_open) == 224 && offsetof(FileHeader, pp_size) == 232 &&
+        offsetof(FileHeader, tp_size) == 236 && offsetof(FileHeader, reserved1) == 240,
     "FileHeader offsets are specified in EVENT_LOG_FORMAT.md");
 
 // Precedes every chunk's records.
@@ -427,6 +468,13 @@ struct EventLogHeader {
   std::string device_name;        // at most 64 bytes are stored
   std::string host;               // at most 64 bytes are stored
   std::string allocator_options;  // at most kMaxHeaderOptionsBytes are stored
+  // 2.3 (Note [Who wrote the log]). device_free_at_open_bytes: nullopt when not recorded;
+  // reserved_at_open_bytes is then 0.
+  std::optional<uint64_t> device_free_at_open_bytes;
+  uint64_t reserved_at_open_bytes = 0;
+  int32_t pp_size = 0;  // 0 = not given
+  int32_t tp_size = 0;
+  bool zstd_chunks = false;  // the writer may have compressed chunks (Note [Compressed chunks])
 };
 
 // The header's bytes (FileHeader, options text, padding), with its CRC. Strings longer than

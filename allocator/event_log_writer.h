@@ -40,8 +40,9 @@
 //
 // Files: event_log_writer.cc is the producer side (OnEvent, markers, flushes),
 // event_log_writer_thread.cc the background thread and the fatal-signal path,
-// event_log_writer_file.cc the file, its header and the buffer memory; event_log_clock.h holds the
-// clocks, event_log_slot_ring.h the rings, event_log_signals.h the process-wide registry.
+// event_log_writer_file.cc the file, its header and the buffer memory, event_log_writer_zstd.cc
+// compressed chunks; event_log_clock.h holds the clocks, event_log_slot_ring.h the rings,
+// event_log_signals.h the process-wide registry.
 //
 // When all buffers are waiting to be written (the disk is slower than the event rate), OnEvent
 // drops the record and counts it (dropped_records(); readers see the gap in sequence numbers):
@@ -58,6 +59,11 @@
 // buffers handed off but not yet written: none while the disk keeps up with the event rate, at
 // most buffer_count - 1 chunks when it does not (then records are also being dropped).
 //
+// Compression (EventLogWriterOptions::zstd_level): the background thread compresses each chunk
+// into a zstd frame before writing it, so OnEvent is the same code either way; the file's chunks
+// then sit at offsets the background thread assigns (Note [Writing compressed chunks] in
+// event_log_writer_zstd.cc), and the fatal-signal path writes what is left uncompressed.
+//
 // Fatal signals (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGTERM): the handler takes the lock's
 // slow side (bounded; it proceeds without it if the interrupted thread holds it), copies each
 // not-yet-written buffer's published records into a pre-allocated scratch chunk, seals it
@@ -72,6 +78,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -85,6 +92,7 @@
 #include "allocator/event_log_clock.h"
 #include "allocator/event_log_format.h"
 #include "allocator/event_log_slot_ring.h"
+#include "allocator/event_log_zstd.h"
 
 namespace fragscope {
 
@@ -95,6 +103,10 @@ struct EventLogHeaderInfo {
   int32_t device_index = 0;
   // The allocator's options, e.g. FormatAllocatorOptions(options) or PYTORCH_CUDA_ALLOC_CONF.
   std::string allocator_options;
+  // The device's free memory as the log opens (cudaMemGetInfo), and the bytes this process's
+  // allocator had reserved then, when the caller knows them (Note [Who wrote the log]).
+  std::optional<uint64_t> device_free_bytes;
+  uint64_t reserved_bytes = 0;
 };
 
 struct EventLogWriterOptions {
@@ -113,12 +125,22 @@ struct EventLogWriterOptions {
   // resolution about 20 us while events stream in). false: every record reads the clock itself
   // (nanoseconds, 6-25 ns more per event).
   bool coarse_timestamps = true;
+  // 0: chunks are written as they are. 1 to 19: the background thread compresses each chunk into
+  // a zstd frame at this level before writing it (Note [Compressed chunks] in
+  // event_log_format.h); OnEvent does the same work either way. The thread must keep up with the
+  // event rate (bench/RESULTS.md), or records are dropped as when the disk falls behind.
+  int zstd_level = 0;
   // Testing only: the background thread sleeps this long before each chunk write.
   absl::Duration write_delay_for_testing = absl::ZeroDuration();
 };
 
 // The rank used for %r and the header: RANK, else LOCAL_RANK, else 0 (non-numbers are ignored).
 int32_t RankFromEnvironment();
+
+// The environment variables that give the hooks the job's pipeline- and tensor-parallel sizes
+// (Note [Who wrote the log] in event_log_format.h); positive integers, else not given.
+inline constexpr char kPipelineParallelSizeEnv[] = "FRAGSCOPE_PP_SIZE";
+inline constexpr char kTensorParallelSizeEnv[] = "FRAGSCOPE_TP_SIZE";
 
 // Expands %p (pid), %r (rank) and %% in `pattern`. Any other use of % is an error.
 absl::StatusOr<std::string> ExpandPathPattern(std::string_view pattern, int64_t pid, int32_t rank);
@@ -235,7 +257,16 @@ class EventLogWriter : public AllocatorObserver {
   void WriterLoop();
   // Writes every ready chunk; returns how many it wrote. `tick`: publish the time before each.
   int WriteReadyChunks(bool tick);
-  void WriteChunkFromSignal(const Slot& slot, uint32_t count, uint64_t offset) noexcept;
+  // Writes records [skip, count) of `slot` as a chunk at `offset`; returns the bytes written (0
+  // on failure or when there is nothing to write).
+  size_t WriteChunkFromSignal(const Slot& slot, uint32_t skip, uint32_t count,
+                              uint64_t offset) noexcept;
+
+  // --- event_log_writer_zstd.cc: compressed chunks (Note [Writing compressed chunks]) ---
+  // Compresses the sealed chunk of `slot` (`count` records from `first`) and appends it.
+  absl::Status WriteCompressedChunk(Slot& slot, uint32_t count, uint64_t first);
+  // EmergencyFlush when chunks are compressed.
+  void EmergencyFlushCompressed() noexcept;
 
   std::string path_;
   EventLogHeader header_;
@@ -281,6 +312,16 @@ class EventLogWriter : public AllocatorObserver {
   // the two always sees the other (no lost wake-up).
   alignas(64) std::atomic<bool> writer_sleeping_{false};
   // Coordination with the background thread. Everything below is guarded by mu_.
+  // Compressed chunks (Note [Writing compressed chunks]): the compressor and a scratch chunk of
+  // the background thread, the end of the file, and the hand-shake with the fatal-signal path.
+  std::unique_ptr<internal::ZstdChunkCompressor> compressor_;
+  std::unique_ptr<uint64_t[]> partial_chunk_;        // kMaxChunkBytes, for a chunk's unwritten tail
+  std::atomic<uint64_t> compressed_end_{0};          // where the next chunk goes
+  std::atomic<uint64_t> compressed_written_end_{0};  // sequence end of the chunks written
+  std::atomic<bool> background_writing_{false};
+  std::atomic<bool> emergency_{false};
+  std::atomic<uint64_t> emergency_end_{0};  // sequence end of what the signal path wrote
+
   std::mutex mu_;
   std::condition_variable writer_cv_;  // the background thread waits here for work or stop_
   std::condition_variable done_cv_;    // flushes and buffer waits wait here for the writer

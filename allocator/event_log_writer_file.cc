@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -95,6 +96,12 @@ absl::StatusOr<std::unique_ptr<EventLogWriter>> EventLogWriter::Open(
   if (options.flush_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("event log flush_interval must be positive");
   }
+  if (options.zstd_level != 0 && (options.zstd_level < internal::kMinZstdLevel ||
+                                  options.zstd_level > internal::kMaxZstdLevel)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("event log zstd_level must be 0 (off) or in [%d, %d], got %d",
+                        internal::kMinZstdLevel, internal::kMaxZstdLevel, options.zstd_level));
+  }
   FRAGSCOPE_ASSIGN_OR_RETURN(std::string path,
                              ExpandPathPattern(path_pattern, getpid(), RankFromEnvironment()));
   std::unique_ptr<EventLogWriter> writer(new EventLogWriter());
@@ -128,6 +135,11 @@ absl::Status EventLogWriter::Init(std::string path, const EventLogHeaderInfo& in
   header_.rank = RankFromEnvironment();
   header_.local_rank = EnvInt("LOCAL_RANK").value_or(-1);
   header_.world_size = EnvInt("WORLD_SIZE").value_or(0);
+  header_.pp_size = std::max(EnvInt(kPipelineParallelSizeEnv).value_or(0), 0);
+  header_.tp_size = std::max(EnvInt(kTensorParallelSizeEnv).value_or(0), 0);
+  header_.device_free_at_open_bytes = info.device_free_bytes;
+  header_.reserved_at_open_bytes = info.device_free_bytes.has_value() ? info.reserved_bytes : 0;
+  header_.zstd_chunks = options.zstd_level > 0;
   header_.start_wall_ns = internal::WallNs();
   header_.start_monotonic_ns = internal::MonotonicNs();
   header_.device_name = info.device_name;
@@ -137,6 +149,12 @@ absl::Status EventLogWriter::Init(std::string path, const EventLogHeaderInfo& in
   FRAGSCOPE_ASSIGN_OR_RETURN(header_, ParseFileHeader(header_bytes));  // as stored (truncated)
   FRAGSCOPE_RETURN_IF_ERROR(WriteAt(header_bytes.data(), header_bytes.size(), 0));
   next_file_offset_.store(header_bytes.size(), std::memory_order_relaxed);
+  if (options.zstd_level > 0) {
+    FRAGSCOPE_ASSIGN_OR_RETURN(compressor_,
+                               internal::ZstdChunkCompressor::Create(options.zstd_level));
+    partial_chunk_ = std::make_unique<uint64_t[]>(kMaxChunkBytes / sizeof(uint64_t));
+    compressed_end_.store(header_bytes.size(), std::memory_order_relaxed);
+  }
 
   // One 64 KiB stride per slot plus the signal handler's scratch chunk, touched now so that no
   // page fault happens on the hot path.

@@ -103,8 +103,10 @@ int EventLogWriter::WriteReadyChunks(bool tick) {
       absl::SleepFor(options_.write_delay_for_testing);
     }
     SealChunk(count, first, slot.records, slot.chunk);
-    absl::Status status = WriteAt(slot.chunk, kChunkHeaderBytes + count * kRecordBytes,
-                                  slot.file_offset.load(std::memory_order_relaxed));
+    absl::Status status = compressor_ != nullptr
+                              ? WriteCompressedChunk(slot, count, first)
+                              : WriteAt(slot.chunk, kChunkHeaderBytes + count * kRecordBytes,
+                                        slot.file_offset.load(std::memory_order_relaxed));
     ready_ring_.Pop();
     free_ring_.Push(index);
     {
@@ -121,6 +123,10 @@ int EventLogWriter::WriteReadyChunks(bool tick) {
 // --- Fatal-signal path -----------------------------------------------------------------------
 
 void EventLogWriter::EmergencyFlush() noexcept {
+  if (compressor_ != nullptr) {
+    EmergencyFlushCompressed();
+    return;
+  }
   // Holding the lock keeps every slot we look at from being reused (only a holder takes slots
   // from the free ring). If the interrupted thread holds it, go on without it.
   const bool locked = producer_lock_.TrySlowLockFor(1 << 20);
@@ -128,7 +134,7 @@ void EventLogWriter::EmergencyFlush() noexcept {
   const size_t n = ready_ring_.Snapshot(ready, 64);
   for (size_t i = 0; i < n; ++i) {
     const Slot& slot = slots_[ready[i] % slot_count_];
-    WriteChunkFromSignal(slot, slot.count.load(std::memory_order_acquire),
+    WriteChunkFromSignal(slot, 0, slot.count.load(std::memory_order_acquire),
                          slot.file_offset.load(std::memory_order_relaxed));
   }
   const int32_t current = current_.load(std::memory_order_acquire);
@@ -136,30 +142,34 @@ void EventLogWriter::EmergencyFlush() noexcept {
     const Slot& slot = slots_[static_cast<size_t>(current)];
     // The chunk goes where its hand-off would put it; a later hand-off (if the process survives)
     // rewrites the same offset with a superset of these records.
-    WriteChunkFromSignal(slot, slot.count.load(std::memory_order_acquire),
+    WriteChunkFromSignal(slot, 0, slot.count.load(std::memory_order_acquire),
                          next_file_offset_.load(std::memory_order_relaxed));
   }
   if (locked) producer_lock_.SlowUnlock();
 }
 
-void EventLogWriter::WriteChunkFromSignal(const Slot& slot, uint32_t count,
-                                          uint64_t offset) noexcept {
-  if (count == 0 || count > kMaxChunkRecords) return;
+size_t EventLogWriter::WriteChunkFromSignal(const Slot& slot, uint32_t skip, uint32_t count,
+                                            uint64_t offset) noexcept {
+  if (count == 0 || count > kMaxChunkRecords || skip >= count) return 0;
+  const uint32_t n_records = count - skip;
   auto* records = reinterpret_cast<LogRecord*>(scratch_chunk_ + 1);
-  std::memcpy(static_cast<void*>(records), slot.records, count * sizeof(LogRecord));
-  SealChunk(count, slot.first_sequence.load(std::memory_order_relaxed), records, scratch_chunk_);
+  std::memcpy(static_cast<void*>(records), slot.records + skip, n_records * sizeof(LogRecord));
+  SealChunk(n_records, slot.first_sequence.load(std::memory_order_relaxed) + skip, records,
+            scratch_chunk_);
   // lseek()+write() rather than pwrite(): both are on the async-signal-safe list. Only this
   // handler moves the file position; everything else uses pwrite().
-  if (lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) return;
+  if (lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) return 0;
   const auto* p = reinterpret_cast<const char*>(scratch_chunk_);
-  size_t left = kChunkHeaderBytes + count * kRecordBytes;
+  const size_t bytes = kChunkHeaderBytes + n_records * kRecordBytes;
+  size_t left = bytes;
   while (left > 0) {
     const ssize_t n = write(fd_, p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n <= 0) return 0;
     p += n;
     left -= static_cast<size_t>(n);
   }
+  return bytes;
 }
 
 }  // namespace fragscope

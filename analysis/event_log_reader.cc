@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/check.h"
 #include "allocator/crc32c.h"
+#include "analysis/zstd_input.h"
 
 namespace fragscope {
 namespace {
@@ -27,6 +28,12 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
 bool IsChunkMagicPrefix(const char* bytes, size_t size) {
   uint32_t magic = kChunkMagic;
   return std::memcmp(bytes, &magic, std::min<size_t>(size, sizeof(magic))) == 0;
+}
+
+// Whether `bytes` (fewer than four) could be the start of a zstd frame (a compressed chunk).
+bool IsZstdMagicPrefix(const char* bytes, size_t size) {
+  uint32_t magic = kZstdFrameMagic;
+  return size < sizeof(magic) && std::memcmp(bytes, &magic, size) == 0;
 }
 
 }  // namespace
@@ -75,6 +82,9 @@ EventLogReader& EventLogReader::operator=(EventLogReader&& other) noexcept {
   chunk_first_sequence_ = other.chunk_first_sequence_;
   combined_before_ = other.combined_before_;
   has_pending_completion_ = other.has_pending_completion_;
+  zstd_stream_ = std::move(other.zstd_stream_);
+  frame_decoder_ = std::move(other.frame_decoder_);
+  frame_chunk_ = std::move(other.frame_chunk_);
   return *this;
 }
 
@@ -83,6 +93,13 @@ EventLogReader::~EventLogReader() {
 }
 
 absl::StatusOr<size_t> EventLogReader::ReadSource(char* out, size_t max) {
+  if (zstd_stream_ != nullptr) {
+    return zstd_stream_->Read(out, max, [this](char* raw, size_t n) { return ReadRaw(raw, n); });
+  }
+  return ReadRaw(out, max);
+}
+
+absl::StatusOr<size_t> EventLogReader::ReadRaw(char* out, size_t max) {
   if (fd_ < 0) {
     const size_t n = std::min(max, memory_.size());
     std::memcpy(out, memory_.data(), n);
@@ -133,12 +150,30 @@ void EventLogReader::Warn(std::string warning) {
 }
 
 absl::Status EventLogReader::ReadHeader() {
-  // A memory source never needs more buffer than its own size.
-  buffer_bytes_ =
-      fd_ >= 0 ? kReadBufferBytes : std::min(kReadBufferBytes, (memory_.size() + 7) / 8 * 8);
+  // The first bytes say whether the whole input is zstd-compressed (zstd_input.h).
+  char head[4];
+  size_t peeked = 0;
+  while (peeked < sizeof(head)) {
+    FRAGSCOPE_ASSIGN_OR_RETURN(const size_t n, ReadRaw(head + peeked, sizeof(head) - peeked));
+    if (n == 0) break;
+    peeked += n;
+  }
+  const bool compressed = StartsWithZstdMagic(head, peeked);
+  if (compressed) {
+    name_ += " (zstd-compressed; offsets are of the decompressed log)";
+    zstd_stream_ = std::make_unique<ZstdStreamDecoder>(name_, std::string_view(head, peeked));
+  }
+  // A plain memory source never needs more buffer than its own size.
+  buffer_bytes_ = fd_ >= 0 || compressed
+                      ? kReadBufferBytes
+                      : std::min(kReadBufferBytes, (memory_.size() + peeked + 7) / 8 * 8);
   buffer_bytes_ = std::max<size_t>(buffer_bytes_, 8);
   buffer_.reset(
       new uint64_t[buffer_bytes_ / sizeof(uint64_t)]);  // not zeroed: only read bytes are used
+  if (!compressed) {
+    std::memcpy(buffer_.get(), head, peeked);
+    end_ = peeked;
+  }
   FRAGSCOPE_ASSIGN_OR_RETURN(const size_t fixed, Fill(kFileHeaderBytes));
   const char* base = reinterpret_cast<const char*>(buffer_.get());
   if (fixed >= sizeof(kFileMagic) && std::memcmp(base, kFileMagic, sizeof(kFileMagic)) != 0) {
@@ -166,40 +201,27 @@ absl::StatusOr<std::span<const LogRecord>> EventLogReader::NextChunk(uint64_t* f
   const char* at = reinterpret_cast<const char*>(buffer_.get()) + begin_;
   if (have == 0) {
     finished_ = true;
+    NoteTruncatedStream();
     if (suppressed_warnings_ > 0) {
       warnings_.push_back(
           absl::StrFormat("%s: %d more warnings not shown", name_, suppressed_warnings_));
     }
     return std::span<const LogRecord>();
   }
+  if (StartsWithZstdMagic(at, have)) return NextCompressedChunk(first_sequence);
   if (have < kChunkHeaderBytes) {
-    if (!IsChunkMagicPrefix(at, have)) {
+    if (!IsChunkMagicPrefix(at, have) && !IsZstdMagicPrefix(at, have)) {
       return Fail(absl::DataLossError(absl::StrFormat("offset %d: bad chunk magic", offset_)));
     }
     torn_tail_bytes_ = have;
     Warn(absl::StrFormat("torn tail: %d bytes at offset %d (an incomplete chunk header) dropped",
                          have, offset_));
     finished_ = true;
+    NoteTruncatedStream();
     return std::span<const LogRecord>();
   }
   ChunkHeader chunk;
-  std::memcpy(&chunk, at, sizeof(chunk));
-  if (chunk.magic != kChunkMagic) {
-    return Fail(absl::DataLossError(
-        absl::StrFormat("offset %d: bad chunk magic %08x", offset_, chunk.magic)));
-  }
-  const uint32_t header_crc = Crc32c(at, kChunkHeaderCrcCoveredBytes);
-  if (header_crc != chunk.header_crc32c) {
-    return Fail(absl::DataLossError(
-        absl::StrFormat("offset %d: corrupt chunk header (CRC stored %08x, computed %08x)", offset_,
-                        chunk.header_crc32c, header_crc)));
-  }
-  if (chunk.record_count == 0 || chunk.record_count > kMaxChunkRecords ||
-      chunk.payload_bytes != uint64_t{chunk.record_count} * kRecordBytes) {
-    return Fail(absl::DataLossError(
-        absl::StrFormat("offset %d: impossible chunk length (%d records, %d payload bytes)",
-                        offset_, chunk.record_count, chunk.payload_bytes)));
-  }
+  if (absl::Status s = CheckChunkHeader(at, &chunk); !s.ok()) return Fail(std::move(s));
   const size_t chunk_bytes = kChunkHeaderBytes + chunk.payload_bytes;
   FRAGSCOPE_ASSIGN_OR_RETURN(const size_t got, Fill(chunk_bytes));
   at = reinterpret_cast<const char*>(buffer_.get()) + begin_;  // Fill may have moved the bytes
@@ -209,8 +231,37 @@ absl::StatusOr<std::span<const LogRecord>> EventLogReader::NextChunk(uint64_t* f
         "torn tail: incomplete chunk at offset %d (%d of %d bytes present, %d records) dropped",
         offset_, got, chunk_bytes, chunk.record_count));
     finished_ = true;
+    NoteTruncatedStream();
     return std::span<const LogRecord>();
   }
+  return AcceptChunk(at, chunk, chunk_bytes, first_sequence);
+}
+
+absl::Status EventLogReader::CheckChunkHeader(const char* at, ChunkHeader* chunk) const {
+  std::memcpy(chunk, at, sizeof(*chunk));
+  if (chunk->magic != kChunkMagic) {
+    return absl::DataLossError(
+        absl::StrFormat("offset %d: bad chunk magic %08x", offset_, chunk->magic));
+  }
+  const uint32_t header_crc = Crc32c(at, kChunkHeaderCrcCoveredBytes);
+  if (header_crc != chunk->header_crc32c) {
+    return absl::DataLossError(
+        absl::StrFormat("offset %d: corrupt chunk header (CRC stored %08x, computed %08x)", offset_,
+                        chunk->header_crc32c, header_crc));
+  }
+  if (chunk->record_count == 0 || chunk->record_count > kMaxChunkRecords ||
+      chunk->payload_bytes != uint64_t{chunk->record_count} * kRecordBytes) {
+    return absl::DataLossError(
+        absl::StrFormat("offset %d: impossible chunk length (%d records, %d payload bytes)",
+                        offset_, chunk->record_count, chunk->payload_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::span<const LogRecord>> EventLogReader::AcceptChunk(const char* at,
+                                                                       const ChunkHeader& chunk,
+                                                                       size_t consumed,
+                                                                       uint64_t* first_sequence) {
   const uint32_t payload_crc = Crc32c(at + kChunkHeaderBytes, chunk.payload_bytes);
   if (payload_crc != chunk.payload_crc32c) {
     return Fail(absl::DataLossError(absl::StrFormat(
@@ -238,8 +289,8 @@ absl::StatusOr<std::span<const LogRecord>> EventLogReader::NextChunk(uint64_t* f
   expected_sequence_ = chunk.first_sequence + chunk.record_count;
   if (first_sequence != nullptr) *first_sequence = chunk.first_sequence;
   const auto* records = reinterpret_cast<const LogRecord*>(at + kChunkHeaderBytes);
-  begin_ += chunk_bytes;
-  offset_ += chunk_bytes;
+  begin_ += consumed;
+  offset_ += consumed;
   return std::span<const LogRecord>(records, chunk.record_count);
 }
 

@@ -6,6 +6,13 @@
 // text (<= 52 KiB). The file is never loaded whole; reading is sequential read() calls of up to
 // 1 MiB.
 //
+// Compressed logs (zstd_input.h) are read transparently: a file that starts with the zstd magic
+// (the `zstd` tool's output) is decompressed as a stream, and errors then name offsets of the
+// decompressed log; a chunk stored as a zstd frame (Note [Compressed chunks] in
+// allocator/event_log_format.h) is decoded into a chunk buffer of its own and checked like any
+// chunk, its errors naming the frame's file offset. Both add at most zstd's buffers to the memory
+// above (for a compressed file, its window: at most 128 MiB, typically 8 MiB or less).
+//
 // Damage policy (see EVENT_LOG_FORMAT.md, "Reading damaged files"):
 //   - a torn tail (the file ends inside a chunk whose header is intact, or inside a chunk header
 //     whose bytes so far are a valid prefix) is dropped: reading ends normally, warnings() says
@@ -30,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "allocator/allocator_events.h"
 #include "allocator/event_log_format.h"
+#include "analysis/zstd_input.h"
 
 namespace fragscope {
 
@@ -86,12 +94,30 @@ class EventLogReader {
   const std::vector<std::string>& warnings() const { return warnings_; }
   uint64_t torn_tail_bytes() const { return torn_tail_bytes_; }
   uint64_t missing_records() const { return missing_records_; }
-  // File offset of the next unread chunk.
+  // File offset of the next unread chunk (of the decompressed log, for a compressed file).
   uint64_t offset() const { return offset_; }
+  // Bytes of the input file consumed so far (for progress): offset(), or the compressed bytes
+  // read of a compressed file.
+  uint64_t input_offset() const {
+    return zstd_stream_ != nullptr ? zstd_stream_->input_offset() : offset_;
+  }
+  // The whole input is zstd-compressed (a `zstd`-compressed log; see zstd_input.h).
+  bool compressed() const { return zstd_stream_ != nullptr; }
 
  private:
   EventLogReader() = default;
   absl::Status ReadHeader();
+  // NextChunk's checks: the chunk header at `at` (magic, CRC, lengths), then the whole chunk
+  // (payload CRC, sequence), which AcceptChunk also consumes (`consumed` input bytes).
+  absl::Status CheckChunkHeader(const char* at, ChunkHeader* chunk) const;
+  absl::StatusOr<std::span<const LogRecord>> AcceptChunk(const char* at, const ChunkHeader& chunk,
+                                                         size_t consumed, uint64_t* first_sequence);
+  // NextChunk for a chunk stored as a zstd frame (event_log_reader_zstd.cc).
+  absl::StatusOr<std::span<const LogRecord>> NextCompressedChunk(uint64_t* first_sequence);
+  // At the end of the input: warns if a compressed file ends inside a zstd frame.
+  void NoteTruncatedStream();
+  // The input's bytes: ReadRaw's, decompressed when the whole input is compressed.
+  absl::StatusOr<size_t> ReadRaw(char* out, size_t max);
   // Ensures `bytes` readable bytes at begin_ unless the input ends first; returns how many are.
   absl::StatusOr<size_t> Fill(size_t bytes);
   absl::StatusOr<size_t> ReadSource(char* out, size_t max);
@@ -125,6 +151,12 @@ class EventLogReader {
   // its free_completed half comes next.
   bool has_pending_completion_ = false;
   uint64_t combined_before_ = 0;  // combined free records Next() has passed
+
+  // Compressed input: the whole file (zstd_stream_), or chunks stored as zstd frames, decoded
+  // into frame_chunk_ (kMaxChunkBytes, allocated at the first such chunk).
+  std::unique_ptr<ZstdStreamDecoder> zstd_stream_;
+  std::unique_ptr<ZstdFrameDecoder> frame_decoder_;
+  std::unique_ptr<uint64_t[]> frame_chunk_;
 };
 
 }  // namespace fragscope

@@ -272,6 +272,11 @@ void FslogSource::FillInfo() {
   info_.device = h.device_index;
   info_.rank = h.rank;
   info_.world_size = h.world_size;
+  info_.local_rank = h.local_rank;
+  info_.pp_size = h.pp_size;
+  info_.tp_size = h.tp_size;
+  info_.device_free_at_open_bytes = h.device_free_at_open_bytes;
+  info_.reserved_at_open_bytes = h.reserved_at_open_bytes;
   info_.pid = h.pid;
   info_.host = h.host;
   info_.device_name = h.device_name;
@@ -283,7 +288,7 @@ void FslogSource::FillInfo() {
   info_.records_free_completed = true;
   absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(h.allocator_options);
   info_.expandable_segments = options.ok() && options->expandable_segments;
-  consumed_offset_ = reader_.offset();
+  consumed_offset_ = reader_.input_offset();
 }
 
 // The leading state records, read ahead of the events by a second reader of the same log, so
@@ -355,7 +360,7 @@ absl::StatusOr<bool> FslogSource::NextSlow(TraceEvent* event) {
   }
   if (!background_) {
     absl::StatusOr<bool> got = NextInline(event);
-    consumed_offset_ = reader_.offset();
+    consumed_offset_ = reader_.input_offset();
     decoding_here_ = got.ok();
     return got;
   }
@@ -413,7 +418,7 @@ void FslogSource::ReadInBackground() {
       }
       ++batch.count;
     }
-    batch.end_offset = reader_.offset();
+    batch.end_offset = reader_.input_offset();
     batch.warnings_changed = reader_.warnings().size() != warnings_seen;
     if (batch.warnings_changed) {
       batch.warnings = reader_.warnings();

@@ -89,6 +89,9 @@ class MetricsCollector final : public ReplayHooks {
 
   const MemoryMetrics& metrics() const { return metrics_; }
   uint64_t internal_waste_bytes() const { return waste_bytes_; }
+  // The curves now (the job's view: without memory reserved for requests it was refused).
+  uint64_t allocated_now() const { return now_.allocated; }
+  uint64_t reserved_now() const { return now_.reserved; }
 
  private:
   // The four curves, kept from events (PyTorch's "all" stats, without the per-pool split that a

@@ -15,6 +15,7 @@
 #include "analysis/rmm_source.h"
 #include "analysis/snapshot_source.h"
 #include "analysis/stream_input.h"
+#include "analysis/zstd_input.h"
 
 namespace fragscope {
 
@@ -38,8 +39,12 @@ absl::StatusOr<TraceFormat> FormatOfHead(std::string_view head, const std::strin
       (!stream || (n >= 2 && head[1] >= 2 && head[1] <= 5))) {
     return TraceFormat::kPyTorchSnapshot;
   }
+  // A zstd-compressed file: an .fslog compressed whole (its reader says if it is not one).
+  if (StartsWithZstdMagic(head.data(), n)) return TraceFormat::kFslog;
   if (n >= 7 && head.substr(0, 7) == "Thread,") return TraceFormat::kRmmCsv;
-  if (absl::EndsWith(path, ".fslog")) return TraceFormat::kFslog;  // damaged: the reader says how
+  if (absl::EndsWith(path, ".fslog") || absl::EndsWith(path, ".fslog.zst")) {
+    return TraceFormat::kFslog;  // damaged: the reader says how
+  }
   if (absl::EndsWith(path, ".pickle") || absl::EndsWith(path, ".pkl")) {
     return TraceFormat::kPyTorchSnapshot;
   }

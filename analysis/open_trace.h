@@ -1,8 +1,9 @@
 // OpenTrace: picks the TraceSource for a file, and TraceOpener, which opens the same trace as
 // many times as a sweep needs (one source per thread).
 //
-// The format comes from the file's first bytes: the .fslog magic, a pickle protocol opcode
-// (0x80), or RMM's CSV header line; the extension (.fslog, .pickle/.pkl, .csv) only breaks ties.
+// The format comes from the file's first bytes: the .fslog magic (or the zstd magic: a compressed
+// .fslog), a pickle protocol opcode (0x80), or RMM's CSV header line; the extension (.fslog,
+// .fslog.zst, .pickle/.pkl, .csv) only breaks ties.
 // Formats that must be decoded whole (snapshot pickle, RMM CSV) are decoded once and shared
 // read-only by every source the opener makes; .fslog sources each stream the file. A stream
 // ("-", a pipe, a FIFO) is read once into a temporary copy that the opener keeps

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -90,6 +91,15 @@ struct TraceInfo {
   int32_t device = 0;
   int32_t rank = 0;
   int32_t world_size = 0;
+  int32_t local_rank = -1;  // -1: not recorded
+  // Pipeline- and tensor-parallel sizes the job gave its hooks (0: not recorded).
+  int32_t pp_size = 0;
+  int32_t tp_size = 0;
+  // The device's free memory when the log opened, and the allocator's reserved bytes then
+  // (.fslog 2.3; nullopt: not recorded). Memory outside the allocator then: capacity - free -
+  // reserved.
+  std::optional<uint64_t> device_free_at_open_bytes;
+  uint64_t reserved_at_open_bytes = 0;
   int64_t pid = 0;
   std::string host;
   std::string device_name;

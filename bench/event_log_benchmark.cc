@@ -1,5 +1,6 @@
 // Event-log costs: EventLogWriter::OnEvent per event (amortized, background writer active,
-// writing to a file in /tmp) and EventLogReader throughput over a ~200 MB log.
+// writing to a file in /tmp; with and without compressed chunks) and EventLogReader throughput
+// over a ~200 MB log (plain, and with compressed chunks).
 //
 //   build/bench/event_log_benchmark --benchmark_min_time=1 --benchmark_repetitions=3
 //
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "allocator/crc32c.h"
 #include "allocator/event_log_writer.h"
+#include "allocator/event_log_zstd.h"
 #include "analysis/event_log_reader.h"
 #include "benchmark/benchmark.h"
 #include "hooks/native_trace_converter.h"
@@ -137,13 +139,15 @@ class BurstTimes {
 // range(0): 1 = TSC clock allowed (the default), 0 = clock_gettime.
 // range(1): 1 = coarse timestamps (the default: most records take the background thread's
 // published time), 0 = every record reads the clock.
+// range(2): the zstd level the background thread compresses chunks at (0: none, the default).
 void BM_OnEventBurst(benchmark::State& state) {
   const std::vector<AllocatorEvent>& events = BurstEvents();
   const std::string path = BenchPath("burst");
   auto writer = EventLogWriter::Open(path, Info(),
                                      {.buffer_count = 8,
                                       .allow_tsc_clock = state.range(0) != 0,
-                                      .coarse_timestamps = state.range(1) != 0})
+                                      .coarse_timestamps = state.range(1) != 0,
+                                      .zstd_level = static_cast<int>(state.range(2))})
                     .value();
   AllocatorObserver* observer = writer.get();
   BurstTimes times;
@@ -156,16 +160,19 @@ void BM_OnEventBurst(benchmark::State& state) {
   times.Report(state, kBurst, *writer);
   state.SetLabel(absl::StrCat(
       writer->header().clock == EventLogClock::kTscCalibrated ? "tsc" : "clock_gettime",
-      state.range(1) != 0 ? ", coarse" : ", every record"));
+      state.range(1) != 0 ? ", coarse" : ", every record",
+      state.range(2) != 0 ? absl::StrCat(", zstd ", state.range(2)) : ""));
   writer.reset();
   std::remove(path.c_str());
 }
 BENCHMARK(BM_OnEventBurst)
-    ->ArgNames({"tsc", "coarse"})
-    ->Args({1, 1})
-    ->Args({1, 0})
-    ->Args({0, 1})
-    ->Args({0, 0})
+    ->ArgNames({"tsc", "coarse", "zstd"})
+    ->Args({1, 1, 0})
+    ->Args({1, 0, 0})
+    ->Args({0, 1, 0})
+    ->Args({0, 0, 0})
+    ->Args({1, 1, 1})
+    ->Args({1, 1, 3})
     ->UseManualTime();
 
 // The observe mode's own path (hooks/torch_observer.cc OnTrace, without LibTorch): PyTorch's
@@ -203,9 +210,12 @@ void BM_ObservedNativePairBurst(benchmark::State& state) {
 }
 BENCHMARK(BM_ObservedNativePairBurst)->UseManualTime();
 
+// range(0): the zstd level (0: none). Compressed, the background thread must compress as fast as
+// events come, or records are dropped (dropped_pct).
 void BM_OnEventSustained(benchmark::State& state) {
   const std::string path = BenchPath("sustained");
-  auto writer = EventLogWriter::Open(path, Info()).value();
+  auto writer =
+      EventLogWriter::Open(path, Info(), {.zstd_level = static_cast<int>(state.range(0))}).value();
   AllocatorObserver* observer = writer.get();
   const std::vector<AllocatorEvent>& events = BurstEvents();
   uint64_t i = 0;
@@ -216,7 +226,28 @@ void BM_OnEventSustained(benchmark::State& state) {
   writer.reset();
   std::remove(path.c_str());
 }
-BENCHMARK(BM_OnEventSustained)->Iterations(20'000'000);
+BENCHMARK(BM_OnEventSustained)->ArgName("zstd")->Arg(0)->Arg(1)->Arg(3)->Iterations(20'000'000);
+
+// What the background thread spends per chunk with compression on: one full 64 KiB chunk of
+// records (the burst's events, encoded) compressed at level range(0). items: records.
+void BM_CompressChunk(benchmark::State& state) {
+  std::vector<char> chunk(kMaxChunkBytes);
+  auto* records = reinterpret_cast<LogRecord*>(chunk.data() + kChunkHeaderBytes);
+  for (size_t i = 0; i < kMaxChunkRecords; ++i) {
+    EncodeEvent(BurstEvents()[i % kBurst], 1'000'000'000 + 20 * i, &records[i]);
+  }
+  SealChunk(kMaxChunkRecords, 0, records, reinterpret_cast<ChunkHeader*>(chunk.data()));
+  auto compressor = internal::ZstdChunkCompressor::Create(static_cast<int>(state.range(0))).value();
+  size_t frame = 0;
+  for (auto _ : state) {
+    frame = compressor->Compress(chunk.data(), chunk.size()).value().size();
+    benchmark::DoNotOptimize(frame);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(kMaxChunkRecords));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(chunk.size()));
+  state.counters["ratio"] = static_cast<double>(chunk.size()) / static_cast<double>(frame);
+}
+BENCHMARK(BM_CompressChunk)->ArgName("zstd")->Arg(1)->Arg(3);
 
 void BM_ClockGettime(benchmark::State& state) {
   timespec ts;
@@ -306,6 +337,42 @@ void BM_ReaderChunks(benchmark::State& state) {
 }
 BENCHMARK(BM_ReaderChunks)->Unit(benchmark::kMillisecond);
 
+// The same records written with compressed chunks (zstd level 3), read through NextChunk():
+// each chunk decompressed, then CRC-checked. Bytes are the compressed file's.
+const std::string& CompressedReaderLog() {
+  static const std::string path = [] {
+    const std::string p = BenchPath("reader_zstd");
+    auto writer =
+        EventLogWriter::Open(p, Info(), {.block_when_full = true, .zstd_level = 3}).value();
+    constexpr uint64_t kRecords = 200'000'000 / kRecordBytes;
+    for (uint64_t i = 0; i < kRecords; ++i) {
+      if (i % 100'000 == 0) writer->Mark("step");
+      writer->OnEvent(Event(i));
+    }
+    return p;
+  }();
+  return path;
+}
+
+void BM_ReaderChunksZstd(benchmark::State& state) {
+  const std::string& path = CompressedReaderLog();
+  uint64_t records = 0;
+  for (auto _ : state) {
+    auto reader = EventLogReader::Open(path).value();
+    uint64_t bytes = 0;
+    for (;;) {
+      auto chunk = reader.NextChunk().value();
+      if (chunk.empty()) break;
+      records += chunk.size();
+      for (const LogRecord& record : chunk) bytes += record.words[kWordBytes];
+    }
+    benchmark::DoNotOptimize(bytes);
+  }
+  state.SetBytesProcessed(state.iterations() * FileBytes(path));
+  state.SetItemsProcessed(static_cast<int64_t>(records));
+}
+BENCHMARK(BM_ReaderChunksZstd)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace fragscope
 
@@ -315,5 +382,6 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   std::remove(fragscope::BenchPath("reader").c_str());
+  std::remove(fragscope::BenchPath("reader_zstd").c_str());
   return 0;
 }

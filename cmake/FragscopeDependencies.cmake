@@ -4,7 +4,17 @@ find_package(absl REQUIRED)
 # The estimator reads model spec JSON with it (header-only).
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
-find_package(nlohmann_json 3.10 REQUIRED)
+# zstd: compressed .fslog logs (allocator/EVENT_LOG_FORMAT.md); nlohmann/json: the rank summaries
+# of `fragscope summarize` and `merge` (analysis/RANK_SUMMARY_SCHEMA.md). Debian: libzstd-dev,
+# nlohmann-json3-dev (scripts/setup.sh installs them).
+find_package(zstd CONFIG QUIET)
+if(NOT TARGET zstd::libzstd_shared)
+  message(FATAL_ERROR "zstd (with its CMake package) was not found: install libzstd-dev")
+endif()
+find_package(nlohmann_json 3.10 CONFIG QUIET)
+if(NOT TARGET nlohmann_json::nlohmann_json)
+  message(FATAL_ERROR "nlohmann/json 3.10 or later was not found: install nlohmann-json3-dev")
+endif()
 if(FRAGSCOPE_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

@@ -47,7 +47,7 @@ absl::Status AllocatorRegistry::Configure(std::optional<std::string_view> conf,
   }
   config_ = *std::move(config);
   config_error_ = absl::OkStatus();
-  logs_ = std::make_unique<DeviceLogs>(config_->log_pattern);
+  logs_ = std::make_unique<DeviceLogs>(config_->log_pattern, config_->log_options);
   return absl::OkStatus();
 }
 
@@ -67,7 +67,7 @@ absl::Status AllocatorRegistry::LoadConfigLocked() {
     absl::StatusOr<HookConfig> config = LoadHookConfig(std::nullopt, std::nullopt);
     if (config.ok()) {
       config_ = *std::move(config);
-      logs_ = std::make_unique<DeviceLogs>(config_->log_pattern);
+      logs_ = std::make_unique<DeviceLogs>(config_->log_pattern, config_->log_options);
       for (const std::string& warning : config_->options.warnings) {
         std::fprintf(stderr, "fragscope: warning: %s\n", warning.c_str());
       }
@@ -120,7 +120,9 @@ absl::StatusOr<CachingAllocator*> AllocatorRegistry::Get(int device) {
   entry->log = logs_->GetOrOpen(device, [&] {
     EventLogHeaderInfo info;
     info.device_name = entry->backend->name();
-    info.device_total_bytes = entry->backend->MemInfo().total_bytes;
+    const DeviceMemInfo memory = entry->backend->MemInfo();
+    info.device_total_bytes = memory.total_bytes;
+    info.device_free_bytes = memory.free_bytes;  // the allocator is new: it reserves nothing yet
     info.device_index = device;
     info.allocator_options = FormatAllocatorOptions(config_->options);
     return info;

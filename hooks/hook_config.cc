@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/event_log_writer.h"
@@ -89,6 +90,15 @@ absl::StatusOr<HookConfig> LoadHookConfig(std::optional<std::string_view> conf,
           absl::StrFormat("%s=\"%s\": %s", log_name, *log_pattern, expanded.status().message()));
     }
     config.log_pattern = std::string(*log_pattern);
+  }
+  if (std::optional<std::string> level = GetEnv(kLogZstdEnv); level.has_value()) {
+    int parsed = 0;
+    if (!absl::SimpleAtoi(*level, &parsed) || parsed < 0 || parsed > 19) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s=\"%s\": expected a zstd level from 1 to 19 (0: no compression)",
+                          kLogZstdEnv, *level));
+    }
+    config.log_options.zstd_level = parsed;
   }
   return config;
 }

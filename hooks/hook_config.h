@@ -3,6 +3,7 @@
 // Every hook reads its configuration once, through this file:
 //   FRAGSCOPE_ALLOC_CONF   allocator options, PYTORCH_CUDA_ALLOC_CONF syntax
 //   (ParseAllocatorOptions) FRAGSCOPE_LOG          .fslog path pattern; "" or unset = no log
+//   FRAGSCOPE_LOG_ZSTD     compress the logs' chunks at this zstd level (1-19; 0 or unset: no)
 // Errors name the variable, the key and the value, so the one stderr line a job prints is enough
 // to fix it.
 //
@@ -18,15 +19,20 @@
 
 #include "absl/status/statusor.h"
 #include "allocator/allocator_options.h"
+#include "allocator/event_log_writer.h"
 
 namespace fragscope::hooks {
 
 inline constexpr char kAllocConfEnv[] = "FRAGSCOPE_ALLOC_CONF";
 inline constexpr char kLogEnv[] = "FRAGSCOPE_LOG";
+// zstd level (1 to 19) at which the logs' chunks are compressed; unset or 0: not compressed.
+inline constexpr char kLogZstdEnv[] = "FRAGSCOPE_LOG_ZSTD";
 
 struct HookConfig {
   AllocatorOptions options;
   std::string log_pattern;  // "" = no log; otherwise validated (expands without error)
+  // The log writers' options (FRAGSCOPE_LOG_ZSTD sets zstd_level).
+  EventLogWriterOptions log_options;
 };
 
 // Builds the configuration from explicit values, or from the environment where a value is

@@ -91,7 +91,7 @@ PreloadState::PreloadState() {
     } else if (config->log_pattern.empty()) {
       PreloadReport("FRAGSCOPE_PRELOAD_MODE=observe without FRAGSCOPE_LOG: nothing is recorded");
     } else {
-      observe_logs_ = std::make_unique<DeviceLogs>(config->log_pattern);
+      observe_logs_ = std::make_unique<DeviceLogs>(config->log_pattern, config->log_options);
     }
   } else if (mode_ == PreloadMode::kCache) {
     registry_ = std::make_unique<AllocatorRegistry>(
@@ -137,6 +137,8 @@ EventLogWriter* PreloadState::ObserveLog(int device) {
     size_t free_bytes = 0, total_bytes = 0;
     if (real.mem_get_info != nullptr && real.mem_get_info(&free_bytes, &total_bytes) == 0) {
       info.device_total_bytes = total_bytes;
+      // The log opens at the device's first allocation the interposer sees: none is held yet.
+      info.device_free_bytes = free_bytes;
     }
     info.allocator_options = "";  // the program's own allocator: unknown
     return info;

@@ -4,7 +4,9 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <exception>
@@ -192,7 +194,7 @@ absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
     absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(alloc_conf);
     auto observer = std::make_unique<Observer>();
     observer->pattern = config->log_pattern;
-    observer->logs = std::make_unique<hooks::DeviceLogs>(config->log_pattern);
+    observer->logs = std::make_unique<hooks::DeviceLogs>(config->log_pattern, config->log_options);
     if (!options.ok()) {
       std::fprintf(stderr,
                    "fragscope: observe: cannot parse PyTorch's allocator conf \"%s\" (%s); block "
@@ -221,8 +223,22 @@ absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
       observer->converters[static_cast<size_t>(d)] =
           std::make_unique<hooks::NativeTraceConverter>(*options, prop->totalGlobalMem);
     }
-    // Open the current device's log now rather than under PyTorch's lock at its first event.
-    observer->Log(c10::cuda::current_device());
+    // Open the current device's log now rather than under PyTorch's lock at its first event,
+    // with the memory outside the allocator at this moment (Note [Who wrote the log]): here, not
+    // under the lock, PyTorch's stats and cudaMemGetInfo may be asked. Devices opened later, at
+    // their first event under the lock, go without it.
+    const int current = c10::cuda::current_device();
+    size_t free_bytes = 0, total_bytes = 0;
+    if (current >= 0 && current < kMaxDevices &&
+        cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+      EventLogHeaderInfo& header = observer->headers[static_cast<size_t>(current)];
+      header.device_free_bytes = free_bytes;
+      const c10::CachingDeviceAllocator::DeviceStats stats =
+          c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(current));
+      header.reserved_bytes =
+          static_cast<uint64_t>(std::max<int64_t>(stats.reserved_bytes[0].current, 0));
+    }
+    observer->Log(current);
 
     Observer* raw = observer.release();  // lives as long as the process: PyTorch keeps the tracker
     g_observer = raw;

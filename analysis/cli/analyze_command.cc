@@ -8,24 +8,34 @@
 #include "analysis/cli/json_output.h"
 #include "analysis/cli/output_file.h"
 #include "analysis/cli/progress_bar.h"
+#include "analysis/cli/rank_commands.h"
 #include "analysis/html_report.h"
 #include "analysis/json_report.h"
 #include "analysis/model_job.h"
+#include "analysis/rank_inputs.h"
 #include "analysis/text_report.h"
 
 namespace fragscope::cli {
 namespace {
 
 constexpr char kUsage[] =
-    R"usage(usage: fragscope analyze LOG... [--model SPEC] [--at EVENT] [--json OUT] [--html OUT] [options]
+    R"usage(usage: fragscope analyze TRACE... [--model SPEC] [--at EVENT] [--json OUT] [--html OUT] [options]
 
 Replays each trace (an .fslog event log, a PyTorch snapshot pickle from
 torch.cuda.memory._dump_snapshot, or an RMM logging_resource_adaptor CSV) through fragscope's
 reimplementation of PyTorch's caching allocator on a simulated device, and prints the memory
 metrics, an explanation of every out-of-memory error (capacity, fragmentation, allocator policy or
 memory held outside PyTorch, with the blocks that pin fragmented segments), and a sweep of
-allocator settings with the one that avoids the OOM. Several .fslog logs are the ranks of one job:
-each is summarized and the worst rank is named.
+allocator settings with the one that avoids the OOM.
+
+Several traces are the ranks of one job (a directory stands for the .fslog, .fslog.zst, .pickle
+and .pkl files in it; a quoted pattern such as 'logs/*.fslog' is expanded here): each rank is
+reduced to a summary in parallel (--threads), then one table compares them (peak allocated and
+reserved, utilization, memory outside PyTorch, OOMs), names the outlier ranks with the phase
+their excess arose in, groups ranks by pipeline stage and tensor-parallel group when the logs
+record the sizes, and explains the worst rank in full. A snapshot pickle's rank comes from its
+file name (rank3_memory_snapshot.pickle, oom_rank3.pickle), else from its position among the
+traces. JSON schema of this report: analysis/CROSS_RANK_SCHEMA.md.
 
   --model SPEC              the job's model, for the footprint verdict: PRESET_OR_JSON[:key=value,...]
                             e.g. gpt2-medium:seq=1024,micro_batch=8 or config.json:seq=2048
@@ -60,7 +70,7 @@ each is summarized and the worst rank is named.
   --gc-threshold LIST       e.g. 0.6,0.8 (0 = off)
   --expandable-segments LIST   default: the trace's own and True
   --placement LIST          e.g. best_fit,first_fit (first_fit: fragscope only, not recommended)
-  --threads N               sweep threads (default: one per core)
+  --threads N               sweep threads, and ranks summarized at once (default: one per core)
   --no-summary              omit PyTorch's memory_summary() table
 )usage";
 
@@ -137,7 +147,18 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
     options.progress = [&](const std::string& stage, double f) { bar.Update(stage, f); };
   }
 
-  absl::StatusOr<AnalysisReport> report = AnalyzeTraces(flags->positional, options);
+  // Directories and patterns stand for the traces in them; several traces are ranks.
+  absl::StatusOr<std::vector<std::string>> traces = ExpandTraceInputs(flags->positional);
+  if (!traces.ok()) {
+    bar.Clear();
+    err << "fragscope analyze: " << traces.status().message() << "\n";
+    return 1;
+  }
+  if (traces->size() > 1) {
+    bar.Clear();
+    return RunAnalyzeRanks(*traces, *flags, options, out, err);
+  }
+  absl::StatusOr<AnalysisReport> report = AnalyzeTraces(*traces, options);
   bar.Clear();
   if (!report.ok()) {
     err << "fragscope analyze: " << report.status().message() << "\n";

@@ -6,6 +6,7 @@
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/dump_command.h"
 #include "analysis/cli/estimate_command.h"
+#include "analysis/cli/rank_commands.h"
 
 namespace fragscope::cli {
 namespace {
@@ -23,7 +24,10 @@ constexpr Command kCommands[] = {
     {"demo", "simulate a transformer training job and explain its memory", RunDemoCommand},
     {"estimate", "theoretical memory footprint of training or inference", RunEstimateCommand},
     {"dump", "print the records of an .fslog event log", RunDumpCommand},
-    {"analyze", "explain a trace's memory and OOMs, sweep settings", RunAnalyzeCommand},
+    {"analyze", "explain a trace's memory and OOMs, sweep settings; compare ranks",
+     RunAnalyzeCommand},
+    {"summarize", "reduce a rank's trace to a summary, for merge", RunSummarizeCommand},
+    {"merge", "the cross-rank report from many ranks' summaries", RunMergeCommand},
     {"verify", "check that fragscope's allocator reproduces a trace's decisions", RunVerifyCommand},
     {"sweep", "replay a trace under a grid of allocator settings", RunSweepCommand},
     {"convert", "convert between .fslog, PyTorch snapshot pickle and Chrome trace JSON",

@@ -9,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -243,6 +244,15 @@ class Printer {
                            Size(h.device_total_bytes))
         << absl::StrFormat("process: pid %d, rank %d, local_rank %d, world_size %d, host \"%s\"\n",
                            h.pid, h.rank, h.local_rank, h.world_size, absl::CEscape(h.host))
+        << absl::StrFormat("parallel: pp_size %s, tp_size %s\n",
+                           h.pp_size > 0 ? absl::StrCat(h.pp_size) : "not given",
+                           h.tp_size > 0 ? absl::StrCat(h.tp_size) : "not given")
+        << (h.device_free_at_open_bytes.has_value()
+                ? absl::StrFormat("at open: device free %s, allocator reserved %s\n",
+                                  Size(*h.device_free_at_open_bytes),
+                                  Size(h.reserved_at_open_bytes))
+                : std::string("at open: device memory not recorded\n"))
+        << (h.zstd_chunks ? "chunks: zstd frames (Note [Compressed chunks])\n" : "")
         << absl::StrFormat(
                "start: %s (monotonic %d ns)\n",
                absl::FormatTime("%Y-%m-%d %H:%M:%E6S UTC", absl::FromUnixNanos(h.start_wall_ns),

@@ -175,6 +175,8 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::ofstream(torn, std::ios::binary) << bytes.substr(0, bytes.size() - 10);
   }
+  const std::string no_traces_dir = TempPath("no_traces");
+  std::filesystem::create_directories(no_traces_dir);
   struct Case {
     std::vector<std::string> args;
     int code;
@@ -199,7 +201,9 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
        2,
        "flag --capacity given twice"},
       {{"analyze", "/nonexistent/trace.fslog"}, 1, "cannot open the file: No such file"},
-      {{"analyze", ::testing::TempDir()}, 1, "is a directory, not a trace file"},
+      // A directory stands for its traces (several: the ranks of a job); none is an error.
+      {{"analyze", no_traces_dir}, 1, "a directory with no trace"},
+      {{"verify", no_traces_dir}, 1, "is a directory, not a trace file"},
       {{"analyze", torn}, 1, "torn tail: incomplete chunk"},
       {{"verify", torn}, 1, "torn tail: incomplete chunk"},
       {{"analyze", empty}, 1, "the file is empty"},

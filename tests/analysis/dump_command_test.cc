@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "allocator/event_log_writer.h"
 #include "gtest/gtest.h"
@@ -117,7 +118,10 @@ TEST(DumpCommandTest, FiltersByKindAndSequenceRange) {
 TEST(DumpCommandTest, HeaderOption) {
   const DumpRun run = Dump({WriteLog(), "--header", "--kind", "marker"});
   EXPECT_EQ(run.status, 0);
-  EXPECT_TRUE(Contains(run.out, "format: 2.3")) << run.out;
+  EXPECT_TRUE(
+      Contains(run.out, absl::StrFormat("format: %d.%d", kFormatVersionMajor, kFormatVersionMinor)))
+      << run.out;
+  EXPECT_TRUE(Contains(run.out, "parallel: pp_size not given, tp_size not given")) << run.out;
   EXPECT_TRUE(Contains(run.out, "\"Simulated H100\" 80.00 GiB")) << run.out;
   EXPECT_TRUE(Contains(run.out, "options: \"max_split_size_mb:128\"")) << run.out;
   EXPECT_TRUE(Contains(run.out, "UTC")) << run.out;

@@ -90,5 +90,21 @@ TEST(LoadHookConfigTest, RejectsTheCudaMallocAsyncBackend) {
       << config.status();
 }
 
+TEST(LoadHookConfigTest, LogZstdLevelComesFromTheEnvironment) {
+  setenv(kLogZstdEnv, "3", 1);
+  absl::StatusOr<HookConfig> config = LoadHookConfig("", "/tmp/x.fslog");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->log_options.zstd_level, 3);
+  setenv(kLogZstdEnv, "fast", 1);
+  config = LoadHookConfig("", "/tmp/x.fslog");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("FRAGSCOPE_LOG_ZSTD=\"fast\""), std::string::npos)
+      << config.status();
+  unsetenv(kLogZstdEnv);
+  config = LoadHookConfig("", "/tmp/x.fslog");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->log_options.zstd_level, 0);
+}
+
 }  // namespace
 }  // namespace fragscope::hooks

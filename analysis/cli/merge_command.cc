@@ -1,0 +1,94 @@
+// `fragscope merge`: the cross-rank report (cross_rank.h) from the summaries `fragscope
+// summarize` wrote.
+#include <limits>
+
+#include "absl/strings/str_format.h"
+#include "analysis/cli/output_file.h"
+#include "analysis/cli/rank_commands.h"
+#include "analysis/cross_rank_report.h"
+#include "analysis/rank_inputs.h"
+#include "analysis/rank_reduction.h"
+
+namespace fragscope::cli {
+namespace {
+
+constexpr char kUsage[] =
+    R"usage(usage: fragscope merge SUMMARY... [--json OUT] [--html OUT] [--threads N]
+
+Builds the cross-rank report from rank summaries written by `fragscope summarize` (a directory
+stands for the *.json files in it; a quoted pattern such as 'sums/*.json' is expanded here, past
+the shell's argument limit): one line per rank (peak allocated and reserved, utilization, memory
+outside PyTorch, OOMs), the outlier ranks said in words with the phase their excess arose in,
+pipeline stages and tensor-parallel groups when the logs recorded the sizes, and the worst rank
+with its first OOM's explanation. For the worst rank's full explanation, run `fragscope analyze`
+on its trace.
+
+  --json OUT      write the report as JSON (schema: analysis/CROSS_RANK_SCHEMA.md)
+  --html OUT      write a self-contained HTML page with a chart of the ranks
+  --threads N     summaries read at once (default: one per core)
+)usage";
+
+}  // namespace
+
+int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, {{"--json"}, {"--html"}, {"--threads"}});
+  if (!flags.ok()) return UsageError(err, "merge", flags.status().message());
+  if (flags->Has("--help")) {
+    out << kUsage;
+    return 0;
+  }
+  if (flags->positional.empty()) return UsageError(err, "merge", "no summary given");
+  int threads = 0;
+  if (const std::string* t = flags->Get("--threads")) {
+    absl::StatusOr<uint64_t> n = ParseCount(*t, "--threads");
+    if (!n.ok() || *n == 0 || *n > kMaxThreads) {
+      return UsageError(err, "merge",
+                        absl::StrFormat("--threads expects 1 to %d, got '%s'", kMaxThreads, *t));
+    }
+    threads = static_cast<int>(*n);
+  }
+  absl::StatusOr<std::vector<std::string>> paths = ExpandSummaryInputs(flags->positional);
+  if (!paths.ok()) {
+    err << "fragscope merge: " << paths.status().message() << "\n";
+    return 1;
+  }
+  std::vector<OutputPath> outputs;
+  for (const char* flag : {"--json", "--html"}) {
+    if (const std::string* path = flags->Get(flag)) outputs.push_back({flag, *path});
+  }
+  if (absl::Status s = CheckOutputPaths(*paths, outputs); !s.ok()) {
+    return UsageError(err, "merge", s.message());
+  }
+  absl::StatusOr<std::vector<RankSummary>> summaries = ReadRankSummaries(*paths, threads);
+  if (!summaries.ok()) {
+    err << "fragscope merge: " << summaries.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<CrossRankReport> report = BuildCrossRankReport(*std::move(summaries));
+  if (!report.ok()) {
+    err << "fragscope merge: " << report.status().message() << "\n";
+    return 1;
+  }
+  RenderCrossRankText(*report, {}, out);
+  if (const std::string* path = flags->Get("--json")) {
+    if (absl::Status s =
+            WriteOutputFile(*path, [&](std::ostream& o) { WriteCrossRankJson(*report, o); });
+        !s.ok()) {
+      err << "fragscope merge: " << s.message() << "\n";
+      return 1;
+    }
+    out << "\nJSON report: " << *path << "\n";
+  }
+  if (const std::string* path = flags->Get("--html")) {
+    if (absl::Status s =
+            WriteOutputFile(*path, [&](std::ostream& o) { WriteCrossRankHtml(*report, o); });
+        !s.ok()) {
+      err << "fragscope merge: " << s.message() << "\n";
+      return 1;
+    }
+    out << (flags->Has("--json") ? "" : "\n") << "HTML report: " << *path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace fragscope::cli
