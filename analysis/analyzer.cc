@@ -125,24 +125,6 @@ void AttachModelGap(const estimator::MemoryEstimate& estimate, RankReport& repor
   }
 }
 
-// A capacity-bound job gets no recommendation (JobVerdict): the sweep's rows stay, and a
-// setting that avoids an OOM in the replay is said to get past that allocation only.
-void WithholdRecommendation(RankReport& report) {
-  report.recommended.reset();
-  report.recommendation = absl::StrCat(
-      "no setting is shown to save the job (", VerdictBasisName(report.verdict.basis) == "headroom"
-          ? "it is at its cap" : "its model does not fit its cap",
-      ": see the verdict); the rows show which settings get past the OOM in the replay");
-  report.recommendation_headline = kCapacityBoundHeadline;
-  for (OomExplanation& x : report.ooms) {
-    if (x.in_replay && x.fix_row.has_value()) {
-      x.avoided_by = absl::StrCat("none shown to save the job (the verdict below says why); ",
-                                  report.sweep[*x.fix_row].config.label,
-                                  " gets past this allocation only");
-    }
-  }
-}
-
 }  // namespace
 
 uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
@@ -312,6 +294,23 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
   }
   return config;
 }
+
+void WithholdRecommendation(RankReport& report) {
+  report.recommended.reset();
+  report.recommendation = absl::StrCat(
+      "no setting is shown to save the job (", VerdictBasisName(report.verdict.basis) == "headroom"
+          ? "it is at its cap" : "its model does not fit its cap",
+      ": see the verdict); the rows show which settings get past the OOM in the replay");
+  report.recommendation_headline = kCapacityBoundHeadline;
+  for (OomExplanation& x : report.ooms) {
+    if (x.in_replay && x.fix_row.has_value()) {
+      x.avoided_by = absl::StrCat("none shown to save the job (the verdict below says why); ",
+                                  report.sweep[*x.fix_row].config.label,
+                                  " gets past this allocation only");
+    }
+  }
+}
+
 
 absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const AnalysisOptions& options) {
   absl::StatusOr<std::unique_ptr<TraceSource>> source = opener.Open();

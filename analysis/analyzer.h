@@ -78,6 +78,10 @@ absl::Status CheckConfOption(const AnalysisOptions& options);
 absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                               const AnalysisOptions& options);
 
+// A capacity-bound report (JobVerdict) gets no recommendation: the sweep's rows stay, and a
+// setting that avoids an OOM in the replay is said to get past that allocation only.
+void WithholdRecommendation(RankReport& report);
+
 absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const AnalysisOptions& options);
 
 // The warning of a rank whose trace has no events.

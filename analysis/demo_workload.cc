@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace fragscope {
 namespace {
@@ -43,6 +44,19 @@ uint64_t DemoModelParameters(const DemoWorkloadConfig& c) {
   for (uint64_t n : LayerParameterCounts(h)) per_layer += n;
   return static_cast<uint64_t>(c.vocab) * h + 1024 * h +
          per_layer * static_cast<uint64_t>(c.layers) + 2 * h;
+}
+
+std::string DemoModelRecord(const DemoWorkloadConfig& c) {
+  int longest = 0;
+  for (int s : c.seq_lens) longest = std::max(longest, s);
+  return absl::StrFormat(
+      R"({"format": "fragscope.model/1", "config": {"model_type": "gpt2", "n_layer": %d, )"
+      R"("n_embd": %d, "n_head": %d, "vocab_size": %d, "n_positions": 1024, "resid_pdrop": 0, )"
+      R"("embd_pdrop": 0, "attn_pdrop": 0}, "job": {"mode": "training", "seq": %d, )"
+      R"("micro_batch": %d, "dtype": "bf16", "optimizer": "adamw", "attention": "%s", )"
+      R"("activations": "korthikanti"}})",
+      c.layers, c.hidden, c.heads, c.vocab, longest, c.micro_batch,
+      c.flash_attention ? "flash" : "eager");
 }
 
 std::vector<WorkloadOp> GenerateDemoWorkload(const DemoWorkloadConfig& c) {

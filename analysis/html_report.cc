@@ -154,6 +154,9 @@ void RenderRank(std::ostream& out, const RankReport& r) {
   if (r.model_gap.has_value()) {
     out << "<h3>Model (" << HtmlEscape(r.model_gap_where) << ")</h3>";
     for (const std::string& line : r.model_gap->lines) out << "<p>" << HtmlEscape(line) << "</p>";
+    std::ostringstream terms;
+    RenderModelGapTerms(*r.model_gap, terms);
+    out << "<pre class=\"verdict\">" << HtmlEscape(terms.str()) << "</pre>";
   }
   if (!r.sweep.empty()) RenderSweep(out, r);
   out << "<details><summary>PyTorch memory_summary() of the replay</summary><pre>"

@@ -299,7 +299,7 @@ std::string_view AssumptionBasisName(AssumptionBasis basis) {
     case AssumptionBasis::kRecorded:
       return "recorded";
     case AssumptionBasis::kConfig:
-      return "Hugging Face default";
+      return "Hugging Face config";
     case AssumptionBasis::kDefault:
       return "default";
   }

@@ -278,6 +278,7 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
   if (r.model_gap.has_value()) {
     out << "\nModel (" << r.model_gap_where << ")\n";
     for (const std::string& line : r.model_gap->lines) Wrapped(out, line, "  ");
+    RenderModelGapTerms(*r.model_gap, out);
   } else if (!r.model_gap_where.empty()) {
     out << "\nModel: " << r.model_gap_where << "\n";
   }

@@ -27,6 +27,8 @@ void RenderRankText(const RankReport& rank, const TextReportOptions& options, st
 // The sweep table alone (also `fragscope sweep`).
 // The verdict section (JobVerdict), when the report has an OOM or a model: verdict_text.cc.
 void RenderVerdictText(const RankReport& rank, std::ostream& out);
+// The estimator's terms beside the live blocks attributed to them (ModelGap), as a table.
+void RenderModelGapTerms(const ModelGap& gap, std::ostream& out);
 
 void RenderSweepTable(const std::vector<SweepResult>& results,
                       const std::optional<size_t>& recommended, const std::string& reason,

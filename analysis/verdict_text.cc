@@ -56,6 +56,21 @@ void RenderFootprint(const FootprintCheck& f, std::ostream& out) {
 
 }  // namespace
 
+void RenderModelGapTerms(const ModelGap& gap, std::ostream& out) {
+  if (gap.terms.empty()) return;
+  out << absl::StrFormat("  %-12s %14s %14s %14s\n", "term", "estimated", "live here",
+                         "difference");
+  for (const TermGap& t : gap.terms) {
+    const double d = t.measured_bytes - t.estimated_bytes;
+    out << absl::StrFormat("  %-12s %14s %14s %14s\n", t.category, Size(t.estimated_bytes),
+                           Size(t.measured_bytes),
+                           absl::StrCat(d < 0 ? "-" : "+", Size(std::abs(d))));
+  }
+  if (gap.unattributed_bytes > 0) {
+    out << absl::StrFormat("  %-12s %14s %14s\n", "(no phase)", "", Size(gap.unattributed_bytes));
+  }
+}
+
 void RenderVerdictText(const RankReport& r, std::ostream& out) {
   const JobVerdict& v = r.verdict;
   if (!v.cause.has_value() && !v.footprint.has_value()) return;

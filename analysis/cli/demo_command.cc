@@ -188,6 +188,9 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_st
         << absl::StrReplaceAll(log.status().message(), {{write_path, log_name}}) << "\n";
     return 1;
   }
+  // The job names its model, as fragscope.record_model() does in a real one: the analysis sets
+  // the job against the model's theoretical footprint with no --model flag.
+  (*log)->RecordModel(DemoModelRecord(workload), 0);
   WriteWrapped(
       out,
       absl::StrFormat("fragscope demo: %s of training a %.0fM-parameter GPT-style model "

@@ -147,6 +147,18 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   } else {
     rank.recommendation = NoRecommendationReason(rank.sweep);
   }
+  // The whole-job verdict (JobVerdict) needs the OOMs explained and the log's recorded model: one
+  // more replay of the job's own settings, without a sweep.
+  AnalysisOptions own = options;
+  own.run_sweep = false;
+  own.progress = nullptr;
+  absl::StatusOr<RankReport> explained = AnalyzeTrace(*opener, own);
+  if (!explained.ok()) {
+    err << "fragscope sweep: " << explained.status().message() << "\n";
+    return 1;
+  }
+  rank.verdict = DecideVerdict(explained->ooms, rank.sweep, explained->verdict.footprint);
+  if (rank.verdict.capacity_bound) WithholdRecommendation(rank);
   // `--json -`: stdout carries the JSON alone, and the table goes nowhere.
   JsonOutput json(flags->Get("--json"), out);
   std::ostream& text_out = json.text();
@@ -162,6 +174,7 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
       "");
   text_out << "\n";
   RenderSweepTable(rank.sweep, rank.recommended, rank.recommendation, text_out);
+  if (rank.verdict.capacity_bound) RenderVerdictText(rank, text_out);
   if (baseline != nullptr && baseline->ooms == 0 && baseline->trace_ooms > 0) {
     WriteWrapped(
         text_out,

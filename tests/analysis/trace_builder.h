@@ -81,6 +81,11 @@ class TraceBuilder {
     EXPECT_TRUE(allocator_->SetMemoryFraction(options.per_process_memory_fraction).ok());
     writer_->OptionsChange(conf, now_ns_);
   }
+  // The job's model (Note [Model records]), as fragscope.record_model() writes it.
+  void RecordModel(const std::string& json) {
+    Tick();
+    writer_->RecordModel(json, now_ns_);
+  }
   void EmptyCache() {
     Tick();
     allocator_->EmptyCache();

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "allocator/simulated_backend.h"
+#include "analysis/analyzer.h"
 #include "analysis/event_log_reader.h"
 #include "gtest/gtest.h"
 #include "hooks/fragscope_alloc.h"
@@ -264,6 +265,44 @@ std::vector<LogEntry> ReadAll(const std::string& path) {
   testing::ReadResult result = testing::ReadFile(path);
   EXPECT_TRUE(result.status.ok()) << result.status;
   return result.entries;
+}
+
+// fragscope.record_model() in a job: the record reaches every log, those opened later included,
+// and the analyzer gives the footprint verdict from it with no flag.
+TEST_F(PluggableAllocatorTest, TheRecordedModelReachesEveryLogAndTheVerdict) {
+  const std::string pattern = (dir_ / "model.%d.fslog").string();
+  setenv("FRAGSCOPE_LOG", pattern.c_str(), 1);
+  UseSimulatedDevices(1 * kGiB);
+  void* a = fragscope_malloc(5 * kMiB, 0, Stream(0));  // device 0's log opens
+  const std::string json =
+      R"({"format": "fragscope.model/1", "config": {"model_type": "gpt2", "n_layer": 12, )"
+      R"("n_embd": 768, "n_head": 12, "vocab_size": 50257, "n_positions": 1024}, )"
+      R"("job": {"mode": "training", "seq": 1024, "micro_batch": 16}})";
+  fragscope_record_model(json.c_str());
+  void* b = fragscope_malloc(5 * kMiB, 1, Stream(0));  // device 1's opens after the record
+  fragscope_free(a, 0, 0, Stream(0));
+  fragscope_free(b, 0, 1, Stream(0));
+  EXPECT_EQ(fragscope_flush(), 0);
+  unsetenv("FRAGSCOPE_LOG");
+  for (int device : {0, 1}) {
+    const std::string path = (dir_ / absl::StrCat("model.", device, ".fslog")).string();
+    int records = 0;
+    for (const LogEntry& e : ReadAll(path)) {
+      if (e.kind() == EventKind::kModel) {
+        ++records;
+        EXPECT_EQ(e.text, json);
+      }
+    }
+    EXPECT_EQ(records, 1) << path;
+    absl::StatusOr<AnalysisReport> report = AnalyzeTraces({path}, AnalysisOptions{});
+    ASSERT_TRUE(report.ok()) << report.status();
+    const JobVerdict& verdict = report->ranks[0].verdict;
+    ASSERT_TRUE(verdict.footprint.has_value()) << path;
+    EXPECT_EQ(verdict.footprint->origin, "the log's model record");
+    // GPT-2 small at seq 1024 x 16 (~23.6 GiB with torch-autocast) on a 1 GiB device.
+    EXPECT_TRUE(verdict.capacity_bound);
+    EXPECT_EQ(verdict.basis, VerdictBasis::kFootprint);
+  }
 }
 
 TEST_F(PluggableAllocatorTest, LogsEveryDeviceToItsOwnFile) {

@@ -5,6 +5,7 @@ C ABI then serves a simulated device, so stats/summary/snapshot/mark go through 
 and under LD_PRELOAD=libfragscope_preload.so in cache mode (the helper must find the interposer).
 """
 import ctypes
+import json
 import os
 import sys
 import tempfile
@@ -61,6 +62,55 @@ class ReplaceModeOnASimulatedDeviceTest(unittest.TestCase):
             data = f.read()
         self.assertEqual(data[:8], b"FSLOG\r\n\x1a")
         self.assertIn(b"step 1 / forward", data)
+
+    def test_record_model_now_and_at_the_first_forward(self):
+        config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2,
+                  "vocab_size": 100, "id2label": {"0": "a"}}
+        text = fragscope.record_model(config, seq=128, micro_batch=4, optimizer="adamw-fused")
+        record = json.loads(text)
+        self.assertEqual(record["format"], "fragscope.model/1")
+        self.assertNotIn("id2label", record["config"], "only scalar config entries are kept")
+        self.assertEqual(record["job"], {"mode": "training", "seq": 128, "micro_batch": 4,
+                                         "optimizer": "adamw-fused"})
+        with self.assertRaises(TypeError):
+            fragscope.record_model(config, colour="red")
+
+        class Module:  # the nn.Module surface record_model uses, without torch
+            config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2,
+                      "vocab_size": 100}
+
+            def register_forward_pre_hook(self, hook, with_kwargs):
+                self.hook = hook
+                return self
+
+            def remove(self):
+                self.hook = None
+
+        class Ids:
+            shape = (8, 256)
+
+        module = Module()
+        self.assertIsNone(fragscope.record_model(module))  # waits for the first forward
+        module.hook(module, (), {"input_ids": Ids()})
+        self.assertIsNone(module.hook, "the hook removes itself")
+        ptr = self.lib.fragscope_malloc(1 << 20, 0, None)
+        self.lib.fragscope_free(ptr, 0, 0, None)
+        fragscope.flush()
+        with open(os.path.join(self.dir, "py.0.fslog"), "rb") as f:
+            data = f.read()
+        self.assertIn(b'"seq":128', data)
+        self.assertIn(b'"micro_batch":8', data)
+        self.assertIn(b'"seq":256', data)
+
+    def test_a_large_config_keeps_what_the_estimator_reads(self):
+        from fragscope import model_record
+        config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+                  "num_attention_heads": 2, "intermediate_size": 128, "vocab_size": 100}
+        config.update({f"extra_{i}": i for i in range(600)})
+        record = json.loads(model_record.model_json(config, mode="training"))
+        self.assertIn("intermediate_size", record["config"])
+        self.assertNotIn("extra_1", record["config"])
+        self.assertLessEqual(len(json.dumps(record)), model_record.MAX_BYTES)
 
 
 @unittest.skipIf(fragscope.preload_mode() is None, "run under LD_PRELOAD")

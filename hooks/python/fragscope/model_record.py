@@ -34,6 +34,8 @@ def config_dict(model_or_config):
     if isinstance(model_or_config, dict):
         return dict(model_or_config)
     config = getattr(model_or_config, "config", model_or_config)
+    if isinstance(config, dict):
+        return dict(config)
     if hasattr(config, "to_dict"):
         return config.to_dict()
     raise TypeError("record_model takes an nn.Module with a Hugging Face .config, a config "

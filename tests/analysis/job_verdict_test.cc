@@ -1,0 +1,184 @@
+// The whole-job verdict (analysis/job_verdict.h): the headroom rule at its boundary, the footprint
+// rule, a recorded model used without a flag, and --model's strict keys.
+#include "analysis/job_verdict.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "analysis/model_job.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/command_run.h"
+#include "tests/analysis/trace_builder.h"
+
+namespace fragscope {
+namespace {
+
+using ::fragscope::testing::CommandRun;
+using ::fragscope::testing::Fragscope;
+using ::fragscope::testing::TraceBuilder;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+TEST(JobVerdictTest, AtCapIsBelowTwoPercentOfWhatTheJobMayUse) {
+  const uint64_t available = 1000 * kMiB;
+  EXPECT_TRUE(AtCap(-1, available));
+  EXPECT_TRUE(AtCap(static_cast<int64_t>(19 * kMiB), available));
+  EXPECT_TRUE(AtCap(static_cast<int64_t>(20 * kMiB) - 1, available));
+  EXPECT_FALSE(AtCap(static_cast<int64_t>(20 * kMiB), available));
+  EXPECT_FALSE(AtCap(static_cast<int64_t>(250 * kMiB), available));
+}
+
+// Five 24 MiB segments on a 128 MiB device, each split into two 12 MiB blocks, the first of four
+// of them freed: 72 MiB live, 48 MiB cached in 12 MiB holes that live blocks pin (the retry
+// ladder cannot release them), 8 MiB left on the device. A request of `request_mib` fits with
+// perfect packing but in no hole: a fragmentation OOM whose headroom is 128 - 72 - request.
+std::string NearCapLog(uint64_t request_mib, const std::string& name,
+                       const std::string& model = "") {
+  TraceBuilder t(128 * kMiB, "", name);
+  if (!model.empty()) t.RecordModel(model);
+  std::vector<DevicePtr> segments;
+  for (int i = 0; i < 5; ++i) segments.push_back(t.Alloc(24 * kMiB));
+  for (DevicePtr p : segments) t.Free(p);
+  std::vector<DevicePtr> blocks;
+  for (int i = 0; i < 10; ++i) blocks.push_back(t.Alloc(12 * kMiB));
+  for (int i : {0, 2, 4, 6}) t.Free(blocks[static_cast<size_t>(i)]);
+  t.AllocExpectOom(request_mib * kMiB);
+  return t.Finish();
+}
+
+TEST(JobVerdictTest, TheHeadroomBoundaryOnSyntheticTraces) {
+  // 54 MiB: 2 MiB left (1.6 % of 128 MiB): at the cap, and the trace ends there.
+  CommandRun at = Fragscope({"analyze", NearCapLog(54, "at_cap.fslog"), "--no-summary",
+                             "--threads", "1", "--json", "-"});
+  ASSERT_EQ(at.code, 0) << at.err;
+  EXPECT_THAT(at.out, HasSubstr("\"capacity_bound\": true"));
+  EXPECT_THAT(at.out, HasSubstr("\"basis\": \"headroom\""));
+  EXPECT_THAT(at.out, HasSubstr("\"at_cap\": true"));
+  EXPECT_THAT(at.out, HasSubstr("\"headroom_bytes\": 2097152"));
+  // 50 MiB: 6 MiB left (4.7 %): not at the cap.
+  CommandRun room = Fragscope({"analyze", NearCapLog(50, "room.fslog"), "--no-summary",
+                               "--threads", "1", "--json", "-"});
+  ASSERT_EQ(room.code, 0) << room.err;
+  EXPECT_THAT(room.out, HasSubstr("\"capacity_bound\": false"));
+  EXPECT_THAT(room.out, HasSubstr("\"headroom_bytes\": 6291456"));
+  EXPECT_THAT(room.out, Not(HasSubstr("\"at_cap\": true")));
+  CommandRun text = Fragscope({"analyze", NearCapLog(54, "at_cap_text.fslog"), "--no-summary",
+                               "--threads", "1"});
+  EXPECT_THAT(text.out, HasSubstr("Verdict: capacity-bound (the job is at its cap)"));
+  EXPECT_THAT(text.out, HasSubstr("Recommended: none"));
+}
+
+TEST(JobVerdictTest, DecideVerdictNeedsTheTraceToEndAtTheOom) {
+  OomExplanation x;
+  x.in_trace = x.in_replay = true;
+  x.cause = OomCause::kFragmentation;
+  x.available_bytes = 1000 * kMiB;
+  x.allocated_bytes = 990 * kMiB;
+  x.rounded_bytes = 5 * kMiB;
+  x.headroom_bytes = HeadroomBytes(x);
+  x.at_cap = AtCap(x.headroom_bytes, x.available_bytes);
+  ASSERT_EQ(x.headroom_bytes, static_cast<int64_t>(5 * kMiB));
+  SweepResult baseline;
+  baseline.config.is_trace_config = true;
+  baseline.ends_at_trace_oom = true;
+  JobVerdict ends = DecideVerdict({x}, {baseline}, std::nullopt);
+  EXPECT_TRUE(ends.capacity_bound);
+  EXPECT_EQ(ends.basis, VerdictBasis::kHeadroom);
+  // The trace goes on after the OOM: the sweep's replays of the rest are the test.
+  baseline.ends_at_trace_oom = false;
+  JobVerdict goes_on = DecideVerdict({x}, {baseline}, std::nullopt);
+  EXPECT_FALSE(goes_on.capacity_bound);
+  EXPECT_TRUE(goes_on.at_cap);
+  // A footprint above the cap decides whatever the headroom.
+  FootprintCheck f;
+  f.exceeds = true;
+  f.theoretical_peak_bytes = 2000.0 * kMiB;
+  f.limit_bytes = 1000.0 * kMiB;
+  JobVerdict model = DecideVerdict({x}, {baseline}, f);
+  EXPECT_TRUE(model.capacity_bound);
+  EXPECT_EQ(model.basis, VerdictBasis::kFootprint);
+  EXPECT_EQ(model.cause, OomCause::kCapacity);
+}
+
+// A GPT-2 small job recorded in the log at a micro-batch whose footprint (~6.9 GiB with torch-
+// autocast activations, the Hugging Face default) far exceeds the 128 MiB device.
+constexpr char kGpt2Record[] =
+    R"({"format": "fragscope.model/1", "config": {"model_type": "gpt2", "n_layer": 12, )"
+    R"("n_embd": 768, "n_head": 12, "vocab_size": 50257, "n_positions": 1024, )"
+    R"("resid_pdrop": 0.1}, "job": {"mode": "training", "seq": 512, "micro_batch": 4, )"
+    R"("dtype": "bf16", "optimizer": "adamw-fused", "attention": "sdpa"}})";
+
+TEST(JobVerdictTest, ARecordedModelGivesTheFootprintVerdictWithoutAFlag) {
+  const std::string log = NearCapLog(50, "recorded.fslog", kGpt2Record);
+  CommandRun r = Fragscope({"analyze", log, "--no-summary", "--threads", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Verdict: capacity-bound (the model's footprint)"));
+  EXPECT_THAT(r.out, HasSubstr("from the log's model record"));
+  EXPECT_THAT(r.out, HasSubstr("activations torch-autocast (Hugging Face config)"));
+  EXPECT_THAT(r.out, HasSubstr("attention on (recorded)"));
+  EXPECT_THAT(r.out, HasSubstr("dropout on (Hugging Face config)"));
+  EXPECT_THAT(r.out, HasSubstr("not even micro-batch 1 fits"));
+  // --model overrides the record.
+  CommandRun flag = Fragscope({"analyze", log, "--no-summary", "--threads", "1", "--model",
+                               "gpt2-small:seq=512,micro_batch=4"});
+  ASSERT_EQ(flag.code, 0) << flag.err;
+  EXPECT_THAT(flag.out, HasSubstr("from --model gpt2-small"));
+  // A damaged record is a warning, and the log is still analyzed.
+  CommandRun bad = Fragscope({"analyze", NearCapLog(50, "bad.fslog", R"({"format": 3})"),
+                              "--no-summary", "--no-sweep"});
+  ASSERT_EQ(bad.code, 0) << bad.err;
+  EXPECT_THAT(bad.out, HasSubstr("the log's model record: format: expected"));
+}
+
+TEST(JobVerdictTest, ModelKeysBelongToTheirMode) {
+  absl::StatusOr<ModelJob> batch = ParseModelSpec("gpt2-small:seq=512,batch=4");
+  ASSERT_FALSE(batch.ok());
+  EXPECT_THAT(batch.status().message(), HasSubstr("batch is not a key of training"));
+  EXPECT_THAT(batch.status().message(), HasSubstr("the corresponding key is micro_batch"));
+  absl::StatusOr<ModelJob> seq = ParseModelSpec("gpt2-small:infer,seq=512");
+  ASSERT_FALSE(seq.ok());
+  EXPECT_THAT(seq.status().message(), HasSubstr("the corresponding key is context"));
+  EXPECT_FALSE(ParseModelSpec("gpt2-small:flash=yes").ok());
+  EXPECT_FALSE(ParseModelSpec("gpt2-small:colour=red").ok());
+  ASSERT_TRUE(ParseModelSpec("gpt2-small:infer,batch=4,context=2048").ok());
+  // Usage errors, before any trace is read; --help lists the keys.
+  CommandRun usage = Fragscope({"analyze", "missing.fslog", "--model", "gpt2-small:batch=4"});
+  EXPECT_EQ(usage.code, 2);
+  EXPECT_THAT(usage.err, HasSubstr("micro_batch"));
+  CommandRun help = Fragscope({"analyze", "--help"});
+  EXPECT_THAT(help.out, HasSubstr("training: seq, micro_batch, precision"));
+  EXPECT_THAT(help.out, HasSubstr("inference: batch, context, dtype, kv_dtype"));
+}
+
+TEST(JobVerdictTest, AHuggingFaceConfigDefaultsToTheMeasuredActivationModel) {
+  absl::StatusOr<ModelJob> record = ModelJobFromRecord(kGpt2Record);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_TRUE(record->hugging_face);
+  EXPECT_EQ(record->train.activation_model, estimator::ActivationModel::kTorchAutocast);
+  EXPECT_TRUE(record->train.flash_attention);
+  EXPECT_TRUE(record->train.dropout);  // resid_pdrop 0.1
+  EXPECT_EQ(record->train.seq_len, 512);
+  EXPECT_EQ(record->train.micro_batch, 4);
+  absl::StatusOr<ModelJob> preset = ParseModelSpec("gpt2-small:seq=512");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(preset->train.activation_model, estimator::ActivationModel::kKorthikanti);
+  EXPECT_FALSE(ModelJobFromRecord(R"({"format": "fragscope.model/1", "config": {}, )"
+                                  R"("job": {"seq": -3}})")
+                   .ok());
+}
+
+TEST(JobVerdictTest, TheDemoSetsItsJobAgainstItsModel) {
+  CommandRun demo = Fragscope({"demo", "--no-html", "--threads", "1"});
+  ASSERT_EQ(demo.code, 0) << demo.err;
+  EXPECT_THAT(demo.out, HasSubstr("from the log's model record"));
+  EXPECT_THAT(demo.out, HasSubstr("theoretical peak 15.40 GiB fits within"));
+  EXPECT_THAT(demo.out, HasSubstr("term              estimated      live here"));
+  EXPECT_THAT(demo.out, HasSubstr("The fix: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+}
+
+}  // namespace
+}  // namespace fragscope
