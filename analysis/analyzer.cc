@@ -15,8 +15,8 @@
 #include "allocator/memory_summary.h"
 #include "analysis/excerpt.h"
 #include "analysis/hook_list.h"
-#include "analysis/metrics.h"
 #include "analysis/job_verdict.h"
+#include "analysis/metrics.h"
 #include "analysis/model_gap.h"
 #include "analysis/model_job.h"
 #include "analysis/oom_explainer.h"
@@ -298,19 +298,19 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
 void WithholdRecommendation(RankReport& report) {
   report.recommended.reset();
   report.recommendation = absl::StrCat(
-      "no setting is shown to save the job (", VerdictBasisName(report.verdict.basis) == "headroom"
-          ? "it is at its cap" : "its model does not fit its cap",
+      "no setting is shown to save the job (",
+      VerdictBasisName(report.verdict.basis) == "headroom" ? "it is at its cap"
+                                                           : "its model does not fit its cap",
       ": see the verdict); the rows show which settings get past the OOM in the replay");
   report.recommendation_headline = kCapacityBoundHeadline;
   for (OomExplanation& x : report.ooms) {
     if (x.in_replay && x.fix_row.has_value()) {
-      x.avoided_by = absl::StrCat("none shown to save the job (the verdict below says why); ",
-                                  report.sweep[*x.fix_row].config.label,
-                                  " gets past this allocation only");
+      x.avoided_by =
+          absl::StrCat("none shown to save the job (the verdict below says why); ",
+                       report.sweep[*x.fix_row].config.label, " gets past this allocation only");
     }
   }
 }
-
 
 absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const AnalysisOptions& options) {
   absl::StatusOr<std::unique_ptr<TraceSource>> source = opener.Open();

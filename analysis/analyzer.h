@@ -29,7 +29,7 @@ struct AnalysisOptions {
   size_t timeline_points = 600;
   bool run_sweep = true;
   SweepSpec sweep;
-  int threads = 0;                   // sweep threads; 0 = one per core
+  int threads = 0;                        // sweep threads; 0 = one per core
   std::optional<std::string> model;       // --model SPEC (model_job.h)
   std::optional<std::string> model_json;  // --model-json PATH (model_job.h)
   // Progress of the current stage in [0, 1], with its name; called from the analyzing thread.

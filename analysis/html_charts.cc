@@ -65,8 +65,8 @@ std::string TimelineSvg(const RankReport& rank) {
   if (rank.allowed_bytes.has_value()) {
     max_bytes = std::max(max_bytes, static_cast<double>(*rank.allowed_bytes));
   }
-  if (rank.verdict.footprint.has_value() && rank.verdict.footprint->theoretical_peak_bytes <
-                                                 2 * max_bytes) {
+  if (rank.verdict.footprint.has_value() &&
+      rank.verdict.footprint->theoretical_peak_bytes < 2 * max_bytes) {
     max_bytes = std::max(max_bytes, rank.verdict.footprint->theoretical_peak_bytes);
   }
   const bool show_capacity = static_cast<double>(rank.capacity_bytes) < 1.6 * max_bytes;
@@ -137,8 +137,7 @@ std::string TimelineSvg(const RankReport& rank) {
   }
   if (rank.verdict.footprint.has_value()) {
     const double peak = rank.verdict.footprint->theoretical_peak_bytes;
-    hline(peak, "#8c564b",
-          "model's theoretical peak " + FormatSize(static_cast<uint64_t>(peak)));
+    hline(peak, "#8c564b", "model's theoretical peak " + FormatSize(static_cast<uint64_t>(peak)));
   }
   if (show_capacity) {
     const double cy = y(static_cast<double>(rank.capacity_bytes));

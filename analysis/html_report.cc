@@ -106,8 +106,7 @@ void RenderVerdict(std::ostream& out, const RankReport& r) {
   std::ostringstream text;
   RenderVerdictText(r, text);
   if (text.str().empty()) return;
-  out << "<h3>Verdict</h3><pre class=\"verdict\">" << HtmlEscape(text.str().substr(1))
-      << "</pre>";
+  out << "<h3>Verdict</h3><pre class=\"verdict\">" << HtmlEscape(text.str().substr(1)) << "</pre>";
 }
 
 void RenderRank(std::ostream& out, const RankReport& r) {

@@ -74,8 +74,7 @@ absl::StatusOr<FootprintCheck> CheckFootprint(const ModelJob& job,
     if (*largest >= 1) {
       ModelJob smaller = job;
       smaller.train.micro_batch = *largest;
-      AddAlternative(smaller, absl::StrCat("micro_batch ", *largest), limit_bytes,
-                     &f.alternatives);
+      AddAlternative(smaller, absl::StrCat("micro_batch ", *largest), limit_bytes, &f.alternatives);
     }
     if (job.train.recompute != est::Recompute::kFull) {
       ModelJob recompute = job;
@@ -86,8 +85,8 @@ absl::StatusOr<FootprintCheck> CheckFootprint(const ModelJob& job,
     if (job.train.layout.dp > 1 && job.train.zero_stage < 3) {
       ModelJob zero = job;
       zero.train.zero_stage = 3;
-      AddAlternative(zero, absl::StrFormat("ZeRO-3 over the %d data-parallel ranks",
-                                           job.train.layout.dp),
+      AddAlternative(zero,
+                     absl::StrFormat("ZeRO-3 over the %d data-parallel ranks", job.train.layout.dp),
                      limit_bytes, &f.alternatives);
     }
   } else if (f.exceeds) {

@@ -41,10 +41,10 @@ namespace fragscope {
 
 // One way to fit the job, by the estimator.
 struct FitAlternative {
-  std::string what;        // "micro_batch 12", "full recompute", "ZeRO-3 over 8 ranks", ...
-  double peak_bytes = 0;   // its theoretical peak (allocator-visible)
-  bool fits = false;       // at most the limit (for a GPU preset: its capacity less overheads)
-  std::string note;        // why it was not estimated, when it was not
+  std::string what;       // "micro_batch 12", "full recompute", "ZeRO-3 over 8 ranks", ...
+  double peak_bytes = 0;  // its theoretical peak (allocator-visible)
+  bool fits = false;      // at most the limit (for a GPU preset: its capacity less overheads)
+  std::string note;       // why it was not estimated, when it was not
 };
 
 struct FootprintCheck {
@@ -62,7 +62,7 @@ enum class VerdictBasis : uint8_t { kNone, kHeadroom, kFootprint };
 std::string_view VerdictBasisName(VerdictBasis basis);  // "", "headroom", "model_footprint"
 
 struct JobVerdict {
-  std::optional<OomCause> cause;      // the first OOM's class; capacity when the footprint exceeds
+  std::optional<OomCause> cause;       // the first OOM's class; capacity when the footprint exceeds
   std::optional<size_t> deciding_oom;  // the OOM whose headroom is reported (index into ooms)
   std::optional<int64_t> headroom_bytes;
   double headroom_share = 0;  // of the limit

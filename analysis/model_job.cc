@@ -5,12 +5,12 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
-#include "absl/strings/string_view.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "estimator/model_presets.h"
 #include "estimator/model_spec_json.h"
 #include "estimator/training_memory.h"
@@ -34,13 +34,19 @@ struct KeyInfo {
 };
 
 constexpr KeyInfo kKeys[] = {
-    {"train", Mode::kBoth, ""},          {"infer", Mode::kBoth, ""},
-    {"tp", Mode::kBoth, ""},             {"pp", Mode::kBoth, ""},
-    {"seq", Mode::kTraining, "context"}, {"micro_batch", Mode::kTraining, "batch"},
+    {"train", Mode::kBoth, ""},
+    {"infer", Mode::kBoth, ""},
+    {"tp", Mode::kBoth, ""},
+    {"pp", Mode::kBoth, ""},
+    {"seq", Mode::kTraining, "context"},
+    {"micro_batch", Mode::kTraining, "batch"},
     {"precision", Mode::kTraining, "dtype"},
-    {"optimizer", Mode::kTraining, ""},  {"zero", Mode::kTraining, ""},
-    {"dp", Mode::kTraining, ""},         {"recompute", Mode::kTraining, ""},
-    {"flash", Mode::kTraining, ""},      {"dropout", Mode::kTraining, ""},
+    {"optimizer", Mode::kTraining, ""},
+    {"zero", Mode::kTraining, ""},
+    {"dp", Mode::kTraining, ""},
+    {"recompute", Mode::kTraining, ""},
+    {"flash", Mode::kTraining, ""},
+    {"dropout", Mode::kTraining, ""},
     {"activations", Mode::kTraining, ""},
     {"batch", Mode::kInference, "micro_batch"},
     {"context", Mode::kInference, "seq"},
@@ -67,8 +73,7 @@ absl::StatusOr<int64_t> PositiveInt(absl::string_view where, absl::string_view v
 absl::StatusOr<bool> ZeroOrOne(absl::string_view where, absl::string_view value) {
   if (value == "1" || value == "true") return true;
   if (value == "0" || value == "false") return false;
-  return absl::InvalidArgumentError(
-      absl::StrFormat("%s expects 0 or 1, got '%s'", where, value));
+  return absl::InvalidArgumentError(absl::StrFormat("%s expects 0 or 1, got '%s'", where, value));
 }
 
 // Sets `key` (a SPEC key, already checked against the job's mode) to `value`. `where` names it
@@ -137,23 +142,22 @@ absl::Status ApplyKey(absl::string_view key, absl::string_view value, absl::stri
 
 absl::Status WrongMode(absl::string_view prefix, const KeyInfo& k) {
   const bool training_key = k.mode == Mode::kTraining;
-  std::string hint = training_key ? "it describes training (drop infer)"
-                                  : "it describes inference (add infer)";
+  std::string hint =
+      training_key ? "it describes training (drop infer)" : "it describes inference (add infer)";
   if (!k.counterpart.empty()) {
-    absl::StrAppend(&hint, absl::StrFormat("; %s the corresponding key is %s",
-                                           training_key ? "for inference" : "for training",
-                                           k.counterpart));
+    absl::StrAppend(
+        &hint, absl::StrFormat("; %s the corresponding key is %s",
+                               training_key ? "for inference" : "for training", k.counterpart));
   }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("%s%s is not a key of %s: %s", prefix, k.key,
-                      training_key ? "inference" : "training", hint));
+  return absl::InvalidArgumentError(absl::StrFormat("%s%s is not a key of %s: %s", prefix, k.key,
+                                                    training_key ? "inference" : "training", hint));
 }
 
 // Whether a Hugging Face config turns dropout on: any of its dropout probabilities above 0.
 std::optional<bool> ConfigDropout(const Json& config) {
   static constexpr std::string_view kDropoutKeys[] = {
-      "resid_pdrop",     "embd_pdrop", "attn_pdrop",          "attention_dropout",
-      "hidden_dropout",  "dropout",    "hidden_dropout_prob", "attention_probs_dropout_prob",
+      "resid_pdrop",       "embd_pdrop", "attn_pdrop",          "attention_dropout",
+      "hidden_dropout",    "dropout",    "hidden_dropout_prob", "attention_probs_dropout_prob",
       "activation_dropout"};
   std::optional<bool> any;
   for (std::string_view key : kDropoutKeys) {
@@ -192,9 +196,8 @@ absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<size_t>(in.gcount()));
   if (text.size() > kMaxConfigFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: a model JSON larger than %d MiB is not a config", path,
-                        kMaxConfigFileBytes >> 20));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: a model JSON larger than %d MiB is not a config", path, kMaxConfigFileBytes >> 20));
   }
   return text;
 }
@@ -210,7 +213,8 @@ void ListAssumptions(const std::set<std::string>& given, AssumptionBasis basis, 
     job->assumptions.push_back(
         {std::move(name), std::move(value), was_given ? basis : default_basis});
   };
-  const AssumptionBasis hf = job->hugging_face ? AssumptionBasis::kConfig : AssumptionBasis::kDefault;
+  const AssumptionBasis hf =
+      job->hugging_face ? AssumptionBasis::kConfig : AssumptionBasis::kDefault;
   add("train", "mode", job->training ? "training" : "inference",
       given.contains("infer") ? basis : AssumptionBasis::kDefault);
   if (job->training) {
@@ -326,8 +330,8 @@ absl::StatusOr<ModelJob> ParseModelSpec(absl::string_view spec) {
       std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
       const KeyInfo* k = FindKey(kv.first);
       if (k == nullptr) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "--model: unknown key '%s' (keys: %s)", kv.first, kModelSpecKeys));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--model: unknown key '%s' (keys: %s)", kv.first, kModelSpecKeys));
       }
       if (kv.first == "infer") job.training = false;
       if (kv.first == "train") job.training = true;

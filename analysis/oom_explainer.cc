@@ -421,7 +421,9 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
 
 int64_t HeadroomBytes(const OomExplanation& x) {
   // Each term is below 2^63 on any device a replay simulates (4 TiB at most), so the sum is exact.
-  const auto s = [](uint64_t v) { return static_cast<int64_t>(std::min<uint64_t>(v, INT64_MAX / 4)); };
+  const auto s = [](uint64_t v) {
+    return static_cast<int64_t>(std::min<uint64_t>(v, INT64_MAX / 4));
+  };
   return s(x.available_bytes) - s(x.allocated_bytes) - s(x.pending_free_bytes) - s(x.rounded_bytes);
 }
 

@@ -46,10 +46,9 @@ void RenderFootprint(const FootprintCheck& f, std::ostream& out) {
   }
   for (const FitAlternative& a : f.alternatives) {
     WriteWrapped(out,
-                 a.note.empty()
-                     ? absl::StrFormat("%s: peak %s, %s", a.what, Size(a.peak_bytes),
-                                       a.fits ? "fits" : "still does not fit")
-                     : absl::StrFormat("%s: not estimated (%s)", a.what, a.note),
+                 a.note.empty() ? absl::StrFormat("%s: peak %s, %s", a.what, Size(a.peak_bytes),
+                                                  a.fits ? "fits" : "still does not fit")
+                                : absl::StrFormat("%s: not estimated (%s)", a.what, a.note),
                  "    instead: ");
   }
 }
@@ -77,15 +76,15 @@ void RenderVerdictText(const RankReport& r, std::ostream& out) {
   out << "\nVerdict: " << Headline(v) << "\n";
   if (v.headroom_bytes.has_value() && v.basis != VerdictBasis::kHeadroom &&
       v.cause != OomCause::kNotReproduced) {
-    WriteWrapped(out,
-                 absl::StrFormat("headroom at the job's OOM (perfect packing, after the request): "
-                                 "%s%s (%.2f%% of what the job may use)",
-                                 *v.headroom_bytes < 0 ? "-" : "",
-                                 Size(static_cast<double>(*v.headroom_bytes < 0
-                                                              ? -*v.headroom_bytes
-                                                              : *v.headroom_bytes)),
-                                 100.0 * v.headroom_share),
-                 "  ");
+    WriteWrapped(
+        out,
+        absl::StrFormat("headroom at the job's OOM (perfect packing, after the request): "
+                        "%s%s (%.2f%% of what the job may use)",
+                        *v.headroom_bytes < 0 ? "-" : "",
+                        Size(static_cast<double>(*v.headroom_bytes < 0 ? -*v.headroom_bytes
+                                                                       : *v.headroom_bytes)),
+                        100.0 * v.headroom_share),
+        "  ");
   }
   if (v.capacity_bound) WriteWrapped(out, absl::StrCat("No setting is recommended: ", v.why), "  ");
   if (v.footprint.has_value()) RenderFootprint(*v.footprint, out);

@@ -56,11 +56,12 @@ void fragscope_record_stream(void* ptr, cudaStream_t stream);
  * log_pattern (NULL = FRAGSCOPE_LOG, "" = no log). Returns 0, or -1 (see fragscope_last_error) if
  * the conf is invalid or an allocator already exists (configure before the first allocation). */
 int fragscope_configure(const char* conf, const char* log_pattern);
-/* Starts over on simulated devices (a dry run: fragscope.predict, tests): every allocator and log of
- * the process is dropped (logs flushed and closed), and devices created from now on are simulated,
- * `device_bytes` each (2 MiB to 4 TiB); conf and log_pattern as in fragscope_configure. Pointers
- * from before are forgotten (freeing one is reported as unknown). Refused (-1) while fragscope
- * allocates on a real device in this process. REQUIRES: no other thread inside this ABI. */
+/* Starts over on simulated devices (a dry run: fragscope.predict, tests): every allocator and log
+ * of the process is dropped (logs flushed and closed), and devices created from now on are
+ * simulated, `device_bytes` each (2 MiB to 4 TiB); conf and log_pattern as in fragscope_configure.
+ * Pointers from before are forgotten (freeing one is reported as unknown). Refused (-1) while
+ * fragscope allocates on a real device in this process. REQUIRES: no other thread inside this ABI.
+ */
 int fragscope_simulate(uint64_t device_bytes, const char* conf, const char* log_pattern);
 /* The last error of this thread, or of the configuration; "" if none. Valid until the next call on
  * this thread. */

@@ -647,8 +647,8 @@ TEST(AnalysisCommandsTest, RealH100Gpt2OomIsACapacityProblemByTheModel) {
   EXPECT_EQ(v.code, 0) << v.out << v.err;
   EXPECT_THAT(v.out, HasSubstr("faithful (2207 events): 156 segment events, 684 allocations"));
   const std::string json = TempPath("gpt2_verdict.json");
-  std::vector<std::string> plain = {"analyze", log, "--threads", "2", "--no-summary", "--json",
-                                    json};
+  std::vector<std::string> plain = {"analyze",      log,      "--threads", "2",
+                                    "--no-summary", "--json", json};
   plain.insert(plain.end(), cap.begin(), cap.end());
   CommandRun a = Fragscope(plain);
   EXPECT_EQ(a.code, 0) << a.err;

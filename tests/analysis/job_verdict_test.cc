@@ -52,22 +52,22 @@ std::string NearCapLog(uint64_t request_mib, const std::string& name,
 
 TEST(JobVerdictTest, TheHeadroomBoundaryOnSyntheticTraces) {
   // 54 MiB: 2 MiB left (1.6 % of 128 MiB): at the cap, and the trace ends there.
-  CommandRun at = Fragscope({"analyze", NearCapLog(54, "at_cap.fslog"), "--no-summary",
-                             "--threads", "1", "--json", "-"});
+  CommandRun at = Fragscope(
+      {"analyze", NearCapLog(54, "at_cap.fslog"), "--no-summary", "--threads", "1", "--json", "-"});
   ASSERT_EQ(at.code, 0) << at.err;
   EXPECT_THAT(at.out, HasSubstr("\"capacity_bound\": true"));
   EXPECT_THAT(at.out, HasSubstr("\"basis\": \"headroom\""));
   EXPECT_THAT(at.out, HasSubstr("\"at_cap\": true"));
   EXPECT_THAT(at.out, HasSubstr("\"headroom_bytes\": 2097152"));
   // 50 MiB: 6 MiB left (4.7 %): not at the cap.
-  CommandRun room = Fragscope({"analyze", NearCapLog(50, "room.fslog"), "--no-summary",
-                               "--threads", "1", "--json", "-"});
+  CommandRun room = Fragscope(
+      {"analyze", NearCapLog(50, "room.fslog"), "--no-summary", "--threads", "1", "--json", "-"});
   ASSERT_EQ(room.code, 0) << room.err;
   EXPECT_THAT(room.out, HasSubstr("\"capacity_bound\": false"));
   EXPECT_THAT(room.out, HasSubstr("\"headroom_bytes\": 6291456"));
   EXPECT_THAT(room.out, Not(HasSubstr("\"at_cap\": true")));
-  CommandRun text = Fragscope({"analyze", NearCapLog(54, "at_cap_text.fslog"), "--no-summary",
-                               "--threads", "1"});
+  CommandRun text =
+      Fragscope({"analyze", NearCapLog(54, "at_cap_text.fslog"), "--no-summary", "--threads", "1"});
   EXPECT_THAT(text.out, HasSubstr("Verdict: capacity-bound (the job is at its cap)"));
   EXPECT_THAT(text.out, HasSubstr("Recommended: none"));
 }
@@ -128,8 +128,8 @@ TEST(JobVerdictTest, ARecordedModelGivesTheFootprintVerdictWithoutAFlag) {
   ASSERT_EQ(flag.code, 0) << flag.err;
   EXPECT_THAT(flag.out, HasSubstr("from --model gpt2-small"));
   // A damaged record is a warning, and the log is still analyzed.
-  CommandRun bad = Fragscope({"analyze", NearCapLog(50, "bad.fslog", R"({"format": 3})"),
-                              "--no-summary", "--no-sweep"});
+  CommandRun bad = Fragscope(
+      {"analyze", NearCapLog(50, "bad.fslog", R"({"format": 3})"), "--no-summary", "--no-sweep"});
   ASSERT_EQ(bad.code, 0) << bad.err;
   EXPECT_THAT(bad.out, HasSubstr("the log's model record: format: expected"));
 }
