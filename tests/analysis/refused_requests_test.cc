@@ -10,9 +10,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"
+#include "tests/testing/unwrapped.h"
 
 namespace fragscope {
 namespace {
+
+using ::fragscope::testing::Unwrapped;
 
 using ::fragscope::testing::Fragscope;
 using ::testing::HasSubstr;
@@ -20,20 +23,6 @@ using ::testing::Not;
 
 std::string H100Log() {
   return absl::StrCat(FRAGSCOPE_TEST_DATA_DIR, "/gpu/h100_fragmentation_oom.fslog");
-}
-
-// Wrapped text joined: a newline and the indent after it read as one space.
-std::string Unwrapped(const std::string& text) {
-  std::string joined;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\n') {
-      joined.push_back(text[i]);
-      continue;
-    }
-    joined.push_back(' ');
-    while (i + 1 < text.size() && text[i + 1] == ' ') ++i;
-  }
-  return joined;
 }
 
 TEST(RefusedRequestsTest, TextNamesWhichFiguresCountTheRefusedRequest) {

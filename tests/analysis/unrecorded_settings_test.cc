@@ -12,9 +12,12 @@
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"
 #include "tests/analysis/trace_builder.h"
+#include "tests/testing/unwrapped.h"
 
 namespace fragscope {
 namespace {
+
+using ::fragscope::testing::Unwrapped;
 
 using ::fragscope::testing::Fragscope;
 using ::fragscope::testing::TempPath;
@@ -23,20 +26,6 @@ using ::testing::Not;
 
 std::string Oracle(const std::string& name) {
   return absl::StrCat(FRAGSCOPE_TEST_DATA_DIR, "/oracle/", name, ".pickle");
-}
-
-// Wrapped text joined: a newline and the indent after it read as one space.
-std::string Unwrapped(const std::string& text) {
-  std::string joined;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\n') {
-      joined.push_back(text[i]);
-      continue;
-    }
-    joined.push_back(' ');
-    while (i + 1 < text.size() && text[i + 1] == ' ') ++i;
-  }
-  return joined;
 }
 
 constexpr char kH200Bytes[] = "150109880320";

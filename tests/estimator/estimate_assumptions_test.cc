@@ -9,12 +9,15 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testing/unwrapped.h"
 
 #include "analysis/cli/estimate_command.h"
 #include "estimator/json_value.h"
 
 namespace fragscope::cli {
 namespace {
+
+using ::fragscope::testing::Unwrapped;
 
 struct Result {
   int code;
@@ -31,20 +34,6 @@ Result RunEstimate(const std::vector<std::string>& args) {
 
 bool Contains(const std::string& text, const std::string& piece) {
   return text.find(piece) != std::string::npos;
-}
-
-// The text with its wrapped lines joined: a newline and the indent after it read as one space.
-std::string Unwrapped(const std::string& text) {
-  std::string joined;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\n') {
-      joined.push_back(text[i]);
-      continue;
-    }
-    joined.push_back(' ');
-    while (i + 1 < text.size() && text[i + 1] == ' ') ++i;
-  }
-  return joined;
 }
 
 nlohmann::json ParsedJson(const std::string& text) {
