@@ -428,16 +428,24 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   if (!model.ok()) return model.status();
   std::optional<FootprintCheck> footprint;
   if (model->has_value()) {
-    absl::StatusOr<estimator::MemoryEstimate> estimate = EstimateModelJob(**model);
-    if (!estimate.ok()) return estimate.status();
     // An assumed capacity (none recorded or given) is no limit to compare a footprint with.
     const bool limit_known = report.allowed_bytes.has_value() || !oom_context.capacity_assumed;
     const uint64_t available = report.allowed_bytes.value_or(report.capacity_bytes);
+    absl::StatusOr<estimator::MemoryEstimate> estimate = EstimateModelJob(**model);
     absl::StatusOr<FootprintCheck> check =
-        CheckFootprint(**model, *estimate, limit_known ? static_cast<double>(available) : 0.0);
-    if (!check.ok()) return check.status();
-    footprint = *std::move(check);
-    AttachModelGap(*estimate, report);
+        estimate.ok()
+            ? CheckFootprint(**model, *estimate, limit_known ? static_cast<double>(available) : 0)
+            : absl::StatusOr<FootprintCheck>(estimate.status());
+    if (check.ok()) {
+      footprint = *std::move(check);
+      AttachModelGap(*estimate, report);
+    } else if ((*model)->recorded) {
+      // The log is still the job's: a record the estimator cannot take costs only the verdict.
+      report.warnings.push_back(absl::StrCat("the log's model record: ", check.status().message(),
+                                             " (no footprint verdict)"));
+    } else {
+      return check.status();
+    }
   }
   report.verdict = DecideVerdict(report.ooms, report.sweep, std::move(footprint));
   if (report.verdict.capacity_bound) WithholdRecommendation(report);

@@ -371,6 +371,7 @@ absl::StatusOr<ModelJob> ModelJobFromRecord(absl::string_view json) {
   }
   ModelJob job;
   job.origin = "the log's model record";
+  job.recorded = true;
   if (absl::Status s = LoadSpec(config->dump(), absl::StrCat(kPrefix, "config"), &job); !s.ok()) {
     return s;
   }
@@ -400,6 +401,7 @@ absl::StatusOr<ModelJob> ModelJobFromConfigFile(const std::string& path,
   job.spec = std::move(spec);
   job.hugging_face = hugging_face;
   job.origin = absl::StrCat("--model-json ", path, " with the log's recorded job");
+  job.recorded = false;  // the architecture was given: its errors are the user's to see
   return job;
 }
 

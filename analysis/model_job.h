@@ -59,7 +59,8 @@ struct ModelJob {
   bool training = true;
   estimator::TrainingConfig train;
   estimator::InferenceConfig infer;
-  std::string origin;  // "--model gpt2-small:seq=1024", "the log's model record", ...
+  std::string origin;     // "--model gpt2-small:seq=1024", "the log's model record", ...
+  bool recorded = false;  // the job's shape came from the log's model record
   std::vector<Assumption> assumptions;
 };
 

@@ -132,6 +132,14 @@ TEST(JobVerdictTest, ARecordedModelGivesTheFootprintVerdictWithoutAFlag) {
       {"analyze", NearCapLog(50, "bad.fslog", R"({"format": 3})"), "--no-summary", "--no-sweep"});
   ASSERT_EQ(bad.code, 0) << bad.err;
   EXPECT_THAT(bad.out, HasSubstr("the log's model record: format: expected"));
+  // A record the estimator cannot take (torch-autocast under full recompute is not modelled)
+  // costs only the verdict.
+  std::string recompute = kGpt2Record;
+  recompute.replace(recompute.find("\"attention\""), 0, "\"recompute\": \"full\", ");
+  CommandRun refused = Fragscope(
+      {"analyze", NearCapLog(50, "refused.fslog", recompute), "--no-summary", "--no-sweep"});
+  ASSERT_EQ(refused.code, 0) << refused.err;
+  EXPECT_THAT(refused.out, HasSubstr("(no footprint verdict)"));
 }
 
 TEST(JobVerdictTest, ModelKeysBelongToTheirMode) {
