@@ -299,8 +299,8 @@ void WithholdRecommendation(RankReport& report) {
   report.recommended.reset();
   report.recommendation = absl::StrCat(
       "no setting is shown to save the job (",
-      VerdictBasisName(report.verdict.basis) == "headroom" ? "it is at its cap"
-                                                           : "its model does not fit its cap",
+      report.verdict.basis == VerdictBasis::kFootprint ? "its model does not fit its cap"
+                                                       : "it is at its cap",
       ": see the verdict); the rows show which settings get past the OOM in the replay");
   report.recommendation_headline = kCapacityBoundHeadline;
   for (OomExplanation& x : report.ooms) {

@@ -416,12 +416,4 @@ absl::StatusOr<est::MemoryEstimate> EstimateFromModelSpec(absl::string_view spec
   return EstimateModelJob(*job);
 }
 
-std::string DescribeAssumptions(const ModelJob& job) {
-  std::vector<std::string> parts;
-  for (const Assumption& a : job.assumptions) {
-    parts.push_back(absl::StrFormat("%s %s (%s)", a.name, a.value, AssumptionBasisName(a.basis)));
-  }
-  return absl::StrJoin(parts, ", ");
-}
-
 }  // namespace fragscope

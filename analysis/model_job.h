@@ -85,7 +85,4 @@ absl::StatusOr<estimator::MemoryEstimate> EstimateFromModelSpec(absl::string_vie
 // The estimator's footprint of `job`.
 absl::StatusOr<estimator::MemoryEstimate> EstimateModelJob(const ModelJob& job);
 
-// "activations torch-autocast (Hugging Face default), flash attention on (default), ...".
-std::string DescribeAssumptions(const ModelJob& job);
-
 }  // namespace fragscope
