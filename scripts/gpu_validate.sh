@@ -25,17 +25,20 @@
 #              MemPool/use_mem_pool, and `fragscope verify` of each
 #   observecost  observe's ns per event, the pack against GPU_VALIDATE_BASELINE_PACK (before),
 #              and `perf record` of the observe run
-#   wheel      the wheel in dist/ installed offline into a venv: the hook modes in the GPT-2 job
+#   wheel      the wheel in build-wheel/ (GPU_VALIDATE_WHEEL_DIR) installed offline into a venv:
+#              the hook modes in the GPT-2 job through the installed package
 # then OUT_DIR/summary.md (also rewritten after every step) with every figure, the GPU, driver,
 # torch version, date and commit. Artifacts are kept small: snapshots under 1 MB each, .fslog
 # files over 1 MB are deleted once checked.
 #
 # Environment: GPU_VALIDATE_STEPS (default "tests oracle modes oom bench estimator"),
+# GPU_VALIDATE_BASELINE_PACK (observecost's "before" pack), GPU_VALIDATE_WHEEL_DIR,
 # GPU_VALIDATE_BUDGET_S (default 540: no step starts after it, and each step's limit is cut to
 # what is left). Without a CUDA device every GPU step prints "skipped: no CUDA device" (the oom
 # step still runs its CPU design check) and the script exits 0. GPU_VALIDATE_DRY_RUN=1 runs the
-# second round's steps on the CPU with tiny shapes (what ctest scripts.gpu.round2_dry_run does). Exit status: the number of
-# steps that failed, timed out or were not run for lack of time.
+# second round's predict, bigjob and pools steps on the CPU with small models (ctest
+# scripts.gpu.round2_dry_run). Exit status: the number of steps that failed, timed out or were
+# not run for lack of time.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   sed -n '3,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -162,14 +165,19 @@ step_pools() {
 }
 step_observecost() {
   before=()
-  [ -n "${GPU_VALIDATE_BASELINE_PACK:-}" ] && before=(--before "$GPU_VALIDATE_BASELINE_PACK")
+  if [ -d "${GPU_VALIDATE_BASELINE_PACK:-}" ]; then
+    before=(--before "$(cd "$GPU_VALIDATE_BASELINE_PACK" && pwd)")
+  elif [ -n "${GPU_VALIDATE_BASELINE_PACK:-}" ]; then
+    echo "observecost: no directory $GPU_VALIDATE_BASELINE_PACK: this pack alone"
+  fi
   python3 scripts/gpu/observe_cost.py "$STEP_DIR" --after "$FRAGSCOPE_PACK" "${before[@]}" \
     --pairs 1 --rounds 2 --timeout 60
 }
 step_wheel() {
-  wheel=$(find dist -maxdepth 1 -name "fragscope-*.whl" 2>/dev/null | sort | tail -1)
+  wheel_dir=${GPU_VALIDATE_WHEEL_DIR:-build-wheel}
+  wheel=$(find "$wheel_dir" -maxdepth 1 -name "fragscope-*.whl" 2>/dev/null | sort | tail -1)
   if [ -z "$wheel" ]; then
-    echo "skipped: no dist/fragscope-*.whl (pip wheel . --no-deps -w dist, then carry dist)"
+    echo "skipped: no $wheel_dir/fragscope-*.whl (pip wheel . --no-deps -w $wheel_dir, carried)"
     exit 0
   fi
   python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null ||

@@ -116,7 +116,7 @@ class Parent:
         return os.path.join(self.out, name)
 
     def call(self, name, cmd, timeout):
-        """Runs cmd with its output in OUT_DIR/name.txt; returns (exit status or "timeout", text)."""
+        """Runs cmd, its output into OUT_DIR/name.txt; (exit status or "timeout", the output)."""
         try:
             p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
             rc, text = p.returncode, p.stdout + p.stderr
