@@ -182,15 +182,22 @@ step_wheel() {
   fi
   python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null ||
     { echo "skipped: no CUDA device"; exit 0; }
-  venv=$(mktemp -d)/venv
-  python3 -m venv --system-site-packages "$venv" &&
-    "$venv/bin/pip" install --no-index --no-deps --quiet "$wheel" || exit 1
-  # The package from the venv, not hooks/python; its own hook libraries.
-  lib=$(cd / && env -u FRAGSCOPE_LIB_DIR PYTHONPATH='' "$venv/bin/python" -c \
+  # A venv over the system's packages (torch, transformers), else pip's --target directory.
+  tmp=$(mktemp -d)
+  if python3 -m venv --system-site-packages "$tmp/venv" 2>/dev/null; then
+    py=$tmp/venv/bin/python site=''
+    "$py" -m pip install --no-index --no-deps --quiet "$wheel" || exit 1
+  else
+    echo "wheel: no venv module here: pip install --target"
+    py=python3 site=$tmp/site
+    python3 -m pip install --no-index --no-deps --quiet --target "$site" "$wheel" || exit 1
+  fi
+  # The installed package, not hooks/python; its own hook libraries.
+  lib=$(cd / && env -u FRAGSCOPE_LIB_DIR PYTHONPATH="$site" "$py" -c \
     "import fragscope; print(fragscope.lib_dir())") || exit 1
-  echo "wheel: $wheel, fragscope from $(cd / && PYTHONPATH='' "$venv/bin/python" -c \
+  echo "wheel: $wheel, fragscope from $(cd / && PYTHONPATH="$site" "$py" -c \
     "import fragscope; print(fragscope.__file__)"), hook libraries $lib"
-  PYTHONPATH='' FRAGSCOPE_LIB_DIR=$lib "$venv/bin/python" scripts/gpu/modes_check.py all \
+  PYTHONPATH=$site FRAGSCOPE_LIB_DIR=$lib "$py" scripts/gpu/modes_check.py all \
     "$STEP_DIR" --steps 20 --timeout 60
   rc=$?
   find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
