@@ -213,7 +213,7 @@ def check(a):
     configs = rank["sweep"]["configs"] if rank.get("sweep") else []
     label = configs[v["recommended"]]["label"] if v.get("recommended") is not None else None
     summary["recommended"] = label
-    md.append(f"- verdict: cause {v['cause']}, basis {v['basis']}, capacity-bound "
+    md.append(f"- verdict: cause {v['cause']}, basis {v['basis'] or '(none)'}, capacity-bound "
               f"{v['capacity_bound']}; recommended `{label}`; {v.get('why', '')}")
     if v["capacity_bound"]:
         md.append("- the verdict says no setting fits the job under this cap: no rerun")

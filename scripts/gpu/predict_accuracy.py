@@ -258,7 +258,8 @@ def run_all(a):
 
 
 def write(a, rows, gpu):
-    """The table (markdown) and the JSON; in a dry run, False when loop and predictor differ."""
+    """The table (markdown) and the JSON; False when a capped run or replay gave no answer, or
+    (dry run) when loop and predictor differ."""
     agree = True
     device = next((r["measured"]["device"] for r in rows if r["measured"]), "?")
     md = [f"Prediction accuracy: {STEPS} training steps (fused AdamW, bf16 autocast, SDPA) on "
@@ -288,12 +289,14 @@ def write(a, rows, gpu):
         for f in CAPS:
             got, want = r["capped"].get(f), r["predicted_capped"][f]
             cells.append(f"{outcome(got)} / {outcome(want)}")
-            if a.dry_run and outcome(got) != outcome(want):
+            if isinstance(got, str) or isinstance(want, str) or got is None:
+                agree = False  # a run or replay that gave no answer
+            elif a.dry_run and outcome(got) != outcome(want):
                 agree = False
         md.append(f"| {r['model']} | {shape} | " + " | ".join(cells) + " |")
     if a.dry_run:
         md += ["", "Dry run: the loop on the simulated device and the predictor "
-               + ("agree in every figure." if agree else "DIFFER (FAILED).")]
+               + ("agree in every figure." if agree else "DIFFER, or a replay failed (FAILED).")]
     text = "\n".join(md) + "\n"
     with open(os.path.join(a.out_dir, "predict_accuracy.md"), "w") as f:
         f.write(text)
