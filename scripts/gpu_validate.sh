@@ -16,15 +16,29 @@
 #   oom        a fragmentation OOM under a memory fraction: observed, analyzed, swept, fixed
 #   bench      bench/gpu_allocator_comparison and bench/gpu_history_overhead, if the pack has them
 #   estimator  measured peak memory of GPT-2 124M/355M and a 1.1B Llama vs `fragscope estimate`
+# and the second round's (run them as GPU_VALIDATE_STEPS="predict bigjob pools observecost wheel"):
+#   predict    six models x two shapes on the GPU under observe vs `python -m fragscope predict`
+#              (peaks, allocation count, OOM at 0.9x / 1.1x the measured peak reserved)
+#   bigjob     a 1.1B Llama with variable sequence lengths under a cap where it dies of
+#              fragmentation: the whole-job verdict, the recommendation, the rerun with it
+#   pools      oracle traces of CUDA graphs in a shared pool, torch.compile reduce-overhead and
+#              MemPool/use_mem_pool, and `fragscope verify` of each
+#   observecost  observe's ns per event, the pack against GPU_VALIDATE_BASELINE_PACK (before),
+#              and `perf record` of the observe run
+#   wheel      the wheel in build-wheel/ (GPU_VALIDATE_WHEEL_DIR) installed offline into a venv:
+#              the hook modes in the GPT-2 job through the installed package
 # then OUT_DIR/summary.md (also rewritten after every step) with every figure, the GPU, driver,
 # torch version, date and commit. Artifacts are kept small: snapshots under 1 MB each, .fslog
 # files over 1 MB are deleted once checked.
 #
 # Environment: GPU_VALIDATE_STEPS (default "tests oracle modes oom bench estimator"),
+# GPU_VALIDATE_BASELINE_PACK (observecost's "before" pack), GPU_VALIDATE_WHEEL_DIR,
 # GPU_VALIDATE_BUDGET_S (default 540: no step starts after it, and each step's limit is cut to
 # what is left). Without a CUDA device every GPU step prints "skipped: no CUDA device" (the oom
-# step still runs its CPU design check) and the script exits 0. Exit status: the number of
-# steps that failed, timed out or were not run for lack of time.
+# step still runs its CPU design check) and the script exits 0. GPU_VALIDATE_DRY_RUN=1 runs the
+# second round's predict, bigjob and pools steps on the CPU with small models (ctest
+# scripts.gpu.round2_dry_run). Exit status: the number of steps that failed, timed out or were
+# not run for lack of time.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   sed -n '3,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -123,7 +137,75 @@ step_estimator() {
   python3 scripts/gpu/estimator_accuracy.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
     --timeout 150
 }
-export -f need step_tests step_oracle step_modes step_oom step_bench step_estimator
+# The second round. Without a GPU these skip, or run their CPU dry run with GPU_VALIDATE_DRY_RUN=1.
+set_dry() {  # dry: the flags that make a step its CPU dry run
+  dry=()
+  if [ "$GPU_VALIDATE_DRY_RUN" = 1 ]; then dry=(--dry-run); fi
+}
+step_predict() {
+  set_dry
+  need "$FRAGSCOPE_BIN"
+  python3 scripts/gpu/predict_accuracy.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
+    --timeout 90 --jobs 6 "${dry[@]}"
+}
+step_bigjob() {
+  set_dry
+  need "$FRAGSCOPE_BIN"
+  python3 scripts/gpu/big_job_check.py "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" --timeout 90 \
+    "${dry[@]}"
+  rc=$?
+  find "$STEP_DIR" -name '*.fslog' -size +4096k -print -delete | sed 's/^/deleted (over 4 MB): /'
+  exit "$rc"
+}
+step_pools() {
+  set_dry
+  need "$FRAGSCOPE_BIN"
+  python3 scripts/gpu/pools_oracle.py "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" --timeout 60 \
+    "${dry[@]}"
+}
+step_observecost() {
+  before=()
+  if [ -d "${GPU_VALIDATE_BASELINE_PACK:-}" ]; then
+    before=(--before "$(cd "$GPU_VALIDATE_BASELINE_PACK" && pwd)")
+  elif [ -n "${GPU_VALIDATE_BASELINE_PACK:-}" ]; then
+    echo "observecost: no directory $GPU_VALIDATE_BASELINE_PACK: this pack alone"
+  fi
+  python3 scripts/gpu/observe_cost.py "$STEP_DIR" --after "$FRAGSCOPE_PACK" "${before[@]}" \
+    --pairs 1 --rounds 2 --timeout 60
+}
+step_wheel() {
+  wheel_dir=${GPU_VALIDATE_WHEEL_DIR:-build-wheel}
+  wheel=$(find "$wheel_dir" -maxdepth 1 -name "fragscope-*.whl" 2>/dev/null | sort | tail -1)
+  if [ -z "$wheel" ]; then
+    echo "skipped: no $wheel_dir/fragscope-*.whl (pip wheel . --no-deps -w $wheel_dir, carried)"
+    exit 0
+  fi
+  python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null ||
+    { echo "skipped: no CUDA device"; exit 0; }
+  # A venv over the system's packages (torch, transformers), else pip's --target directory.
+  tmp=$(mktemp -d)
+  if python3 -m venv --system-site-packages "$tmp/venv" 2>/dev/null; then
+    py=$tmp/venv/bin/python site=''
+    "$py" -m pip install --no-index --no-deps --quiet "$wheel" || exit 1
+  else
+    echo "wheel: no venv module here: pip install --target"
+    py=python3 site=$tmp/site
+    python3 -m pip install --no-index --no-deps --quiet --target "$site" "$wheel" || exit 1
+  fi
+  # The installed package, not hooks/python; its own hook libraries.
+  lib=$(cd / && env -u FRAGSCOPE_LIB_DIR PYTHONPATH="$site" "$py" -c \
+    "import fragscope; print(fragscope.lib_dir())") || exit 1
+  echo "wheel: $wheel, fragscope from $(cd / && PYTHONPATH="$site" "$py" -c \
+    "import fragscope; print(fragscope.__file__)"), hook libraries $lib"
+  PYTHONPATH=$site FRAGSCOPE_LIB_DIR=$lib "$py" scripts/gpu/modes_check.py all \
+    "$STEP_DIR" --steps 20 --timeout 60
+  rc=$?
+  find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
+  exit "$rc"
+}
+export -f need set_dry step_tests step_oracle step_modes step_oom step_bench step_estimator \
+  step_predict step_bigjob step_pools step_observecost step_wheel
+export GPU_VALIDATE_DRY_RUN=${GPU_VALIDATE_DRY_RUN:-0}
 
 run_step() {  # NAME LIMIT_SECONDS
   local name=$1 limit=$2 dir=$out/$1 status rc t0 left
@@ -166,6 +248,11 @@ run_step modes 170
 run_step oom 100
 run_step bench 150
 run_step estimator 200
+run_step predict 210
+run_step bigjob 110
+run_step pools 60
+run_step observecost 70
+run_step wheel 80
 python3 scripts/gpu/summary.py write "$out"
 echo "gpu_validate: $failures step(s) failed, timed out or not run, in ${SECONDS}s"
 echo "gpu_validate: summary: $out/summary.md"

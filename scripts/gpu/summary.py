@@ -116,6 +116,15 @@ SECTIONS = [
     ("bench", "5. Hot path side by side (bench/gpu_allocator_comparison)",
      lambda d: section_file(d, "bench.md")),
     ("estimator", "6. Estimator accuracy", lambda d: section_file(d, "accuracy.md")),
+    ("predict", "7. Prediction accuracy (python -m fragscope predict vs the GPU)",
+     lambda d: section_file(d, "predict_accuracy.md")),
+    ("bigjob", "8. A larger job failing by fragmentation: verdict and rerun",
+     lambda d: section_file(d, "big_job.md")),
+    ("pools", "9. Private pools: oracle traces and fidelity",
+     lambda d: section_file(d, "pools.md")),
+    ("observecost", "10. Observe's cost per event, before and after",
+     lambda d: section_file(d, "observe_cost.md")),
+    ("wheel", "11. The installed wheel in the modes job", lambda d: section_file(d, "modes.md")),
 ]
 
 
@@ -135,10 +144,12 @@ def write(out_dir):
     if "pack" in facts:
         md.append("- pack: " + facts["pack"].replace("\n", "; "))
     md += ["", "| step | status | seconds |", "|---|---|---|"]
-    for name, title, _ in SECTIONS:
+    # The steps this run was asked for (GPU_VALIDATE_STEPS); all of them for an empty steps.tsv.
+    sections = [s for s in SECTIONS if s[0] in steps] or SECTIONS
+    for name, title, _ in sections:
         status, seconds = steps.get(name, ("not run", ""))
         md.append(f"| {title} | {status} | {seconds} |")
-    for name, title, render in SECTIONS:
+    for name, title, render in sections:
         status, _ = steps.get(name, ("not run", ""))
         md += ["", f"## {title}", "", f"Status: {status}", ""]
         d = os.path.join(out_dir, name)

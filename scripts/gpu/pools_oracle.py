@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Oracle traces of PyTorch's private memory pools (the validation's pools step), each recorded
+with _record_memory_history (no stacks) + _dump_snapshot and checked with `fragscope verify`:
+
+  graph_pool     two CUDA graphs captured into one shared pool (the second with
+                 pool=first.pool()), replayed, with eager allocations around them
+  compile_ro     torch.compile(mode="reduce-overhead") of a small MLP (CUDA graph trees), called
+                 until its graphs are recorded and replayed
+  mempool        torch.cuda.MemPool + torch.cuda.use_mem_pool, tensors inside and outside it,
+                 the pool dropped and the cache emptied
+
+    pools_oracle.py OUT_DIR --fragscope BIN [--only KIND,...] [--dry-run]
+    pools_oracle.py record KIND OUT_DIR                                   # child: one trace
+
+Writes OUT_DIR/<kind>.pickle (< 1 MB each), <kind>.json (memory_stats, device memory),
+verify_<kind>.txt and pools.md. --dry-run (no GPU): the parent's verify and report over the
+committed tests/data/oracle/gpt2_*.pickle instead of new recordings. Exit 0 when every trace was
+recorded and verify said faithful; 1 otherwise; "skipped: no CUDA device" and 0 without a GPU
+(and without --dry-run). A kind whose prerequisite is missing (torch.compile without a working
+Triton) is reported as skipped and does not fail the step.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+KINDS = ("graph_pool", "compile_ro", "mempool")
+
+
+def mlp(torch, width=1024):
+    return torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                               torch.nn.Linear(4 * width, width)).cuda()
+
+
+def graph_pool(torch):
+    a, b = mlp(torch), mlp(torch)
+    x = torch.randn(64, 1024, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):  # warm-up off the capture, as required
+        for _ in range(3):
+            b(a(x))
+    torch.cuda.current_stream().wait_stream(side)
+    g1, g2 = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.no_grad():
+        with torch.cuda.graph(g1):
+            y = a(x)
+        with torch.cuda.graph(g2, pool=g1.pool()):
+            z = b(y)
+    eager = []
+    for i in range(4):
+        x.copy_(torch.randn(64, 1024, device="cuda"))
+        g1.replay()
+        g2.replay()
+        eager.append(z.sum() + torch.empty((i + 1) << 20, device="cuda").numel())
+    torch.cuda.synchronize()
+    del g1, g2, y, z, eager
+
+
+def compile_ro(torch):
+    model = mlp(torch, 512)
+    fn = torch.compile(model, mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(5):
+            x = torch.randn(32, 512, device="cuda")
+            fn(x).sum().item()
+    torch.cuda.synchronize()
+    del fn, model
+
+
+def mempool(torch):
+    pool = torch.cuda.MemPool()
+    outside = [torch.empty(3 << 20, dtype=torch.uint8, device="cuda")]
+    with torch.cuda.use_mem_pool(pool):
+        inside = [torch.empty((i + 1) << 20, dtype=torch.uint8, device="cuda") for i in range(6)]
+        del inside[1::2]
+    outside.append(torch.empty(5 << 20, dtype=torch.uint8, device="cuda"))
+    del inside
+    torch.cuda.synchronize()
+    del pool
+    torch.cuda.empty_cache()
+    del outside
+
+
+def record(kind, out_dir):
+    import torch
+
+    if not torch.cuda.is_available():
+        print("skipped: no CUDA device")
+        return 0
+    if kind == "compile_ro":
+        try:
+            import triton  # noqa: F401
+        except ImportError as e:
+            print(f"skipped: torch.compile needs Triton: {e}")
+            return 0
+    torch.cuda.init()
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=10**6)
+    globals()[kind](torch)
+    torch.cuda.memory._dump_snapshot(os.path.join(out_dir, f"{kind}.pickle"))
+    torch.cuda.memory._record_memory_history(enabled=None)
+    with open(os.path.join(out_dir, f"{kind}.json"), "w") as f:
+        json.dump({"kind": kind, "torch": torch.__version__,
+                   "device": torch.cuda.get_device_name(0),
+                   "total_memory": torch.cuda.get_device_properties(0).total_memory,
+                   "memory_stats": torch.cuda.memory_stats(0)}, f, indent=1)
+    return 0
+
+
+def verify(fragscope, pickle, capacity, out_dir, name):
+    """`fragscope verify` of one snapshot; (faithful, its first line)."""
+    p = subprocess.run([fragscope, "verify", pickle, "--capacity", str(capacity)],
+                       capture_output=True, text=True, timeout=120)
+    with open(os.path.join(out_dir, f"verify_{name}.txt"), "w") as f:
+        f.write(p.stdout + p.stderr)
+    lines = (p.stdout + p.stderr).strip().splitlines()
+    return p.returncode == 0, (lines[0] if lines else f"(no output, exit {p.returncode})")
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "record":
+        return record(sys.argv[2], sys.argv[3])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out_dir")
+    p.add_argument("--fragscope", required=True)
+    p.add_argument("--only", help="comma-separated kinds (default: all)")
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--timeout", type=int, default=120, help="per recording, seconds")
+    a = p.parse_args()
+    kinds = a.only.split(",") if a.only else list(KINDS)
+    if any(k not in KINDS for k in kinds):
+        print(f"pools_oracle.py: --only {a.only}: kinds are {', '.join(KINDS)}", file=sys.stderr)
+        return 2
+    os.makedirs(a.out_dir, exist_ok=True)
+    md, ok = [], True
+    if a.dry_run:
+        oracle = os.path.join(ROOT, "tests", "data", "oracle")
+        capacity = json.load(open(os.path.join(oracle, "env.json")))["total_memory"]
+        traces = [(os.path.basename(x)[:-len(".pickle")], x, capacity)
+                  for x in sorted(glob.glob(os.path.join(oracle, "gpt2_*.pickle")))]
+        md.append("Dry run: the committed GPT-2 oracle snapshots through the same verify.")
+        if not traces:
+            md.append("- FAILED: no tests/data/oracle/gpt2_*.pickle")
+            ok = False
+    else:
+        traces = []
+        for kind in kinds:
+            try:
+                r = subprocess.run([sys.executable, __file__, "record", kind, a.out_dir],
+                                   capture_output=True, text=True, timeout=a.timeout)
+                text, rc = r.stdout + r.stderr, r.returncode
+            except subprocess.TimeoutExpired:
+                text, rc = f"timed out after {a.timeout}s", "timeout"
+            with open(os.path.join(a.out_dir, f"record_{kind}.txt"), "w") as f:
+                f.write(text)
+            if "skipped: no CUDA device" in text:
+                print("skipped: no CUDA device")
+                return 0
+            skip = next((ln for ln in text.splitlines() if ln.startswith("skipped: ")), None)
+            info = os.path.join(a.out_dir, f"{kind}.json")
+            if skip:
+                md.append(f"- {kind}: {skip}")
+            elif rc != 0 or not os.path.exists(info):
+                ok = False
+                md.append(f"- {kind}: recording FAILED (exit {rc}): {text.strip()[-300:]}")
+            else:
+                traces.append((kind, os.path.join(a.out_dir, f"{kind}.pickle"),
+                               json.load(open(info))["total_memory"]))
+    for name, pickle, capacity in traces:
+        faithful, first = verify(a.fragscope, pickle, capacity, a.out_dir, name)
+        size = os.path.getsize(pickle)
+        md.append(f"- {name} ({size / 1024:.0f} KiB): `fragscope verify --capacity {capacity}`: "
+                  f"{first}")
+        if not faithful:
+            ok = False
+        if size > (1 << 20):
+            md.append(f"  - over 1 MB: too large for tests/data/oracle/")
+    text = "\n".join(md) + "\n"
+    with open(os.path.join(a.out_dir, "pools.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""Prediction accuracy on the GPU (the validation's predict step): for each model of
+train_job.MODELS and each of its two (sequence, micro-batch) settings, two training steps of
+train_job's loop run on the GPU under fragscope.observe() against `python -m fragscope predict`
+of the same job on the CPU: peak allocated, peak reserved, allocation count; then the job capped
+(set_per_process_memory_fraction) at 0.9x and 1.1x its measured peak reserved, OOM or not, against
+the prediction's replay under the same cap (`fragscope analyze --capacity --memory-fraction`).
+
+    predict_accuracy.py all OUT_DIR --fragscope BIN [--dry-run] [--models A,B] [--jobs N]
+    predict_accuracy.py measure MODEL INDEX OUT.json LOG [--dry-run]    # child: one observed run
+    predict_accuracy.py capped MODEL OUT.json INDEX:BYTES...            # child: capped runs
+
+The predictions run on the host's CPUs (--jobs at a time) while the GPU runs go one by one.
+--dry-run: train_job.DRY_MODELS, and the "measured" runs are train_job's loop on fragscope's
+simulated device (the capped ones: the replay of that log under the caps), so that every part but
+the GPU runs itself (the loop, the predictor's command line, the replays, the comparison, the
+table) is exercised on a CPU; the loop and the predictor must then agree exactly (ctest
+scripts.gpu.round2_dry_run). Writes OUT_DIR/predict_accuracy.md (the table, with the date,
+machine and commit), predict_accuracy.json, each run's .json and .fslog (observed logs over 4 MB
+are deleted, except the two kept under keep/ for tests/data/gpu/). Exit 0 when every row was
+measured and predicted (the accuracy is reported, not enforced; in a dry run it is enforced);
+"skipped: no CUDA device" and 0 without a GPU (and without --dry-run).
+"""
+import argparse
+import concurrent.futures
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import train_job  # noqa: E402
+
+STEPS = 2
+CAPS = (0.9, 1.1)
+KEEP = ("gpt2-124m", "mistral-0.3b-gqa")  # their first setting's observed log is kept
+GIB = float(1 << 30)
+
+
+def shapes(model, index, dry_run):
+    seq, micro_batch = train_job.models(dry_run)[model][1][index]
+    return [(seq, micro_batch)] * STEPS
+
+
+def measure(model, index, out, log, dry_run, gpu):
+    """Child: one uncapped run, observed (GPU) or on the simulated device (dry run)."""
+    import torch
+
+    config = train_job.models(dry_run)[model][0]
+    result = {"model": model, "index": index, "steps": STEPS}
+    if dry_run:
+        from fragscope.predict_device import find_gpu
+
+        with train_job.simulated(log, gpu) as (prediction, mark):
+            result["oom"] = train_job.run(config, shapes(model, index, True), mark)
+            mark("end")
+        result.update(peak_allocated=prediction.peak_allocated,
+                      peak_reserved=prediction.peak_reserved,
+                      allocations=prediction.allocations,
+                      total_memory=find_gpu(gpu).total_memory, device=find_gpu(gpu).name)
+    else:
+        if not torch.cuda.is_available():
+            print("skipped: no CUDA device")
+            return 0
+        import fragscope
+
+        fragscope.observe(log=log)
+        result["oom"] = train_job.run(config, shapes(model, index, False), fragscope.mark)
+        fragscope.mark("end")
+        stats = torch.cuda.memory_stats(0)
+        result.update(peak_allocated=stats["allocated_bytes.all.peak"],
+                      peak_reserved=stats["reserved_bytes.all.peak"],
+                      allocations=stats["allocation.all.allocated"],
+                      total_memory=torch.cuda.get_device_properties(0).total_memory,
+                      device=torch.cuda.get_device_name(0))
+        fragscope.flush()
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    return 0
+
+
+def capped(model, out, caps):
+    """Child (GPU): each INDEX:BYTES run natively under that cap, one after the other."""
+    import torch
+
+    if not torch.cuda.is_available():
+        print("skipped: no CUDA device")
+        return 0
+    total = torch.cuda.get_device_properties(0).total_memory
+    results = []
+    for spec in caps:
+        index, cap = (int(x) for x in spec.split(":"))
+        train_job.release()
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), 0)
+        oom = train_job.run(train_job.MODELS[model][0], shapes(model, index, False),
+                            lambda text: None)
+        stats = torch.cuda.memory_stats(0)
+        results.append({"index": index, "cap_bytes": cap, "oom": oom,
+                        "peak_reserved": stats["reserved_bytes.all.peak"]})
+    with open(out, "w") as f:
+        json.dump(results, f, indent=1)
+    return 0
+
+
+class Parent:
+    def __init__(self, a):
+        self.a, self.out = a, a.out_dir
+        self.env = dict(os.environ)
+        self.env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+
+    def path(self, name):
+        return os.path.join(self.out, name)
+
+    def call(self, name, cmd, timeout):
+        """Runs cmd, its output into OUT_DIR/name.txt; (exit status or "timeout", the output)."""
+        try:
+            p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
+            rc, text = p.returncode, p.stdout + p.stderr
+        except subprocess.TimeoutExpired:
+            rc, text = "timeout", f"timed out after {timeout}s"
+        with open(self.path(f"{name}.txt"), "w") as f:
+            f.write(f"$ {' '.join(cmd)}\n{text}")
+        return rc, text
+
+    def predict(self, model, index, gpu):
+        """`python -m fragscope predict` of one setting; its JSON, or {"error": ...}."""
+        config, settings = train_job.models(self.a.dry_run)[model]
+        seq, micro_batch = settings[index]
+        name = f"{model}.{index}"
+        with open(self.path(f"{model}.config.json"), "w") as f:
+            json.dump(config, f, indent=1)
+        cmd = [sys.executable, "-m", "fragscope", "predict", "--config",
+               self.path(f"{model}.config.json"), "--seq", str(seq), "--micro-batch",
+               str(micro_batch), "--steps", str(STEPS), "--optimizer", "adamw-fused", "--gpu",
+               gpu, "--json", "--out", self.path(f"{name}.predicted.fslog")]
+        rc, text = self.call(f"{name}.predict", cmd, self.a.timeout)
+        if rc != 0:
+            return {"error": f"predict exit {rc}: {text.strip().splitlines()[-1:]}"}
+        return train_job.first_json(text)
+
+    def replay_ooms(self, log, capacity, cap, name):
+        """OOMs of the replay of `log` under `cap` bytes of a `capacity`-byte device, or an
+        error string."""
+        cmd = [self.a.fragscope, "analyze", log, "--capacity", str(capacity), "--memory-fraction",
+               repr(min(1.0, cap / capacity)), "--no-sweep", "--no-summary", "--json", "-"]
+        rc, text = self.call(name, cmd, self.a.timeout)
+        if rc != 0:
+            return f"analyze exit {rc}"
+        return train_job.first_json(text)["ranks"][0]["ooms"]["count"]
+
+    def child(self, name, args, timeout):
+        rc, text = self.call(name, [sys.executable, __file__] + args, timeout)
+        return rc, text
+
+
+def delta(measured, predicted):
+    if not measured:
+        return "n/a"
+    return f"{100.0 * (predicted - measured) / measured:+.2f} %"
+
+
+def outcome(value):
+    if isinstance(value, str):
+        return value
+    return "OOM" if value else "fits"
+
+
+def gpu_key(device):
+    from fragscope.predict_device import GPUS
+
+    for key, facts in GPUS.items():
+        if facts[0] == device:
+            return key
+    return "h100-80gb"
+
+
+def commit():
+    info = os.path.join(os.environ.get("FRAGSCOPE_PACK", ""), "BUILD_INFO")
+    if os.path.exists(info):
+        return open(info).readline().strip()
+    p = subprocess.run(["git", "-C", HERE, "rev-parse", "HEAD"], capture_output=True, text=True)
+    return f"commit {p.stdout.strip() or 'unknown'}"
+
+
+def run_all(a):
+    os.makedirs(a.out_dir, exist_ok=True)
+    p = Parent(a)
+    table = train_job.models(a.dry_run)
+    names = a.models.split(",") if a.models else list(table)
+    for n in names:
+        if n not in table:
+            print(f"predict_accuracy.py: unknown model {n!r} (known: {', '.join(table)})",
+                  file=sys.stderr)
+            return 2
+    rows, ok = [], True
+    gpu = a.gpu
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs)
+    dry = ["--dry-run", "--gpu", gpu] if a.dry_run else []
+    # The first GPU run says which GPU the predictions are for; then they run in the background.
+    futures = {}
+    for model in names:
+        for index in range(len(table[model][1])):
+            name = f"{model}.{index}"
+            log = p.path(f"{name}.observed.fslog")
+            rc, text = p.child(f"{name}.measure", ["measure", model, str(index),
+                                                   p.path(f"{name}.json"), log] + dry,
+                               a.timeout)
+            if "skipped: no CUDA device" in text:
+                print("skipped: no CUDA device")
+                return 0
+            measured = json.load(open(p.path(f"{name}.json"))) if rc == 0 else None
+            if measured and not a.dry_run and gpu == "auto":
+                gpu = gpu_key(measured["device"])
+            if not futures:
+                target = gpu if gpu != "auto" else "h100-80gb"
+                futures = {(m, i): pool.submit(p.predict, m, i, target)
+                           for m in names for i in range(len(table[m][1]))}
+            rows.append({"model": model, "index": index, "shape": table[model][1][index],
+                         "measured": measured, "log": log,
+                         "error": None if measured else f"measure exit {rc}: {text[-300:]}"})
+        # Caps: 0.9x and 1.1x the measured peak reserved of each setting.
+        todo = [r for r in rows if r["model"] == model and r["measured"]]
+        caps = [(r, f, int(f * r["measured"]["peak_reserved"])) for r in todo for f in CAPS]
+        if a.dry_run:
+            for r, f, cap in caps:
+                r.setdefault("capped", {})[f] = p.replay_ooms(
+                    r["log"], r["measured"]["total_memory"], cap,
+                    f"{model}.{r['index']}.measured_cap{int(f * 100)}")
+        elif caps:
+            out = p.path(f"{model}.capped.json")
+            rc, _ = p.child(f"{model}.capped", ["capped", model, out] +
+                            [f"{r['index']}:{cap}" for r, _, cap in caps], a.timeout)
+            got = json.load(open(out)) if rc == 0 and os.path.exists(out) else []
+            for (r, f, cap), c in zip(caps, got):
+                r.setdefault("capped", {})[f] = c["oom"] is not None
+            for r, f, cap in caps[len(got):]:
+                r.setdefault("capped", {})[f] = f"capped run exit {rc}"
+    for r in rows:
+        name = f"{r['model']}.{r['index']}"
+        r["predicted"] = futures[(r["model"], r["index"])].result()
+        if r["measured"] is None or "error" in r["predicted"]:
+            ok = False
+            r["error"] = r["error"] or r["predicted"]["error"]
+            continue
+        total = r["measured"]["total_memory"]
+        r["predicted_capped"] = {
+            f: p.replay_ooms(p.path(f"{name}.predicted.fslog"), total,
+                             int(f * r["measured"]["peak_reserved"]),
+                             f"{name}.predicted_cap{int(f * 100)}") for f in CAPS}
+    pool.shutdown()
+    ok = write(a, rows, gpu) and ok
+    keep(a, rows)
+    return 0 if ok else 1
+
+
+def write(a, rows, gpu):
+    """The table (markdown) and the JSON; False when a capped run or replay gave no answer, or
+    (dry run) when loop and predictor differ."""
+    agree = True
+    device = next((r["measured"]["device"] for r in rows if r["measured"]), "?")
+    md = [f"Prediction accuracy: {STEPS} training steps (fused AdamW, bf16 autocast, SDPA) on "
+          f"{'the simulated ' + gpu + ' (dry run)' if a.dry_run else device}, "
+          f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}, host "
+          f"{platform.node()}, {commit()}; predicted with `python -m fragscope predict "
+          f"--optimizer adamw-fused --steps {STEPS}`, capped runs against the prediction's "
+          "replay under the same cap.", "",
+          "| model | seq x mb | peak allocated GiB (measured / predicted / delta) | peak reserved "
+          "GiB | allocations | 0.9x cap (measured / predicted) | 1.1x cap |",
+          "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        shape = f"{r['shape'][0]} x {r['shape'][1]}"
+        if r["error"]:
+            md.append(f"| {r['model']} | {shape} | error: {r['error'][:200]} | | | | |")
+            continue
+        m, q = r["measured"], r["predicted"]
+        cells = []
+        for key, scale in (("peak_allocated", GIB), ("peak_reserved", GIB), ("allocations", 1)):
+            pk = key + "_bytes" if key != "allocations" else key
+            qv = q[pk] if pk in q else sum(ph["allocations"] for ph in q["phases"])
+            fmt = "{:.3f}" if scale != 1 else "{:d}"
+            cells.append(f"{fmt.format(m[key] / scale if scale != 1 else m[key])} / "
+                         f"{fmt.format(qv / scale if scale != 1 else qv)} / {delta(m[key], qv)}")
+            if a.dry_run and m[key] != qv:
+                agree = False
+        for f in CAPS:
+            got, want = r["capped"].get(f), r["predicted_capped"][f]
+            cells.append(f"{outcome(got)} / {outcome(want)}")
+            if isinstance(got, str) or isinstance(want, str) or got is None:
+                agree = False  # a run or replay that gave no answer
+            elif a.dry_run and outcome(got) != outcome(want):
+                agree = False
+        md.append(f"| {r['model']} | {shape} | " + " | ".join(cells) + " |")
+    if a.dry_run:
+        md += ["", "Dry run: the loop on the simulated device and the predictor "
+               + ("agree in every figure." if agree else "DIFFER, or a replay failed (FAILED).")]
+    text = "\n".join(md) + "\n"
+    with open(os.path.join(a.out_dir, "predict_accuracy.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(a.out_dir, "predict_accuracy.json"), "w") as f:
+        json.dump({"dry_run": a.dry_run, "gpu": gpu, "rows": rows}, f, indent=1, default=str)
+    print(text)
+    return agree
+
+
+def keep(a, rows):
+    """The first setting's observed log of each KEEP model goes to keep/ (for tests/data/gpu/);
+    other observed logs over 4 MB are deleted."""
+    os.makedirs(os.path.join(a.out_dir, "keep"), exist_ok=True)
+    for r in rows:
+        if not os.path.exists(r["log"]):
+            continue
+        if r["model"] in KEEP and r["index"] == 0:
+            shutil.copy(r["log"], os.path.join(a.out_dir, "keep"))
+            shutil.copy(os.path.join(a.out_dir, f"{r['model']}.{r['index']}.json"),
+                        os.path.join(a.out_dir, "keep"))
+        if os.path.getsize(r["log"]) > (4 << 20):
+            os.remove(r["log"])
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "measure":
+        p = argparse.ArgumentParser()
+        p.add_argument("cmd")
+        p.add_argument("model")
+        p.add_argument("index", type=int)
+        p.add_argument("out")
+        p.add_argument("log")
+        p.add_argument("--dry-run", action="store_true")
+        p.add_argument("--gpu", default="h100-80gb")
+        c = p.parse_args()
+        return measure(c.model, c.index, c.out, c.log, c.dry_run, c.gpu)
+    if len(sys.argv) > 1 and sys.argv[1] == "capped":
+        return capped(sys.argv[2], sys.argv[3], sys.argv[4:])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("cmd", choices=["all"])
+    p.add_argument("out_dir")
+    p.add_argument("--fragscope", required=True)
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--models", help="comma-separated names (default: all)")
+    p.add_argument("--gpu", default="auto",
+                   help="the predictions' GPU (default: the one measured; dry run: h100-80gb)")
+    p.add_argument("--jobs", type=int, default=4, help="predictions at a time")
+    p.add_argument("--timeout", type=int, default=120, help="per child process, seconds")
+    a = p.parse_args()
+    if a.dry_run and a.gpu == "auto":
+        a.gpu = "h100-80gb"
+    return run_all(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
