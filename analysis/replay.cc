@@ -145,6 +145,7 @@ absl::Status Replayer::Run(ReplayHooks* hooks) {
       ++last_index_;
     }
   }
+  if (!bad_trace_.ok()) return bad_trace_;
   if (queued_segment_frees_ > 0 && !source_.info().records_empty_cache && !stopped_early) {
     CompleteQueuedFrees();
     allocator_->EmptyCache();  // trailing segment frees: an empty_cache() at the end

@@ -213,11 +213,11 @@ class Replayer {
 
   // Builds the device and allocator and the state before the trace. Errors: a bad capacity.
   absl::Status Init();
-  // Replays to the end (or config.stop_after_index). Errors: the source's, or a trace that
-  // frees what it never allocated in a way the allocator refuses (reported, not fatal: see
-  // warnings()). Called once: when the hooks want neither trace events nor Stop(), the source is
-  // asked to fold immediate frees (TraceSource::FoldFreeCompletions), which the hooks cannot tell
-  // from the unfolded events.
+  // Replays to the end (or config.stop_after_index). Errors: the source's, or a segment record
+  // whose range wraps past 2^64. A trace that frees what it never allocated in a way the
+  // allocator refuses is reported, not fatal (see warnings()). Called once: when the hooks want
+  // neither trace events nor Stop(), the source is asked to fold immediate frees
+  // (TraceSource::FoldFreeCompletions), which the hooks cannot tell from the unfolded events.
   absl::Status Run(ReplayHooks* hooks);
 
   CachingAllocator& allocator() { return *allocator_; }
@@ -328,6 +328,8 @@ class Replayer {
   // --- Note [Expandable segments in a replay]: scripted addresses (replay_addresses.cc) ---
   // A segment_alloc or segment_map read before the allocation that makes it.
   void QueueSegmentAlloc(const TraceEvent& event);
+  // A segment record whose range wraps past 2^64: Run's error (bad_trace_), and the replay stops.
+  ABSL_ATTRIBUTE_NOINLINE void FailSegmentPastAddressSpace(const TraceEvent& event);
   // Scripts the queued segment_map addresses that lie in no live reservation as reservation
   // bases, before the allocation that maps them.
   void ScriptQueuedReservations() {
@@ -392,6 +394,7 @@ class Replayer {
   uint64_t failed_allocations_ = 0;
   uint64_t initial_state_allocations_ = 0;
   std::string first_failed_allocation_;
+  absl::Status bad_trace_;  // a trace event no device could have produced: Run returns it
 };
 
 // The pseudo-streams of Note [Stream-ordered frees in a replay] start here; a trace's own

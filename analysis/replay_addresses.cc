@@ -3,11 +3,16 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "analysis/replay.h"
 
 namespace fragscope {
 
 void Replayer::QueueSegmentAlloc(const TraceEvent& event) {
+  if (event.ptr + event.bytes < event.ptr) [[unlikely]] {
+    FailSegmentPastAddressSpace(event);
+    return;
+  }
   if (event.kind == EventKind::kSegmentAlloc) {
     if (config_.script_addresses) backend_->ScriptAddresses({event.ptr});
     queued_segment_alloc_bytes_ = event.bytes;
@@ -15,6 +20,14 @@ void Replayer::QueueSegmentAlloc(const TraceEvent& event) {
   }
   queued_maps_.push_back(event.ptr);
   queued_segment_alloc_bytes_ += event.bytes;
+}
+
+void Replayer::FailSegmentPastAddressSpace(const TraceEvent& event) {
+  bad_trace_ = absl::InvalidArgumentError(absl::StrFormat(
+      "%s: event %d: %s at 0x%x of %d bytes ends past the last address (2^64): the trace is "
+      "damaged",
+      source_.info().path, event.index, EventKindName(event.kind), event.ptr, event.bytes));
+  config_.stop_after_index = event.index;  // Run stops before the next event and returns it
 }
 
 void Replayer::ScriptQueuedReservationsNow() {

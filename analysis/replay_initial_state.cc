@@ -1,6 +1,7 @@
 // Replayer: rebuilding the segments and blocks that existed before the trace's first event.
 // See Note [State before the trace] in replay.h.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -9,6 +10,27 @@
 #include "analysis/replay.h"
 
 namespace fragscope {
+namespace {
+
+// Why `seg`'s blocks cannot be rebuilt as recorded (a damaged snapshot: a block larger than its
+// segment, blocks that overlap), or "" when they lie in it in address order.
+std::string BadLayout(const InitialSegment& seg) {
+  if (seg.address + seg.size < seg.address) return "it ends past the last address (2^64)";
+  DevicePtr at = seg.address;
+  for (const InitialBlock& b : seg.allocated) {
+    if (b.size == 0 || b.address < at || b.address + b.size < b.address ||
+        b.address + b.size > seg.address + seg.size) {
+      return absl::StrFormat(
+          "its allocated block at 0x%x of %d bytes does not lie in it after the blocks before "
+          "it (the segment ends at 0x%x)",
+          b.address, b.size, seg.address + seg.size);
+    }
+    at = b.address + b.size;
+  }
+  return "";
+}
+
+}  // namespace
 
 void Replayer::BuildInitialState() {
   const std::vector<InitialSegment>& segments = source_.info().initial_segments;
@@ -34,6 +56,13 @@ void Replayer::BuildInitialState() {
   uint64_t unfit_segments = 0;
   uint64_t unfit_bytes = 0;
   for (const InitialSegment& seg : segments) {
+    if (const std::string bad = BadLayout(seg); !bad.empty()) {
+      Warn(absl::StrFormat(
+          "the segment at 0x%x (%d bytes) that existed before the trace is not rebuilt: %s; the "
+          "replay's reserved memory and layouts leave it out",
+          seg.address, seg.size, bad));
+      continue;
+    }
     const bool small = seg.pool == PoolKind::kSmall;
     const uint64_t request = small ? kSmallSizeBytes : seg.size;
     if (SegmentSizeFor(RoundSize(request, AllocatorOptions()), AllocatorOptions()) >

@@ -27,6 +27,8 @@ reimplementation of PyTorch's caching allocator on a simulated device, and print
 metrics, an explanation of every out-of-memory error (capacity, fragmentation, allocator policy or
 memory held outside PyTorch, with the blocks that pin fragmented segments), and a sweep of
 allocator settings with the one that avoids the OOM.
+A trace may be `-` (standard input) or a stream (a pipe, a FIFO, <(...)): it is read once,
+into an unlinked temporary file, and replayed from there.
 
 Several traces are the ranks of one job (a directory stands for the .fslog, .fslog.zst, .pickle
 and .pkl files in it; a quoted pattern such as 'logs/*.fslog' is expanded here): each rank is

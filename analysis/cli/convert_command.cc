@@ -38,6 +38,8 @@ CSV. OUT, chosen by --to or by OUT's extension:
   .json           Chrome trace-event JSON for ui.perfetto.dev: allocated / active / reserved
                   counters, markers and OOMs as instant events
 The input is replayed through fragscope's allocator and the replay's events are written.
+IN may be `-` (standard input) or a stream (a pipe, a FIFO, <(...)): it is read once,
+into an unlinked temporary file, and replayed from there.
 A trace with expandable segments needs the device's --capacity unless it records it (snapshots
 do not): their address reservations are sized by it, and without it the output's addresses
 would not be the trace's.
@@ -79,7 +81,10 @@ class ConvertHooks final : public ReplayHooks {
     Write(e);
   }
   void OnOom(const ReplayOom& oom) override {
-    if (!in_trace_oom_) return;  // the replay's own OOM: its event is written already
+    if (!in_trace_oom_) {  // the replay's own OOM: its event is written already, if it has one
+      if (refused_allocations_++ == 0) first_refused_ = oom.event->index;
+      return;
+    }
     in_trace_oom_ = false;
     const bool served = !oom.in_replay;
     for (const AllocatorEvent& e : held_) {
@@ -106,6 +111,10 @@ class ConvertHooks final : public ReplayHooks {
   }
   // Trace OOMs the replay served: written from the trace's record.
   uint64_t served_ooms() const { return served_ooms_; }
+  // Allocations of the trace the replay refused (out of memory where the job was not), and the
+  // first one's event number: the output has neither them nor their frees.
+  uint64_t refused_allocations() const { return refused_allocations_; }
+  uint64_t first_refused() const { return first_refused_; }
   // Markers a snapshot export leaves out (it writes no annotations).
   uint64_t dropped_markers() const { return dropped_markers_; }
 
@@ -123,6 +132,8 @@ class ConvertHooks final : public ReplayHooks {
   bool in_trace_oom_ = false;
   std::vector<AllocatorEvent> held_;  // the replay's events for the trace OOM being replayed
   uint64_t served_ooms_ = 0;
+  uint64_t refused_allocations_ = 0;
+  uint64_t first_refused_ = 0;
   uint64_t dropped_markers_ = 0;
 };
 
@@ -255,9 +266,10 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   }
   const std::string& write_path = (*output)->write_path();
   absl::Status status;
-  std::string written;             // what the summary line says
-  uint64_t served_ooms = 0;        // ConvertHooks::served_ooms
-  std::vector<std::string> notes;  // warnings about what the output leaves out
+  std::string written;                      // what the summary line says
+  uint64_t served_ooms = 0;                 // ConvertHooks::served_ooms
+  uint64_t refused = 0, first_refused = 0;  // ConvertHooks::refused_allocations, first_refused
+  std::vector<std::string> notes;           // warnings about what the output leaves out
   if (format == OutFormat::kChrome) {
     ChromeTraceWriter writer(replayer, (*output)->stream());
     status = replayer.Run(&writer);
@@ -316,6 +328,8 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     ConvertHooks hooks(writer->get(), nullptr, info.device, 0);
     status = replayer.Run(&hooks);
     served_ooms = hooks.served_ooms();
+    refused = hooks.refused_allocations();
+    first_refused = hooks.first_refused();
     if (absl::Status closed = (*writer)->Close(); status.ok()) status = closed;
     written = CountOf((*writer)->records(), "record");
   } else {
@@ -324,6 +338,8 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     ConvertHooks hooks(nullptr, &builder, info.device, info.start_wall_ns / 1000);
     status = replayer.Run(&hooks);
     served_ooms = hooks.served_ooms();
+    refused = hooks.refused_allocations();
+    first_refused = hooks.first_refused();
     if (hooks.dropped_markers() > 0) {
       notes.push_back(absl::StrCat(CountOf(hooks.dropped_markers(), "marker"),
                                    " (phase annotations) of the trace are not written: the "
@@ -362,6 +378,14 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
         "or device size the trace does not record; give --memory-fraction, --allowed or "
         "--capacity): written as the trace recorded them, without the allocations the replay made "
         "for them, but the replay's segments around them may differ from the job's"));
+  }
+  if (refused > 0) {
+    notes.push_back(absl::StrFormat(
+        "%s of the trace (the first at event %d) ran out of memory in the replay though the job "
+        "was served: the output has an oom record for each where the allocator made one, and "
+        "neither the allocations nor their frees (give the device's --capacity, or a cap the "
+        "job ran under)",
+        CountOf(refused, "allocation"), first_refused));
   }
   for (const std::string& note : notes) {
     err << WrapParagraph(note, "fragscope convert: warning: ", "  ");

@@ -18,6 +18,7 @@
 #include "allocator/format_size.h"
 #include "analysis/cli/usage_error.h"
 #include "analysis/event_log_reader.h"
+#include "analysis/excerpt.h"
 
 namespace fragscope::cli {
 namespace {
@@ -39,7 +40,7 @@ first event, numbered like events.
                     options_change, marker, state_segment, state_block
   --from N          start at event number N
   --to N            stop after event number N
-  --header          print the file header first
+  --header          print the file header first (its texts as short escaped excerpts)
   --bytes           print sizes as exact byte counts
   --help            this text
 
@@ -240,10 +241,10 @@ class Printer {
     out << absl::StrFormat("file: %s\n", path)
         << absl::StrFormat("format: %d.%d (header %d bytes)\n", h.version_major, h.version_minor,
                            h.header_bytes)
-        << absl::StrFormat("device: %d \"%s\" %s\n", h.device_index, absl::CEscape(h.device_name),
+        << absl::StrFormat("device: %d '%s' %s\n", h.device_index, Excerpt(h.device_name),
                            Size(h.device_total_bytes))
-        << absl::StrFormat("process: pid %d, rank %d, local_rank %d, world_size %d, host \"%s\"\n",
-                           h.pid, h.rank, h.local_rank, h.world_size, absl::CEscape(h.host))
+        << absl::StrFormat("process: pid %d, rank %d, local_rank %d, world_size %d, host '%s'\n",
+                           h.pid, h.rank, h.local_rank, h.world_size, Excerpt(h.host))
         << absl::StrFormat("parallel: pp_size %s, tp_size %s\n",
                            h.pp_size > 0 ? absl::StrCat(h.pp_size) : "not given",
                            h.tp_size > 0 ? absl::StrCat(h.tp_size) : "not given")
@@ -259,7 +260,7 @@ class Printer {
                                 absl::UTCTimeZone()),
                h.start_monotonic_ns)
         << absl::StrFormat("clock: %s\n", clock)
-        << absl::StrFormat("options: \"%s\"\n", absl::CEscape(h.allocator_options));
+        << absl::StrFormat("options: '%s'\n", Excerpt(h.allocator_options));
   }
 
  private:

@@ -30,6 +30,8 @@ which phases raised the peaks. Run it where the logs were written, under the job
 (a Slurm array, a torchrun step), then build the cross-rank report from all summaries with
 `fragscope merge`. Traces are summarized in parallel, one replay per thread. Schema of the JSON:
 analysis/CROSS_RANK_SCHEMA.md ("fragscope.rank_summary").
+A trace may be `-` (standard input) or a stream (a pipe, a FIFO, <(...)): it is read once,
+into an unlinked temporary file, and replayed from there.
 
 A snapshot pickle or RMM CSV records no rank: it is read from the file name ("rank3_...",
 "oom_rank3.pickle"), else --rank, else the trace's position among those given.

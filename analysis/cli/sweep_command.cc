@@ -29,6 +29,8 @@ memory, and device mallocs/frees (each a cudaMalloc/cudaFree; frees synchronize)
 recommendation avoids the OOM with the lowest peak reserved memory, ties to fewer mallocs; it
 says when the trace's OOM is not reproduced (a cap the trace does not record: give it) and when
 the trace ends where the job died (a setting that gets past the OOM may still fail later).
+A trace may be `-` (standard input) or a stream (a pipe, a FIFO, <(...)): it is read once,
+into an unlinked temporary file, and replayed from there.
 
   --max-split-size-mb LIST   default 0,64,128,256,512,1024 (0 = unlimited, PyTorch's default)
   --roundup-power2-divisions LIST   e.g. 4,8,"[64:8,>:1]" (each against leaving it unset)

@@ -22,6 +22,8 @@ addresses, and compares every decision with the trace's: segment allocations and
 pages mapped and unmapped in expandable segments (address and size, in order), block addresses,
 and OOMs. Prints "faithful (N events)" or the first divergence with the trace events before it.
 Exit status 0 when faithful, 1 otherwise.
+A trace may be `-` (standard input) or a stream (a pipe, a FIFO, <(...)): it is read once,
+into an unlinked temporary file, and replayed from there.
 
 PyTorch snapshots do not record a per-process memory fraction: for a trace that ran under
 torch.cuda.set_per_process_memory_fraction, pass --memory-fraction (or --allowed) and --capacity

@@ -122,8 +122,8 @@ TEST(DumpCommandTest, HeaderOption) {
       Contains(run.out, absl::StrFormat("format: %d.%d", kFormatVersionMajor, kFormatVersionMinor)))
       << run.out;
   EXPECT_TRUE(Contains(run.out, "parallel: pp_size not given, tp_size not given")) << run.out;
-  EXPECT_TRUE(Contains(run.out, "\"Simulated H100\" 80.00 GiB")) << run.out;
-  EXPECT_TRUE(Contains(run.out, "options: \"max_split_size_mb:128\"")) << run.out;
+  EXPECT_TRUE(Contains(run.out, "'Simulated H100' 80.00 GiB")) << run.out;
+  EXPECT_TRUE(Contains(run.out, "options: 'max_split_size_mb:128'")) << run.out;
   EXPECT_TRUE(Contains(run.out, "UTC")) << run.out;
 }
 

@@ -1,6 +1,7 @@
 // Hostile inputs and outputs: output files in a directory someone else can write to (links
 // planted at the destination or at a temporary's name, stale temporaries, signals), outputs
-// written all or none, and traces given as streams (a pipe, a FIFO, standard input).
+// written all or none, traces given as streams (a pipe, a FIFO, standard input), huge or binary
+// header texts, and damaged traces that were once accepted silently.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -12,8 +13,12 @@
 #include <iterator>
 #include <thread>
 
+#include "absl/strings/str_replace.h"
+
 #include "analysis/cli/output_file.h"
 #include "analysis/cli/temporary_files.h"
+#include "analysis/fslog_file_writer.h"
+#include "analysis/pytorch_snapshot.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"
@@ -253,6 +258,144 @@ TEST(HostileFlagsTest, ZeroThreadsAndAZeroFractionAreRefused) {
   const auto fraction = Fragscope({"analyze", log, "--conf", "per_process_memory_fraction:0"});
   EXPECT_EQ(fraction.code, 2);
   EXPECT_THAT(fraction.err, HasSubstr("per_process_memory_fraction:0 caps the device at 0 bytes"));
+}
+
+// A log with `options` as its header's settings: a segment at `segment` of 20 MiB and one
+// allocation of 2 MiB in it.
+std::string RawLog(const std::string& options, DevicePtr segment) {
+  const std::string path = TempPath("raw.fslog");
+  EventLogHeader header;
+  header.device_total_bytes = 64 * kMiB;
+  header.device_name = "simulated test GPU";
+  header.allocator_options = options;
+  header.start_monotonic_ns = 1'000'000'000;
+  auto writer = *FslogFileWriter::Open(path, header);
+  AllocatorEvent e;
+  e.kind = EventKind::kSegmentAlloc;
+  e.pool = PoolKind::kLarge;
+  e.ptr = e.segment = segment;
+  e.bytes = 20 * kMiB;
+  writer->Append(e, 1'000'001'000);
+  e.kind = EventKind::kAlloc;
+  e.bytes = e.requested_bytes = 2 * kMiB;
+  e.split_bytes = 18 * kMiB;
+  writer->Append(e, 1'000'002'000);
+  EXPECT_OK(writer->Close());
+  return path;
+}
+
+// 64 KiB of every byte value, as a damaged header's settings.
+std::string BinaryText() {
+  std::string text(64 * 1024, '\0');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>(i * 7 + 1);
+  return text;
+}
+
+TEST(HostileTextTest, ABinaryOptionsTextIsQuotedAsAShortExcerpt) {
+  const std::string log = RawLog(BinaryText(), 0x7f0000000000);
+  for (const char* command : {"analyze", "verify", "sweep", "convert"}) {
+    std::vector<std::string> args = {command, log};
+    if (std::string(command) == "convert") args.push_back(TempPath("out.fslog"));
+    const auto r = Fragscope(args);
+    EXPECT_EQ(r.code, 1) << command;
+    EXPECT_THAT(r.err, HasSubstr(log + ": the trace's allocator settings '")) << command;
+    EXPECT_THAT(r.err, HasSubstr("... (65536 bytes)")) << command;
+    EXPECT_LT(r.err.size() + r.out.size(), 1000u) << command;
+  }
+  const auto dump = Fragscope({"dump", log, "--header"});
+  EXPECT_EQ(dump.code, 0) << dump.err;
+  EXPECT_THAT(dump.out, HasSubstr("options: '\\x01\\x08\\x0f"));
+  EXPECT_THAT(dump.out, HasSubstr("... (65536 bytes)'"));
+  EXPECT_LT(dump.out.size(), 2000u);
+}
+
+// Settings that parse, padded to 64 KiB: the report shows the settings replayed, not the text.
+TEST(HostileTextTest, ALongOptionsTextThatParsesIsNotEchoed) {
+  const std::string options = "max_split_size_mb:128" + std::string(64 * 1024, ' ');
+  const auto r = Fragscope({"analyze", RawLog(options, 0x7f0000000000), "--no-sweep"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("allocator settings: max_split_size_mb:128\n"));
+  EXPECT_LT(r.out.size() + r.err.size(), 16000u);
+}
+
+TEST(HostileTraceTest, ASegmentThatWrapsPastTheAddressSpaceIsAnError) {
+  const std::string log = RawLog("", 0xFFFF'FFFF'FF00'0000);
+  for (const char* command : {"verify", "analyze"}) {
+    const auto r = Fragscope({command, log, "--no-sweep"});
+    const auto v = std::string(command) == "verify" ? Fragscope({command, log}) : r;
+    EXPECT_EQ(v.code, 1) << command << v.out;
+    EXPECT_THAT(v.err, HasSubstr(log + ": event 0: segment_alloc at 0xffffffffff000000 of 20971520 "
+                                       "bytes ends past the last address (2^64)"))
+        << command;
+  }
+}
+
+TEST(HostileTraceTest, ASnapshotBlockLargerThanItsSegmentIsNotRebuiltSilently) {
+  PyTorchSnapshot snapshot;
+  SnapshotSegment& seg = snapshot.segments.emplace_back();
+  seg.address = 0x7f0000000000;
+  seg.total_size = 2 * kMiB;
+  SnapshotBlock& block = seg.blocks.emplace_back();
+  block.address = seg.address;
+  block.size = block.requested_size = 30 * kMiB;
+  block.state = BlockState::kActiveAllocated;
+  auto& trace = snapshot.device_traces.emplace_back();
+  for (TraceAction action :
+       {TraceAction::kAlloc, TraceAction::kFreeRequested, TraceAction::kFreeCompleted}) {
+    SnapshotTraceEntry& e = trace.emplace_back();
+    e.action = action;
+    e.addr = 0x7e0000000000;
+    e.size = kMiB;
+  }
+  const std::string path = TempPath("bad-block.pickle");
+  ASSERT_OK(WritePyTorchSnapshotFile(snapshot, path));
+  const auto r = Fragscope({"analyze", path, "--no-sweep"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  // Warnings are wrapped at 100 columns: compare with single spaces.
+  const std::string text = absl::StrReplaceAll(r.out + r.err, {{"\n    ", " "}});
+  EXPECT_THAT(text, HasSubstr("the segment at 0x7f0000000000 (2097152 bytes) that existed before "
+                              "the trace is not rebuilt: its allocated block at 0x7f0000000000 of "
+                              "31457280 bytes does not lie in it"));
+}
+
+TEST(HostileTraceTest, ConvertSaysWhichAllocationsTheReplayRefused) {
+  // Requests of 1 EiB and more, which PyTorch refuses outright: nothing of them is written.
+  const std::string csv = TempPath("huge.csv");
+  WriteFile(csv,
+            "Thread,Time,Action,Pointer,Size,Stream\n"
+            "1,10:00:00.000001,allocate,0x1000,9223372036854775808,0x0\n"
+            "1,10:00:00.000002,allocate,0x2000,9223372036854775808,0x0\n"
+            "1,10:00:00.000003,free,0x1000,9223372036854775808,0x0\n"
+            "1,10:00:00.000004,free,0x2000,9223372036854775808,0x0\n"
+            "1,10:00:00.000005,allocate,0x3000,9223372036854775808,0x0\n");
+  for (const char* name : {"refused.fslog", "refused.pickle"}) {
+    const auto r = Fragscope({"convert", csv, TempPath(name)});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("3 allocations of the trace (the first at event")) << name;
+    EXPECT_THAT(r.err, HasSubstr("ran out of memory in")) << name;
+  }
+}
+
+TEST(HostileOutputTest, ConvertsWriteErrorsCarryTheSystemsReason) {
+  const std::string log = SmallLog();
+  const auto missing = Fragscope({"convert", log, "/nonexistent-dir/out.fslog"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_THAT(missing.err,
+              HasSubstr("/nonexistent-dir/out.fslog: cannot write: No such file or directory"));
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  for (const char* to : {"fslog", "pickle", "chrome"}) {
+    const auto full = Fragscope({"convert", log, "/dev/full", "--to", to});
+    EXPECT_EQ(full.code, 1) << to;
+    EXPECT_THAT(full.err, HasSubstr("/dev/full: write failed: No space left on device")) << to;
+  }
+}
+
+TEST(StreamInputTest, TheTraceCommandsHelpSaysStreamsAreRead) {
+  for (const char* command : {"analyze", "verify", "sweep", "convert", "summarize"}) {
+    const auto r = Fragscope({command, "--help"});
+    EXPECT_EQ(r.code, 0) << command;
+    EXPECT_THAT(r.out, HasSubstr("`-` (standard input) or a stream (a pipe, a FIFO")) << command;
+  }
 }
 
 }  // namespace
