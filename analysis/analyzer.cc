@@ -163,13 +163,15 @@ bool ConfSetsKey(std::string_view conf, std::string_view key) {
 // Settings that name another backend than the native allocator are not replayed: its pools
 // are the driver's (cudaMallocAsync), and the native allocator's figures under that name would
 // be of an allocator the job did not use. `conf` came from --conf or the trace.
-absl::Status NativeBackendOnly(const AllocatorOptions& parsed, std::string_view conf,
-                               bool from_conf) {
+// `path`: the trace's, named when the settings are its own (not --conf's).
+absl::Status NativeBackendOnly(const AllocatorOptions& parsed, const std::string& conf,
+                               bool from_conf, const std::string& path = "") {
   if (parsed.backend == "native") return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s '%s': backend:%s is not simulated (fragscope replays PyTorch's native caching "
       "allocator)%s",
-      from_conf ? "--conf" : "the trace's allocator settings", conf, parsed.backend,
+      from_conf ? std::string("--conf") : absl::StrCat(path, ": the trace's allocator settings"),
+      Excerpt(conf), parsed.backend,
       from_conf ? ""
                 : "; give --conf with native settings (e.g. --conf '') to see what the native "
                   "allocator would do with these requests"));
@@ -253,7 +255,8 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                  : absl::StrCat(info.path, ": the trace's allocator settings"),
         Excerpt(conf), Excerpt(parsed.status().message())));
   }
-  if (absl::Status s = NativeBackendOnly(*parsed, conf, options.conf.has_value()); !s.ok()) {
+  if (absl::Status s = NativeBackendOnly(*parsed, conf, options.conf.has_value(), info.path);
+      !s.ok()) {
     return s;
   }
   if (absl::Status s = OneCap(options); !s.ok()) return s;

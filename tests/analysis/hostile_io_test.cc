@@ -398,5 +398,16 @@ TEST(StreamInputTest, TheTraceCommandsHelpSaysStreamsAreRead) {
   }
 }
 
+// Settings the trace records but fragscope does not simulate: the error names the file.
+TEST(HostileTextTest, AnotherBackendInTheTracesSettingsNamesTheFile) {
+  TraceBuilder t(64 * kMiB, "backend:cudaMallocAsync", "async.fslog");
+  t.Free(t.Alloc(4 * kMiB));
+  const std::string log = t.Finish();
+  const auto r = Fragscope({"analyze", log, "--no-sweep"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr(log + ": the trace's allocator settings"));
+  EXPECT_THAT(r.err, HasSubstr("backend:cudaMallocAsync is not simulated"));
+}
+
 }  // namespace
 }  // namespace fragscope
