@@ -288,7 +288,14 @@ absl::StatusOr<std::span<const LogRecord>> EventLogReader::AcceptChunk(const cha
   }
   expected_sequence_ = chunk.first_sequence + chunk.record_count;
   if (first_sequence != nullptr) *first_sequence = chunk.first_sequence;
-  const auto* records = reinterpret_cast<const LogRecord*>(at + kChunkHeaderBytes);
+  const char* payload = at + kChunkHeaderBytes;
+  const LogRecord* records = reinterpret_cast<const LogRecord*>(payload);
+  if (reinterpret_cast<uintptr_t>(payload) % alignof(LogRecord) != 0) {
+    realigned_.resize(chunk.record_count);
+    std::memcpy(static_cast<void*>(realigned_.data()), payload,
+                size_t{chunk.record_count} * kRecordBytes);
+    records = realigned_.data();
+  }
   begin_ += consumed;
   offset_ += consumed;
   return std::span<const LogRecord>(records, chunk.record_count);

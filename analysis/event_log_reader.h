@@ -157,6 +157,9 @@ class EventLogReader {
   std::unique_ptr<ZstdStreamDecoder> zstd_stream_;
   std::unique_ptr<ZstdFrameDecoder> frame_decoder_;
   std::unique_ptr<uint64_t[]> frame_chunk_;
+  // A plain chunk after a compressed frame (whose length is not a multiple of 8) can start at an
+  // unaligned address in memory: its records are copied here, aligned.
+  std::vector<LogRecord> realigned_;
 };
 
 }  // namespace fragscope
