@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"
 #include "tests/analysis/trace_builder.h"
+#include "tests/testing/file_contents.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope {
@@ -22,14 +23,8 @@ using ::fragscope::testing::TempPath;
 using ::fragscope::testing::TraceBuilder;
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using ::fragscope::testing::ReadFile;
+using ::fragscope::testing::WriteFile;
 
 // No temporary of this process beside `path` (output_file.h names them).
 bool NoTemporaryBeside(const std::string& path) {
