@@ -128,9 +128,7 @@ void RenderRank(std::ostream& out, const RankReport& r) {
          HtmlEscape(r.recommendation_headline));
   } else if (r.verdict.capacity_bound) {
     out << "<div class=\"card bound\"><div class=\"v\">capacity-bound</div><div class=\"k\">"
-        << HtmlEscape(r.recommendation_headline.empty() ? std::string(kCapacityBoundHeadline)
-                                                        : r.recommendation_headline)
-        << "</div></div>";
+        << HtmlEscape(r.recommendation_headline) << "</div></div>";
   }
   out << "</div><h3>Memory timeline</h3>" << TimelineSvg(r);
   for (size_t i = 0; i < r.ooms.size() && i < 8; ++i) RenderOom(out, r.ooms[i], i + 1);
