@@ -15,33 +15,6 @@ uint64_t SaturatingSub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 NativeTraceConverter::NativeTraceConverter(AllocatorOptions options, uint64_t device_total_bytes)
     : options_(std::move(options)), device_total_bytes_(device_total_bytes) {}
 
-DevicePtr NativeTraceConverter::SegmentOf(DevicePtr ptr) const {
-  auto it = segments_.upper_bound(ptr);
-  if (it == segments_.begin()) return 0;
-  --it;
-  return ptr < it->first + it->second ? it->first : 0;
-}
-
-void NativeTraceConverter::RemoveRange(DevicePtr begin, uint64_t bytes) {
-  const DevicePtr end = begin + bytes;
-  auto it = segments_.upper_bound(begin);
-  if (it != segments_.begin()) --it;
-  while (it != segments_.end() && it->first < end) {
-    const DevicePtr base = it->first;
-    const DevicePtr limit = base + it->second;
-    if (limit <= begin) {
-      ++it;
-      continue;
-    }
-    it = segments_.erase(it);
-    if (base < begin) segments_.emplace(base, begin - base);
-    if (limit > end) {
-      segments_.emplace(end, limit - end);
-      break;  // ranges do not overlap: nothing else reaches below `end`
-    }
-  }
-}
-
 void NativeTraceConverter::FillSegment(const NativeTraceEntry& entry, bool expandable,
                                        AllocatorEvent* event) const {
   event->ptr = entry.addr;
@@ -80,7 +53,7 @@ void NativeTraceConverter::FillBlockEvent(EventKind kind, const NativeTraceEntry
   event->bytes = rounded;
   event->requested_bytes = entry.size;
   event->stream = entry.stream;
-  event->segment = SegmentOf(entry.addr);
+  event->segment = 0;  // Note [No segment in observed block events]
   event->split_bytes = 0;
   event->result_bytes = 0;
   event->device_free_bytes = 0;
@@ -114,8 +87,6 @@ bool NativeTraceConverter::Convert(const NativeTraceEntry& entry, AllocatorEvent
       const bool map = entry.action == NativeTraceAction::kSegmentMap;
       event->kind = map ? EventKind::kSegmentMap : EventKind::kSegmentAlloc;
       FillSegment(entry, map, event);
-      RemoveRange(entry.addr, entry.size);  // a stale range (missed free) must not overlap
-      segments_.emplace(entry.addr, entry.size);
       reserved_bytes_ += entry.size;
       return true;
     }
@@ -124,7 +95,6 @@ bool NativeTraceConverter::Convert(const NativeTraceEntry& entry, AllocatorEvent
       const bool unmap = entry.action == NativeTraceAction::kSegmentUnmap;
       event->kind = unmap ? EventKind::kSegmentUnmap : EventKind::kSegmentFree;
       FillSegment(entry, unmap, event);
-      RemoveRange(entry.addr, entry.size);
       reserved_bytes_ = SaturatingSub(reserved_bytes_, entry.size);
       return true;
     }

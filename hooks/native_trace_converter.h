@@ -10,9 +10,8 @@
 //     inferred as RoundSize(request) under the job's PYTORCH_CUDA_ALLOC_CONF; PyTorch hands out a
 //     larger block when the remainder is too small to split (up to 1 MiB more in the large pool),
 //     which the trace does not say, so these events carry kEventFlagSizeInferred (`fragscope
-//     verify` then takes the size as a lower bound). The pool follows from the rounded size. The
-//     segment is found from the segment events seen so far (0 for blocks of segments allocated
-//     before observing).
+//     verify` then takes the size as a lower bound). The pool follows from the rounded size.
+//     The segment is left 0 (Note [No segment in observed block events]).
 //   Not known at all: the split flags (kEventFlagBlockWasSplit, kEventFlagResultIsSplit),
 //     split_bytes, merged_count and result_bytes of free_completed, and empty_cache events (PyTorch
 //     traces the segment_free records of an empty_cache, not the call).
@@ -23,12 +22,21 @@
 //     come from the converter's running totals (approximate when blocks are larger than rounded),
 //     the device total from the constructor.
 //   snapshot and unknown actions produce no event.
+//
+// Note [No segment in observed block events]
+// A block event's `segment` word would be the base of the logged segment holding the block, which
+// follows from the log's own earlier segment events: the reader can work it out exactly, and the
+// replay does not use it. Looking it up in the hook cost more than PyTorch spends on the whole
+// entry: a std::map of the segments cost ~100 ns per event with 4096 segments, and a hash of
+// 2 MiB pages still ~60 (bench/observe_tracker_benchmark's random mix, a cache miss or more per
+// lookup), against ~23 ns for PyTorch's own history ring. So observed block events carry segment 0
+// ("not recorded"), as blocks of segments allocated before observing always did.
+//
 // Running totals start at zero when observing starts: attach before the first allocation for an
 // exact picture (after torch.cuda.init(), before the model is built).
 #pragma once
 
 #include <cstdint>
-#include <map>
 
 #include "allocator/allocator_events.h"
 #include "allocator/allocator_options.h"
@@ -69,9 +77,6 @@ class NativeTraceConverter {
   uint64_t allocated_bytes() const { return allocated_bytes_; }
 
  private:
-  // Base of the known segment (or mapped range) holding `ptr`, or 0.
-  DevicePtr SegmentOf(DevicePtr ptr) const;
-  void RemoveRange(DevicePtr begin, uint64_t bytes);
   // Every field of *event for an alloc, free_requested or free_completed entry.
   void FillBlockEvent(EventKind kind, const NativeTraceEntry& entry, AllocatorEvent* event) const;
   // Address, size, pool and flags of a segment event (alloc/free, or map/unmap if expandable).
@@ -79,8 +84,6 @@ class NativeTraceConverter {
 
   AllocatorOptions options_;
   uint64_t device_total_bytes_;
-  // Known segments and mapped ranges: base -> bytes. Invariant: ranges do not overlap.
-  std::map<DevicePtr, uint64_t> segments_;
   uint64_t reserved_bytes_ = 0;
   uint64_t allocated_bytes_ = 0;
 };

@@ -251,7 +251,7 @@ run_step estimator 200
 run_step predict 210
 run_step bigjob 110
 run_step pools 60
-run_step observecost 70
+run_step observecost 100
 run_step wheel 80
 python3 scripts/gpu/summary.py write "$out"
 echo "gpu_validate: $failures step(s) failed, timed out or not run, in ${SECONDS}s"

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """What fragscope's observe hook costs per event, before and after a change, in one call (the
 validation's observecost step): bench/gpu_history_overhead of two packs, alternated (before,
-after, before, after: the host's drift falls on both alike), then `perf record -g` of the after
-build's observe run, where perf exists and may record.
+after, before, after: the host's drift falls on both alike); one run of the after pack with an
+empty tracker (`--last empty_tracker`: what PyTorch itself spends on any tracker, the floor); the
+host CPU's share without the GPU (bench/observe_tracker_benchmark of the after pack, where packed:
+an empty tracker, PyTorch's history ring and observe's callback on LibTorch's own TraceEntry); and
+`perf record -g` of the after build's observe run, where perf exists and may record.
 
     observe_cost.py OUT_DIR --after PACK [--before PACK] [--pairs 2] [--rounds 2] [--no-perf]
 
@@ -40,11 +43,12 @@ def env_for(pack):
     return env
 
 
-def run(label, pack, out_dir, index, rounds, timeout):
+def run(label, pack, out_dir, index, rounds, timeout, last="observe"):
     """One gpu_history_overhead run; (its JSON or None, output text)."""
     path = os.path.join(out_dir, f"{label}_{index}.json")
     log_dir = tempfile.mkdtemp()
-    cmd = [binary(pack), "--rounds", str(rounds), "--json", path, "--log-dir", log_dir]
+    cmd = [binary(pack), "--rounds", str(rounds), "--json", path, "--log-dir", log_dir,
+           "--last", last]
     try:
         p = subprocess.run(cmd, env=env_for(pack), capture_output=True, text=True,
                            timeout=timeout)
@@ -86,6 +90,44 @@ def table(before, after):
         met = "yes" if w in obs_after and obs_after[w] <= history[w] else "no"
         md.append(f"| {w} | {history[w]:+.0f} | {b} | {a} | {met} |")
     return md
+
+
+def floor_rows(result):
+    """Markdown lines: the ns per event that an empty tracker adds, per workload."""
+    if result is None:
+        return ["- empty tracker: no figures"]
+    added = added_ns(result, "empty_tracker")
+    return ["- PyTorch's own cost of a tracker that does nothing (`--last empty_tracker`, after "
+            "pack): " + ", ".join(f"{w} {ns:+.0f}" for w, ns in added.items())]
+
+
+def host_cpu(pack, out_dir, timeout):
+    """bench/observe_tracker_benchmark of the pack on the last core; a markdown line."""
+    exe = os.path.join(pack, "bench", "observe_tracker_benchmark")
+    if not os.access(exe, os.X_OK):
+        return "- host CPU share: no bench/observe_tracker_benchmark in the pack"
+    path = os.path.join(out_dir, "observe_tracker_benchmark.json")
+    cmd = [exe, "--benchmark_min_time=0.3", "--benchmark_repetitions=3",
+           "--benchmark_report_aggregates_only=true", f"--benchmark_out={path}",
+           "--benchmark_out_format=json"]
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", str(os.cpu_count() - 1)] + cmd
+    try:
+        subprocess.run(cmd, env=env_for(pack), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"- host CPU share: timed out after {timeout}s"
+    if not os.path.exists(path):
+        return "- host CPU share: the benchmark wrote no figures"
+    names = {"0": "empty tracker", "1": "history ring", "2": "observe"}
+    cells = []
+    for b in json.load(open(path))["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        parts = dict(p.split(":") for p in b["run_name"].split("/")[1:])
+        mix = "random mix" if parts.get("random") == "1" else "warm pair"
+        cells.append(f"{names.get(parts.get('sink'), '?')} {mix} {b['ns_per_event']:.1f}")
+    return ("- host CPU, ns per trace entry (observe_tracker_benchmark, medians of 3, "
+            f"`{' '.join(cmd[:3]) if cmd[0] == 'taskset' else 'no taskset'}`): " + "; ".join(cells))
 
 
 def perf(after, out_dir, timeout):
@@ -150,6 +192,8 @@ def main():
           ""]
     if runs["after"]:
         md += table(runs["before"], runs["after"])
+        floor, _ = run("floor", a.after, a.out_dir, 0, 1, a.timeout, last="empty_tracker")
+        md += ["", *floor_rows(floor), host_cpu(a.after, a.out_dir, a.timeout)]
     if not a.no_perf and runs["after"]:
         md += ["", perf(a.after, a.out_dir, a.timeout)]
     text = "\n".join(md) + "\n"

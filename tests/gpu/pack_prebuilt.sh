@@ -2,9 +2,9 @@
 # Packs the GPU tests and tools of a build for a machine that has a GPU and torch but no build
 # toolchain (no abseil, no GoogleTest): the hook libraries, the test binaries, the `fragscope`
 # command line, the GPU benchmarks (bench/gpu_allocator_comparison, bench/gpu_history_overhead)
-# and the host-CPU allocator benchmark (bench/allocator_benchmark, into <out-dir>/bench/) when
-# they were built, all with debug info stripped, the abseil and Google Benchmark shared libraries
-# they load, and BUILD_INFO (commit, date, build type). Then, on that machine, from the
+# and the host-CPU benchmarks (bench/allocator_benchmark, bench/observe_tracker_benchmark, into
+# <out-dir>/bench/) when they were built, all with debug info stripped, the abseil and Google
+# Benchmark shared libraries they load, and BUILD_INFO (commit, date, build type). Then, on that machine, from the
 # repository root:
 #   tests/gpu/run_prebuilt.sh <out-dir>          # the GPU tests
 #   scripts/gpu_validate.sh OUT_DIR <out-dir>    # the whole GPU validation
@@ -12,7 +12,7 @@
 # Build first: cmake --build BUILD --target fragscope fragscope_alloc fragscope_preload
 #   fragscope_torch fslog_counts cuda_backend_gpu_test torch_replace_gpu_test
 #   torch_observe_gpu_test torch_observe_fraction_gpu_test [gpu_allocator_comparison
-#   gpu_history_overhead allocator_benchmark]
+#   gpu_history_overhead allocator_benchmark observe_tracker_benchmark]
 # Usage: tests/gpu/pack_prebuilt.sh [build-dir] [out-dir]   (defaults: build-hooks build-gpu-pack)
 set -euo pipefail
 build=${1:-build-hooks}
@@ -30,7 +30,8 @@ for t in fslog_counts cuda_backend_gpu_test torch_replace_gpu_test torch_observe
   cp "$build/tests/gpu/$t" "$out/bin/"
 done
 # The optional benchmarks, each into the pack's directory that the scripts look in.
-for b in bin/gpu_allocator_comparison bin/gpu_history_overhead bench/allocator_benchmark; do
+for b in bin/gpu_allocator_comparison bin/gpu_history_overhead bench/allocator_benchmark \
+         bench/observe_tracker_benchmark; do
   if [ -x "$build/bench/${b#*/}" ]; then
     cp "$build/bench/${b#*/}" "$out/$b"
   else
