@@ -19,11 +19,6 @@ DeviceLogs::~DeviceLogs() {
   }
 }
 
-EventLogWriter* DeviceLogs::Get(int device) const {
-  if (device < 0 || device >= kMaxDevices) return nullptr;
-  return writers_[static_cast<size_t>(device)].load(std::memory_order_acquire);
-}
-
 EventLogWriter* DeviceLogs::GetOrOpen(int device,
                                       const std::function<EventLogHeaderInfo()>& make_info) {
   if (!enabled() || device < 0 || device >= kMaxDevices) return nullptr;

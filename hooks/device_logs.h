@@ -44,8 +44,11 @@ class DeviceLogs {
   // The device's writer, opened now with make_info() if it is not yet; nullptr when logging is off,
   // the device is out of range, or the open failed (reported once).
   EventLogWriter* GetOrOpen(int device, const std::function<EventLogHeaderInfo()>& make_info);
-  // The device's writer if it is open, else nullptr.
-  EventLogWriter* Get(int device) const;
+  // The device's writer if it is open, else nullptr. Inline: on every hook's hot path.
+  EventLogWriter* Get(int device) const {
+    if (device < 0 || device >= kMaxDevices) return nullptr;
+    return writers_[static_cast<size_t>(device)].load(std::memory_order_acquire);
+  }
 
   // A marker in every open log. Markers made while no log is open yet (a job's "step 0" before
   // its first allocation) are kept, up to kMaxEarlyMarkers, and written into each log when it

@@ -33,51 +33,8 @@ void NativeTraceConverter::FillSegment(const NativeTraceEntry& entry, bool expan
   }
 }
 
-void NativeTraceConverter::FillBlockEvent(EventKind kind, const NativeTraceEntry& entry,
-                                          AllocatorEvent* event) const {
-  const uint64_t rounded = entry.size == 0 ? 0 : RoundSize(entry.size, options_);
-  uint8_t flags = kEventFlagSizeInferred;
-  if (options_.max_split_size_set() && rounded >= options_.max_split_size_bytes &&
-      kind != EventKind::kFreeCompleted) {
-    flags |= kEventFlagOversize;
-  }
-  // Every field stored once, in place: zero-initializing the whole struct first compiles to
-  // `rep stos`, and a temporary copied into *event reloads its fresh narrow stores as 16-byte
-  // loads (store-forwarding stalls); bench/event_log_benchmark BM_ObservedNativePairBurst.
-  event->kind = kind;
-  event->pool = PoolFor(rounded);
-  event->flags = flags;
-  event->merged_count = 0;
-  event->device = entry.device;
-  event->ptr = entry.addr;
-  event->bytes = rounded;
-  event->requested_bytes = entry.size;
-  event->stream = entry.stream;
-  event->segment = 0;  // Note [No segment in observed block events]
-  event->split_bytes = 0;
-  event->result_bytes = 0;
-  event->device_free_bytes = 0;
-  event->device_total_bytes = 0;
-  event->reserved_bytes = 0;
-  event->allocated_bytes = 0;
-}
-
-bool NativeTraceConverter::Convert(const NativeTraceEntry& entry, AllocatorEvent* event) {
-  switch (entry.action) {  // the block events, one per allocation or free
-    case NativeTraceAction::kAlloc:
-      FillBlockEvent(EventKind::kAlloc, entry, event);
-      allocated_bytes_ += event->bytes;
-      return true;
-    case NativeTraceAction::kFreeRequested:
-      FillBlockEvent(EventKind::kFreeRequested, entry, event);
-      allocated_bytes_ = SaturatingSub(allocated_bytes_, event->bytes);
-      return true;
-    case NativeTraceAction::kFreeCompleted:
-      FillBlockEvent(EventKind::kFreeCompleted, entry, event);
-      return true;
-    default:
-      break;
-  }
+bool NativeTraceConverter::ConvertSegmentOrOom(const NativeTraceEntry& entry,
+                                               AllocatorEvent* event) {
   *event = AllocatorEvent{};
   event->device = entry.device;
   event->stream = entry.stream;

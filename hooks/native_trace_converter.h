@@ -40,6 +40,7 @@
 
 #include "allocator/allocator_events.h"
 #include "allocator/allocator_options.h"
+#include "allocator/size_policy.h"
 
 namespace fragscope::hooks {
 
@@ -71,14 +72,58 @@ class NativeTraceConverter {
   NativeTraceConverter(AllocatorOptions options, uint64_t device_total_bytes);
 
   // Fills *event for `entry`; false for entries with no event (snapshot, unknown actions).
-  bool Convert(const NativeTraceEntry& entry, AllocatorEvent* event);
+  // Inline: the block events are the observe hook's hot path.
+  bool Convert(const NativeTraceEntry& entry, AllocatorEvent* event) {
+    switch (entry.action) {  // the block events, one per allocation or free
+      case NativeTraceAction::kAlloc:
+        FillBlockEvent(EventKind::kAlloc, entry, event);
+        allocated_bytes_ += event->bytes;
+        return true;
+      case NativeTraceAction::kFreeRequested:
+        FillBlockEvent(EventKind::kFreeRequested, entry, event);
+        allocated_bytes_ = allocated_bytes_ > event->bytes ? allocated_bytes_ - event->bytes : 0;
+        return true;
+      case NativeTraceAction::kFreeCompleted:
+        FillBlockEvent(EventKind::kFreeCompleted, entry, event);
+        return true;
+      default:
+        return ConvertSegmentOrOom(entry, event);
+    }
+  }
 
   uint64_t reserved_bytes() const { return reserved_bytes_; }
   uint64_t allocated_bytes() const { return allocated_bytes_; }
 
  private:
+  bool ConvertSegmentOrOom(const NativeTraceEntry& entry, AllocatorEvent* event);
   // Every field of *event for an alloc, free_requested or free_completed entry.
-  void FillBlockEvent(EventKind kind, const NativeTraceEntry& entry, AllocatorEvent* event) const;
+  void FillBlockEvent(EventKind kind, const NativeTraceEntry& entry, AllocatorEvent* event) const {
+    const uint64_t rounded = entry.size == 0 ? 0 : RoundSize(entry.size, options_);
+    uint8_t flags = kEventFlagSizeInferred;
+    if (options_.max_split_size_set() && rounded >= options_.max_split_size_bytes &&
+        kind != EventKind::kFreeCompleted) {
+      flags |= kEventFlagOversize;
+    }
+    // Every field stored once, in place: zero-initializing the whole struct first compiles to
+    // `rep stos`, and a temporary copied into *event reloads its fresh narrow stores as 16-byte
+    // loads (store-forwarding stalls); bench/event_log_benchmark BM_ObservedNativePairBurst.
+    event->kind = kind;
+    event->pool = PoolFor(rounded);
+    event->flags = flags;
+    event->merged_count = 0;
+    event->device = entry.device;
+    event->ptr = entry.addr;
+    event->bytes = rounded;
+    event->requested_bytes = entry.size;
+    event->stream = entry.stream;
+    event->segment = 0;  // Note [No segment in observed block events]
+    event->split_bytes = 0;
+    event->result_bytes = 0;
+    event->device_free_bytes = 0;
+    event->device_total_bytes = 0;
+    event->reserved_bytes = 0;
+    event->allocated_bytes = 0;
+  }
   // Address, size, pool and flags of a segment event (alloc/free, or map/unmap if expandable).
   void FillSegment(const NativeTraceEntry& entry, bool expandable, AllocatorEvent* event) const;
 
