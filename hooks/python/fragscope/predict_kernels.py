@@ -130,6 +130,89 @@ def scaled_dot_product_attention(gpu, original):
     return sdpa
 
 
+def _grouped_mm_strides_ok(name, t):
+    """check_valid_strides_and_return_transposed of ATen's GroupedMMUtils.h: row- or column-major
+    in the last two dimensions, the other stride a multiple of 16 bytes."""
+    alignment = 16 // t.element_size()
+    rows, cols = t.size(-2), t.size(-1)
+    row_stride, col_stride = t.stride(-2), t.stride(-1)
+    if row_stride == 1 and col_stride >= max(1, rows):
+        ok = col_stride % alignment == 0
+    elif col_stride == 1 and row_stride >= max(1, cols):
+        ok = row_stride % alignment == 0
+    else:
+        raise RuntimeError(f"_grouped_mm: invalid strides/sizes, got {list(t.stride())} for "
+                           f"strides and {list(t.shape)} for sizes of {name}")
+    if not ok:
+        raise RuntimeError(f"_grouped_mm: strides of {name} should be multiple of 16 bytes")
+
+
+def _grouped_mm_groups(a, b, offs):
+    if a.dim() == 2:
+        return offs.size(0) if b.dim() == 2 else b.size(0)
+    return a.size(0)
+
+
+def grouped_mm(gpu, args, kwargs):
+    """aten._grouped_mm as torch 2.11's CUDA kernel runs it (GroupedBlas.cpp, _grouped_mm_cuda):
+    (output, scratch bytes): the output a fake tensor of the kernel's shape, dtype and padded
+    strides, or None where the meta function's output is the kernel's; scratch the bytes the
+    kernel allocates after its output and frees before it returns.
+
+    The meta function accepts bf16 operands only; the kernel accepts fp32, fp16 and bf16. Under
+    autocast a mixture-of-experts layer's operands are fp32 (_grouped_mm has no autocast rule, and
+    transformers casts the input to the fp32 weights' dtype): the kernel then takes its fallback,
+    one mm_out per group into the output, which allocates nothing else. bf16 operands and output
+    on compute capability 9.x or 10.x take CUTLASS's grouped GEMM, which also allocates its
+    argument buffer (the A, B and output pointers, the strides and the problem shapes of each
+    group); its CUTLASS workspace (0 for the persistent grouped kernel without split-K) is not
+    modeled."""
+    import torch
+
+    names = ["self", "mat2", "offs", "bias", "out_dtype"]
+    p = dict(zip(names, args))
+    p.update(kwargs)
+    a, b, offs, bias, out_dtype = (p.get(n) for n in names)
+    accepted = (torch.float32, torch.float16, torch.bfloat16)
+    for name, t in (("mat_a", a), ("mat_b", b)):
+        if t.dtype not in accepted:
+            raise RuntimeError(f"_grouped_mm: expected {name} to be Float32, BFloat16 or Float16, "
+                               f"got {t.dtype}")
+        if t.dim() not in (2, 3):
+            raise RuntimeError(f"_grouped_mm: {name} has to be 2 or 3d")
+        _grouped_mm_strides_ok(name, t)
+    if (a.dim() == 3 or b.dim() == 3) and a.size(-1) != b.size(-2):
+        raise RuntimeError("_grouped_mm: contraction dimension of mat_a and mat_b must match")
+    if (offs is not None) != (a.dim() == 2 or b.dim() == 2):
+        raise RuntimeError("_grouped_mm: have to provide offsets if there is a 2d matrix, or no "
+                           "offset if both matrices are 3d")
+    if offs is not None and (offs.dim() != 1 or offs.dtype != torch.int32):
+        raise RuntimeError("_grouped_mm: offs has to be a 1D int32 tensor")
+    if bias is not None:
+        raise RuntimeError("_grouped_mm: bias not supported yet")
+    dtype = out_dtype or a.dtype
+    if dtype != a.dtype:
+        raise RuntimeError("_grouped_mm: grouped gemm output dtype must match `mat_a` dtype")
+    if b.dtype != a.dtype:
+        raise RuntimeError(f"_grouped_mm: expected mat_a and mat_b to have the same dtype, got "
+                           f"{a.dtype} and {b.dtype}")
+    if a.dtype == torch.bfloat16:
+        # The meta function's output is the kernel's; CUTLASS's path adds its argument buffer.
+        if gpu.capability[0] not in (9, 10):
+            return None, 0
+        groups = _grouped_mm_groups(a, b, offs)
+        aligned = (groups + 1) // 2 * 2  # the pointer arrays start 16-byte aligned
+        return None, aligned * 3 * 8 + groups * 12 + 3 * groups * 8
+    if a.dim() == 2:
+        size = [offs.size(0), a.size(0), b.size(1)] if b.dim() == 2 else [a.size(0), b.size(-1)]
+    else:
+        size = [a.size(1), b.size(1)] if b.dim() == 2 else [a.size(0), a.size(1), b.size(-1)]
+    alignment = 16 // dtype.itemsize
+    padded = (size[-1] + alignment - 1) // alignment * alignment
+    stride = [padded, 1] if len(size) == 2 else [size[1] * padded, padded, 1]
+    return torch.empty_strided(size, stride, dtype=dtype, device=a.device), 0
+
+
 # Flash attention's forward on the GPU: the philox seed and offset (8 bytes each, device tensors,
 # saved for backward; meta tensors under the fake mode) come before the output, and a 256-byte
 # scratch buffer is allocated and freed after it (recorded on an H200, torch 2.11).
@@ -150,7 +233,12 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if func is aten._fused_sdp_choice.default:
             return sdp_choice(self.gpu, args, kwargs)
-        out = func(*args, **kwargs)
+        scratch = 0
+        out = None
+        if func is aten._grouped_mm.default:
+            out, scratch = grouped_mm(self.gpu, args, kwargs)
+        if out is None:
+            out = func(*args, **kwargs)
         stream = 0
         if func is aten._scaled_dot_product_flash_attention.default:
             self._flash_forward(args, kwargs, out, stream)
@@ -165,6 +253,8 @@ class Recorder(TorchDispatchMode):
             if _uses_cublaslt(func, args) and stream not in self.cublaslt_streams:
                 self.cublaslt_streams.add(stream)
                 self.session.malloc(cublaslt_workspace_bytes(), stream)
+        if scratch:
+            self.session.free(self.session.malloc(scratch, stream))
         return out
 
     def _flash_forward(self, args, kwargs, out, stream):

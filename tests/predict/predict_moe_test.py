@@ -1,0 +1,143 @@
+"""fragscope.predict of a mixture-of-experts model (transformers' Mixtral) on a CPU.
+
+Run by ctest (tests/predict/CMakeLists.txt, predict.moe) with PYTHONPATH=hooks/python,
+FRAGSCOPE_LIB_DIR and FRAGSCOPE_BIN set. Prints "skipped: ..." and exits 0 without torch,
+transformers or libfragscope_torch.so.
+
+  - GroupedMmTest: predict_kernels.grouped_mm against torch 2.11's CUDA kernel of
+    aten._grouped_mm (dtypes, output shape and padded strides, CUTLASS's argument buffer).
+  - MixtralTest: a two-layer Mixtral trained under bf16 autocast with fused AdamW: the experts'
+    grouped GEMMs run in fp32 (as the CUDA kernel does: no autocast rule, fp32 weights), the
+    prediction completes two steps and `fragscope analyze` reads its log.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+LAYERS, EXPERTS, TOP_K = 2, 4, 2
+HIDDEN, INTERMEDIATE = 64, 40
+SEQ, MICRO_BATCH = 32, 2
+CONFIG = {"model_type": "mixtral", "hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE,
+          "num_hidden_layers": LAYERS, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "num_local_experts": EXPERTS, "num_experts_per_tok": TOP_K, "vocab_size": 128,
+          "max_position_embeddings": 64, "tie_word_embeddings": False}
+
+
+def _missing():
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        return f"needs torch and transformers ({e})"
+    lib_dir = os.environ.get("FRAGSCOPE_LIB_DIR", "")
+    if not os.path.isfile(os.path.join(lib_dir, "libfragscope_torch.so")):
+        return "needs libfragscope_torch.so (LibTorch hooks)"
+    return None
+
+
+class GroupedMmTest(unittest.TestCase):
+    def run_kernel(self, gpu, a_shape, b_shape, dtype, offs_groups=None, transpose_b=True):
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        from fragscope.predict_device import find_gpu
+        from fragscope.predict_kernels import grouped_mm
+
+        with FakeTensorMode():
+            a = torch.empty(a_shape, dtype=dtype)
+            b = torch.empty(b_shape, dtype=dtype)
+            if transpose_b:
+                b = b.transpose(-2, -1)
+            offs = (torch.empty(offs_groups, dtype=torch.int32)
+                    if offs_groups is not None else None)
+            return grouped_mm(find_gpu(gpu), (a, b, offs), {})
+
+    def test_fp32_operands_take_the_fallback(self):
+        import torch
+
+        # 2d x 3d, the MoE forward: (S, K) x (G, K, N) -> (S, N), fp32, N padded to 16 bytes.
+        out, scratch = self.run_kernel("h100-80gb", (128, 64), (4, 30, 64), torch.float32, 4)
+        self.assertEqual(out.dtype, torch.float32)
+        self.assertEqual(list(out.shape), [128, 30])
+        self.assertEqual(list(out.stride()), [32, 1])
+        self.assertEqual(scratch, 0)
+
+    def test_fp32_weight_gradient_is_2d_by_2d(self):
+        import torch
+
+        # 2d x 2d (the weights' gradient): (K, S) x (S, N) -> (G, K, N).
+        out, _ = self.run_kernel("h100-80gb", (64, 128), (128, 40), torch.float32, 4,
+                                 transpose_b=False)
+        self.assertEqual(list(out.shape), [4, 64, 40])
+        self.assertEqual(list(out.stride()), [64 * 40, 40, 1])
+
+    def test_bf16_on_hopper_allocates_cutlass_arguments(self):
+        import torch
+
+        out, scratch = self.run_kernel("h100-80gb", (128, 64), (8, 32, 64), torch.bfloat16, 8)
+        self.assertIsNone(out)  # the meta function's output is the kernel's
+        self.assertEqual(scratch, 8 * 3 * 8 + 8 * 12 + 3 * 8 * 8)
+        out, scratch = self.run_kernel("a100-80gb", (128, 64), (8, 32, 64), torch.bfloat16, 8)
+        self.assertEqual(scratch, 0)  # the fallback on compute capability 8.0
+
+    def test_what_the_kernel_refuses(self):
+        import torch
+
+        with self.assertRaisesRegex(RuntimeError, "Float32, BFloat16 or Float16"):
+            self.run_kernel("h100-80gb", (128, 64), (4, 32, 64), torch.float64, 4)
+        with self.assertRaisesRegex(RuntimeError, "offsets"):
+            self.run_kernel("h100-80gb", (128, 64), (4, 32, 64), torch.float32, None)
+
+
+class MixtralTest(unittest.TestCase):
+    def test_training_under_autocast(self):
+        from fragscope import predict_capture, predict_hf
+
+        sizes = []  # (phase, bytes) of every allocation
+        phase = [""]
+        malloc, mark = predict_capture._Session.malloc, predict_capture._Session.mark
+
+        def record_malloc(session, size, stream=0):
+            sizes.append((phase[0], size))
+            return malloc(session, size, stream)
+
+        def record_mark(session, text):
+            phase[0] = text
+            return mark(session, text)
+
+        predict_capture._Session.malloc = record_malloc
+        predict_capture._Session.mark = record_mark
+        log = os.path.join(tempfile.mkdtemp(), "mixtral.fslog")
+        try:
+            prediction = predict_hf(CONFIG, log, seq=SEQ, micro_batch=MICRO_BATCH, steps=2,
+                                    optimizer="adamw-fused", gpu="h100-80gb")
+        finally:
+            predict_capture._Session.malloc = malloc
+            predict_capture._Session.mark = mark
+        print(f"peak allocated {prediction.peak_allocated}, peak reserved "
+              f"{prediction.peak_reserved}, allocations {prediction.allocations}")
+        for step in (0, 1):
+            self.assertGreater(prediction.phase(f"step {step} / backward").allocations, 0)
+        # Each layer's up projection: S = tokens x top-k rows of 2 x intermediate fp32 values,
+        # then its masked copy; bf16 experts would allocate half that.
+        rows = SEQ * MICRO_BATCH * TOP_K
+        up = rows * 2 * INTERMEDIATE * 4
+        forward = [s for p, s in sizes if p == "step 0 / forward"]
+        self.assertEqual(forward.count(up), 2 * LAYERS, sorted(set(forward)))
+        report = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", log, "--gpu",
+                                 "h100-80gb", "--no-sweep", "--no-summary"],
+                                capture_output=True, text=True)
+        self.assertEqual(report.returncode, 0, report.stderr)
+
+
+if __name__ == "__main__":
+    missing = _missing()
+    if missing:
+        print(f"skipped: {missing}")
+        sys.exit(0)
+    unittest.main(verbosity=2)
