@@ -38,12 +38,14 @@ MODELS = {
     "llama2-7b-8l": (LLAMA2_7B_8L, [(1024, 2), (2048, 1)]),
     "mixtral-2l": (MIXTRAL_2L, [(1024, 2), (2048, 1)]),
 }
-# The CPU dry run: the same kinds of model (dense MHA, GQA) with two layers and one setting, so
-# that it runs in seconds (fake tensors' sizes cost nothing). No MoE: under the fake mode
-# transformers' grouped_mm experts fail (fp32 operands under bf16 autocast).
+# The CPU dry run: the same kinds of model (dense MHA, GQA, MoE) with two layers and one setting,
+# so that it runs in seconds (fake tensors' sizes cost nothing).
 DRY_MODELS = {
     "gpt2-2l": (dict(GPT2_124M, n_layer=2), [(256, 4)]),
     "mistral-2l-gqa": (dict(MISTRAL_03B, num_hidden_layers=2), [(512, 2)]),
+    "mixtral-2l-small": (dict(MIXTRAL_2L, hidden_size=512, intermediate_size=1024,
+                              num_attention_heads=8, num_key_value_heads=4,
+                              num_local_experts=4), [(256, 2)]),
 }
 
 
