@@ -186,6 +186,12 @@ step_wheel() {
   tmp=$(mktemp -d)
   if python3 -m venv --system-site-packages "$tmp/venv" 2>/dev/null; then
     py=$tmp/venv/bin/python site=''
+    # A python3 that is itself a venv's (the GPU machines' is) lends the new venv its base
+    # interpreter's packages, not its own: point the new venv at them with a .pth file.
+    if ! "$py" -c "import torch" 2>/dev/null; then
+      python3 -c "import site; print('\n'.join(site.getsitepackages()))" > \
+        "$("$py" -c "import site; print(site.getsitepackages()[0])")/outer_site.pth"
+    fi
     "$py" -m pip install --no-index --no-deps --quiet "$wheel" || exit 1
   else
     echo "wheel: no venv module here: pip install --target"

@@ -7,6 +7,7 @@ of the same job on the CPU: peak allocated, peak reserved, allocation count; the
 the prediction's replay under the same cap (`fragscope analyze --capacity --memory-fraction`).
 
     predict_accuracy.py all OUT_DIR --fragscope BIN [--dry-run] [--models A,B] [--jobs N]
+    predict_accuracy.py table OUT_DIR --fragscope BIN    # the table again from OUT_DIR's files
     predict_accuracy.py measure MODEL INDEX OUT.json LOG [--dry-run]    # child: one observed run
     predict_accuracy.py capped MODEL OUT.json INDEX:BYTES...            # child: capped runs
 
@@ -240,8 +241,18 @@ def run_all(a):
             for r, f, cap in caps[len(got):]:
                 r.setdefault("capped", {})[f] = f"capped run exit {rc}"
     for r in rows:
-        name = f"{r['model']}.{r['index']}"
         r["predicted"] = futures[(r["model"], r["index"])].result()
+    pool.shutdown()
+    ok = finish(a, p, rows, gpu) and ok
+    keep(a, rows)
+    return 0 if ok else 1
+
+
+def finish(a, p, rows, gpu):
+    """The predictions' replays under the caps, then the table; False when something failed."""
+    ok = True
+    for r in rows:
+        name = f"{r['model']}.{r['index']}"
         if r["measured"] is None or "error" in r["predicted"]:
             ok = False
             r["error"] = r["error"] or r["predicted"]["error"]
@@ -251,10 +262,39 @@ def run_all(a):
             f: p.replay_ooms(p.path(f"{name}.predicted.fslog"), total,
                              int(f * r["measured"]["peak_reserved"]),
                              f"{name}.predicted_cap{int(f * 100)}") for f in CAPS}
-    pool.shutdown()
-    ok = write(a, rows, gpu) and ok
-    keep(a, rows)
-    return 0 if ok else 1
+    return write(a, rows, gpu) and ok
+
+
+def rebuild(a):
+    """The table from the files of an `all` run in OUT_DIR, e.g. one cut short by a time limit:
+    every setting whose measured JSON is there (its caps from MODEL.capped.json, its prediction
+    from the predict child's output); the predictions' cap replays are run again here."""
+    p = Parent(a)
+    rows, gpu = [], a.gpu
+    for model, (_, settings) in train_job.models(a.dry_run).items():
+        capped = p.path(f"{model}.capped.json")
+        got = json.load(open(capped)) if os.path.exists(capped) else []
+        for index, shape in enumerate(settings):
+            name = f"{model}.{index}"
+            if not os.path.exists(p.path(f"{name}.json")):
+                continue
+            measured = json.load(open(p.path(f"{name}.json")))
+            if gpu == "auto":
+                gpu = gpu_key(measured["device"])
+            text = open(p.path(f"{name}.predict.txt")).read()
+            try:
+                predicted = train_job.first_json(text)
+            except (ValueError, KeyError):
+                predicted = {"error": "no prediction in " + p.path(f"{name}.predict.txt")}
+            mine = [c for c in got if c["index"] == index]
+            rows.append({"model": model, "index": index, "shape": shape, "measured": measured,
+                         "log": p.path(f"{name}.observed.fslog"), "error": None,
+                         "predicted": predicted,
+                         "capped": {f: c["oom"] is not None for f, c in zip(CAPS, mine)}})
+    if not rows:
+        print(f"predict_accuracy.py: no measured setting in {a.out_dir}", file=sys.stderr)
+        return 1
+    return 0 if finish(a, p, rows, gpu) else 1
 
 
 def write(a, rows, gpu):
@@ -336,7 +376,7 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "capped":
         return capped(sys.argv[2], sys.argv[3], sys.argv[4:])
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("cmd", choices=["all"])
+    p.add_argument("cmd", choices=["all", "table"])
     p.add_argument("out_dir")
     p.add_argument("--fragscope", required=True)
     p.add_argument("--dry-run", action="store_true")
@@ -348,7 +388,7 @@ def main():
     a = p.parse_args()
     if a.dry_run and a.gpu == "auto":
         a.gpu = "h100-80gb"
-    return run_all(a)
+    return run_all(a) if a.cmd == "all" else rebuild(a)
 
 
 if __name__ == "__main__":
