@@ -33,6 +33,7 @@
 #
 # Environment: GPU_VALIDATE_STEPS (default "tests oracle modes oom bench estimator"),
 # GPU_VALIDATE_BASELINE_PACK (observecost's "before" pack), GPU_VALIDATE_WHEEL_DIR,
+# GPU_VALIDATE_PREDICT_MODELS (predict's --models: all six take ~480 s on an H100),
 # GPU_VALIDATE_BUDGET_S (default 540: no step starts after it, and each step's limit is cut to
 # what is left). Without a CUDA device every GPU step prints "skipped: no CUDA device" (the oom
 # step still runs its CPU design check) and the script exits 0. GPU_VALIDATE_DRY_RUN=1 runs the
@@ -145,8 +146,10 @@ set_dry() {  # dry: the flags that make a step its CPU dry run
 step_predict() {
   set_dry
   need "$FRAGSCOPE_BIN"
+  models=()
+  if [ -n "${GPU_VALIDATE_PREDICT_MODELS:-}" ]; then models=(--models "$GPU_VALIDATE_PREDICT_MODELS"); fi
   python3 scripts/gpu/predict_accuracy.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
-    --timeout 90 --jobs 6 "${dry[@]}"
+    --timeout 90 --jobs 6 "${models[@]}" "${dry[@]}"
 }
 step_bigjob() {
   set_dry
@@ -258,7 +261,7 @@ run_step predict 210
 run_step bigjob 110
 run_step pools 60
 run_step observecost 100
-run_step wheel 80
+run_step wheel 150
 python3 scripts/gpu/summary.py write "$out"
 echo "gpu_validate: $failures step(s) failed, timed out or not run, in ${SECONDS}s"
 echo "gpu_validate: summary: $out/summary.md"
