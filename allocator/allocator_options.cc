@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -302,6 +303,7 @@ std::string FormatPlacement(const AllocatorOptions& options) {
 enum class AsyncWarning : uint8_t { kNo, kYes };
 
 struct OptionDef {
+  AllocatorKey key;
   std::string_view name;   // the key, as FormatAllocatorOptions writes it
   std::string_view alias;  // another accepted spelling (PyTorch's hipify aliases), or ""
   AsyncWarning async_warning;
@@ -310,49 +312,58 @@ struct OptionDef {
 };
 
 template <bool AllocatorOptions::*kField>
-constexpr OptionDef BoolOption(std::string_view name, std::string_view alias, AsyncWarning warn) {
-  return {name, alias, warn, ParseBool<kField>, FormatBool<kField>};
+constexpr OptionDef BoolOption(AllocatorKey key, std::string_view name, std::string_view alias,
+                               AsyncWarning warn) {
+  return {key, name, alias, warn, ParseBool<kField>, FormatBool<kField>};
 }
 
 // In FormatAllocatorOptions order. large_segment_size_mb must stay first (see
 // ParseAllocatorOptions).
 constexpr OptionDef kOptions[] = {
     // Generic keys (PyTorch's AcceleratorAllocatorConfig).
-    {"large_segment_size_mb", "", AsyncWarning::kNo, ParseLargeSegmentSize, FormatLargeSegmentSize},
-    {"max_split_size_mb", "", AsyncWarning::kNo, ParseMaxSplitSize, FormatMaxSplitSize},
-    {"max_non_split_rounding_mb", "", AsyncWarning::kNo, ParseMaxNonSplitRounding,
-     FormatMaxNonSplitRounding},
-    {"garbage_collection_threshold", "", AsyncWarning::kNo, ParseGarbageCollectionThreshold,
-     FormatGarbageCollectionThreshold},
-    {"roundup_power2_divisions", "", AsyncWarning::kNo, ParseRoundupOption, FormatRoundupOption},
-    BoolOption<&AllocatorOptions::expandable_segments>("expandable_segments", "",
-                                                       AsyncWarning::kNo),
-    BoolOption<&AllocatorOptions::pinned_use_background_threads>("pinned_use_background_threads",
-                                                                 "", AsyncWarning::kNo),
+    {AllocatorKey::kLargeSegmentSizeMb, "large_segment_size_mb", "", AsyncWarning::kNo,
+     ParseLargeSegmentSize, FormatLargeSegmentSize},
+    {AllocatorKey::kMaxSplitSizeMb, "max_split_size_mb", "", AsyncWarning::kNo, ParseMaxSplitSize,
+     FormatMaxSplitSize},
+    {AllocatorKey::kMaxNonSplitRoundingMb, "max_non_split_rounding_mb", "", AsyncWarning::kNo,
+     ParseMaxNonSplitRounding, FormatMaxNonSplitRounding},
+    {AllocatorKey::kGarbageCollectionThreshold, "garbage_collection_threshold", "",
+     AsyncWarning::kNo, ParseGarbageCollectionThreshold, FormatGarbageCollectionThreshold},
+    {AllocatorKey::kRoundupPower2Divisions, "roundup_power2_divisions", "", AsyncWarning::kNo,
+     ParseRoundupOption, FormatRoundupOption},
+    BoolOption<&AllocatorOptions::expandable_segments>(
+        AllocatorKey::kExpandableSegments, "expandable_segments", "", AsyncWarning::kNo),
+    BoolOption<&AllocatorOptions::pinned_use_background_threads>(
+        AllocatorKey::kPinnedUseBackgroundThreads, "pinned_use_background_threads", "",
+        AsyncWarning::kNo),
     // CUDA keys (PyTorch's CUDAAllocatorConfig).
-    {"backend", "", AsyncWarning::kNo, ParseBackend, FormatBackend},
+    {AllocatorKey::kBackend, "backend", "", AsyncWarning::kNo, ParseBackend, FormatBackend},
     BoolOption<&AllocatorOptions::release_lock_on_cudamalloc>(
-        "release_lock_on_cudamalloc", "release_lock_on_hipmalloc", AsyncWarning::kYes),
-    {"per_process_memory_fraction", "", AsyncWarning::kYes, ParsePerProcessMemoryFraction,
-     FormatPerProcessMemoryFraction},
-    BoolOption<&AllocatorOptions::throw_on_cudamalloc_oom>("throw_on_cudamalloc_oom", "",
-                                                           AsyncWarning::kYes),
+        AllocatorKey::kReleaseLockOnCudamalloc, "release_lock_on_cudamalloc",
+        "release_lock_on_hipmalloc", AsyncWarning::kYes),
+    {AllocatorKey::kPerProcessMemoryFraction, "per_process_memory_fraction", "", AsyncWarning::kYes,
+     ParsePerProcessMemoryFraction, FormatPerProcessMemoryFraction},
+    BoolOption<&AllocatorOptions::throw_on_cudamalloc_oom>(
+        AllocatorKey::kThrowOnCudamallocOom, "throw_on_cudamalloc_oom", "", AsyncWarning::kYes),
     BoolOption<&AllocatorOptions::graph_capture_record_stream_reuse>(
-        "graph_capture_record_stream_reuse", "", AsyncWarning::kYes),
-    {"expandable_segments_reserve", "", AsyncWarning::kYes, ParseExpandableSegmentsReserve,
-     FormatExpandableSegmentsReserve},
-    {"expandable_segments_reserve_by_class", "", AsyncWarning::kYes,
-     ParseExpandableSegmentsReserveByClass, FormatExpandableSegmentsReserveByClass},
+        AllocatorKey::kGraphCaptureRecordStreamReuse, "graph_capture_record_stream_reuse", "",
+        AsyncWarning::kYes),
+    {AllocatorKey::kExpandableSegmentsReserve, "expandable_segments_reserve", "",
+     AsyncWarning::kYes, ParseExpandableSegmentsReserve, FormatExpandableSegmentsReserve},
+    {AllocatorKey::kExpandableSegmentsReserveByClass, "expandable_segments_reserve_by_class", "",
+     AsyncWarning::kYes, ParseExpandableSegmentsReserveByClass,
+     FormatExpandableSegmentsReserveByClass},
     BoolOption<&AllocatorOptions::pinned_use_cuda_host_register>(
-        "pinned_use_cuda_host_register", "pinned_use_hip_host_register", AsyncWarning::kYes),
-    {"pinned_num_register_threads", "", AsyncWarning::kYes, ParsePinnedNumRegisterThreads,
-     FormatPinnedNumRegisterThreads},
-    {"pinned_reserve_segment_size_mb", "", AsyncWarning::kYes, ParsePinnedReserveSegmentSize,
-     FormatPinnedReserveSegmentSize},
-    BoolOption<&AllocatorOptions::pinned_free_catch_all>("pinned_free_catch_all", "",
-                                                         AsyncWarning::kYes),
+        AllocatorKey::kPinnedUseCudaHostRegister, "pinned_use_cuda_host_register",
+        "pinned_use_hip_host_register", AsyncWarning::kYes),
+    {AllocatorKey::kPinnedNumRegisterThreads, "pinned_num_register_threads", "", AsyncWarning::kYes,
+     ParsePinnedNumRegisterThreads, FormatPinnedNumRegisterThreads},
+    {AllocatorKey::kPinnedReserveSegmentSizeMb, "pinned_reserve_segment_size_mb", "",
+     AsyncWarning::kYes, ParsePinnedReserveSegmentSize, FormatPinnedReserveSegmentSize},
+    BoolOption<&AllocatorOptions::pinned_free_catch_all>(
+        AllocatorKey::kPinnedFreeCatchAll, "pinned_free_catch_all", "", AsyncWarning::kYes),
     // fragscope extension (not a PyTorch key).
-    {"placement", "", AsyncWarning::kNo, ParsePlacement, FormatPlacement},
+    {AllocatorKey::kPlacement, "placement", "", AsyncWarning::kNo, ParsePlacement, FormatPlacement},
 };
 constexpr const OptionDef& kLargeSegmentSizeOption = kOptions[0];
 
@@ -363,7 +374,143 @@ const OptionDef* FindOption(std::string_view key) {
   return nullptr;
 }
 
+const OptionDef& OptionFor(AllocatorKey key) { return kOptions[static_cast<size_t>(key)]; }
+
+// The table is indexed by AllocatorKey.
+constexpr bool TableFollowsKeys() {
+  for (size_t i = 0; i < std::size(kOptions); ++i) {
+    if (static_cast<size_t>(kOptions[i].key) != i) return false;
+  }
+  return std::size(kOptions) == kAllocatorKeyCount;
+}
+static_assert(TableFollowsKeys());
+
+// Sets `key`'s fields of `options` to their defaults (ResetAllocatorOption without the checks).
+void ResetFields(AllocatorOptions& options, AllocatorKey key) {
+  const AllocatorOptions defaults;
+  switch (key) {
+    case AllocatorKey::kLargeSegmentSizeMb:
+      if (options.max_non_split_rounding_bytes == options.large_segment_size_bytes) {
+        options.max_non_split_rounding_bytes = defaults.large_segment_size_bytes;
+      }
+      options.large_segment_size_bytes = defaults.large_segment_size_bytes;
+      break;
+    case AllocatorKey::kMaxSplitSizeMb:
+      options.max_split_size_bytes = defaults.max_split_size_bytes;
+      break;
+    case AllocatorKey::kMaxNonSplitRoundingMb:
+      options.max_non_split_rounding_bytes = options.large_segment_size_bytes;
+      break;
+    case AllocatorKey::kGarbageCollectionThreshold:
+      options.garbage_collection_threshold = defaults.garbage_collection_threshold;
+      break;
+    case AllocatorKey::kRoundupPower2Divisions:
+      options.roundup_power2_divisions = defaults.roundup_power2_divisions;
+      break;
+    case AllocatorKey::kExpandableSegments:
+      options.expandable_segments = defaults.expandable_segments;
+      break;
+    case AllocatorKey::kPinnedUseBackgroundThreads:
+      options.pinned_use_background_threads = defaults.pinned_use_background_threads;
+      break;
+    case AllocatorKey::kBackend:
+      options.backend = defaults.backend;
+      break;
+    case AllocatorKey::kReleaseLockOnCudamalloc:
+      options.release_lock_on_cudamalloc = defaults.release_lock_on_cudamalloc;
+      break;
+    case AllocatorKey::kPerProcessMemoryFraction:
+      options.per_process_memory_fraction = defaults.per_process_memory_fraction;
+      break;
+    case AllocatorKey::kThrowOnCudamallocOom:
+      options.throw_on_cudamalloc_oom = defaults.throw_on_cudamalloc_oom;
+      break;
+    case AllocatorKey::kGraphCaptureRecordStreamReuse:
+      options.graph_capture_record_stream_reuse = defaults.graph_capture_record_stream_reuse;
+      break;
+    case AllocatorKey::kExpandableSegmentsReserve:
+      options.expandable_segments_reserve = defaults.expandable_segments_reserve;
+      break;
+    case AllocatorKey::kExpandableSegmentsReserveByClass:
+      options.expandable_segments_reserve_by_class = defaults.expandable_segments_reserve_by_class;
+      break;
+    case AllocatorKey::kPinnedUseCudaHostRegister:
+      options.pinned_use_cuda_host_register = defaults.pinned_use_cuda_host_register;
+      break;
+    case AllocatorKey::kPinnedNumRegisterThreads:
+      options.pinned_num_register_threads = defaults.pinned_num_register_threads;
+      break;
+    case AllocatorKey::kPinnedReserveSegmentSizeMb:
+      options.pinned_reserve_segment_size_mb = defaults.pinned_reserve_segment_size_mb;
+      break;
+    case AllocatorKey::kPinnedFreeCatchAll:
+      options.pinned_free_catch_all = defaults.pinned_free_catch_all;
+      break;
+    case AllocatorKey::kPlacement:
+      options.placement = defaults.placement;
+      break;
+  }
+  options.given.reset(static_cast<size_t>(key));
+}
+
+// The sizes that must stay at least the large segment size (ParseAllocatorOptions applies
+// large_segment_size_mb first so that its checks see it; an edit checks afterwards).
+absl::Status CheckSizesAgainstLargeSegment(const AllocatorOptions& options) {
+  const uint64_t min_mb = options.large_segment_size_bytes / kMiB;
+  if (options.max_split_size_set() &&
+      options.max_split_size_bytes < options.large_segment_size_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_split_size_mb: ", options.max_split_size_bytes / kMiB,
+                     " is too small, must be >= ", min_mb, " (the large_segment_size_mb)"));
+  }
+  if (options.max_non_split_rounding_bytes < options.large_segment_size_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_non_split_rounding_mb: ", options.max_non_split_rounding_bytes / kMiB,
+                     " is too small, must be >= ", min_mb, " (the large_segment_size_mb)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string_view AllocatorKeyName(AllocatorKey key) { return OptionFor(key).name; }
+
+std::optional<AllocatorKey> FindAllocatorKey(std::string_view name) {
+  const OptionDef* def = FindOption(name);
+  if (def == nullptr) return std::nullopt;
+  return def->key;
+}
+
+absl::Status SetAllocatorOption(AllocatorOptions& options, AllocatorKey key,
+                                std::string_view value) {
+  const OptionDef& def = OptionFor(key);
+  const std::string text =
+      absl::StrCat(alloc_conf::ToAbsl(def.name), ":", alloc_conf::ToAbsl(value));
+  FRAGSCOPE_ASSIGN_OR_RETURN(const std::vector<Entry> entries, alloc_conf::SplitConfig(text));
+  if (entries.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        alloc_conf::ToAbsl(def.name), ": '", alloc_conf::ToAbsl(value), "' is not one value"));
+  }
+  AllocatorOptions edited = options;
+  ResetFields(edited, key);
+  FRAGSCOPE_RETURN_IF_ERROR(def.parse(entries[0], edited));
+  if (key == AllocatorKey::kLargeSegmentSizeMb &&
+      options.max_non_split_rounding_bytes == options.large_segment_size_bytes) {
+    edited.max_non_split_rounding_bytes = edited.large_segment_size_bytes;
+  }
+  FRAGSCOPE_RETURN_IF_ERROR(CheckSizesAgainstLargeSegment(edited));
+  edited.given.set(static_cast<size_t>(key));
+  options = std::move(edited);
+  return absl::OkStatus();
+}
+
+absl::Status ResetAllocatorOption(AllocatorOptions& options, AllocatorKey key) {
+  AllocatorOptions edited = options;
+  ResetFields(edited, key);
+  FRAGSCOPE_RETURN_IF_ERROR(CheckSizesAgainstLargeSegment(edited));
+  options = std::move(edited);
+  return absl::OkStatus();
+}
 
 std::string_view PlacementPolicyName(PlacementPolicy policy) {
   for (const PlacementName& placement : kPlacementNames) {
@@ -380,6 +527,7 @@ absl::StatusOr<AllocatorOptions> ParseAllocatorOptions(std::string_view conf) {
   for (const Entry& entry : entries) {
     if (entry.key.text == kLargeSegmentSizeOption.name) {
       FRAGSCOPE_RETURN_IF_ERROR(kLargeSegmentSizeOption.parse(entry, options));
+      options.given.set(static_cast<size_t>(AllocatorKey::kLargeSegmentSizeMb));
     }
   }
   options.max_non_split_rounding_bytes = options.large_segment_size_bytes;
@@ -393,6 +541,7 @@ absl::StatusOr<AllocatorOptions> ParseAllocatorOptions(std::string_view conf) {
     }
     if (def == &kLargeSegmentSizeOption) continue;
     FRAGSCOPE_RETURN_IF_ERROR(def->parse(entry, options));
+    options.given.set(static_cast<size_t>(def->key));
     async_warning |= def->async_warning == AsyncWarning::kYes;
   }
   if (options.backend == "cudaMallocAsync" && async_warning) {

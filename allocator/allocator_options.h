@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <bitset>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -51,6 +52,38 @@ struct ExpandableSegmentsReserve {
   friend bool operator==(const ExpandableSegmentsReserve&,
                          const ExpandableSegmentsReserve&) = default;
 };
+
+// The keys of the settings string, in FormatAllocatorOptions order (the option table in
+// allocator_options.cc has one row per key, in this order).
+enum class AllocatorKey : uint8_t {
+  kLargeSegmentSizeMb,
+  kMaxSplitSizeMb,
+  kMaxNonSplitRoundingMb,
+  kGarbageCollectionThreshold,
+  kRoundupPower2Divisions,
+  kExpandableSegments,
+  kPinnedUseBackgroundThreads,
+  kBackend,
+  kReleaseLockOnCudamalloc,
+  kPerProcessMemoryFraction,
+  kThrowOnCudamallocOom,
+  kGraphCaptureRecordStreamReuse,
+  kExpandableSegmentsReserve,
+  kExpandableSegmentsReserveByClass,
+  kPinnedUseCudaHostRegister,
+  kPinnedNumRegisterThreads,
+  kPinnedReserveSegmentSizeMb,
+  kPinnedFreeCatchAll,
+  kPlacement,
+};
+inline constexpr size_t kAllocatorKeyCount = static_cast<size_t>(AllocatorKey::kPlacement) + 1;
+
+// The key as the settings string spells it ("max_split_size_mb").
+std::string_view AllocatorKeyName(AllocatorKey key);
+
+// The key a settings string names (aliases such as release_lock_on_hipmalloc included), or
+// nullopt for an unknown key.
+std::optional<AllocatorKey> FindAllocatorKey(std::string_view name);
 
 struct AllocatorOptions {
   // Blocks of at least this size are never split, and serve only requests within
@@ -96,13 +129,19 @@ struct AllocatorOptions {
   uint64_t pinned_reserve_segment_size_mb = 0;  // 0 = unset; a parsed value is > 0.
   bool pinned_free_catch_all = false;
 
-  // The string these options were parsed from ("" for defaults).
+  // The keys the settings named (ParseAllocatorOptions; SetAllocatorOption adds its key,
+  // ResetAllocatorOption removes it): what was asked for, whatever the value.
+  std::bitset<kAllocatorKeyCount> given;
+
+  // The string ParseAllocatorOptions read ("" for defaults); SetAllocatorOption and
+  // ResetAllocatorOption leave it as it was. For messages that quote what the user wrote.
   std::string source;
   // What PyTorch would print with TORCH_WARN while parsing `source` (an ignored invalid
   // expandable-segment reserve, native options given with backend:cudaMallocAsync).
   std::vector<std::string> warnings;
 
   bool max_split_size_set() const { return max_split_size_bytes != kUnlimitedBytes; }
+  bool Given(AllocatorKey key) const { return given.test(static_cast<size_t>(key)); }
 
   // Compares every field, `source` and `warnings` included.
   friend bool operator==(const AllocatorOptions&, const AllocatorOptions&) = default;
@@ -114,6 +153,19 @@ struct AllocatorOptions {
 // Errors are kInvalidArgument and name the key and value, e.g.
 // "max_split_size_mb: 2 is too small, must be >= 20", or the offset of a syntax error.
 absl::StatusOr<AllocatorOptions> ParseAllocatorOptions(std::string_view conf);
+
+// Sets one key of `options` to `value` (the value's text as the settings string writes it:
+// "128", "True", "[64:8,>:1]"), read by the same lexer and option table as ParseAllocatorOptions
+// with the same limits. The key's previous value is replaced, not added to (a roundup list starts
+// from no divisions); a new large_segment_size_mb moves max_non_split_rounding_mb with it when
+// that was at its default. Errors name the key and value; `options` is then unchanged.
+absl::Status SetAllocatorOption(AllocatorOptions& options, AllocatorKey key,
+                                std::string_view value);
+
+// Puts one key of `options` back to its default (max_split_size_mb: unlimited). Errors when the
+// default would break an invariant of the rest (large_segment_size_mb back to 20 above a
+// max_split_size_mb of less); `options` is then unchanged.
+absl::Status ResetAllocatorOption(AllocatorOptions& options, AllocatorKey key);
 
 // The canonical PYTORCH_CUDA_ALLOC_CONF string for `options` (only non-default keys, fixed
 // order). ParseAllocatorOptions(FormatAllocatorOptions(o)) reproduces o (except `source` and

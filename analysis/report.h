@@ -36,11 +36,7 @@ struct RankReport {
   std::optional<LayoutSummary> at_layout;  // --at EVENT
   LayoutSummary final_layout;              // numbers only (maps cleared)
   std::vector<SweepResult> sweep;
-  std::optional<size_t> recommended;  // index into sweep
-  std::string recommendation;
-  // SweepRecommendation::headline: what the recommended row is, for the HTML card.
-  std::string recommendation_headline;
-  JobVerdict verdict;
+  JobVerdict verdict;  // with the recommended sweep row
   std::optional<ModelGap> model_gap;
   std::string model_gap_where;  // "at the first OOM (event 812)", ...
   std::vector<std::string> warnings;

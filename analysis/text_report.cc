@@ -287,7 +287,7 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
         "\nSweep: %s replayed on the simulated device in "
         "%.2f s (0 = unlimited max_split_size)\n",
         CountOf(r.sweep.size(), "configuration"), r.sweep_seconds);
-    RenderSweepTable(r.sweep, r.recommended, r.recommendation, out);
+    RenderSweepTable(r.sweep, r.verdict.recommended, r.verdict.recommendation, out);
     if (!refused.empty()) {
       Wrapped(out,
               absl::StrCat("Each row is a replay under its settings and counts ", refused,

@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "allocator/allocator_events.h"
+#include "allocator/allocator_options.h"
 #include "allocator/types.h"
 
 namespace fragscope {
@@ -106,8 +107,11 @@ struct TraceInfo {
   // Device capacity; 0 when the source does not say (see capacity_source).
   uint64_t capacity_bytes = 0;
   std::string capacity_source;  // "log header", "--capacity", "OOM device_free + reserved", ...
-  // The allocator settings the trace ran with, in PYTORCH_CUDA_ALLOC_CONF syntax.
+  // The allocator settings the trace ran with, in PYTORCH_CUDA_ALLOC_CONF syntax, as the trace
+  // gives them (for display and messages), and parsed once by the source (SetTraceSettings):
+  // the settings, or why the text is not valid settings.
   std::string allocator_options;
+  absl::StatusOr<AllocatorOptions> settings = AllocatorOptions();
   // Unix time of the first event in ns (0 unknown).
   int64_t start_wall_ns = 0;
   // The source records empty_cache() itself (fslog); otherwise the replay infers it from
@@ -120,6 +124,9 @@ struct TraceInfo {
   bool expandable_segments = false;
   std::vector<InitialSegment> initial_segments;
 };
+
+// Sets the trace's settings text and parses it into info.settings.
+void SetTraceSettings(TraceInfo& info, std::string text);
 
 // A stream of TraceEvents. Implementations hold O(1) state beyond their read buffer, except
 // the snapshot source, which holds the decoded pickle.
