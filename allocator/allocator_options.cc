@@ -1,15 +1,16 @@
 // ParseAllocatorOptions / FormatAllocatorOptions: one table of named options (kOptions below,
 // like mimalloc's options[]) drives both directions.
 //
-// Parsing follows PyTorch's newest AcceleratorAllocatorConfig::parseArgs (generic keys) and
+// Parsing follows PyTorch 2.11's AcceleratorAllocatorConfig::parseArgs (generic keys) and
 // CUDAAllocatorConfig::parseArgs (CUDA keys), run on one string:
 //   1. large_segment_size_mb is applied first wherever it appears, because the limits of
 //      max_split_size_mb and max_non_split_rounding_mb depend on it; then
 //      max_non_split_rounding defaults to the (possibly changed) large segment size.
 //   2. Every other entry is applied in order; a repeated key overrides the earlier value
 //      (roundup_power2_divisions lists are applied on top of each other, as in PyTorch).
-//   3. An unknown key fails with PyTorch's CUDA-parser text
-//      "Unrecognized key 'foo' in CUDA allocator config.".
+//   3. An unknown key fails with 2.11's CUDA-parser text, what a job whose environment names it
+//      gets: "Unrecognized key 'foo' in CUDA allocator config.".
+// SetAllocatorOption edits one key through the same table (the sweep's grid).
 // Sizes given in MB are clamped to SIZE_MAX / 1 MiB before the multiplication into bytes, as
 // PyTorch does, so they never overflow; a number that does not fit in 64 bits is an error.
 #include "allocator/allocator_options.h"
@@ -214,67 +215,6 @@ std::string FormatPinnedReserveSegmentSize(const AllocatorOptions& options) {
   return mb == 0 ? "" : absl::StrCat(mb);
 }
 
-// PyTorch's CUDAAllocatorConfig::parseReserveSpec: "<fraction>" or "<GiB>G" (or 'g'), positive
-// and finite. nullopt otherwise; PyTorch then warns and keeps its default.
-std::optional<ExpandableSegmentsReserve> ParseReserveSpec(std::string_view text) {
-  const bool is_gib = !text.empty() && (text.back() == 'G' || text.back() == 'g');
-  if (is_gib) text.remove_suffix(1);
-  const std::optional<double> value = alloc_conf::ParseDecimal(text);
-  if (!value.has_value() || !std::isfinite(*value) || *value <= 0.0) return std::nullopt;
-  return ExpandableSegmentsReserve{.is_fraction = !is_gib, .value = *value};
-}
-
-std::string FormatReserveSpec(const ExpandableSegmentsReserve& spec) {
-  return absl::StrCat(FormatDouble(spec.value), spec.is_fraction ? "" : "G");
-}
-
-std::string ReserveWarning(const Entry& entry, std::string_view value) {
-  return absl::StrCat(entry.key.text, ": ignoring invalid value '", alloc_conf::ToAbsl(value),
-                      "' (expected a positive, finite fraction like 0.5 or an absolute size "
-                      "like 40G); using default");
-}
-
-absl::Status ParseExpandableSegmentsReserve(const Entry& entry, AllocatorOptions& options) {
-  FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
-  if (std::optional<ExpandableSegmentsReserve> spec = ParseReserveSpec(value->text)) {
-    options.expandable_segments_reserve = *spec;
-  } else {
-    options.warnings.push_back(ReserveWarning(entry, value->text));
-  }
-  return absl::OkStatus();
-}
-
-std::string FormatExpandableSegmentsReserve(const AllocatorOptions& options) {
-  const auto& spec = options.expandable_segments_reserve;
-  return spec.has_value() ? FormatReserveSpec(*spec) : "";
-}
-
-// The list replaces any earlier one; a malformed item is skipped with a warning, as in PyTorch.
-absl::Status ParseExpandableSegmentsReserveByClass(const Entry& entry, AllocatorOptions& options) {
-  if (!entry.is_list) {
-    return ValueError(entry, entry.value.text, "is not a list, expected [class:reserve,...]");
-  }
-  std::map<std::string, ExpandableSegmentsReserve> by_class;
-  for (const alloc_conf::ListItem& item : entry.items) {
-    if (std::optional<ExpandableSegmentsReserve> spec = ParseReserveSpec(item.value.text)) {
-      by_class[item.key.text] = *spec;
-    } else {
-      options.warnings.push_back(ReserveWarning(entry, item.value.text));
-    }
-  }
-  options.expandable_segments_reserve_by_class = std::move(by_class);
-  return absl::OkStatus();
-}
-
-std::string FormatExpandableSegmentsReserveByClass(const AllocatorOptions& options) {
-  if (options.expandable_segments_reserve_by_class.empty()) return "";
-  std::vector<std::string> items;
-  for (const auto& [name, spec] : options.expandable_segments_reserve_by_class) {
-    items.push_back(absl::StrCat(name, ":", FormatReserveSpec(spec)));
-  }
-  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
-}
-
 absl::Status ParsePlacement(const Entry& entry, AllocatorOptions& options) {
   FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
   for (const PlacementName& placement : kPlacementNames) {
@@ -343,16 +283,9 @@ constexpr OptionDef kOptions[] = {
         "release_lock_on_hipmalloc", AsyncWarning::kYes),
     {AllocatorKey::kPerProcessMemoryFraction, "per_process_memory_fraction", "", AsyncWarning::kYes,
      ParsePerProcessMemoryFraction, FormatPerProcessMemoryFraction},
-    BoolOption<&AllocatorOptions::throw_on_cudamalloc_oom>(
-        AllocatorKey::kThrowOnCudamallocOom, "throw_on_cudamalloc_oom", "", AsyncWarning::kYes),
     BoolOption<&AllocatorOptions::graph_capture_record_stream_reuse>(
         AllocatorKey::kGraphCaptureRecordStreamReuse, "graph_capture_record_stream_reuse", "",
         AsyncWarning::kYes),
-    {AllocatorKey::kExpandableSegmentsReserve, "expandable_segments_reserve", "",
-     AsyncWarning::kYes, ParseExpandableSegmentsReserve, FormatExpandableSegmentsReserve},
-    {AllocatorKey::kExpandableSegmentsReserveByClass, "expandable_segments_reserve_by_class", "",
-     AsyncWarning::kYes, ParseExpandableSegmentsReserveByClass,
-     FormatExpandableSegmentsReserveByClass},
     BoolOption<&AllocatorOptions::pinned_use_cuda_host_register>(
         AllocatorKey::kPinnedUseCudaHostRegister, "pinned_use_cuda_host_register",
         "pinned_use_hip_host_register", AsyncWarning::kYes),
@@ -360,8 +293,6 @@ constexpr OptionDef kOptions[] = {
      ParsePinnedNumRegisterThreads, FormatPinnedNumRegisterThreads},
     {AllocatorKey::kPinnedReserveSegmentSizeMb, "pinned_reserve_segment_size_mb", "",
      AsyncWarning::kYes, ParsePinnedReserveSegmentSize, FormatPinnedReserveSegmentSize},
-    BoolOption<&AllocatorOptions::pinned_free_catch_all>(
-        AllocatorKey::kPinnedFreeCatchAll, "pinned_free_catch_all", "", AsyncWarning::kYes),
     // fragscope extension (not a PyTorch key).
     {AllocatorKey::kPlacement, "placement", "", AsyncWarning::kNo, ParsePlacement, FormatPlacement},
 };
@@ -422,17 +353,8 @@ void ResetFields(AllocatorOptions& options, AllocatorKey key) {
     case AllocatorKey::kPerProcessMemoryFraction:
       options.per_process_memory_fraction = defaults.per_process_memory_fraction;
       break;
-    case AllocatorKey::kThrowOnCudamallocOom:
-      options.throw_on_cudamalloc_oom = defaults.throw_on_cudamalloc_oom;
-      break;
     case AllocatorKey::kGraphCaptureRecordStreamReuse:
       options.graph_capture_record_stream_reuse = defaults.graph_capture_record_stream_reuse;
-      break;
-    case AllocatorKey::kExpandableSegmentsReserve:
-      options.expandable_segments_reserve = defaults.expandable_segments_reserve;
-      break;
-    case AllocatorKey::kExpandableSegmentsReserveByClass:
-      options.expandable_segments_reserve_by_class = defaults.expandable_segments_reserve_by_class;
       break;
     case AllocatorKey::kPinnedUseCudaHostRegister:
       options.pinned_use_cuda_host_register = defaults.pinned_use_cuda_host_register;
@@ -442,9 +364,6 @@ void ResetFields(AllocatorOptions& options, AllocatorKey key) {
       break;
     case AllocatorKey::kPinnedReserveSegmentSizeMb:
       options.pinned_reserve_segment_size_mb = defaults.pinned_reserve_segment_size_mb;
-      break;
-    case AllocatorKey::kPinnedFreeCatchAll:
-      options.pinned_free_catch_all = defaults.pinned_free_catch_all;
       break;
     case AllocatorKey::kPlacement:
       options.placement = defaults.placement;
@@ -472,6 +391,61 @@ absl::Status CheckSizesAgainstLargeSegment(const AllocatorOptions& options) {
 }
 
 }  // namespace
+
+bool AffectsDeviceMemory(AllocatorKey key) {
+  switch (key) {
+    case AllocatorKey::kPinnedUseBackgroundThreads:
+    case AllocatorKey::kReleaseLockOnCudamalloc:
+    case AllocatorKey::kGraphCaptureRecordStreamReuse:
+    case AllocatorKey::kPinnedUseCudaHostRegister:
+    case AllocatorKey::kPinnedNumRegisterThreads:
+    case AllocatorKey::kPinnedReserveSegmentSizeMb:
+      return false;
+    default:
+      return true;
+  }
+}
+
+bool SameAllocatorOption(const AllocatorOptions& a, const AllocatorOptions& b, AllocatorKey key) {
+  switch (key) {
+    case AllocatorKey::kLargeSegmentSizeMb:
+      return a.large_segment_size_bytes == b.large_segment_size_bytes;
+    case AllocatorKey::kMaxSplitSizeMb:
+      return a.max_split_size_bytes == b.max_split_size_bytes;
+    case AllocatorKey::kMaxNonSplitRoundingMb:
+      return a.max_non_split_rounding_bytes == b.max_non_split_rounding_bytes;
+    case AllocatorKey::kGarbageCollectionThreshold:
+      return a.garbage_collection_threshold == b.garbage_collection_threshold;
+    case AllocatorKey::kRoundupPower2Divisions:
+      return a.roundup_power2_divisions == b.roundup_power2_divisions;
+    case AllocatorKey::kExpandableSegments:
+      return a.expandable_segments == b.expandable_segments;
+    case AllocatorKey::kPinnedUseBackgroundThreads:
+      return a.pinned_use_background_threads == b.pinned_use_background_threads;
+    case AllocatorKey::kBackend:
+      return a.backend == b.backend;
+    case AllocatorKey::kReleaseLockOnCudamalloc:
+      return a.release_lock_on_cudamalloc == b.release_lock_on_cudamalloc;
+    case AllocatorKey::kPerProcessMemoryFraction:
+      return a.per_process_memory_fraction == b.per_process_memory_fraction;
+    case AllocatorKey::kGraphCaptureRecordStreamReuse:
+      return a.graph_capture_record_stream_reuse == b.graph_capture_record_stream_reuse;
+    case AllocatorKey::kPinnedUseCudaHostRegister:
+      return a.pinned_use_cuda_host_register == b.pinned_use_cuda_host_register;
+    case AllocatorKey::kPinnedNumRegisterThreads:
+      return a.pinned_num_register_threads == b.pinned_num_register_threads;
+    case AllocatorKey::kPinnedReserveSegmentSizeMb:
+      return a.pinned_reserve_segment_size_mb == b.pinned_reserve_segment_size_mb;
+    case AllocatorKey::kPlacement:
+      return a.placement == b.placement;
+  }
+  return false;
+}
+
+std::string AllocatorOptionValueText(const AllocatorOptions& options, AllocatorKey key) {
+  std::string text = OptionFor(key).format(options);
+  return text.empty() ? "(default)" : text;
+}
 
 std::string_view AllocatorKeyName(AllocatorKey key) { return OptionFor(key).name; }
 

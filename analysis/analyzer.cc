@@ -156,15 +156,15 @@ bool ConfSetsFraction(const AnalysisOptions& options) {
 // Settings that name another backend than the native allocator are not replayed: its pools
 // are the driver's (cudaMallocAsync), and the native allocator's figures under that name would
 // be of an allocator the job did not use. `settings` came from --conf or the trace (`path`'s,
-// named when they are its own).
-absl::Status NativeBackendOnly(const AllocatorOptions& settings, bool from_conf,
-                               const std::string& path = "") {
+// named when they are its own), written as `text`.
+absl::Status NativeBackendOnly(const AllocatorOptions& settings, const std::string& text,
+                               bool from_conf, const std::string& path = "") {
   if (settings.backend == "native") return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s '%s': backend:%s is not simulated (fragscope replays PyTorch's native caching "
       "allocator)%s",
       from_conf ? std::string("--conf") : absl::StrCat(path, ": the trace's allocator settings"),
-      Excerpt(settings.source), settings.backend,
+      Excerpt(text), settings.backend,
       from_conf ? ""
                 : "; give --conf with native settings (e.g. --conf '') to see what the native "
                   "allocator would do with these requests"));
@@ -191,7 +191,9 @@ absl::Status CheckConfOption(const AnalysisOptions& options) {
         "fraction in (0, 1]",
         options.conf->source));
   }
-  if (absl::Status s = NativeBackendOnly(*options.conf, true); !s.ok()) return s;
+  if (absl::Status s = NativeBackendOnly(*options.conf, options.conf->source, true); !s.ok()) {
+    return s;
+  }
   return OneCap(options);
 }
 
@@ -236,7 +238,10 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                                       Excerpt(info.settings.status().message())));
   }
   const AllocatorOptions& settings = options.conf.has_value() ? *options.conf : *info.settings;
-  if (absl::Status s = NativeBackendOnly(settings, options.conf.has_value(), info.path); !s.ok()) {
+  const std::string& text =
+      options.conf.has_value() ? options.conf->source : info.allocator_options;
+  if (absl::Status s = NativeBackendOnly(settings, text, options.conf.has_value(), info.path);
+      !s.ok()) {
     return s;
   }
   if (absl::Status s = OneCap(options); !s.ok()) return s;
@@ -308,6 +313,14 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   }
   report.capacity_bytes = ResolveCapacity((*source)->info(), options, &report.capacity_source);
   report.allowed_bytes = ReplayCapBytes(*config);
+  if (options.conf.has_value()) {
+    report.settings_check =
+        CheckSettings({.from = "--conf", .text = options.conf->source, .options = *options.conf},
+                      (*source)->info().recorded_settings);
+  } else if (options.env_settings.has_value()) {
+    report.settings_check =
+        CheckSettings(*options.env_settings, (*source)->info().recorded_settings);
+  }
   report.options = FormatAllocatorOptions(config->options);
 
   const auto replay_start = std::chrono::steady_clock::now();

@@ -14,6 +14,7 @@
 #include "analysis/open_trace.h"
 #include "analysis/replay.h"
 #include "analysis/report.h"
+#include "analysis/settings_check.h"
 #include "analysis/sweep.h"
 
 namespace fragscope {
@@ -25,6 +26,9 @@ struct AnalysisOptions {
   std::optional<double> memory_fraction;     // ... or as a fraction of the capacity
   // Replay under these settings instead of the trace's (--conf, parsed by the command line).
   std::optional<AllocatorOptions> conf;
+  // The settings the environment gives the job (PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF),
+  // read by the command line: checked against the trace's when --conf is not given.
+  std::optional<AskedSettings> env_settings;
   std::optional<uint64_t> at_index;  // also report the layout after this event
   int device = -1;                   // snapshot device
   size_t timeline_points = 600;

@@ -283,6 +283,12 @@ void FslogSource::FillInfo() {
   info_.capacity_bytes = h.device_total_bytes;
   info_.capacity_source = h.device_total_bytes > 0 ? "log header" : "";
   SetTraceSettings(info_, h.allocator_options);
+  if (info_.settings.ok()) {
+    // The header's string is the whole of the settings (absent keys at their defaults).
+    info_.recorded_settings =
+        RecordedSettings{.values = *info_.settings, .where = "the log header"};
+    info_.recorded_settings->keys.set();
+  }
   info_.start_wall_ns = h.start_wall_ns;
   info_.records_empty_cache = true;
   info_.records_free_completed = true;

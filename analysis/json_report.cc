@@ -7,6 +7,7 @@
 #include "allocator/device_stats.h"
 #include "analysis/json_verdict.h"
 #include "analysis/json_writer.h"
+#include "analysis/settings_check_json.h"
 
 namespace fragscope {
 namespace {
@@ -185,6 +186,8 @@ void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& opti
   for (const std::string& w : r.warnings) j.String(w);
   j.EndArray();
   j.EndObject();
+  j.Key("settings_check");
+  WriteJsonSettingsCheck(j, r.settings_check);
   j.Key("peaks");
   j.BeginObject();
   j.Field("allocated_bytes", m.peak_allocated_bytes);

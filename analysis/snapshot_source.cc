@@ -13,6 +13,7 @@
 #include "allocator/event_log_format.h"
 #include "allocator/size_policy.h"
 #include "analysis/pytorch_snapshot.h"
+#include "analysis/settings_check.h"
 
 namespace fragscope {
 namespace {
@@ -117,6 +118,9 @@ absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
   info_.device = static_cast<int32_t>(device_);
   info_.device_name = "CUDA device (PyTorch snapshot)";
   SetTraceSettings(info_, OptionsText(*snapshot_));
+  if (snapshot_->allocator_settings.has_value()) {
+    info_.recorded_settings = RecordedSettingsFromSnapshot(*snapshot_->allocator_settings);
+  }
   info_.records_empty_cache = false;
   info_.records_free_completed = true;
   const auto& trace = traces[device_];

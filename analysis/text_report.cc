@@ -202,6 +202,7 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
           "  ");
   out << absl::StrFormat("  allocator settings: %s\n",
                          r.options.empty() ? "(PyTorch defaults)" : r.options);
+  if (r.settings_check.has_value()) RenderSettingsCheckText(*r.settings_check, out);
   out << absl::StrFormat("  %s replayed in %.2f s; %s, %s\n\n", CountOf(r.metrics.events, "event"),
                          r.replay_seconds, CountOf(r.metrics.allocations, "allocation"),
                          CountOf(r.metrics.frees, "free"));

@@ -25,6 +25,7 @@
 //   options_change  text                        --                            --
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -86,6 +87,14 @@ struct InitialSegment {
   std::vector<InitialBlock> allocated;  // the rest of the segment was free
 };
 
+// The allocator settings a trace records as in effect in the job, key by key (the
+// effective-settings check, analysis/settings_check.h).
+struct RecordedSettings {
+  AllocatorOptions values;
+  std::bitset<kAllocatorKeyCount> keys;  // the keys whose values the trace records
+  std::string where;                     // "the snapshot's allocator_settings", "the log header"
+};
+
 struct TraceInfo {
   std::string path;
   TraceFormat format = TraceFormat::kFslog;
@@ -112,6 +121,9 @@ struct TraceInfo {
   // the settings, or why the text is not valid settings.
   std::string allocator_options;
   absl::StatusOr<AllocatorOptions> settings = AllocatorOptions();
+  // What the trace records as in effect; nullopt when it records nothing (RMM, a log header whose
+  // settings are not valid, a snapshot without allocator_settings).
+  std::optional<RecordedSettings> recorded_settings;
   // Unix time of the first event in ns (0 unknown).
   int64_t start_wall_ns = 0;
   // The source records empty_cache() itself (fslog); otherwise the replay infers it from

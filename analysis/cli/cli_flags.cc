@@ -174,6 +174,7 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
     }
     options->conf = *std::move(conf);
   }
+  options->env_settings = AskedSettingsFromEnv(ProcessEnv);
   if (const std::string* v = flags.Get("--device")) {
     absl::StatusOr<uint64_t> n = ParseCount(*v, "--device");
     if (!n.ok()) return n.status();
