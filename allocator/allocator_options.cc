@@ -1,15 +1,16 @@
 // ParseAllocatorOptions / FormatAllocatorOptions: one table of named options (kOptions below,
 // like mimalloc's options[]) drives both directions.
 //
-// Parsing follows PyTorch's newest AcceleratorAllocatorConfig::parseArgs (generic keys) and
+// Parsing follows PyTorch 2.11's AcceleratorAllocatorConfig::parseArgs (generic keys) and
 // CUDAAllocatorConfig::parseArgs (CUDA keys), run on one string:
 //   1. large_segment_size_mb is applied first wherever it appears, because the limits of
 //      max_split_size_mb and max_non_split_rounding_mb depend on it; then
 //      max_non_split_rounding defaults to the (possibly changed) large segment size.
 //   2. Every other entry is applied in order; a repeated key overrides the earlier value
 //      (roundup_power2_divisions lists are applied on top of each other, as in PyTorch).
-//   3. An unknown key fails with PyTorch's CUDA-parser text
-//      "Unrecognized key 'foo' in CUDA allocator config.".
+//   3. An unknown key fails with 2.11's CUDA-parser text, what a job whose environment names it
+//      gets: "Unrecognized key 'foo' in CUDA allocator config.".
+// SetAllocatorOption edits one key through the same table (the sweep's grid).
 // Sizes given in MB are clamped to SIZE_MAX / 1 MiB before the multiplication into bytes, as
 // PyTorch does, so they never overflow; a number that does not fit in 64 bits is an error.
 #include "allocator/allocator_options.h"
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -213,67 +215,6 @@ std::string FormatPinnedReserveSegmentSize(const AllocatorOptions& options) {
   return mb == 0 ? "" : absl::StrCat(mb);
 }
 
-// PyTorch's CUDAAllocatorConfig::parseReserveSpec: "<fraction>" or "<GiB>G" (or 'g'), positive
-// and finite. nullopt otherwise; PyTorch then warns and keeps its default.
-std::optional<ExpandableSegmentsReserve> ParseReserveSpec(std::string_view text) {
-  const bool is_gib = !text.empty() && (text.back() == 'G' || text.back() == 'g');
-  if (is_gib) text.remove_suffix(1);
-  const std::optional<double> value = alloc_conf::ParseDecimal(text);
-  if (!value.has_value() || !std::isfinite(*value) || *value <= 0.0) return std::nullopt;
-  return ExpandableSegmentsReserve{.is_fraction = !is_gib, .value = *value};
-}
-
-std::string FormatReserveSpec(const ExpandableSegmentsReserve& spec) {
-  return absl::StrCat(FormatDouble(spec.value), spec.is_fraction ? "" : "G");
-}
-
-std::string ReserveWarning(const Entry& entry, std::string_view value) {
-  return absl::StrCat(entry.key.text, ": ignoring invalid value '", alloc_conf::ToAbsl(value),
-                      "' (expected a positive, finite fraction like 0.5 or an absolute size "
-                      "like 40G); using default");
-}
-
-absl::Status ParseExpandableSegmentsReserve(const Entry& entry, AllocatorOptions& options) {
-  FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
-  if (std::optional<ExpandableSegmentsReserve> spec = ParseReserveSpec(value->text)) {
-    options.expandable_segments_reserve = *spec;
-  } else {
-    options.warnings.push_back(ReserveWarning(entry, value->text));
-  }
-  return absl::OkStatus();
-}
-
-std::string FormatExpandableSegmentsReserve(const AllocatorOptions& options) {
-  const auto& spec = options.expandable_segments_reserve;
-  return spec.has_value() ? FormatReserveSpec(*spec) : "";
-}
-
-// The list replaces any earlier one; a malformed item is skipped with a warning, as in PyTorch.
-absl::Status ParseExpandableSegmentsReserveByClass(const Entry& entry, AllocatorOptions& options) {
-  if (!entry.is_list) {
-    return ValueError(entry, entry.value.text, "is not a list, expected [class:reserve,...]");
-  }
-  std::map<std::string, ExpandableSegmentsReserve> by_class;
-  for (const alloc_conf::ListItem& item : entry.items) {
-    if (std::optional<ExpandableSegmentsReserve> spec = ParseReserveSpec(item.value.text)) {
-      by_class[item.key.text] = *spec;
-    } else {
-      options.warnings.push_back(ReserveWarning(entry, item.value.text));
-    }
-  }
-  options.expandable_segments_reserve_by_class = std::move(by_class);
-  return absl::OkStatus();
-}
-
-std::string FormatExpandableSegmentsReserveByClass(const AllocatorOptions& options) {
-  if (options.expandable_segments_reserve_by_class.empty()) return "";
-  std::vector<std::string> items;
-  for (const auto& [name, spec] : options.expandable_segments_reserve_by_class) {
-    items.push_back(absl::StrCat(name, ":", FormatReserveSpec(spec)));
-  }
-  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
-}
-
 absl::Status ParsePlacement(const Entry& entry, AllocatorOptions& options) {
   FRAGSCOPE_ASSIGN_OR_RETURN(const Token* value, SingleValue(entry));
   for (const PlacementName& placement : kPlacementNames) {
@@ -302,6 +243,7 @@ std::string FormatPlacement(const AllocatorOptions& options) {
 enum class AsyncWarning : uint8_t { kNo, kYes };
 
 struct OptionDef {
+  AllocatorKey key;
   std::string_view name;   // the key, as FormatAllocatorOptions writes it
   std::string_view alias;  // another accepted spelling (PyTorch's hipify aliases), or ""
   AsyncWarning async_warning;
@@ -310,49 +252,49 @@ struct OptionDef {
 };
 
 template <bool AllocatorOptions::*kField>
-constexpr OptionDef BoolOption(std::string_view name, std::string_view alias, AsyncWarning warn) {
-  return {name, alias, warn, ParseBool<kField>, FormatBool<kField>};
+constexpr OptionDef BoolOption(AllocatorKey key, std::string_view name, std::string_view alias,
+                               AsyncWarning warn) {
+  return {key, name, alias, warn, ParseBool<kField>, FormatBool<kField>};
 }
 
 // In FormatAllocatorOptions order. large_segment_size_mb must stay first (see
 // ParseAllocatorOptions).
 constexpr OptionDef kOptions[] = {
     // Generic keys (PyTorch's AcceleratorAllocatorConfig).
-    {"large_segment_size_mb", "", AsyncWarning::kNo, ParseLargeSegmentSize, FormatLargeSegmentSize},
-    {"max_split_size_mb", "", AsyncWarning::kNo, ParseMaxSplitSize, FormatMaxSplitSize},
-    {"max_non_split_rounding_mb", "", AsyncWarning::kNo, ParseMaxNonSplitRounding,
-     FormatMaxNonSplitRounding},
-    {"garbage_collection_threshold", "", AsyncWarning::kNo, ParseGarbageCollectionThreshold,
-     FormatGarbageCollectionThreshold},
-    {"roundup_power2_divisions", "", AsyncWarning::kNo, ParseRoundupOption, FormatRoundupOption},
-    BoolOption<&AllocatorOptions::expandable_segments>("expandable_segments", "",
-                                                       AsyncWarning::kNo),
-    BoolOption<&AllocatorOptions::pinned_use_background_threads>("pinned_use_background_threads",
-                                                                 "", AsyncWarning::kNo),
+    {AllocatorKey::kLargeSegmentSizeMb, "large_segment_size_mb", "", AsyncWarning::kNo,
+     ParseLargeSegmentSize, FormatLargeSegmentSize},
+    {AllocatorKey::kMaxSplitSizeMb, "max_split_size_mb", "", AsyncWarning::kNo, ParseMaxSplitSize,
+     FormatMaxSplitSize},
+    {AllocatorKey::kMaxNonSplitRoundingMb, "max_non_split_rounding_mb", "", AsyncWarning::kNo,
+     ParseMaxNonSplitRounding, FormatMaxNonSplitRounding},
+    {AllocatorKey::kGarbageCollectionThreshold, "garbage_collection_threshold", "",
+     AsyncWarning::kNo, ParseGarbageCollectionThreshold, FormatGarbageCollectionThreshold},
+    {AllocatorKey::kRoundupPower2Divisions, "roundup_power2_divisions", "", AsyncWarning::kNo,
+     ParseRoundupOption, FormatRoundupOption},
+    BoolOption<&AllocatorOptions::expandable_segments>(
+        AllocatorKey::kExpandableSegments, "expandable_segments", "", AsyncWarning::kNo),
+    BoolOption<&AllocatorOptions::pinned_use_background_threads>(
+        AllocatorKey::kPinnedUseBackgroundThreads, "pinned_use_background_threads", "",
+        AsyncWarning::kNo),
     // CUDA keys (PyTorch's CUDAAllocatorConfig).
-    {"backend", "", AsyncWarning::kNo, ParseBackend, FormatBackend},
+    {AllocatorKey::kBackend, "backend", "", AsyncWarning::kNo, ParseBackend, FormatBackend},
     BoolOption<&AllocatorOptions::release_lock_on_cudamalloc>(
-        "release_lock_on_cudamalloc", "release_lock_on_hipmalloc", AsyncWarning::kYes),
-    {"per_process_memory_fraction", "", AsyncWarning::kYes, ParsePerProcessMemoryFraction,
-     FormatPerProcessMemoryFraction},
-    BoolOption<&AllocatorOptions::throw_on_cudamalloc_oom>("throw_on_cudamalloc_oom", "",
-                                                           AsyncWarning::kYes),
+        AllocatorKey::kReleaseLockOnCudamalloc, "release_lock_on_cudamalloc",
+        "release_lock_on_hipmalloc", AsyncWarning::kYes),
+    {AllocatorKey::kPerProcessMemoryFraction, "per_process_memory_fraction", "", AsyncWarning::kYes,
+     ParsePerProcessMemoryFraction, FormatPerProcessMemoryFraction},
     BoolOption<&AllocatorOptions::graph_capture_record_stream_reuse>(
-        "graph_capture_record_stream_reuse", "", AsyncWarning::kYes),
-    {"expandable_segments_reserve", "", AsyncWarning::kYes, ParseExpandableSegmentsReserve,
-     FormatExpandableSegmentsReserve},
-    {"expandable_segments_reserve_by_class", "", AsyncWarning::kYes,
-     ParseExpandableSegmentsReserveByClass, FormatExpandableSegmentsReserveByClass},
+        AllocatorKey::kGraphCaptureRecordStreamReuse, "graph_capture_record_stream_reuse", "",
+        AsyncWarning::kYes),
     BoolOption<&AllocatorOptions::pinned_use_cuda_host_register>(
-        "pinned_use_cuda_host_register", "pinned_use_hip_host_register", AsyncWarning::kYes),
-    {"pinned_num_register_threads", "", AsyncWarning::kYes, ParsePinnedNumRegisterThreads,
-     FormatPinnedNumRegisterThreads},
-    {"pinned_reserve_segment_size_mb", "", AsyncWarning::kYes, ParsePinnedReserveSegmentSize,
-     FormatPinnedReserveSegmentSize},
-    BoolOption<&AllocatorOptions::pinned_free_catch_all>("pinned_free_catch_all", "",
-                                                         AsyncWarning::kYes),
+        AllocatorKey::kPinnedUseCudaHostRegister, "pinned_use_cuda_host_register",
+        "pinned_use_hip_host_register", AsyncWarning::kYes),
+    {AllocatorKey::kPinnedNumRegisterThreads, "pinned_num_register_threads", "", AsyncWarning::kYes,
+     ParsePinnedNumRegisterThreads, FormatPinnedNumRegisterThreads},
+    {AllocatorKey::kPinnedReserveSegmentSizeMb, "pinned_reserve_segment_size_mb", "",
+     AsyncWarning::kYes, ParsePinnedReserveSegmentSize, FormatPinnedReserveSegmentSize},
     // fragscope extension (not a PyTorch key).
-    {"placement", "", AsyncWarning::kNo, ParsePlacement, FormatPlacement},
+    {AllocatorKey::kPlacement, "placement", "", AsyncWarning::kNo, ParsePlacement, FormatPlacement},
 };
 constexpr const OptionDef& kLargeSegmentSizeOption = kOptions[0];
 
@@ -363,7 +305,186 @@ const OptionDef* FindOption(std::string_view key) {
   return nullptr;
 }
 
+const OptionDef& OptionFor(AllocatorKey key) { return kOptions[static_cast<size_t>(key)]; }
+
+// The table is indexed by AllocatorKey.
+constexpr bool TableFollowsKeys() {
+  for (size_t i = 0; i < std::size(kOptions); ++i) {
+    if (static_cast<size_t>(kOptions[i].key) != i) return false;
+  }
+  return std::size(kOptions) == kAllocatorKeyCount;
+}
+static_assert(TableFollowsKeys());
+
+// Sets `key`'s fields of `options` to their defaults (ResetAllocatorOption without the checks).
+void ResetFields(AllocatorOptions& options, AllocatorKey key) {
+  const AllocatorOptions defaults;
+  switch (key) {
+    case AllocatorKey::kLargeSegmentSizeMb:
+      if (options.max_non_split_rounding_bytes == options.large_segment_size_bytes) {
+        options.max_non_split_rounding_bytes = defaults.large_segment_size_bytes;
+      }
+      options.large_segment_size_bytes = defaults.large_segment_size_bytes;
+      break;
+    case AllocatorKey::kMaxSplitSizeMb:
+      options.max_split_size_bytes = defaults.max_split_size_bytes;
+      break;
+    case AllocatorKey::kMaxNonSplitRoundingMb:
+      options.max_non_split_rounding_bytes = options.large_segment_size_bytes;
+      break;
+    case AllocatorKey::kGarbageCollectionThreshold:
+      options.garbage_collection_threshold = defaults.garbage_collection_threshold;
+      break;
+    case AllocatorKey::kRoundupPower2Divisions:
+      options.roundup_power2_divisions = defaults.roundup_power2_divisions;
+      break;
+    case AllocatorKey::kExpandableSegments:
+      options.expandable_segments = defaults.expandable_segments;
+      break;
+    case AllocatorKey::kPinnedUseBackgroundThreads:
+      options.pinned_use_background_threads = defaults.pinned_use_background_threads;
+      break;
+    case AllocatorKey::kBackend:
+      options.backend = defaults.backend;
+      break;
+    case AllocatorKey::kReleaseLockOnCudamalloc:
+      options.release_lock_on_cudamalloc = defaults.release_lock_on_cudamalloc;
+      break;
+    case AllocatorKey::kPerProcessMemoryFraction:
+      options.per_process_memory_fraction = defaults.per_process_memory_fraction;
+      break;
+    case AllocatorKey::kGraphCaptureRecordStreamReuse:
+      options.graph_capture_record_stream_reuse = defaults.graph_capture_record_stream_reuse;
+      break;
+    case AllocatorKey::kPinnedUseCudaHostRegister:
+      options.pinned_use_cuda_host_register = defaults.pinned_use_cuda_host_register;
+      break;
+    case AllocatorKey::kPinnedNumRegisterThreads:
+      options.pinned_num_register_threads = defaults.pinned_num_register_threads;
+      break;
+    case AllocatorKey::kPinnedReserveSegmentSizeMb:
+      options.pinned_reserve_segment_size_mb = defaults.pinned_reserve_segment_size_mb;
+      break;
+    case AllocatorKey::kPlacement:
+      options.placement = defaults.placement;
+      break;
+  }
+  options.given.reset(static_cast<size_t>(key));
+}
+
+// The sizes that must stay at least the large segment size (ParseAllocatorOptions applies
+// large_segment_size_mb first so that its checks see it; an edit checks afterwards).
+absl::Status CheckSizesAgainstLargeSegment(const AllocatorOptions& options) {
+  const uint64_t min_mb = options.large_segment_size_bytes / kMiB;
+  if (options.max_split_size_set() &&
+      options.max_split_size_bytes < options.large_segment_size_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_split_size_mb: ", options.max_split_size_bytes / kMiB,
+                     " is too small, must be >= ", min_mb, " (the large_segment_size_mb)"));
+  }
+  if (options.max_non_split_rounding_bytes < options.large_segment_size_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_non_split_rounding_mb: ", options.max_non_split_rounding_bytes / kMiB,
+                     " is too small, must be >= ", min_mb, " (the large_segment_size_mb)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool AffectsDeviceMemory(AllocatorKey key) {
+  switch (key) {
+    case AllocatorKey::kPinnedUseBackgroundThreads:
+    case AllocatorKey::kReleaseLockOnCudamalloc:
+    case AllocatorKey::kGraphCaptureRecordStreamReuse:
+    case AllocatorKey::kPinnedUseCudaHostRegister:
+    case AllocatorKey::kPinnedNumRegisterThreads:
+    case AllocatorKey::kPinnedReserveSegmentSizeMb:
+      return false;
+    default:
+      return true;
+  }
+}
+
+bool SameAllocatorOption(const AllocatorOptions& a, const AllocatorOptions& b, AllocatorKey key) {
+  switch (key) {
+    case AllocatorKey::kLargeSegmentSizeMb:
+      return a.large_segment_size_bytes == b.large_segment_size_bytes;
+    case AllocatorKey::kMaxSplitSizeMb:
+      return a.max_split_size_bytes == b.max_split_size_bytes;
+    case AllocatorKey::kMaxNonSplitRoundingMb:
+      return a.max_non_split_rounding_bytes == b.max_non_split_rounding_bytes;
+    case AllocatorKey::kGarbageCollectionThreshold:
+      return a.garbage_collection_threshold == b.garbage_collection_threshold;
+    case AllocatorKey::kRoundupPower2Divisions:
+      return a.roundup_power2_divisions == b.roundup_power2_divisions;
+    case AllocatorKey::kExpandableSegments:
+      return a.expandable_segments == b.expandable_segments;
+    case AllocatorKey::kPinnedUseBackgroundThreads:
+      return a.pinned_use_background_threads == b.pinned_use_background_threads;
+    case AllocatorKey::kBackend:
+      return a.backend == b.backend;
+    case AllocatorKey::kReleaseLockOnCudamalloc:
+      return a.release_lock_on_cudamalloc == b.release_lock_on_cudamalloc;
+    case AllocatorKey::kPerProcessMemoryFraction:
+      return a.per_process_memory_fraction == b.per_process_memory_fraction;
+    case AllocatorKey::kGraphCaptureRecordStreamReuse:
+      return a.graph_capture_record_stream_reuse == b.graph_capture_record_stream_reuse;
+    case AllocatorKey::kPinnedUseCudaHostRegister:
+      return a.pinned_use_cuda_host_register == b.pinned_use_cuda_host_register;
+    case AllocatorKey::kPinnedNumRegisterThreads:
+      return a.pinned_num_register_threads == b.pinned_num_register_threads;
+    case AllocatorKey::kPinnedReserveSegmentSizeMb:
+      return a.pinned_reserve_segment_size_mb == b.pinned_reserve_segment_size_mb;
+    case AllocatorKey::kPlacement:
+      return a.placement == b.placement;
+  }
+  return false;
+}
+
+std::string AllocatorOptionValueText(const AllocatorOptions& options, AllocatorKey key) {
+  std::string text = OptionFor(key).format(options);
+  return text.empty() ? "(default)" : text;
+}
+
+std::string_view AllocatorKeyName(AllocatorKey key) { return OptionFor(key).name; }
+
+std::optional<AllocatorKey> FindAllocatorKey(std::string_view name) {
+  const OptionDef* def = FindOption(name);
+  if (def == nullptr) return std::nullopt;
+  return def->key;
+}
+
+absl::Status SetAllocatorOption(AllocatorOptions& options, AllocatorKey key,
+                                std::string_view value) {
+  const OptionDef& def = OptionFor(key);
+  const std::string text =
+      absl::StrCat(alloc_conf::ToAbsl(def.name), ":", alloc_conf::ToAbsl(value));
+  FRAGSCOPE_ASSIGN_OR_RETURN(const std::vector<Entry> entries, alloc_conf::SplitConfig(text));
+  if (entries.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        alloc_conf::ToAbsl(def.name), ": '", alloc_conf::ToAbsl(value), "' is not one value"));
+  }
+  AllocatorOptions edited = options;
+  ResetFields(edited, key);
+  FRAGSCOPE_RETURN_IF_ERROR(def.parse(entries[0], edited));
+  if (key == AllocatorKey::kLargeSegmentSizeMb &&
+      options.max_non_split_rounding_bytes == options.large_segment_size_bytes) {
+    edited.max_non_split_rounding_bytes = edited.large_segment_size_bytes;
+  }
+  FRAGSCOPE_RETURN_IF_ERROR(CheckSizesAgainstLargeSegment(edited));
+  edited.given.set(static_cast<size_t>(key));
+  options = std::move(edited);
+  return absl::OkStatus();
+}
+
+absl::Status ResetAllocatorOption(AllocatorOptions& options, AllocatorKey key) {
+  AllocatorOptions edited = options;
+  ResetFields(edited, key);
+  FRAGSCOPE_RETURN_IF_ERROR(CheckSizesAgainstLargeSegment(edited));
+  options = std::move(edited);
+  return absl::OkStatus();
+}
 
 std::string_view PlacementPolicyName(PlacementPolicy policy) {
   for (const PlacementName& placement : kPlacementNames) {
@@ -380,6 +501,7 @@ absl::StatusOr<AllocatorOptions> ParseAllocatorOptions(std::string_view conf) {
   for (const Entry& entry : entries) {
     if (entry.key.text == kLargeSegmentSizeOption.name) {
       FRAGSCOPE_RETURN_IF_ERROR(kLargeSegmentSizeOption.parse(entry, options));
+      options.given.set(static_cast<size_t>(AllocatorKey::kLargeSegmentSizeMb));
     }
   }
   options.max_non_split_rounding_bytes = options.large_segment_size_bytes;
@@ -393,6 +515,7 @@ absl::StatusOr<AllocatorOptions> ParseAllocatorOptions(std::string_view conf) {
     }
     if (def == &kLargeSegmentSizeOption) continue;
     FRAGSCOPE_RETURN_IF_ERROR(def->parse(entry, options));
+    options.given.set(static_cast<size_t>(def->key));
     async_warning |= def->async_warning == AsyncWarning::kYes;
   }
   if (options.backend == "cudaMallocAsync" && async_warning) {

@@ -6,10 +6,10 @@
 // PyTorch's defaults, so a default-constructed AllocatorOptions makes the same decisions as
 // PyTorch's native allocator.
 //
-// Validation follows PyTorch (docs/pytorch_allocator_rules.md §7: c10/core/AllocatorConfig.cpp,
-// c10/cuda/CUDAAllocatorConfig.cpp, plus the keys PyTorch added after 2.11): the same keys, limits
-// and defaults, and an error naming the key and the value for anything invalid or unknown. The
-// syntax is checked more strictly than PyTorch does (see allocator/alloc_conf_syntax.h).
+// Validation follows PyTorch 2.11 (allocator/README.md "Settings"; c10/core/AllocatorConfig.cpp,
+// c10/cuda/CUDAAllocatorConfig.cpp): exactly 2.11's keys, limits and defaults, and an error naming
+// the key and the value for anything invalid, 2.11's own for an unknown key. The syntax is
+// checked more strictly than PyTorch does (see allocator/alloc_conf_syntax.h).
 //
 // fragscope extension: the key `placement` (values: best_fit, first_fit) picks the free-block
 // search policy. PyTorch rejects it as an unknown key; do not put it in a real
@@ -19,8 +19,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <bitset>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,15 +42,40 @@ enum class PlacementPolicy : uint8_t {
 // The `placement` value naming `policy` ("best_fit", "first_fit").
 std::string_view PlacementPolicyName(PlacementPolicy policy);
 
-// A virtual-address reserve for one expandable segment (PyTorch's ExpandableSegmentReserveSpec):
-// a fraction of the device's total memory ("0.5") or an absolute size in GiB ("40G").
-struct ExpandableSegmentsReserve {
-  bool is_fraction = true;
-  double value = 0.0;  // Invariant: finite and > 0.
-
-  friend bool operator==(const ExpandableSegmentsReserve&,
-                         const ExpandableSegmentsReserve&) = default;
+// The keys of the settings string, in FormatAllocatorOptions order (the option table in
+// allocator_options.cc has one row per key, in this order).
+enum class AllocatorKey : uint8_t {
+  kLargeSegmentSizeMb,
+  kMaxSplitSizeMb,
+  kMaxNonSplitRoundingMb,
+  kGarbageCollectionThreshold,
+  kRoundupPower2Divisions,
+  kExpandableSegments,
+  kPinnedUseBackgroundThreads,
+  kBackend,
+  kReleaseLockOnCudamalloc,
+  kPerProcessMemoryFraction,
+  kGraphCaptureRecordStreamReuse,
+  kPinnedUseCudaHostRegister,
+  kPinnedNumRegisterThreads,
+  kPinnedReserveSegmentSizeMb,
+  kPlacement,
 };
+inline constexpr size_t kAllocatorKeyCount = static_cast<size_t>(AllocatorKey::kPlacement) + 1;
+
+// The key as the settings string spells it ("max_split_size_mb").
+std::string_view AllocatorKeyName(AllocatorKey key);
+
+// The key a settings string names (aliases such as release_lock_on_hipmalloc included), or
+// nullopt for an unknown key.
+std::optional<AllocatorKey> FindAllocatorKey(std::string_view name);
+
+// Whether the key changes what the device allocator does. The pinned_* keys configure PyTorch's
+// pinned host allocator, release_lock_on_cudamalloc only whether its lock is held around
+// cudaMalloc (fragscope never drops it; no decision differs), and graph_capture_record_stream_reuse
+// only frees during CUDA-graph capture, which fragscope does not replay: these are accepted and
+// ignored.
+bool AffectsDeviceMemory(AllocatorKey key);
 
 struct AllocatorOptions {
   // Blocks of at least this size are never split, and serve only requests within
@@ -79,30 +104,29 @@ struct AllocatorOptions {
   // "native" or "cudaMallocAsync". fragscope only implements native; the value is recorded.
   std::string backend = "native";
 
-  // PyTorch 2026 keys, validated like PyTorch and recorded.
-  // Reject an allocation up front when it would exceed per_process_memory_fraction.
-  bool throw_on_cudamalloc_oom = false;
-  // Reuse record_stream'ed blocks during graph capture using the graph's topology.
+  // Reuse record_stream'ed blocks during graph capture using the graph's topology: accepted and
+  // recorded; fragscope does not replay graph capture's frees.
   bool graph_capture_record_stream_reuse = false;
-  // VA reserve of expandable segments on untagged streams; nullopt = PyTorch's 9/8 x memory.
-  std::optional<ExpandableSegmentsReserve> expandable_segments_reserve;
-  // VA reserve per stream class ("expandable_segments_reserve_by_class:[name:0.5,other:40G]").
-  std::map<std::string, ExpandableSegmentsReserve> expandable_segments_reserve_by_class;
 
   // Host (pinned) allocator keys: validated like PyTorch and recorded, otherwise unused.
   bool pinned_use_cuda_host_register = false;
   uint32_t pinned_num_register_threads = 1;  // Invariant: a power of 2, <= 128.
   bool pinned_use_background_threads = false;
   uint64_t pinned_reserve_segment_size_mb = 0;  // 0 = unset; a parsed value is > 0.
-  bool pinned_free_catch_all = false;
 
-  // The string these options were parsed from ("" for defaults).
+  // The keys the settings named (ParseAllocatorOptions; SetAllocatorOption adds its key,
+  // ResetAllocatorOption removes it): what was asked for, whatever the value.
+  std::bitset<kAllocatorKeyCount> given;
+
+  // The string ParseAllocatorOptions read ("" for defaults); SetAllocatorOption and
+  // ResetAllocatorOption leave it as it was. For messages that quote what the user wrote.
   std::string source;
-  // What PyTorch would print with TORCH_WARN while parsing `source` (an ignored invalid
-  // expandable-segment reserve, native options given with backend:cudaMallocAsync).
+  // What PyTorch would print with TORCH_WARN while parsing `source` (native options given with
+  // backend:cudaMallocAsync).
   std::vector<std::string> warnings;
 
   bool max_split_size_set() const { return max_split_size_bytes != kUnlimitedBytes; }
+  bool Given(AllocatorKey key) const { return given.test(static_cast<size_t>(key)); }
 
   // Compares every field, `source` and `warnings` included.
   friend bool operator==(const AllocatorOptions&, const AllocatorOptions&) = default;
@@ -114,6 +138,26 @@ struct AllocatorOptions {
 // Errors are kInvalidArgument and name the key and value, e.g.
 // "max_split_size_mb: 2 is too small, must be >= 20", or the offset of a syntax error.
 absl::StatusOr<AllocatorOptions> ParseAllocatorOptions(std::string_view conf);
+
+// Sets one key of `options` to `value` (the value's text as the settings string writes it:
+// "128", "True", "[64:8,>:1]"), read by the same lexer and option table as ParseAllocatorOptions
+// with the same limits. The key's previous value is replaced, not added to (a roundup list starts
+// from no divisions); a new large_segment_size_mb moves max_non_split_rounding_mb with it when
+// that was at its default. Errors name the key and value; `options` is then unchanged.
+absl::Status SetAllocatorOption(AllocatorOptions& options, AllocatorKey key,
+                                std::string_view value);
+
+// Puts one key of `options` back to its default (max_split_size_mb: unlimited). Errors when the
+// default would break an invariant of the rest (large_segment_size_mb back to 20 above a
+// max_split_size_mb of less); `options` is then unchanged.
+absl::Status ResetAllocatorOption(AllocatorOptions& options, AllocatorKey key);
+
+// Whether `a` and `b` have the same value for `key` (the fields it sets).
+bool SameAllocatorOption(const AllocatorOptions& a, const AllocatorOptions& b, AllocatorKey key);
+
+// The value of `key` in `options` as the settings string writes it ("128", "True", "[64:8,>:1]"),
+// or "(default)" when it has PyTorch's default. For messages and reports.
+std::string AllocatorOptionValueText(const AllocatorOptions& options, AllocatorKey key);
 
 // The canonical PYTORCH_CUDA_ALLOC_CONF string for `options` (only non-default keys, fixed
 // order). ParseAllocatorOptions(FormatAllocatorOptions(o)) reproduces o (except `source` and

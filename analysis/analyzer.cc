@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "allocator/alloc_conf_syntax.h"
 #include "allocator/format_size.h"
 #include "allocator/memory_fraction.h"
 #include "allocator/memory_summary.h"
@@ -142,36 +141,30 @@ uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
 }
 
 AllocatorOptions TraceOwnOptions(const TraceInfo& info) {
-  AllocatorOptions options =
-      ParseAllocatorOptions(info.allocator_options).value_or(AllocatorOptions());
+  AllocatorOptions options = info.settings.ok() ? *info.settings : AllocatorOptions();
   if (info.expandable_segments) options.expandable_segments = true;
   return options;
 }
 
 namespace {
 
-// Whether the PYTORCH_CUDA_ALLOC_CONF string `conf` has an entry for `key`.
-bool ConfSetsKey(std::string_view conf, std::string_view key) {
-  absl::StatusOr<std::vector<alloc_conf::Entry>> entries = alloc_conf::SplitConfig(conf);
-  if (!entries.ok()) return false;
-  for (const alloc_conf::Entry& e : *entries) {
-    if (e.key.text == key) return true;
-  }
-  return false;
+// Whether --conf names per_process_memory_fraction (any value, 1.0 included).
+bool ConfSetsFraction(const AnalysisOptions& options) {
+  return options.conf.has_value() && options.conf->Given(AllocatorKey::kPerProcessMemoryFraction);
 }
 
 // Settings that name another backend than the native allocator are not replayed: its pools
 // are the driver's (cudaMallocAsync), and the native allocator's figures under that name would
-// be of an allocator the job did not use. `conf` came from --conf or the trace.
-// `path`: the trace's, named when the settings are its own (not --conf's).
-absl::Status NativeBackendOnly(const AllocatorOptions& parsed, const std::string& conf,
+// be of an allocator the job did not use. `settings` came from --conf or the trace (`path`'s,
+// named when they are its own), written as `text`.
+absl::Status NativeBackendOnly(const AllocatorOptions& settings, const std::string& text,
                                bool from_conf, const std::string& path = "") {
-  if (parsed.backend == "native") return absl::OkStatus();
+  if (settings.backend == "native") return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s '%s': backend:%s is not simulated (fragscope replays PyTorch's native caching "
       "allocator)%s",
       from_conf ? std::string("--conf") : absl::StrCat(path, ": the trace's allocator settings"),
-      Excerpt(conf), parsed.backend,
+      Excerpt(text), settings.backend,
       from_conf ? ""
                 : "; give --conf with native settings (e.g. --conf '') to see what the native "
                   "allocator would do with these requests"));
@@ -179,8 +172,7 @@ absl::Status NativeBackendOnly(const AllocatorOptions& parsed, const std::string
 
 // A cap set both in --conf and with --memory-fraction/--allowed: which one is meant?
 absl::Status OneCap(const AnalysisOptions& options) {
-  if (CapFromFlags(options) && options.conf.has_value() &&
-      ConfSetsKey(*options.conf, "per_process_memory_fraction")) {
+  if (CapFromFlags(options) && ConfSetsFraction(options)) {
     return absl::InvalidArgumentError(
         "--conf sets per_process_memory_fraction and --memory-fraction/--allowed give a cap too: "
         "give the cap once");
@@ -192,19 +184,16 @@ absl::Status OneCap(const AnalysisOptions& options) {
 
 absl::Status CheckConfOption(const AnalysisOptions& options) {
   if (!options.conf.has_value()) return absl::OkStatus();
-  absl::StatusOr<AllocatorOptions> parsed = ParseAllocatorOptions(*options.conf);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--conf '%s': %s", *options.conf, parsed.status().message()));
-  }
   // As --memory-fraction: a cap of 0 bytes can serve nothing.
-  if (parsed->per_process_memory_fraction <= 0) {
+  if (options.conf->per_process_memory_fraction <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--conf '%s': per_process_memory_fraction:0 caps the device at 0 bytes; expected a "
         "fraction in (0, 1]",
-        *options.conf));
+        options.conf->source));
   }
-  if (absl::Status s = NativeBackendOnly(*parsed, *options.conf, true); !s.ok()) return s;
+  if (absl::Status s = NativeBackendOnly(*options.conf, options.conf->source, true); !s.ok()) {
+    return s;
+  }
   return OneCap(options);
 }
 
@@ -226,11 +215,8 @@ std::shared_ptr<const std::vector<uint64_t>> TraceEmptyCacheCalls(const TraceOpe
   absl::StatusOr<ReplayConfig> own = MakeReplayConfig(info, own_options);
   if (!own.ok()) return nullptr;
   // A cap --conf sets is the cap the user says the job had (the settings it replaces are not).
-  if (options.conf.has_value() && ConfSetsKey(*options.conf, "per_process_memory_fraction") &&
-      !own->allowed_bytes.has_value()) {
-    if (absl::StatusOr<AllocatorOptions> conf = ParseAllocatorOptions(*options.conf); conf.ok()) {
-      own->options.per_process_memory_fraction = conf->per_process_memory_fraction;
-    }
+  if (ConfSetsFraction(options) && !own->allowed_bytes.has_value()) {
+    own->options.per_process_memory_fraction = options.conf->per_process_memory_fraction;
   }
   absl::StatusOr<std::unique_ptr<TraceSource>> source = opener.Open();
   if (!source.ok()) return nullptr;
@@ -244,29 +230,28 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
   ReplayConfig config;
   std::string source;
   config.capacity_bytes = ResolveCapacity(info, options, &source);
-  const std::string& conf = options.conf.has_value() ? *options.conf : info.allocator_options;
-  absl::StatusOr<AllocatorOptions> parsed = ParseAllocatorOptions(conf);
-  if (!parsed.ok()) {
+  if (!options.conf.has_value() && !info.settings.ok()) {
     // The trace's settings are the file's: name it, and quote an excerpt (a damaged header's
     // text can be long and binary).
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s '%s': %s",
-        options.conf.has_value() ? "--conf"
-                                 : absl::StrCat(info.path, ": the trace's allocator settings"),
-        Excerpt(conf), Excerpt(parsed.status().message())));
+    return absl::InvalidArgumentError(absl::StrFormat("%s: the trace's allocator settings '%s': %s",
+                                                      info.path, Excerpt(info.allocator_options),
+                                                      Excerpt(info.settings.status().message())));
   }
-  if (absl::Status s = NativeBackendOnly(*parsed, conf, options.conf.has_value(), info.path);
+  const AllocatorOptions& settings = options.conf.has_value() ? *options.conf : *info.settings;
+  const std::string& text =
+      options.conf.has_value() ? options.conf->source : info.allocator_options;
+  if (absl::Status s = NativeBackendOnly(settings, text, options.conf.has_value(), info.path);
       !s.ok()) {
     return s;
   }
   if (absl::Status s = OneCap(options); !s.ok()) return s;
-  config.options = *parsed;
+  config.options = settings;
   if (options.conf.has_value()) {
     // The job's cap is not among the settings --conf replaces (PyTorch sets it apart, with
     // set_per_process_memory_fraction): a fraction the trace records stays, unless --conf sets
     // its own.
     const double recorded = TraceOwnOptions(info).per_process_memory_fraction;
-    if (recorded < 1.0 && !ConfSetsKey(*options.conf, "per_process_memory_fraction")) {
+    if (recorded < 1.0 && !ConfSetsFraction(options)) {
       config.options.per_process_memory_fraction = recorded;
     }
   }
@@ -299,13 +284,13 @@ absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
 }
 
 void WithholdRecommendation(RankReport& report) {
-  report.recommended.reset();
-  report.recommendation = absl::StrCat(
+  JobVerdict& v = report.verdict;
+  v.recommended.reset();
+  v.recommendation = absl::StrCat(
       "no setting is shown to save the job (",
-      report.verdict.basis == VerdictBasis::kFootprint ? "its model does not fit its cap"
-                                                       : "it is at its cap",
+      v.basis == VerdictBasis::kFootprint ? "its model does not fit its cap" : "it is at its cap",
       ": see the verdict); the rows show which settings get past the OOM in the replay");
-  report.recommendation_headline = kCapacityBoundHeadline;
+  v.recommendation_headline = kCapacityBoundHeadline;
   for (OomExplanation& x : report.ooms) {
     if (x.in_replay && x.fix_row.has_value()) {
       x.avoided_by =
@@ -328,6 +313,14 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   }
   report.capacity_bytes = ResolveCapacity((*source)->info(), options, &report.capacity_source);
   report.allowed_bytes = ReplayCapBytes(*config);
+  if (options.conf.has_value()) {
+    report.settings_check =
+        CheckSettings({.from = "--conf", .text = options.conf->source, .options = *options.conf},
+                      (*source)->info().recorded_settings);
+  } else if (options.env_settings.has_value()) {
+    report.settings_check =
+        CheckSettings(*options.env_settings, (*source)->info().recorded_settings);
+  }
   report.options = FormatAllocatorOptions(config->options);
 
   const auto replay_start = std::chrono::steady_clock::now();
@@ -396,13 +389,6 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
           }
         });
     report.sweep_seconds = Seconds(sweep_start);
-    if (std::optional<SweepRecommendation> rec = RecommendConfig(report.sweep, trace_has_oom)) {
-      report.recommended = rec->index;
-      report.recommendation = rec->reason;
-      report.recommendation_headline = rec->headline;
-    } else {
-      report.recommendation = NoRecommendationReason(report.sweep);
-    }
     for (OomExplanation& x : report.ooms) {
       if (!x.in_replay) {
         x.avoided_by =
@@ -451,6 +437,9 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
     }
   }
   report.verdict = DecideVerdict(report.ooms, report.sweep, std::move(footprint));
+  if (options.run_sweep && report.metrics.events > 0) {
+    AttachRecommendation(report.sweep, trace_has_oom, report.verdict);
+  }
   if (report.verdict.capacity_bound) WithholdRecommendation(report);
   return report;
 }

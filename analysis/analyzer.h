@@ -14,6 +14,7 @@
 #include "analysis/open_trace.h"
 #include "analysis/replay.h"
 #include "analysis/report.h"
+#include "analysis/settings_check.h"
 #include "analysis/sweep.h"
 
 namespace fragscope {
@@ -23,9 +24,13 @@ struct AnalysisOptions {
   std::string capacity_flag = "--capacity";  // where capacity_bytes came from ("--gpu h200")
   std::optional<uint64_t> allowed_bytes;     // memory-fraction cap in bytes
   std::optional<double> memory_fraction;     // ... or as a fraction of the capacity
-  std::optional<std::string> conf;           // replay under these settings instead of the trace's
-  std::optional<uint64_t> at_index;          // also report the layout after this event
-  int device = -1;                           // snapshot device
+  // Replay under these settings instead of the trace's (--conf, parsed by the command line).
+  std::optional<AllocatorOptions> conf;
+  // The settings the environment gives the job (PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF),
+  // read by the command line: checked against the trace's when --conf is not given.
+  std::optional<AskedSettings> env_settings;
+  std::optional<uint64_t> at_index;  // also report the layout after this event
+  int device = -1;                   // snapshot device
   size_t timeline_points = 600;
   bool run_sweep = true;
   SweepSpec sweep;
@@ -41,8 +46,8 @@ struct AnalysisOptions {
 uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
                          std::string* source);
 
-// The trace's own allocator settings (PyTorch's defaults if its string does not parse), with
-// expandable segments when its events show them.
+// The trace's own allocator settings (PyTorch's defaults if its text is not valid settings),
+// with expandable segments when its events show them.
 AllocatorOptions TraceOwnOptions(const TraceInfo& info);
 
 // The cap the job's own settings record (a per_process_memory_fraction below 1 in the trace), on
@@ -70,11 +75,12 @@ std::shared_ptr<const std::vector<uint64_t>> TraceEmptyCacheCalls(const TraceOpe
                                                                   const AnalysisOptions& options);
 
 // Checks --conf against the rest of `options` without a trace, so that a command can report it
-// before reading one: it parses, names the native allocator, and sets no cap beside
-// --memory-fraction/--allowed. MakeReplayConfig checks the same.
+// before reading one: it names the native allocator, caps the device above 0 bytes, and sets no
+// cap beside --memory-fraction/--allowed. MakeReplayConfig checks the same.
 absl::Status CheckConfOption(const AnalysisOptions& options);
 
-// The replay configuration for a trace under `options`. Errors: bad settings strings.
+// The replay configuration for a trace under `options`. Errors: the trace's settings are not
+// valid settings, or name another backend than the native allocator.
 absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
                                               const AnalysisOptions& options);
 

@@ -1,7 +1,6 @@
 #include "analysis/demo_job.h"
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
 
@@ -16,17 +15,19 @@ absl::StatusOr<DemoJobResult> RunDemoJob(const DemoWorkloadConfig& workload,
   DemoJobResult result;
   absl::flat_hash_map<uint64_t, DevicePtr> live;
   std::string phase = "start";
+  WorkloadPhase phase_kind = WorkloadPhase::kInit;
   uint64_t now_ns = 0;
   for (const WorkloadOp& op : GenerateDemoWorkload(workload)) {
     now_ns += kDemoOpNs;
     ++result.ops;
     if (log != nullptr) log->set_time_ns(now_ns);
     if (op.kind == WorkloadOp::Kind::kMark) {
-      if (absl::StrContains(op.text, "/ forward") &&
-          phase.find("/ optimizer") != std::string::npos) {
+      // A forward after an optimizer step: one more step completed.
+      if (op.phase == WorkloadPhase::kForward && phase_kind == WorkloadPhase::kOptimizer) {
         ++result.steps_completed;
       }
       phase = op.text;
+      phase_kind = op.phase;
       if (log != nullptr) log->Mark(op.text, now_ns);
       continue;
     }

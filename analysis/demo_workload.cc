@@ -18,7 +18,9 @@ class Builder {
     return next_id_++;
   }
   void Free(uint64_t id) { ops_.push_back({WorkloadOp::Kind::kFree, id, 0, {}}); }
-  void Mark(std::string text) { ops_.push_back({WorkloadOp::Kind::kMark, 0, 0, std::move(text)}); }
+  void Mark(WorkloadPhase phase, std::string text) {
+    ops_.push_back({WorkloadOp::Kind::kMark, 0, 0, std::move(text), phase});
+  }
   std::vector<WorkloadOp> Take() { return std::move(ops_); }
 
  private:
@@ -74,14 +76,14 @@ std::vector<WorkloadOp> GenerateDemoWorkload(const DemoWorkloadConfig& c) {
   }
   param_counts.push_back(h);
   param_counts.push_back(h);
-  b.Mark("init / weights");
+  b.Mark(WorkloadPhase::kInit, "init / weights");
   for (uint64_t n : param_counts) b.Alloc(n * kBf16);
 
   std::vector<uint64_t> grads, master, exp_avg, exp_avg_sq;  // persistent after step 0 but grads
   for (int step = 0; step < c.steps; ++step) {
     const auto s = static_cast<uint64_t>(c.seq_lens[rng() % c.seq_lens.size()]);
     const uint64_t bsh = batch * s * h * kBf16;
-    b.Mark(absl::StrCat("step ", step, " / forward (seq ", s, ")"));
+    b.Mark(WorkloadPhase::kForward, absl::StrCat("step ", step, " / forward (seq ", s, ")"));
     const uint64_t input_ids = b.Alloc(batch * s * 8);
     uint64_t hidden = b.Alloc(bsh);  // embedding output
     std::vector<std::vector<uint64_t>> saved(static_cast<size_t>(c.layers));
@@ -114,7 +116,7 @@ std::vector<WorkloadOp> GenerateDemoWorkload(const DemoWorkloadConfig& c) {
     const uint64_t loss = b.Alloc(4);
     b.Free(logits_fp32);
 
-    b.Mark(absl::StrCat("step ", step, " / backward"));
+    b.Mark(WorkloadPhase::kBackward, absl::StrCat("step ", step, " / backward"));
     // Gradients are created during backward and dropped after the optimizer step
     // (zero_grad(set_to_none=True)), so they too are reallocated every step.
     uint64_t grad_hidden = b.Alloc(bsh);
@@ -142,7 +144,7 @@ std::vector<WorkloadOp> GenerateDemoWorkload(const DemoWorkloadConfig& c) {
     b.Free(input_ids);
     for (uint64_t n : {vocab * h, 1024 * h, h, h}) grads.push_back(b.Alloc(n * kBf16));
 
-    b.Mark(absl::StrCat("step ", step, " / optimizer"));
+    b.Mark(WorkloadPhase::kOptimizer, absl::StrCat("step ", step, " / optimizer"));
     if (master.empty()) {
       for (uint64_t n : param_counts) {
         master.push_back(b.Alloc(n * kFp32));

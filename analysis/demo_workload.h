@@ -32,12 +32,16 @@ struct DemoWorkloadConfig {
   bool flash_attention = false;
 };
 
+// The part of a training step a mark opens.
+enum class WorkloadPhase : uint8_t { kInit, kForward, kBackward, kOptimizer };
+
 struct WorkloadOp {
   enum class Kind : uint8_t { kAlloc, kFree, kMark };
   Kind kind = Kind::kAlloc;
-  uint64_t id = 0;     // tensor id (kAlloc, kFree)
-  uint64_t bytes = 0;  // kAlloc
-  std::string text;    // kMark
+  uint64_t id = 0;                             // tensor id (kAlloc, kFree)
+  uint64_t bytes = 0;                          // kAlloc
+  std::string text;                            // kMark: the marker's text, as logged
+  WorkloadPhase phase = WorkloadPhase::kInit;  // kMark
 };
 
 std::vector<WorkloadOp> GenerateDemoWorkload(const DemoWorkloadConfig& config);

@@ -86,7 +86,8 @@ void FidelityChecker::Compare(bool strict, const TraceEvent* op) {
         e.kind == a.kind && (e.ptr == 0 || e.ptr == a.ptr) &&
         (e.bytes == 0 || a.bytes == 0 || e.bytes == a.bytes || (e.at_least && a.bytes > e.bytes));
     if (!same) {
-      Diverge(e.index, Describe(e.kind, e.ptr, e.bytes), Describe(a.kind, a.ptr, a.bytes));
+      Diverge(e.index, e.kind, Describe(e.kind, e.ptr, e.bytes), a.kind,
+              Describe(a.kind, a.ptr, a.bytes));
       return;
     }
     switch (e.kind) {
@@ -119,19 +120,23 @@ void FidelityChecker::Compare(bool strict, const TraceEvent* op) {
   if (!strict || divergence_.has_value()) return;
   if (!expected_.empty()) {
     const Decision e = expected_.front();
-    Diverge(e.index, Describe(e.kind, e.ptr, e.bytes),
+    Diverge(e.index, e.kind, Describe(e.kind, e.ptr, e.bytes), std::nullopt,
             op != nullptr ? absl::StrFormat("nothing (the replay went on to event %d)", op->index)
                           : "nothing (end of the trace)");
   } else if (!actual_.empty()) {
     const Decision a = actual_.front();
-    Diverge(op != nullptr ? op->index : 0, "no allocator decision here",
+    Diverge(op != nullptr ? op->index : 0, std::nullopt, "no allocator decision here", a.kind,
             Describe(a.kind, a.ptr, a.bytes));
   }
 }
 
-void FidelityChecker::Diverge(uint64_t index, std::string expected, std::string got) {
+void FidelityChecker::Diverge(uint64_t index, std::optional<EventKind> expected_kind,
+                              std::string expected, std::optional<EventKind> got_kind,
+                              std::string got) {
   Divergence d;
   d.event_index = index;
+  d.expected_kind = expected_kind;
+  d.got_kind = got_kind;
   d.expected = std::move(expected);
   d.got = std::move(got);
   d.context.assign(context_.begin(), context_.end());

@@ -24,6 +24,9 @@ namespace fragscope {
 
 struct Divergence {
   uint64_t event_index = 0;
+  // The decisions' kinds (nullopt: none was made there), and each in words.
+  std::optional<EventKind> expected_kind;
+  std::optional<EventKind> got_kind;
   std::string expected;              // what the trace did
   std::string got;                   // what the replay did
   std::vector<std::string> context;  // the trace events just before, oldest first
@@ -61,7 +64,8 @@ class FidelityChecker final : public ReplayHooks {
     uint64_t index;  // trace index (expected side)
   };
   void Compare(bool strict, const TraceEvent* op);
-  void Diverge(uint64_t index, std::string expected, std::string got);
+  void Diverge(uint64_t index, std::optional<EventKind> expected_kind, std::string expected,
+               std::optional<EventKind> got_kind, std::string got);
 
   std::deque<Decision> expected_;
   std::deque<Decision> actual_;

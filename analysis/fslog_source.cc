@@ -282,12 +282,17 @@ void FslogSource::FillInfo() {
   info_.device_name = h.device_name;
   info_.capacity_bytes = h.device_total_bytes;
   info_.capacity_source = h.device_total_bytes > 0 ? "log header" : "";
-  info_.allocator_options = h.allocator_options;
+  SetTraceSettings(info_, h.allocator_options);
+  if (info_.settings.ok()) {
+    // The header's string is the whole of the settings (absent keys at their defaults).
+    info_.recorded_settings =
+        RecordedSettings{.values = *info_.settings, .where = "the log header"};
+    info_.recorded_settings->keys.set();
+  }
   info_.start_wall_ns = h.start_wall_ns;
   info_.records_empty_cache = true;
   info_.records_free_completed = true;
-  absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(h.allocator_options);
-  info_.expandable_segments = options.ok() && options->expandable_segments;
+  info_.expandable_segments = info_.settings.ok() && info_.settings->expandable_segments;
   consumed_offset_ = reader_.input_offset();
 }
 

@@ -85,7 +85,7 @@ void RenderSweep(std::ostream& out, const RankReport& r) {
          "<th>OOM</th><th>device mallocs</th><th>device frees</th></tr>";
   for (size_t i = 0; i < r.sweep.size(); ++i) {
     const SweepResult& s = r.sweep[i];
-    const bool rec = r.recommended.has_value() && *r.recommended == i;
+    const bool rec = r.verdict.recommended.has_value() && *r.verdict.recommended == i;
     out << "<tr" << (rec ? " class=\"rec\"" : "") << "><td class=\"l\">"
         << HtmlEscape(s.config.label) << s.Tag() << (rec ? " &#9733; recommended" : "") << "</td>";
     if (!s.error.empty()) {
@@ -98,7 +98,7 @@ void RenderSweep(std::ostream& out, const RankReport& r) {
         s.first_oom_index.has_value() ? absl::StrFormat("yes, event %d", *s.first_oom_index) : "no",
         s.device_mallocs, s.device_frees);
   }
-  out << "</table><p>" << HtmlEscape(r.recommendation) << "</p>";
+  out << "</table><p>" << HtmlEscape(r.verdict.recommendation) << "</p>";
 }
 
 // The verdict (JobVerdict): the text report's section, as HTML.
@@ -123,12 +123,12 @@ void RenderRank(std::ostream& out, const RankReport& r) {
   Card(out, absl::StrFormat("%.1f %%", 100 * m.utilization), "utilization (GMLake)");
   Card(out, Size(m.reserved_but_unallocated_at_peak), "reserved but unallocated at peak");
   Card(out, absl::StrFormat("%d", r.oom_count), r.oom_count == 1 ? "OOM" : "OOMs");
-  if (r.recommended.has_value()) {
-    Card(out, HtmlEscape(r.sweep[*r.recommended].config.label),
-         HtmlEscape(r.recommendation_headline));
+  if (r.verdict.recommended.has_value()) {
+    Card(out, HtmlEscape(r.sweep[*r.verdict.recommended].config.label),
+         HtmlEscape(r.verdict.recommendation_headline));
   } else if (r.verdict.capacity_bound) {
     out << "<div class=\"card bound\"><div class=\"v\">capacity-bound</div><div class=\"k\">"
-        << HtmlEscape(r.recommendation_headline) << "</div></div>";
+        << HtmlEscape(r.verdict.recommendation_headline) << "</div></div>";
   }
   out << "</div><h3>Memory timeline</h3>" << TimelineSvg(r);
   for (size_t i = 0; i < r.ooms.size() && i < 8; ++i) RenderOom(out, r.ooms[i], i + 1);

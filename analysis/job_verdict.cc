@@ -1,6 +1,7 @@
 #include "analysis/job_verdict.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -114,6 +115,19 @@ absl::StatusOr<FootprintCheck> CheckFootprint(const ModelJob& job,
                               .fits = true});
   }
   return f;
+}
+
+void AttachRecommendation(const std::vector<SweepResult>& sweep, bool trace_has_oom,
+                          JobVerdict& v) {
+  if (std::optional<SweepRecommendation> rec = RecommendConfig(sweep, trace_has_oom)) {
+    v.recommended = rec->index;
+    v.recommendation = std::move(rec->reason);
+    v.recommendation_headline = rec->headline;
+  } else {
+    v.recommended.reset();
+    v.recommendation = NoRecommendationReason(sweep);
+    v.recommendation_headline.clear();
+  }
 }
 
 JobVerdict DecideVerdict(const std::vector<OomExplanation>& ooms,

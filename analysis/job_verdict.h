@@ -71,6 +71,11 @@ struct JobVerdict {
   VerdictBasis basis = VerdictBasis::kNone;
   std::optional<FootprintCheck> footprint;
   std::string why;  // capacity_bound: why no setting is recommended
+  // The sweep's recommended row (index into the report's sweep; nullopt: none is shown to save
+  // the job), why it is (or why none is), and what the row is in a few words (HTML card).
+  std::optional<size_t> recommended;
+  std::string recommendation;
+  std::string recommendation_headline;
 };
 
 // The footprint check of `job` (estimated as `estimate`) against `limit_bytes`. Errors: the
@@ -78,6 +83,9 @@ struct JobVerdict {
 absl::StatusOr<FootprintCheck> CheckFootprint(const ModelJob& job,
                                               const estimator::MemoryEstimate& estimate,
                                               double limit_bytes);
+
+// Sets v's recommendation from the sweep (RecommendConfig; NoRecommendationReason when none).
+void AttachRecommendation(const std::vector<SweepResult>& sweep, bool trace_has_oom, JobVerdict& v);
 
 // The verdict from the explained OOMs, the sweep's baseline (whether the trace ends at its OOM)
 // and, when the model is known, its footprint.

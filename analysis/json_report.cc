@@ -7,6 +7,7 @@
 #include "allocator/device_stats.h"
 #include "analysis/json_verdict.h"
 #include "analysis/json_writer.h"
+#include "analysis/settings_check_json.h"
 
 namespace fragscope {
 namespace {
@@ -106,12 +107,12 @@ void WriteSweep(JsonWriter& j, const RankReport& r, const JsonReportOptions& opt
   j.BeginObject();
   if (options.include_timings) j.Field("seconds", r.sweep_seconds);
   j.Key("recommended");
-  if (r.recommended.has_value()) {
-    j.Uint(*r.recommended);
+  if (r.verdict.recommended.has_value()) {
+    j.Uint(*r.verdict.recommended);
   } else {
     j.Null();
   }
-  j.Field("recommendation", r.recommendation);
+  j.Field("recommendation", r.verdict.recommendation);
   j.Field("trace_ooms", r.sweep.empty() ? int64_t{0} : r.sweep.front().trace_ooms);
   j.Key("configs");
   j.BeginArray();
@@ -185,6 +186,8 @@ void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& opti
   for (const std::string& w : r.warnings) j.String(w);
   j.EndArray();
   j.EndObject();
+  j.Key("settings_check");
+  WriteJsonSettingsCheck(j, r.settings_check);
   j.Key("peaks");
   j.BeginObject();
   j.Field("allocated_bytes", m.peak_allocated_bytes);
@@ -257,7 +260,7 @@ void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& opti
   j.Key("layout_at_end");
   WriteLayout(j, r.final_layout);
   j.Key("verdict");
-  WriteJsonVerdict(j, r.verdict, r.recommended, r.recommendation);
+  WriteJsonVerdict(j, r.verdict);
   j.Key("sweep");
   WriteSweep(j, r, options);
   j.Key("model_gap");
@@ -325,7 +328,7 @@ void WriteJsonSweepReport(const RankReport& rank, const JsonReportOptions& optio
   j.Field("schema_version", kSweepSchemaVersion);
   WriteTraceAndDevice(j, rank);
   j.Key("verdict");
-  WriteJsonVerdict(j, rank.verdict, rank.recommended, rank.recommendation);
+  WriteJsonVerdict(j, rank.verdict);
   j.Key("sweep");
   WriteSweep(j, rank, options);
   j.EndObject();

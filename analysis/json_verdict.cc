@@ -48,8 +48,7 @@ void WriteFootprint(JsonWriter& j, const FootprintCheck& f) {
 
 }  // namespace
 
-void WriteJsonVerdict(JsonWriter& j, const JobVerdict& v, std::optional<size_t> recommended,
-                      std::string_view recommendation) {
+void WriteJsonVerdict(JsonWriter& j, const JobVerdict& v) {
   j.BeginObject();
   j.Key("cause");
   if (v.cause.has_value()) {
@@ -74,12 +73,12 @@ void WriteJsonVerdict(JsonWriter& j, const JobVerdict& v, std::optional<size_t> 
     j.Null();
   }
   j.Key("recommended");
-  if (recommended.has_value()) {
-    j.Uint(*recommended);
+  if (v.recommended.has_value()) {
+    j.Uint(*v.recommended);
   } else {
     j.Null();
   }
-  j.Field("why", v.capacity_bound ? std::string_view(v.why) : recommendation);
+  j.Field("why", v.capacity_bound ? v.why : v.recommendation);
   j.Key("model");
   if (v.footprint.has_value()) {
     WriteFootprint(j, *v.footprint);

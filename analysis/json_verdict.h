@@ -10,9 +10,8 @@
 
 namespace fragscope {
 
-// Writes the verdict object. `recommended` is the report's recommended sweep row (null when no
-// setting is shown to save the job).
-void WriteJsonVerdict(JsonWriter& j, const JobVerdict& v, std::optional<size_t> recommended,
-                      std::string_view recommendation);
+// Writes the verdict object, with its recommended sweep row (null when no setting is shown to
+// save the job).
+void WriteJsonVerdict(JsonWriter& j, const JobVerdict& v);
 
 }  // namespace fragscope

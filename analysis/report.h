@@ -13,6 +13,7 @@
 #include "analysis/model_gap.h"
 #include "analysis/oom_explainer.h"
 #include "analysis/segment_map.h"
+#include "analysis/settings_check.h"
 #include "analysis/sweep.h"
 #include "analysis/trace_event.h"
 
@@ -28,6 +29,9 @@ struct RankReport {
   std::string capacity_source;
   std::optional<uint64_t> allowed_bytes;
   std::string options;  // the allocator settings replayed, PYTORCH_CUDA_ALLOC_CONF syntax
+  // The settings the user says the job ran with against those the trace records (--conf, else
+  // the environment's; nullopt when neither is given).
+  std::optional<SettingsCheck> settings_check;
   MemoryMetrics metrics;
   std::string memory_summary;  // torch.cuda.memory_summary() of the replay's final stats
   std::vector<OomExplanation> ooms;
@@ -36,11 +40,7 @@ struct RankReport {
   std::optional<LayoutSummary> at_layout;  // --at EVENT
   LayoutSummary final_layout;              // numbers only (maps cleared)
   std::vector<SweepResult> sweep;
-  std::optional<size_t> recommended;  // index into sweep
-  std::string recommendation;
-  // SweepRecommendation::headline: what the recommended row is, for the HTML card.
-  std::string recommendation_headline;
-  JobVerdict verdict;
+  JobVerdict verdict;  // with the recommended sweep row
   std::optional<ModelGap> model_gap;
   std::string model_gap_where;  // "at the first OOM (event 812)", ...
   std::vector<std::string> warnings;

@@ -13,6 +13,7 @@
 #include "allocator/event_log_format.h"
 #include "allocator/size_policy.h"
 #include "analysis/pytorch_snapshot.h"
+#include "analysis/settings_check.h"
 
 namespace fragscope {
 namespace {
@@ -116,7 +117,10 @@ absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
   info_.format = TraceFormat::kPyTorchSnapshot;
   info_.device = static_cast<int32_t>(device_);
   info_.device_name = "CUDA device (PyTorch snapshot)";
-  info_.allocator_options = OptionsText(*snapshot_);
+  SetTraceSettings(info_, OptionsText(*snapshot_));
+  if (snapshot_->allocator_settings.has_value()) {
+    info_.recorded_settings = RecordedSettingsFromSnapshot(*snapshot_->allocator_settings);
+  }
   info_.records_empty_cache = false;
   info_.records_free_completed = true;
   const auto& trace = traces[device_];
@@ -142,10 +146,9 @@ absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
   if (info_.expandable_segments) {
     // Replay with expandable segments even when the settings string does not say so (they were
     // changed through the API, or the snapshot predates the string).
-    absl::StatusOr<AllocatorOptions> parsed = ParseAllocatorOptions(info_.allocator_options);
-    if (parsed.ok() && !parsed->expandable_segments) {
-      parsed->expandable_segments = true;
-      info_.allocator_options = FormatAllocatorOptions(*parsed);
+    if (info_.settings.ok() && !info_.settings->expandable_segments) {
+      info_.settings->expandable_segments = true;
+      info_.allocator_options = FormatAllocatorOptions(*info_.settings);  // shown in reports
     }
   }
   ReconstructInitialState();
@@ -156,8 +159,7 @@ absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
 
 void SnapshotSource::ReconstructInitialState() {
   const auto& trace = snapshot_->device_traces[device_];
-  absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(info_.allocator_options);
-  const AllocatorOptions rounding = options.ok() ? *options : AllocatorOptions();
+  const AllocatorOptions rounding = info_.settings.ok() ? *info_.settings : AllocatorOptions();
   // Rewind the final segments and allocated blocks through the trace, last entry first.
   // Expandable segments are mapped and unmapped page run by page run: their mapped ranges are
   // rewound as a set of ranges (a map removes its pages, an unmap restores them). What is left

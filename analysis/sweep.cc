@@ -10,50 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "allocator/alloc_conf_syntax.h"
+#include "allocator/check.h"
 #include "analysis/oom_explainer.h"
 #include "analysis/replay.h"
 
 namespace fragscope {
 namespace {
-
-// "key:value" entries of a PYTORCH_CUDA_ALLOC_CONF string, split at top-level commas.
-std::vector<std::pair<std::string, std::string>> SplitConf(const std::string& conf) {
-  std::vector<std::pair<std::string, std::string>> out;
-  int depth = 0;
-  std::string item;
-  auto flush = [&] {
-    if (item.empty()) return;
-    const size_t colon = item.find(':');
-    out.emplace_back(item.substr(0, colon),
-                     colon == std::string::npos ? "" : item.substr(colon + 1));
-    item.clear();
-  };
-  for (char c : conf) {
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (c == ',' && depth == 0) {
-      flush();
-    } else {
-      item += c;
-    }
-  }
-  flush();
-  return out;
-}
-
-std::string JoinConf(const std::vector<std::pair<std::string, std::string>>& entries) {
-  std::vector<std::string> parts;
-  for (const auto& [key, value] : entries) parts.push_back(absl::StrCat(key, ":", value));
-  return absl::StrJoin(parts, ",");
-}
-
-void SetKey(std::vector<std::pair<std::string, std::string>>& entries, const std::string& key,
-            const std::optional<std::string>& value) {
-  entries.erase(
-      std::remove_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == key; }),
-      entries.end());
-  if (value.has_value()) entries.emplace_back(key, *value);
-}
 
 // Counts the swept settings that differ between a and b.
 int Changes(const AllocatorOptions& a, const AllocatorOptions& b) {
@@ -158,12 +121,16 @@ SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
 }
 
 // The options as the allocator acts on them: a roundup division of 1 rounds as none does
-// (PyTorch's round_size splits only for divisions > 1), so they are one configuration.
-std::string BehaviourKey(AllocatorOptions options) {
+// (PyTorch's round_size splits only for divisions > 1), and which keys were named, and how,
+// changes nothing.
+AllocatorOptions Behaviour(AllocatorOptions options) {
   for (uint32_t& divisions : options.roundup_power2_divisions) {
     if (divisions == 1) divisions = 0;
   }
-  return FormatAllocatorOptions(options);
+  options.given.reset();
+  options.source.clear();
+  options.warnings.clear();
+  return options;
 }
 
 // Orders rows that avoid the OOMs: lowest peak reserved, then fewer device mallocs.
@@ -180,7 +147,7 @@ bool Better(const SweepResult& a, const SweepResult& b) {
 absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOptions& base,
                                                            const SweepSpec& spec,
                                                            bool base_from_conf) {
-  const std::string base_conf = FormatAllocatorOptions(base);
+  const std::string base_conf = FormatAllocatorOptions(base);  // the row's label
   std::vector<SweepConfig> configs;
   configs.push_back({.options = base,
                      .label = base_conf.empty() ? "(default)" : base_conf,
@@ -220,39 +187,49 @@ absl::StatusOr<std::vector<SweepConfig>> BuildSweepConfigs(const AllocatorOption
     }
   }
   for (const Point& point : grid) {
-    auto entries = SplitConf(base_conf);
-    if (!point.placement->empty()) SetKey(entries, "placement", *point.placement);
+    AllocatorOptions options = base;
+    // The first edit that fails names the configuration built so far and the value.
+    const auto set = [&](AllocatorKey key, std::string_view value) -> absl::Status {
+      absl::Status s = SetAllocatorOption(options, key, value);
+      if (s.ok()) return s;
+      const std::string so_far = FormatAllocatorOptions(options);
+      return absl::InvalidArgumentError(absl::StrFormat("sweep configuration '%s' with %s:%s: %s",
+                                                        so_far.empty() ? "(default)" : so_far,
+                                                        AllocatorKeyName(key), value, s.message()));
+    };
+    if (!point.placement->empty()) {
+      FRAGSCOPE_RETURN_IF_ERROR(set(AllocatorKey::kPlacement, *point.placement));
+    }
     if (!point.expandable->empty()) {
-      SetKey(entries, "expandable_segments", *point.expandable);
+      FRAGSCOPE_RETURN_IF_ERROR(set(AllocatorKey::kExpandableSegments, *point.expandable));
     }
-    if (point.split != UINT64_MAX) {
-      SetKey(
-          entries, "max_split_size_mb",
-          point.split == 0 ? std::nullopt : std::optional<std::string>(absl::StrCat(point.split)));
+    if (point.split == 0) {
+      FRAGSCOPE_RETURN_IF_ERROR(ResetAllocatorOption(options, AllocatorKey::kMaxSplitSizeMb));
+    } else if (point.split != UINT64_MAX) {
+      FRAGSCOPE_RETURN_IF_ERROR(set(AllocatorKey::kMaxSplitSizeMb, absl::StrCat(point.split)));
     }
-    if (!point.roundup->empty()) SetKey(entries, "roundup_power2_divisions", *point.roundup);
+    if (!point.roundup->empty()) {
+      FRAGSCOPE_RETURN_IF_ERROR(set(AllocatorKey::kRoundupPower2Divisions, *point.roundup));
+    }
     if (point.gc > 0) {
-      SetKey(entries, "garbage_collection_threshold", absl::StrCat(point.gc));
+      FRAGSCOPE_RETURN_IF_ERROR(
+          set(AllocatorKey::kGarbageCollectionThreshold, alloc_conf::FormatDouble(point.gc)));
       if (base.per_process_memory_fraction >= 1.0 && !spec.capped) {
-        SetKey(entries, "per_process_memory_fraction", "0.999");
+        FRAGSCOPE_RETURN_IF_ERROR(set(AllocatorKey::kPerProcessMemoryFraction, "0.999"));
       }
     }
-    const std::string conf = JoinConf(entries);
-    absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(conf);
-    if (!options.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("sweep configuration '%s': %s", conf, options.status().message()));
-    }
-    const std::string label = FormatAllocatorOptions(*options);
-    const std::string behaviour = BehaviourKey(*options);
+    const AllocatorOptions behaviour = Behaviour(options);
     const bool duplicate = std::any_of(configs.begin(), configs.end(), [&](const auto& c) {
-      return BehaviourKey(c.options) == behaviour;
+      return Behaviour(c.options) == behaviour;
     });
     if (duplicate) continue;
-    configs.push_back({.options = *options,
+    const std::string label = FormatAllocatorOptions(options);
+    const bool pytorch_applicable = options.placement == PlacementPolicy::kBestFit;
+    const int changes = Changes(base, options);
+    configs.push_back({.options = std::move(options),
                        .label = label.empty() ? "(default)" : label,
-                       .changes_from_trace = Changes(base, *options),
-                       .pytorch_applicable = options->placement == PlacementPolicy::kBestFit});
+                       .changes_from_trace = changes,
+                       .pytorch_applicable = pytorch_applicable});
   }
   return configs;
 }

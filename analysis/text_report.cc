@@ -202,6 +202,7 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
           "  ");
   out << absl::StrFormat("  allocator settings: %s\n",
                          r.options.empty() ? "(PyTorch defaults)" : r.options);
+  if (r.settings_check.has_value()) RenderSettingsCheckText(*r.settings_check, out);
   out << absl::StrFormat("  %s replayed in %.2f s; %s, %s\n\n", CountOf(r.metrics.events, "event"),
                          r.replay_seconds, CountOf(r.metrics.allocations, "allocation"),
                          CountOf(r.metrics.frees, "free"));
@@ -287,7 +288,7 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
         "\nSweep: %s replayed on the simulated device in "
         "%.2f s (0 = unlimited max_split_size)\n",
         CountOf(r.sweep.size(), "configuration"), r.sweep_seconds);
-    RenderSweepTable(r.sweep, r.recommended, r.recommendation, out);
+    RenderSweepTable(r.sweep, r.verdict.recommended, r.verdict.recommendation, out);
     if (!refused.empty()) {
       Wrapped(out,
               absl::StrCat("Each row is a replay under its settings and counts ", refused,

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 
 #include "analysis/report.h"
+#include "analysis/settings_check.h"
 
 namespace fragscope {
 
@@ -28,6 +29,9 @@ void RenderRankText(const RankReport& rank, const TextReportOptions& options, st
 // The verdict section (JobVerdict), when the report has an OOM or a model: verdict_text.cc.
 void RenderVerdictText(const RankReport& rank, std::ostream& out);
 // The estimator's terms beside the live blocks attributed to them (ModelGap), as a table.
+// The effective-settings check's lines (settings_check_text.cc).
+void RenderSettingsCheckText(const SettingsCheck& check, std::ostream& out);
+
 void RenderModelGapTerms(const ModelGap& gap, std::ostream& out);
 
 void RenderSweepTable(const std::vector<SweepResult>& results,

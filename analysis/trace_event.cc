@@ -1,6 +1,13 @@
 #include "analysis/trace_event.h"
 
+#include <utility>
+
 namespace fragscope {
+
+void SetTraceSettings(TraceInfo& info, std::string text) {
+  info.settings = ParseAllocatorOptions(text);
+  info.allocator_options = std::move(text);
+}
 
 std::string_view TraceFormatName(TraceFormat format) {
   switch (format) {

@@ -25,6 +25,7 @@
 //   options_change  text                        --                            --
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "allocator/allocator_events.h"
+#include "allocator/allocator_options.h"
 #include "allocator/types.h"
 
 namespace fragscope {
@@ -85,6 +87,14 @@ struct InitialSegment {
   std::vector<InitialBlock> allocated;  // the rest of the segment was free
 };
 
+// The allocator settings a trace records as in effect in the job, key by key (the
+// effective-settings check, analysis/settings_check.h).
+struct RecordedSettings {
+  AllocatorOptions values;
+  std::bitset<kAllocatorKeyCount> keys;  // the keys whose values the trace records
+  std::string where;                     // "the snapshot's allocator_settings", "the log header"
+};
+
 struct TraceInfo {
   std::string path;
   TraceFormat format = TraceFormat::kFslog;
@@ -106,8 +116,14 @@ struct TraceInfo {
   // Device capacity; 0 when the source does not say (see capacity_source).
   uint64_t capacity_bytes = 0;
   std::string capacity_source;  // "log header", "--capacity", "OOM device_free + reserved", ...
-  // The allocator settings the trace ran with, in PYTORCH_CUDA_ALLOC_CONF syntax.
+  // The allocator settings the trace ran with, in PYTORCH_CUDA_ALLOC_CONF syntax, as the trace
+  // gives them (for display and messages), and parsed once by the source (SetTraceSettings):
+  // the settings, or why the text is not valid settings.
   std::string allocator_options;
+  absl::StatusOr<AllocatorOptions> settings = AllocatorOptions();
+  // What the trace records as in effect; nullopt when it records nothing (RMM, a log header whose
+  // settings are not valid, a snapshot without allocator_settings).
+  std::optional<RecordedSettings> recorded_settings;
   // Unix time of the first event in ns (0 unknown).
   int64_t start_wall_ns = 0;
   // The source records empty_cache() itself (fslog); otherwise the replay infers it from
@@ -120,6 +136,9 @@ struct TraceInfo {
   bool expandable_segments = false;
   std::vector<InitialSegment> initial_segments;
 };
+
+// Sets the trace's settings text and parses it into info.settings.
+void SetTraceSettings(TraceInfo& info, std::string text);
 
 // A stream of TraceEvents. Implementations hold O(1) state beyond their read buffer, except
 // the snapshot source, which holds the decoded pickle.

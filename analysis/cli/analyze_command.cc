@@ -64,7 +64,11 @@ traces. JSON schema of this report: analysis/CROSS_RANK_SCHEMA.md.
   --memory-fraction F       per-process memory fraction the job ran with (snapshots omit it)
   --allowed SIZE            ... or the cap in bytes (at least 2 MiB)
   --conf CONF               replay under these PYTORCH_CUDA_ALLOC_CONF settings instead of the
-                            trace's (a cap the log records is kept unless CONF sets one)
+                            trace's (a cap the log records is kept unless CONF sets one); the
+                            report names those of its settings the trace records otherwise (not
+                            in effect in the job). Without --conf, the settings fragscope's own
+                            environment gives (PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF,
+                            as PyTorch 2.11 reads them) are checked the same way
   --device N                the device of a multi-device snapshot
   --no-sweep                skip the settings sweep
   --max-split-size-mb LIST  sweep grid (default 0,64,128,256,512,1024; 0 = unlimited)

@@ -166,8 +166,15 @@ absl::Status ApplyAnalysisFlags(const ParsedFlags& flags, AnalysisOptions* optio
     options->allowed_bytes = *bytes;
   }
   if (const std::string* v = flags.Get("--conf")) {
-    options->conf = *v;  // checked with the caps below (CheckConfOption)
+    // Parsed once, here; checked with the caps below (CheckConfOption).
+    absl::StatusOr<AllocatorOptions> conf = ParseAllocatorOptions(*v);
+    if (!conf.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--conf '%s': %s", *v, conf.status().message()));
+    }
+    options->conf = *std::move(conf);
   }
+  options->env_settings = AskedSettingsFromEnv(ProcessEnv);
   if (const std::string* v = flags.Get("--device")) {
     absl::StatusOr<uint64_t> n = ParseCount(*v, "--device");
     if (!n.ok()) return n.status();

@@ -288,9 +288,9 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_st
     if (!reruns.empty() && reruns.front().result.completed) {
       const Rerun& fix = reruns.front();
       const std::string& label = rank.sweep[fix.sweep_index].config.label;
-      rank.recommended = fix.sweep_index;
-      rank.recommendation_headline = "recommended setting (the whole job completes)";
-      rank.recommendation = absl::StrFormat(
+      rank.verdict.recommended = fix.sweep_index;
+      rank.verdict.recommendation_headline = "recommended setting (the whole job completes)";
+      rank.verdict.recommendation = absl::StrFormat(
           "avoids the OOM and completes %s (checked by re-running the whole job), with "
           "the lowest peak reserved memory of those that do",
           AllSteps(workload.steps));
@@ -307,9 +307,9 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_st
           "re-running the whole job under every swept setting that gets past this OOM still runs "
           "out of memory later, in \"%s\"",
           reruns.front().result.oom_phase);
-      rank.recommended.reset();
-      rank.recommendation = absl::StrCat("No setting is recommended: ", why, ".");
-      rank.recommendation_headline = "no swept setting completes the whole job";
+      rank.verdict.recommended.reset();
+      rank.verdict.recommendation = absl::StrCat("No setting is recommended: ", why, ".");
+      rank.verdict.recommendation_headline = "no swept setting completes the whole job";
       for (OomExplanation& x : rank.ooms) {
         if (x.in_replay) x.avoided_by = absl::StrCat("none shown to save the job: ", why);
       }

@@ -142,13 +142,6 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
         << ": the trace is empty (no allocation events): nothing to sweep\n";
     return 1;
   }
-  if (std::optional<SweepRecommendation> rec = RecommendConfig(rank.sweep, trace_failed)) {
-    rank.recommended = rec->index;
-    rank.recommendation = rec->reason;
-    rank.recommendation_headline = rec->headline;
-  } else {
-    rank.recommendation = NoRecommendationReason(rank.sweep);
-  }
   // The whole-job verdict (JobVerdict) needs the OOMs explained and the log's recorded model: one
   // more replay of the job's own settings, without a sweep.
   AnalysisOptions own = options;
@@ -160,6 +153,7 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
     return 1;
   }
   rank.verdict = DecideVerdict(explained->ooms, rank.sweep, explained->verdict.footprint);
+  AttachRecommendation(rank.sweep, trace_failed, rank.verdict);
   if (rank.verdict.capacity_bound) WithholdRecommendation(rank);
   // `--json -`: stdout carries the JSON alone, and the table goes nowhere.
   JsonOutput json(flags->Get("--json"), out);
@@ -175,7 +169,7 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
                       CountOf(static_cast<uint64_t>(threads), "thread"), rank.sweep_seconds),
       "");
   text_out << "\n";
-  RenderSweepTable(rank.sweep, rank.recommended, rank.recommendation, text_out);
+  RenderSweepTable(rank.sweep, rank.verdict.recommended, rank.verdict.recommendation, text_out);
   if (rank.verdict.capacity_bound) RenderVerdictText(rank, text_out);
   if (baseline != nullptr && baseline->ooms == 0 && baseline->trace_ooms > 0) {
     WriteWrapped(

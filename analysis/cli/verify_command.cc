@@ -119,15 +119,19 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
   // A job under a memory cap either fails here or first releases its cached segments to retry
   // (PyTorch's retry ladder); a replay without the cap does neither: it takes new memory, or
   // (its layout departed earlier) nothing at all.
-  const bool starts_retry =
-      (d.expected.rfind("segment_free", 0) == 0 || d.expected.rfind("segment_unmap", 0) == 0) &&
-      (d.got.rfind("nothing", 0) == 0 || d.got.rfind("segment_alloc", 0) == 0 ||
-       d.got.rfind("segment_map", 0) == 0);
+  const auto is = [](std::optional<EventKind> kind, EventKind want) { return kind == want; };
+  const bool starts_retry = (is(d.expected_kind, EventKind::kSegmentFree) ||
+                             is(d.expected_kind, EventKind::kSegmentUnmap)) &&
+                            (!d.got_kind.has_value() || is(d.got_kind, EventKind::kSegmentAlloc) ||
+                             is(d.got_kind, EventKind::kSegmentMap));
   // garbage_collection_threshold acts only under a memory fraction (PyTorch's rule): with one set
   // and no cap, the replay never collects, and the job's collections show as segment frees (or
   // frees elsewhere) that the replay does not make.
-  const bool segment_decision =
-      d.expected.rfind("segment_", 0) == 0 || d.got.rfind("segment_", 0) == 0;
+  const auto is_segment = [](std::optional<EventKind> kind) {
+    return kind == EventKind::kSegmentAlloc || kind == EventKind::kSegmentFree ||
+           kind == EventKind::kSegmentMap || kind == EventKind::kSegmentUnmap;
+  };
+  const bool segment_decision = is_segment(d.expected_kind) || is_segment(d.got_kind);
   const bool gc_without_cap = config->options.garbage_collection_threshold > 0 &&
                               !ReplayCapBytes(*config).has_value() && segment_decision;
   if (gc_without_cap) {
@@ -139,7 +143,7 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
                      "--memory-fraction or --allowed, and --capacity.",
                      config->options.garbage_collection_threshold),
                  "  hint: ");
-  } else if ((d.expected.rfind("oom", 0) == 0 || starts_retry) &&
+  } else if ((is(d.expected_kind, EventKind::kOom) || starts_retry) &&
              !config->allowed_bytes.has_value() && info.format != TraceFormat::kRmmCsv) {
     WriteWrapped(
         out,

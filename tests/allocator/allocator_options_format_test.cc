@@ -64,20 +64,17 @@ TEST(AllocatorOptionsTest, EveryKeyRoundTrips) {
       "garbage_collection_threshold:0.6,roundup_power2_divisions:[2:1,16:4,>:8],"
       "expandable_segments:True,pinned_use_background_threads:True,backend:cudaMallocAsync,"
       "release_lock_on_cudamalloc:True,per_process_memory_fraction:0.75,"
-      "throw_on_cudamalloc_oom:True,graph_capture_record_stream_reuse:True,"
-      "expandable_segments_reserve:1.5G,expandable_segments_reserve_by_class:[b:0.5,a:2G],"
+      "graph_capture_record_stream_reuse:True,"
       "pinned_use_cuda_host_register:True,pinned_num_register_threads:16,"
-      "pinned_reserve_segment_size_mb:128,pinned_free_catch_all:True,placement:best_fit");
+      "pinned_reserve_segment_size_mb:128,placement:best_fit");
   EXPECT_EQ(FormatAllocatorOptions(options),
             "large_segment_size_mb:32,max_split_size_mb:64,max_non_split_rounding_mb:48,"
             "garbage_collection_threshold:0.6,roundup_power2_divisions:[2:1,16:4,>:8],"
             "expandable_segments:True,pinned_use_background_threads:True,"
             "backend:cudaMallocAsync,release_lock_on_cudamalloc:True,"
-            "per_process_memory_fraction:0.75,throw_on_cudamalloc_oom:True,"
-            "graph_capture_record_stream_reuse:True,expandable_segments_reserve:1.5G,"
-            "expandable_segments_reserve_by_class:[a:2G,b:0.5],"
+            "per_process_memory_fraction:0.75,graph_capture_record_stream_reuse:True,"
             "pinned_use_cuda_host_register:True,pinned_num_register_threads:16,"
-            "pinned_reserve_segment_size_mb:128,pinned_free_catch_all:True");
+            "pinned_reserve_segment_size_mb:128");
   ExpectRoundTrip(options);
 }
 
@@ -108,12 +105,6 @@ double RandomUnitFraction(std::mt19937_64& rng) {
   return x == 0.0 ? 0.5 : (rng() % 2 == 0 ? x : static_cast<double>(rng() % 100 + 1) / 128.0);
 }
 
-ExpandableSegmentsReserve RandomReserve(std::mt19937_64& rng) {
-  return {
-      .is_fraction = rng() % 2 == 0,
-      .value = rng() % 2 == 0 ? RandomUnitFraction(rng) * 4 : static_cast<double>(rng() % 80 + 1)};
-}
-
 AllocatorOptions RandomOptions(std::mt19937_64& rng) {
   const auto coin = [&] { return rng() % 2 == 0; };
   const uint64_t max_mb = UINT64_MAX / kMiB;
@@ -131,17 +122,11 @@ AllocatorOptions RandomOptions(std::mt19937_64& rng) {
   o.expandable_segments = coin();
   o.release_lock_on_cudamalloc = coin();
   if (coin()) o.backend = "cudaMallocAsync";
-  o.throw_on_cudamalloc_oom = coin();
   o.graph_capture_record_stream_reuse = coin();
-  if (coin()) o.expandable_segments_reserve = RandomReserve(rng);
-  for (uint64_t n = rng() % 4; n > 0; --n) {
-    o.expandable_segments_reserve_by_class[absl::StrCat("class", rng() % 10)] = RandomReserve(rng);
-  }
   o.pinned_use_cuda_host_register = coin();
   o.pinned_num_register_threads = uint32_t{1} << (rng() % 8);
   o.pinned_use_background_threads = coin();
   if (coin()) o.pinned_reserve_segment_size_mb = 1 + rng() % 100000;
-  o.pinned_free_catch_all = coin();
   return o;
 }
 
@@ -159,7 +144,7 @@ TEST(AllocatorOptionsTest, MutatedStringsParseOrFailCleanlyAndRoundTrip) {
   const std::vector<std::string> seeds = {
       "max_split_size_mb:40,max_non_split_rounding_mb:30,garbage_collection_threshold:0.5",
       "roundup_power2_divisions:[64:8,128:2,256:4,512:2,1024:4,>:1],expandable_segments:True",
-      "large_segment_size_mb:15,expandable_segments_reserve_by_class:[a:0.5,b:4G]",
+      "large_segment_size_mb:15,pinned_reserve_segment_size_mb:64,release_lock_on_cudamalloc:True",
       "backend:cudaMallocAsync,pinned_num_register_threads:8,per_process_memory_fraction:0.5"};
   const std::string alphabet = ",:[]> \t0123456789.eGTrueFalse+-_abx";
   std::mt19937_64 rng(11);

@@ -40,7 +40,8 @@ inline uint32_t DivisionsAtMB(const AllocatorOptions& options, uint64_t mb) {
   return RoundupPower2DivisionsFor(options, mb * kMB);
 }
 
-// Parse(Format(o)) must give back o, apart from the source string and the warnings.
+// Parse(Format(o)) must give back o, apart from the source string, the warnings and the keys
+// named.
 inline void ExpectRoundTrip(const AllocatorOptions& options) {
   const std::string text = FormatAllocatorOptions(options);
   absl::StatusOr<AllocatorOptions> parsed = ParseAllocatorOptions(text);
@@ -48,6 +49,7 @@ inline void ExpectRoundTrip(const AllocatorOptions& options) {
   AllocatorOptions expected = options;
   expected.source = text;
   expected.warnings = parsed->warnings;
+  expected.given = parsed->given;
   EXPECT_TRUE(*parsed == expected)
       << "'" << text << "' parses to '" << FormatAllocatorOptions(*parsed) << "'";
   EXPECT_EQ(FormatAllocatorOptions(*parsed), text);

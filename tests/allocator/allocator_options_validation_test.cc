@@ -126,59 +126,19 @@ TEST(AllocatorOptionsTest, PinnedNumRegisterThreadsIsAPowerOfTwoUpTo128) {
 
 TEST(AllocatorOptionsTest, PinnedKeysAreRecorded) {
   const AllocatorOptions options = ParseOk(
-      "pinned_reserve_segment_size_mb:64,pinned_free_catch_all:True,"
+      "pinned_reserve_segment_size_mb:64,"
       "pinned_use_background_threads:True,pinned_use_cuda_host_register:True");
   EXPECT_EQ(options.pinned_reserve_segment_size_mb, 64u);
-  EXPECT_TRUE(options.pinned_free_catch_all);
   EXPECT_TRUE(options.pinned_use_background_threads);
   EXPECT_TRUE(options.pinned_use_cuda_host_register);
   EXPECT_EQ(ParseError("pinned_reserve_segment_size_mb:0"),
             "pinned_reserve_segment_size_mb: 0 is invalid, must be > 0");
 }
 
-TEST(AllocatorOptionsTest, GraphCaptureReuseAndThrowOnOomAreBooleans) {
-  const AllocatorOptions options =
-      ParseOk("graph_capture_record_stream_reuse:True,throw_on_cudamalloc_oom:True");
-  EXPECT_TRUE(options.graph_capture_record_stream_reuse);
-  EXPECT_TRUE(options.throw_on_cudamalloc_oom);
-  EXPECT_THAT(ParseError("throw_on_cudamalloc_oom:1"), HasSubstr("throw_on_cudamalloc_oom: 1"));
-}
-
-TEST(AllocatorOptionsTest, ExpandableSegmentsReserveIsAFractionOrGibibytes) {
-  auto reserve = ParseOk("expandable_segments_reserve:0.5").expandable_segments_reserve;
-  ASSERT_TRUE(reserve.has_value());
-  EXPECT_TRUE(*reserve == (ExpandableSegmentsReserve{.is_fraction = true, .value = 0.5}));
-  reserve = ParseOk("expandable_segments_reserve:40g").expandable_segments_reserve;
-  ASSERT_TRUE(reserve.has_value());
-  EXPECT_TRUE(*reserve == (ExpandableSegmentsReserve{.is_fraction = false, .value = 40}));
-}
-
-TEST(AllocatorOptionsTest, InvalidExpandableSegmentsReserveWarnsAndKeepsTheDefault) {
-  for (const char* value : {"abc", "0", "-1", "G", "inf", "nan", "0.5GG", "1e999"}) {
-    const AllocatorOptions options = ParseOk(absl::StrCat("expandable_segments_reserve:", value));
-    EXPECT_FALSE(options.expandable_segments_reserve.has_value()) << value;
-    ASSERT_EQ(options.warnings.size(), 1u) << value;
-    EXPECT_THAT(options.warnings[0],
-                HasSubstr(absl::StrCat("expandable_segments_reserve: ignoring invalid value '",
-                                       value, "'")));
-  }
-  // A later invalid value keeps the earlier valid one, as PyTorch's nullopt does.
-  EXPECT_TRUE(ParseOk("expandable_segments_reserve:0.25,expandable_segments_reserve:x")
-                  .expandable_segments_reserve.has_value());
-}
-
-TEST(AllocatorOptionsTest, ReserveByClassSkipsInvalidItemsAndLaterNamesWin) {
-  const AllocatorOptions options = ParseOk(
-      "expandable_segments_reserve_by_class:[decode:0.25,prefill:40G,bad:zero,decode:0.5,]");
-  ASSERT_EQ(options.expandable_segments_reserve_by_class.size(), 2u);
-  EXPECT_EQ(options.expandable_segments_reserve_by_class.at("decode").value, 0.5);
-  EXPECT_FALSE(options.expandable_segments_reserve_by_class.at("prefill").is_fraction);
-  ASSERT_EQ(options.warnings.size(), 1u);
-  EXPECT_THAT(options.warnings[0], HasSubstr("'zero'"));
-  EXPECT_TRUE(ParseOk("expandable_segments_reserve_by_class:[]")
-                  .expandable_segments_reserve_by_class.empty());
-  EXPECT_THAT(ParseError("expandable_segments_reserve_by_class:0.5"),
-              HasSubstr("expandable_segments_reserve_by_class: 0.5 is not a list"));
+TEST(AllocatorOptionsTest, GraphCaptureReuseIsABoolean) {
+  EXPECT_TRUE(ParseOk("graph_capture_record_stream_reuse:True").graph_capture_record_stream_reuse);
+  EXPECT_THAT(ParseError("graph_capture_record_stream_reuse:1"),
+              HasSubstr("graph_capture_record_stream_reuse: 1"));
 }
 
 TEST(AllocatorOptionsTest, PlacementIsAFragscopeExtension) {
