@@ -15,6 +15,8 @@
 //
 // For first-fit placement the pool also keeps the same blocks in address order (stream, ptr);
 // that index exists only while enabled (set_address_index), so best fit pays one branch for it.
+// Likewise the releasable blocks (releasable_blocks.h), once a release has walked many blocks to
+// find few. The pool keeps the sum of its free bytes, and counts the blocks its walks visit.
 //
 // The size orders hold (size, ptr, block) entries (PoolEntry), so lookups never touch Block
 // objects; the other sets hold pointers. The pool never splits, merges or frees blocks (see
@@ -28,14 +30,17 @@
 // the sentinel is at_end(); callers never see its block.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "absl/container/btree_set.h"
 #include "allocator/block.h"
+#include "allocator/releasable_blocks.h"
 #include "allocator/types.h"
 
 namespace fragscope {
@@ -158,12 +163,58 @@ class BlockPool {
   // REQUIRES: visit does not change the pool.
   template <typename Visit>
   void ForEach(Visit visit) const {
+    walked_ += size_;
     for (const auto& [stream, set] : streams_) {
       for (const PoolEntry& entry : set) {
         if (!entry.IsSentinel()) visit(entry.block);
       }
     }
   }
+
+  // Calls visit(block) for every free block a release returns (ReleasableBlocks::Releasable), in
+  // ForEach's order. Walks the whole pool until a walk of at least kReleasableIndexMinBlocks
+  // finds fewer than half of them releasable; from then on visits only the releasable ones.
+  // REQUIRES: visit does not change the pool.
+  template <typename Visit>
+  void ForEachReleasable(Visit visit) {
+    if (releasable_.enabled()) {
+      walked_ += releasable_.ForEach(visit);
+      return;
+    }
+    size_t releasable = 0;
+    ForEach([&](Block* b) {
+      if (!ReleasableBlocks::Releasable(*b)) return;
+      ++releasable;
+      visit(b);
+    });
+    if (size_ >= kReleasableIndexMinBlocks && 2 * releasable < size_) {
+      releasable_.Enable([this](auto add) { ForEach(add); });
+    }
+  }
+  static constexpr size_t kReleasableIndexMinBlocks = 1024;
+
+  // The bytes of the free blocks on `stream` of at least `min_size` bytes; visits only those.
+  uint64_t BytesFrom(StreamId stream, uint64_t min_size) const {
+    uint64_t bytes = 0;
+    for (iterator it = LowerBound(stream, min_size); !it.at_end(); ++it) {
+      bytes += it.key().size;
+      ++walked_;
+    }
+    return bytes;
+  }
+  // The largest free block's size (0 if none). O(streams): each stream's set ends with it.
+  uint64_t LargestSize() const {
+    uint64_t largest = 0;
+    for (const auto& [stream, set] : streams_) {
+      auto last = std::prev(set.end());  // the sentinel
+      if (last != set.begin()) largest = std::max(largest, std::prev(last)->size);
+    }
+    return largest;
+  }
+  // The sum of the free blocks' sizes.
+  uint64_t free_bytes() const { return free_bytes_; }
+  // Blocks visited by ForEach, ForEachReleasable and BytesFrom so far: for tests that count work.
+  uint64_t blocks_walked() const { return walked_; }
 
   // The lowest-address free block on `stream` for which accept(block) is true, or nullptr.
   // REQUIRES: the address index is enabled. O(free blocks on the stream) in the worst case.
@@ -207,7 +258,10 @@ class BlockPool {
     FRAGSCOPE_DCHECK(inserted);
     (void)inserted;
     ++size_;
+    free_bytes_ += block->size;
     if (address_index_enabled_) by_address_.insert(block);
+    if (releasable_.enabled()) [[unlikely]]
+      releasable_.Add(block);
   }
   // REQUIRES: block is in the pool.
   void Erase(Block* block) {
@@ -215,11 +269,17 @@ class BlockPool {
     FRAGSCOPE_DCHECK(erased == 1);
     (void)erased;
     --size_;
+    free_bytes_ -= block->size;
     if (address_index_enabled_) by_address_.erase(block);
+    if (releasable_.enabled()) [[unlikely]]
+      releasable_.Remove(block->stream, block->size, block->ptr);
   }
   // REQUIRES: !it.at_end().
   void Erase(iterator it) {
     if (address_index_enabled_) by_address_.erase(*it);
+    if (releasable_.enabled()) [[unlikely]]
+      releasable_.Remove((*it)->stream, it.key().size, it.key().ptr);
+    free_bytes_ -= it.key().size;
     MutableSet(it).erase(it.it_);
     --size_;
   }
@@ -245,11 +305,17 @@ class BlockPool {
   template <typename Change>
   void Rekey(iterator it, DevicePtr new_ptr, uint64_t new_size, Change change) {
     Block* block = *it;
-    if (address_index_enabled_) {  // the address index compares the blocks' own fields
+    // The address index compares the blocks' own fields, and whether a block is releasable
+    // depends on its neighbours, which change() changes: out and back in.
+    if (address_index_enabled_ || releasable_.enabled()) [[unlikely]] {
       Erase(it);
       change();
       Insert(block);
-    } else if (KeyFitsAt(it, new_ptr, new_size)) {
+      FRAGSCOPE_DCHECK(block->ptr == new_ptr && block->size == new_size);
+      return;
+    }
+    free_bytes_ += new_size - it.key().size;  // modulo 2^64: a shrinking block subtracts
+    if (KeyFitsAt(it, new_ptr, new_size)) {
       // The entry's key is a copy; the btree never compares it while we rewrite it, and the
       // new key sorts where the old one did.
       auto& entry = const_cast<PoolEntry&>(*it.it_);
@@ -276,13 +342,30 @@ class BlockPool {
     return it != set->end() && it->block == block &&
            (!address_index_enabled_ || by_address_.contains(block));
   }
-  // False if the address index (when enabled) holds other blocks than the size order.
-  bool IndexesAgree() const { return !address_index_enabled_ || by_address_.size() == size(); }
+  // False if the address index (when enabled) holds other blocks than the size order, or the
+  // releasable index (when enabled) other blocks than the releasable ones. O(blocks) with the
+  // releasable index: for the invariant checker.
+  bool IndexesAgree() const {
+    if (address_index_enabled_ && by_address_.size() != size()) return false;
+    if (!releasable_.enabled()) return true;
+    std::vector<const Block*> expected, indexed;
+    for (const auto& [stream, set] : streams_) {
+      for (const PoolEntry& entry : set) {
+        if (!entry.IsSentinel() && ReleasableBlocks::Releasable(*entry.block)) {
+          expected.push_back(entry.block);
+        }
+      }
+    }
+    (void)releasable_.ForEach([&indexed](const Block* b) { indexed.push_back(b); });
+    return expected == indexed;
+  }
   // False if an entry's key copy differs from its block's key (a key changed in the set without
-  // Rekey), a block sits in another stream's set, the keys are not strictly increasing, or a
-  // set's last entry is not its sentinel. O(blocks): for the invariant checker.
+  // Rekey), a block sits in another stream's set, the keys are not strictly increasing, a set's
+  // last entry is not its sentinel, or free_bytes() is not their sum. O(blocks): for the
+  // invariant checker.
   bool IsOrdered() const {
     size_t count = 0;
+    uint64_t bytes = 0;
     for (const auto& [stream, set] : streams_) {
       for (auto it = set.begin(); it != set.end(); ++it) {
         const bool last = std::next(it) == set.end();
@@ -294,9 +377,10 @@ class BlockPool {
         }
         if (!BlockOrder()(*it, *std::next(it))) return false;
         ++count;
+        bytes += it->size;
       }
     }
-    return count == size_;
+    return count == size_ && bytes == free_bytes_;
   }
 
   size_t size() const { return size_; }
@@ -360,7 +444,10 @@ class BlockPool {
   std::map<StreamId, Set> streams_;
   mutable StreamId cached_stream_ = 0;
   mutable Set* cached_set_ = nullptr;
-  size_t size_ = 0;  // free blocks in all streams' sets
+  size_t size_ = 0;          // free blocks in all streams' sets
+  uint64_t free_bytes_ = 0;  // their sizes' sum
+  mutable uint64_t walked_ = 0;
+  ReleasableBlocks releasable_;
   AddressSet by_address_;
   AddressSet unmapped_;
   bool address_index_enabled_ = false;

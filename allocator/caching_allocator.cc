@@ -226,23 +226,16 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
   r.allowed_bytes = allowed_maximum_bytes_;
   r.allocated_bytes = static_cast<uint64_t>(stats.allocated_bytes[0].current);
   r.reserved_bytes = reserved_bytes_;
+  // From the pools' running figures, without a walk: a trace with many out-of-memory records
+  // over many free blocks would otherwise replay in quadratic time. The oversize figure visits
+  // only the blocks it counts: those the rules bar, a suffix of the stream's size order.
   const PoolKind kind = PoolFor(rounded);
-  for (const BlockPool* pool : {&small_pool_, &large_pool_}) {
-    pool->ForEach([&](const Block* b) {
-      r.free_cached_bytes += b->size;
-      ++r.free_cached_fragments;
-      r.largest_free_cached_block = std::max(r.largest_free_cached_block, b->size);
-      if (pool->kind() == kind && b->stream == stream && b->size >= rounded &&
-          OversizeRuleRejects(b->size, rounded, options_)) {
-        r.oversize_rejected_bytes += b->size;
-      }
-    });
-  }
-  for (const auto& [base, segment] : segments_) {
-    for (const Block* b = segment.head; b != nullptr; b = b->next) {
-      if (!b->allocated && b->event_count > 0) r.pending_free_bytes += b->size;
-    }
-  }
+  r.free_cached_bytes = small_pool_.free_bytes() + large_pool_.free_bytes();
+  r.free_cached_fragments = small_pool_.size() + large_pool_.size();
+  r.largest_free_cached_block = std::max(small_pool_.LargestSize(), large_pool_.LargestSize());
+  r.oversize_rejected_bytes =
+      PoolOf(kind).BytesFrom(stream, std::max(rounded, OversizeRejectionFloor(rounded, options_)));
+  r.pending_free_bytes = pending_free_bytes_;
 
   AllocatorEvent e;
   e.kind = EventKind::kOom;

@@ -130,6 +130,10 @@ class CachingAllocator {
   // device-free initial guess).
   uint64_t LargestFreeCachedBlock() const;
 
+  // Free blocks visited so far by the walks of the pools (releases, garbage collection, the
+  // out-of-memory report's oversize figure): for tests that count work instead of timing it.
+  uint64_t PoolBlocksWalked() const;
+
   // Verifies every structural and statistical invariant; returns the first violation. Meant for
   // tests and debug builds: O(blocks).
   absl::Status CheckInvariants() const;
@@ -280,6 +284,9 @@ class CachingAllocator {
       ABSL_GUARDED_BY(mu_);
   // Bytes obtained from the device (PyTorch's total_allocated_memory).
   uint64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes of the freed blocks still waiting for stream events (event_count > 0): the OOM report's
+  // figure, kept so that the report walks no segments.
+  uint64_t pending_free_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Set when a memory fraction < 1 is in force.
   std::optional<uint64_t> allowed_maximum_bytes_ ABSL_GUARDED_BY(mu_);
   StatsTracker stats_ ABSL_GUARDED_BY(mu_);

@@ -60,11 +60,12 @@ AllocatorSnapshot CachingAllocator::Snapshot() const {
 
 uint64_t CachingAllocator::LargestFreeCachedBlock() const {
   Lock lock(&mu_);
-  uint64_t largest = 0;
-  for (const BlockPool* pool : {&small_pool_, &large_pool_}) {
-    pool->ForEach([&largest](const Block* b) { largest = std::max(largest, b->size); });
-  }
-  return largest;
+  return std::max(small_pool_.LargestSize(), large_pool_.LargestSize());
+}
+
+uint64_t CachingAllocator::PoolBlocksWalked() const {
+  Lock lock(&mu_);
+  return small_pool_.blocks_walked() + large_pool_.blocks_walked();
 }
 
 absl::Status CachingAllocator::CheckInvariants() const {
@@ -77,7 +78,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
     a[0] += v;
     a[pool == PoolKind::kSmall ? 1 : 2] += v;
   };
-  uint64_t reserved = 0;
+  uint64_t reserved = 0, pending_free = 0;
   size_t free_blocks = 0, active_blocks = 0, unmapped_blocks = 0, stream_use_blocks = 0;
   size_t expandable_segments = 0;
 
@@ -134,6 +135,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
         add(reserved_bytes, segment.pool, static_cast<int64_t>(b->size));
       }
       const bool is_free = !b->allocated && b->event_count == 0;
+      if (!b->allocated && b->event_count > 0) pending_free += b->size;
       if (is_free) {
         ++free_blocks;
         if (!PoolOf(b->pool).Contains(const_cast<Block*>(b))) {
@@ -170,10 +172,10 @@ absl::Status CachingAllocator::CheckInvariants() const {
                 small_pool_.unmapped_count() + large_pool_.unmapped_count(), unmapped_blocks);
   }
   if (!small_pool_.IsOrdered() || !large_pool_.IsOrdered()) {
-    return Fail("a pool's free blocks are out of size order");
+    return Fail("a pool's free blocks are out of size order, or its free bytes are miscounted");
   }
   if (!small_pool_.IndexesAgree() || !large_pool_.IndexesAgree()) {
-    return Fail("a pool's address index disagrees with its size order");
+    return Fail("a pool's address or releasable index disagrees with its size order");
   }
   if (expandable_segments != expandable_segment_count_) {
     return Fail("%d expandable segments counted as %d", expandable_segments,
@@ -186,6 +188,10 @@ absl::Status CachingAllocator::CheckInvariants() const {
   if (active_blocks != active_.size()) {
     return Fail("active-block index holds %d blocks but segments have %d", active_.size(),
                 active_blocks);
+  }
+  if (pending_free != pending_free_bytes_) {
+    return Fail("bytes waiting for stream events %d != sum of such blocks %d", pending_free_bytes_,
+                pending_free);
   }
   if (reserved != reserved_bytes_) {
     return Fail("reserved bytes %d != sum of segments %d", reserved_bytes_, reserved);

@@ -88,6 +88,7 @@ void CachingAllocator::InsertEventsLocked(Block* block) {
     ++block->event_count;
     pending_events_[stream].emplace_back(*event, block);
   }
+  pending_free_bytes_ += block->size;  // event_count > 0: one per stream in `uses`
 }
 
 void CachingAllocator::ProcessEventsLocked() {
@@ -102,6 +103,7 @@ void CachingAllocator::ProcessEventsLocked() {
       backend_.ReleaseEvent(event);
       queue.pop_front();
       if (--block->event_count == 0) {
+        pending_free_bytes_ -= block->size;
         active_.Erase(block);
         FreeBlockLocked(block);
       }
@@ -121,6 +123,7 @@ void CachingAllocator::SynchronizeAndFreeEventsLocked() {
       if (!status.ok()) ReportBackendError("synchronizing a stream event", status);
       backend_.ReleaseEvent(event);
       if (--block->event_count == 0) {
+        pending_free_bytes_ -= block->size;
         active_.Erase(block);
         FreeBlockLocked(block);
       }
@@ -181,7 +184,7 @@ void CachingAllocator::ReleaseCachedBlocksLocked(bool oom_retry) {
   for (BlockPool* pool : {&large_pool_, &small_pool_}) {
     victims.clear();
     to_unmap.clear();
-    pool->ForEach([&](Block* block) {
+    pool->ForEachReleasable([&](Block* block) {
       if (block->IsExpandable()) {
         to_unmap.push_back(block);
       } else if (!block->IsSplit()) {
@@ -212,7 +215,7 @@ void CachingAllocator::GarbageCollectCachedBlocksLocked() {
 
   double total_age = 0.0;
   int64_t freeable = 0;
-  large_pool_.ForEach([&](const Block* block) {
+  large_pool_.ForEachReleasable([&](const Block* block) {
     if (block->IsSplit() || block->IsExpandable()) return;
     total_age += age(block);
     ++freeable;
@@ -225,7 +228,7 @@ void CachingAllocator::GarbageCollectCachedBlocksLocked() {
     victims.clear();
     // Free every block at least as old as the average; do not stop at the target, so GC does
     // not trigger again right away.
-    large_pool_.ForEach([&](Block* block) {
+    large_pool_.ForEachReleasable([&](Block* block) {
       if (!block->IsSplit() && !block->IsExpandable() && age(block) >= age_threshold) {
         victims.push_back(block);
       }

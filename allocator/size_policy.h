@@ -62,15 +62,19 @@ inline bool ShouldSplit(uint64_t block_size, uint64_t rounded_size, PoolKind poo
 // (PyTorch's get_free_block rejections): a block >= max_split_size never serves a request below
 // it, and serves a request >= max_split_size only if it is less than
 // request + max_non_split_rounding bytes.
+// The smallest block size that the oversize rules forbid for a request of `rounded_size`: they
+// forbid every block at least this large (kUnlimitedBytes: in effect none).
+inline uint64_t OversizeRejectionFloor(uint64_t rounded_size, const AllocatorOptions& options) {
+  const uint64_t max_split = options.max_split_size_bytes;
+  if (rounded_size < max_split) return max_split;
+  // Saturating add: a request near 2^64 with a huge tolerance must not wrap.
+  return rounded_size > kUnlimitedBytes - options.max_non_split_rounding_bytes
+             ? kUnlimitedBytes
+             : rounded_size + options.max_non_split_rounding_bytes;
+}
 inline bool OversizeRuleRejects(uint64_t block_size, uint64_t rounded_size,
                                 const AllocatorOptions& options) {
-  const uint64_t max_split = options.max_split_size_bytes;
-  if (rounded_size < max_split) return block_size >= max_split;
-  // Saturating add: a request near 2^64 with a huge tolerance must not wrap.
-  const uint64_t limit = rounded_size > kUnlimitedBytes - options.max_non_split_rounding_bytes
-                             ? kUnlimitedBytes
-                             : rounded_size + options.max_non_split_rounding_bytes;
-  return block_size >= limit;
+  return block_size >= OversizeRejectionFloor(rounded_size, options);
 }
 
 }  // namespace fragscope

@@ -12,8 +12,8 @@ namespace fragscope {
 
 inline constexpr size_t kExcerptBytes = 80;
 
-// `text` cut at kExcerptBytes ("... (N bytes)" says how long it was), non-printable bytes, '\'
-// and '\'' as \xNN.
+// `text` cut at kExcerptBytes ("... (N bytes, M left out)" says how long it was and how much is
+// not shown), non-printable bytes, '\' and '\'' as \xNN.
 inline std::string Excerpt(absl::string_view text) {
   std::string out;
   for (size_t i = 0; i < text.size() && i < kExcerptBytes; ++i) {
@@ -24,7 +24,10 @@ inline std::string Excerpt(absl::string_view text) {
       absl::StrAppendFormat(&out, "\\x%02x", c);
     }
   }
-  if (text.size() > kExcerptBytes) absl::StrAppendFormat(&out, "... (%d bytes)", text.size());
+  if (text.size() > kExcerptBytes) {
+    absl::StrAppendFormat(&out, "... (%d bytes, %d left out)", text.size(),
+                          text.size() - kExcerptBytes);
+  }
   return out;
 }
 

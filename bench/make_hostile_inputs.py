@@ -4,20 +4,30 @@
   make_hostile_inputs.py snapshot N OUT.pickle  a PyTorch snapshot whose N segments (2 MiB,
                                                 small pool, one 512-byte block each) all exist
                                                 before its one-allocation trace
+  make_hostile_inputs.py ooms N OUT.pickle      a PyTorch snapshot of N such segments that fill
+                                                the device, whose trace is N out-of-memory
+                                                records of 20 MiB each
   make_hostile_inputs.py json N OUT.json        a Hugging Face Llama-2-7B config.json with N
                                                 more keys (which the reader parses and ignores)
 
 The snapshot holds 2 TiB for N = 10^6, more than the 1 TiB a replay assumes for a snapshot
-without a capacity: most segments do not fit, which once cost a walk of every segment each.
+without a capacity: most segments do not fit, which once cost a walk of every segment each. In
+the OOM snapshot the records' device_free of 0 makes the device exactly as large as the segments
+(the capacity a snapshot implies); each record's replay runs the allocator's retry ladder and
+out-of-memory report, which once walked every free block and segment each.
 """
 import json
 import pickle
 import sys
 
 
-def snapshot(n, out):
-    base = 0x7F0000000000
-    size = 2 << 20
+BASE = 0x7F0000000000
+SEGMENT = 2 << 20
+
+
+def small_segments(n):
+    """n 2 MiB small-pool segments, each with one live 512-byte block and a free remainder."""
+    base, size = BASE, SEGMENT
     segments = []
     for i in range(n):
         address = base + i * size
@@ -32,8 +42,13 @@ def snapshot(n, out):
                  "state": "inactive", "frames": []},
             ],
         })
+    return segments
+
+
+def snapshot(n, out):
+    segments = small_segments(n)
     # The trace: one large-pool allocation (1.5 MiB, in a 20 MiB segment of its own), freed.
-    last = base + n * size
+    last = BASE + n * SEGMENT
     large = 20 << 20
     request = 3 << 19
     trace = [
@@ -54,6 +69,14 @@ def snapshot(n, out):
                      "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": ""}}, f, protocol=4)
 
 
+def ooms(n, out):
+    trace = [{"action": "oom", "size": 20 << 20, "device_free": 0, "stream": 0, "time_us": i + 1}
+             for i in range(n)]
+    with open(out, "wb") as f:
+        pickle.dump({"segments": small_segments(n), "device_traces": [trace],
+                     "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": ""}}, f, protocol=4)
+
+
 def keys(n, out):
     config = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
               "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 11008,
@@ -64,9 +87,10 @@ def keys(n, out):
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("snapshot", "json"):
+    makers = {"snapshot": snapshot, "ooms": ooms, "json": keys}
+    if len(sys.argv) != 4 or sys.argv[1] not in makers:
         sys.exit(__doc__)
-    (snapshot if sys.argv[1] == "snapshot" else keys)(int(sys.argv[2]), sys.argv[3])
+    makers[sys.argv[1]](int(sys.argv[2]), sys.argv[3])
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@
 #include "analysis/cli/cli_flags.h"
 #include "analysis/cli/output_file.h"
 #include "analysis/fslog_file_writer.h"
+#include "analysis/hook_list.h"
 #include "analysis/segment_map.h"
 #include "analysis/snapshot_export.h"
 #include "analysis/text_report.h"
@@ -50,6 +51,32 @@ reproduce (the job ran under a cap or on a device the trace does not record: giv
 
 enum class OutFormat { kFslog, kPickle, kChrome };
 
+// The trace's allocations the replay refused (out of memory where the job was served), and the
+// first one's event number: every output has an oom record (or event) for each where the
+// allocator made one, and neither the allocations nor their frees. Counted beside any writer.
+class RefusedAllocations final : public ReplayHooks {
+ public:
+  uint32_t callbacks() const override { return kHookOom; }
+  void OnOom(const ReplayOom& oom) override {
+    if (oom.in_trace) return;  // the job's own OOM
+    if (count_++ == 0) first_ = oom.event->index;
+  }
+  uint64_t count() const { return count_; }
+  // The warning every output gets when the count is not 0.
+  std::string Note() const {
+    return absl::StrFormat(
+        "%s of the trace (the first at event %d) ran out of memory in the replay though the job "
+        "was served: the output has an oom record for each where the allocator made one, and "
+        "neither the allocations nor their frees (give the device's --capacity, or a cap the "
+        "job ran under)",
+        CountOf(count_, "allocation"), first_);
+  }
+
+ private:
+  uint64_t count_ = 0;
+  uint64_t first_ = 0;
+};
+
 // Forwards a replay to the chosen writer.
 //
 // The job's OOMs stay OOMs. The replay of a trace OOM tries the request; where the replay serves
@@ -81,10 +108,9 @@ class ConvertHooks final : public ReplayHooks {
     Write(e);
   }
   void OnOom(const ReplayOom& oom) override {
-    if (!in_trace_oom_) {  // the replay's own OOM: its event is written already, if it has one
-      if (refused_allocations_++ == 0) first_refused_ = oom.event->index;
-      return;
-    }
+    // The replay's own OOM (RefusedAllocations counts it): its event is written already, if it
+    // has one.
+    if (!in_trace_oom_) return;
     in_trace_oom_ = false;
     const bool served = !oom.in_replay;
     for (const AllocatorEvent& e : held_) {
@@ -111,10 +137,6 @@ class ConvertHooks final : public ReplayHooks {
   }
   // Trace OOMs the replay served: written from the trace's record.
   uint64_t served_ooms() const { return served_ooms_; }
-  // Allocations of the trace the replay refused (out of memory where the job was not), and the
-  // first one's event number: the output has neither them nor their frees.
-  uint64_t refused_allocations() const { return refused_allocations_; }
-  uint64_t first_refused() const { return first_refused_; }
   // Markers a snapshot export leaves out (it writes no annotations).
   uint64_t dropped_markers() const { return dropped_markers_; }
 
@@ -132,8 +154,6 @@ class ConvertHooks final : public ReplayHooks {
   bool in_trace_oom_ = false;
   std::vector<AllocatorEvent> held_;  // the replay's events for the trace OOM being replayed
   uint64_t served_ooms_ = 0;
-  uint64_t refused_allocations_ = 0;
-  uint64_t first_refused_ = 0;
   uint64_t dropped_markers_ = 0;
 };
 
@@ -266,13 +286,20 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   }
   const std::string& write_path = (*output)->write_path();
   absl::Status status;
-  std::string written;                      // what the summary line says
-  uint64_t served_ooms = 0;                 // ConvertHooks::served_ooms
-  uint64_t refused = 0, first_refused = 0;  // ConvertHooks::refused_allocations, first_refused
-  std::vector<std::string> notes;           // warnings about what the output leaves out
+  std::string written;             // what the summary line says
+  uint64_t served_ooms = 0;        // ConvertHooks::served_ooms
+  std::vector<std::string> notes;  // warnings about what the output leaves out
+  RefusedAllocations refused;
+  // Runs the replay into `writer`, counting the refused allocations beside it.
+  auto run = [&](ReplayHooks* writer) {
+    HookList hooks;
+    hooks.Add(writer);
+    hooks.Add(&refused);
+    return replayer.Run(&hooks);
+  };
   if (format == OutFormat::kChrome) {
     ChromeTraceWriter writer(replayer, (*output)->stream());
-    status = replayer.Run(&writer);
+    status = run(&writer);
     written = CountOf(writer.events_written(), "trace event") + " (Chrome trace JSON)";
   } else if (format == OutFormat::kFslog) {
     EventLogHeader header;
@@ -326,20 +353,16 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     }
     (*writer)->AppendState(state);
     ConvertHooks hooks(writer->get(), nullptr, info.device, 0);
-    status = replayer.Run(&hooks);
+    status = run(&hooks);
     served_ooms = hooks.served_ooms();
-    refused = hooks.refused_allocations();
-    first_refused = hooks.first_refused();
     if (absl::Status closed = (*writer)->Close(); status.ok()) status = closed;
     written = CountOf((*writer)->records(), "record");
   } else {
     SnapshotExportBuilder builder(info.device);
     builder.SetAllocatorSettings(FormatAllocatorOptions(config->options));
     ConvertHooks hooks(nullptr, &builder, info.device, info.start_wall_ns / 1000);
-    status = replayer.Run(&hooks);
+    status = run(&hooks);
     served_ooms = hooks.served_ooms();
-    refused = hooks.refused_allocations();
-    first_refused = hooks.first_refused();
     if (hooks.dropped_markers() > 0) {
       notes.push_back(absl::StrCat(CountOf(hooks.dropped_markers(), "marker"),
                                    " (phase annotations) of the trace are not written: the "
@@ -379,14 +402,7 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
         "--capacity): written as the trace recorded them, without the allocations the replay made "
         "for them, but the replay's segments around them may differ from the job's"));
   }
-  if (refused > 0) {
-    notes.push_back(absl::StrFormat(
-        "%s of the trace (the first at event %d) ran out of memory in the replay though the job "
-        "was served: the output has an oom record for each where the allocator made one, and "
-        "neither the allocations nor their frees (give the device's --capacity, or a cap the "
-        "job ran under)",
-        CountOf(refused, "allocation"), first_refused));
-  }
+  if (refused.count() > 0) notes.push_back(refused.Note());
   for (const std::string& note : notes) {
     err << WrapParagraph(note, "fragscope convert: warning: ", "  ");
   }

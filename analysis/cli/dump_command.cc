@@ -7,7 +7,6 @@
 #include <optional>
 #include <string_view>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,6 +30,9 @@ Prints the events of an .fslog event log, one line per event:
 EVENT is the event number that analyze, verify, --at and the reports use (the record's sequence
 number, plus one for each combined free record before it, which prints as its two events);
 SECONDS count from the log's start; sizes are in human units (--bytes: exact bytes).
+Texts (markers, options changes, the model record, the header's) are quoted as short escaped
+excerpts: at most 80 bytes, those other than printable ASCII (and ' and \) as \xNN, then their
+length and how many bytes are left out.
 A log that began while memory was held (e.g. converted from a snapshot) starts with
 state_segment and state_block records: the segments and allocated blocks held before its
 first event, numbered like events.
@@ -40,7 +42,7 @@ first event, numbered like events.
                     options_change, marker, state_segment, state_block
   --from N          start at event number N
   --to N            stop after event number N
-  --header          print the file header first (its texts as short escaped excerpts)
+  --header          print the file header first
   --bytes           print sizes as exact byte counts
   --help            this text
 
@@ -205,12 +207,12 @@ class Printer {
         absl::StrAppendFormat(&line, " released=%s", Size(e.reserved_bytes));
         break;
       case EventKind::kMarker:
-        absl::StrAppendFormat(&line, " \"%s\" thread=%d%s", absl::CEscape(entry.text), r.words[0],
+        absl::StrAppendFormat(&line, " '%s' thread=%d%s", Excerpt(entry.text), r.words[0],
                               (r.flags & kRecordFlagTruncated) ? " truncated" : "");
         return line;
       case EventKind::kOptionsChange:
       case EventKind::kModel:
-        absl::StrAppendFormat(&line, " \"%s\"%s", absl::CEscape(entry.text),
+        absl::StrAppendFormat(&line, " '%s'%s", Excerpt(entry.text),
                               (r.flags & kRecordFlagTruncated) ? " truncated" : "");
         return line;
       default:

@@ -3,6 +3,7 @@
 // cudaStream_t pointer, with the whole order compared after every step.
 #include "allocator/block_pool.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <random>
@@ -132,6 +133,107 @@ TEST(BlockPoolTest, MatchesAnOrderedSetUnderChurn) {
       ASSERT_EQ(Order(pool), std::vector<Key>(expected.begin(), expected.end())) << step;
     }
   }
+}
+
+// The running figures (free bytes, largest block, bytes from a size) and the releasable index
+// (releasable_blocks.h) against walks of the pool, under churn that makes blocks split and whole
+// again through Insert, Erase and Rekey. The index starts after a walk of many blocks found few
+// releasable, and from then on a walk for them visits only them.
+TEST(BlockPoolTest, RunningFiguresAndReleasableIndexMatchWalksUnderChurn) {
+  const StreamId streams[] = {0, 1, 0x7f3a5c001200};
+  std::mt19937_64 rng(5);
+  BlockPool pool(PoolKind::kLarge);
+  std::deque<Block> storage;  // stable addresses
+  std::vector<Block*> in_pool;
+  Block neighbour;  // what a split block links to
+  DevicePtr next_ptr = 0x200000;
+  auto random_size = [&rng] { return 512 * (1 + rng() % 4096); };
+  auto set_split = [&](Block* b, bool split) { b->prev = split ? &neighbour : nullptr; };
+  auto insert = [&](bool split) {
+    Block& b = storage.emplace_back();
+    b.ptr = next_ptr;
+    b.size = random_size();
+    b.stream = streams[rng() % 3];
+    b.expandable = rng() % 50 == 0;
+    set_split(&b, split);
+    next_ptr += 1 << 22;
+    pool.Insert(&b);
+    in_pool.push_back(&b);
+  };
+  auto releasable_by_walk = [&] {
+    std::vector<const Block*> blocks;
+    pool.ForEach([&](const Block* b) {
+      if (b->expandable || b->prev == nullptr) blocks.push_back(b);
+    });
+    return blocks;
+  };
+  auto releasable_by_index = [&] {
+    std::vector<const Block*> blocks;
+    pool.ForEachReleasable([&](const Block* b) { blocks.push_back(b); });
+    return blocks;
+  };
+  for (int i = 0; i < 2000; ++i) insert(/*split=*/i % 10 != 0);
+  EXPECT_EQ(releasable_by_index(), releasable_by_walk());  // walks, then starts the index
+  const uint64_t walked = pool.blocks_walked();
+  const std::vector<const Block*> releasable = releasable_by_index();
+  EXPECT_EQ(pool.blocks_walked() - walked, releasable.size());  // only them
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t choice = rng() % 10;
+    if (choice < 3 || in_pool.empty()) {
+      insert(/*split=*/rng() % 3 != 0);
+    } else if (choice < 6) {
+      const size_t i = rng() % in_pool.size();
+      Block* b = in_pool[i];
+      if (rng() % 2 == 0) {
+        pool.Erase(b);
+      } else {
+        pool.Erase(pool.Find(b));
+      }
+      in_pool[i] = in_pool.back();
+      in_pool.pop_back();
+    } else {
+      // A split or merge: a new key, and the block split or whole.
+      Block* b = in_pool[rng() % in_pool.size()];
+      const uint64_t size = random_size();
+      const DevicePtr ptr = b->ptr + 512 * (rng() % 4);
+      const bool split = rng() % 2 == 0;
+      pool.Rekey(pool.Find(b), ptr, size, [&] {
+        b->ptr = ptr;
+        b->size = size;
+        set_split(b, split);
+      });
+    }
+    if (step % 64 != 0) continue;
+    ASSERT_TRUE(pool.IsOrdered()) << step;  // free_bytes() is the sum of the sizes
+    ASSERT_TRUE(pool.IndexesAgree()) << step;
+    ASSERT_EQ(releasable_by_index(), releasable_by_walk()) << step;
+    uint64_t largest = 0, bytes_from = 0;
+    const uint64_t from = random_size();
+    for (const Block* b : in_pool) {
+      largest = std::max(largest, b->size);
+      if (b->stream == 1 && b->size >= from) bytes_from += b->size;
+    }
+    ASSERT_EQ(pool.LargestSize(), largest) << step;
+    ASSERT_EQ(pool.BytesFrom(1, from), bytes_from) << step;
+  }
+}
+
+TEST(BlockPoolTest, TheReleasableIndexWaitsForAWalkOfManyBlocks) {
+  BlockPool pool(PoolKind::kLarge);
+  Block whole = FreeBlock(0x1000, 4096, 0);
+  Block split = FreeBlock(0x9000, 8192, 0);
+  split.next = &whole;  // any neighbour
+  pool.Insert(&whole);
+  pool.Insert(&split);
+  std::vector<const Block*> seen;
+  pool.ForEachReleasable([&seen](const Block* b) { seen.push_back(b); });
+  EXPECT_EQ(seen, std::vector<const Block*>{&whole});
+  pool.ForEachReleasable([](const Block*) {});
+  EXPECT_EQ(pool.blocks_walked(), 4u);  // two walks of the whole pool: no index for 2 blocks
+  EXPECT_EQ(pool.free_bytes(), 4096u + 8192u);
+  EXPECT_EQ(pool.LargestSize(), 8192u);
+  EXPECT_EQ(pool.BytesFrom(0, 4097), 8192u);
+  EXPECT_EQ(pool.BytesFrom(0, ~uint64_t{0}), 0u);
 }
 
 }  // namespace

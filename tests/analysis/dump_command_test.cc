@@ -86,9 +86,8 @@ TEST(DumpCommandTest, PrintsOneLinePerRecordInHumanUnits) {
       << run.lines[1];
   EXPECT_TRUE(Contains(run.lines[1], "split_remainder=18.00 MiB")) << run.lines[1];
   EXPECT_TRUE(Contains(run.lines[2], "marker")) << run.lines[2];
-  EXPECT_TRUE(Contains(run.lines[2], "\"step 1 / forward\"")) << run.lines[2];
-  EXPECT_TRUE(Contains(run.lines[3], "options_change \"expandable_segments:True\""))
-      << run.lines[3];
+  EXPECT_TRUE(Contains(run.lines[2], "'step 1 / forward'")) << run.lines[2];
+  EXPECT_TRUE(Contains(run.lines[3], "options_change 'expandable_segments:True'")) << run.lines[3];
   EXPECT_TRUE(Contains(run.lines[4], "free_requested")) << run.lines[4];
   EXPECT_TRUE(Contains(run.lines[5], "#5 ")) << run.lines[5];
   EXPECT_TRUE(Contains(run.lines[5], "oom")) << run.lines[5];
@@ -125,6 +124,41 @@ TEST(DumpCommandTest, HeaderOption) {
   EXPECT_TRUE(Contains(run.out, "'Simulated H100' 80.00 GiB")) << run.out;
   EXPECT_TRUE(Contains(run.out, "options: 'max_split_size_mb:128'")) << run.out;
   EXPECT_TRUE(Contains(run.out, "UTC")) << run.out;
+}
+
+// 64 KiB of every byte value, as a damaged or hostile log's texts.
+std::string BinaryText() {
+  std::string text(64 * 1024, '\0');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>(i * 7 + 1);
+  return text;
+}
+
+// A log's texts are quoted as short escaped excerpts that say how much they leave out: the
+// header's options text (64 KiB), an options change (the writer keeps 4096 bytes of it), a
+// marker (56) and the model record (4096), each given 64 KiB of binary.
+TEST(DumpCommandTest, TextsAreShortEscapedExcerpts) {
+  const std::string path = TempLogPath("dump-binary");
+  EventLogHeaderInfo info;
+  info.allocator_options = BinaryText();
+  auto writer = EventLogWriter::Open(path, info).value();
+  writer->Mark(BinaryText());
+  writer->RecordOptionsChange(BinaryText());
+  writer->RecordModel(BinaryText());
+  writer.reset();  // closes the log
+  const DumpRun run = Dump({path, "--header"});
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_LT(run.out.size(), 2500u) << run.out;
+  EXPECT_TRUE(Contains(run.out, "options: '\\x01\\x08\\x0f")) << run.out;
+  EXPECT_TRUE(Contains(run.out, "... (65536 bytes, 65456 left out)'\n")) << run.out;
+  ASSERT_EQ(run.lines.size(), 12u) << run.out;  // 9 header lines and 3 records
+  EXPECT_TRUE(Contains(run.lines[9], " marker ")) << run.lines[9];
+  EXPECT_TRUE(Contains(run.lines[9], " '\\x01\\x08\\x0f")) << run.lines[9];
+  EXPECT_TRUE(Contains(run.lines[9], "' thread=")) << run.lines[9];
+  EXPECT_TRUE(Contains(run.lines[9], " truncated")) << run.lines[9];
+  for (size_t i : {size_t{10}, size_t{11}}) {
+    EXPECT_TRUE(Contains(run.lines[i], "... (4096 bytes, 4016 left out)' truncated"))
+        << run.lines[i];
+  }
 }
 
 TEST(DumpCommandTest, HelpAndUsageErrors) {

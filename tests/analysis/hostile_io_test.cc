@@ -294,13 +294,13 @@ TEST(HostileTextTest, ABinaryOptionsTextIsQuotedAsAShortExcerpt) {
     const auto r = Fragscope(args);
     EXPECT_EQ(r.code, 1) << command;
     EXPECT_THAT(r.err, HasSubstr(log + ": the trace's allocator settings '")) << command;
-    EXPECT_THAT(r.err, HasSubstr("... (65536 bytes)")) << command;
+    EXPECT_THAT(r.err, HasSubstr("... (65536 bytes, 65456 left out)")) << command;
     EXPECT_LT(r.err.size() + r.out.size(), 1000u) << command;
   }
   const auto dump = Fragscope({"dump", log, "--header"});
   EXPECT_EQ(dump.code, 0) << dump.err;
   EXPECT_THAT(dump.out, HasSubstr("options: '\\x01\\x08\\x0f"));
-  EXPECT_THAT(dump.out, HasSubstr("... (65536 bytes)'"));
+  EXPECT_THAT(dump.out, HasSubstr("... (65536 bytes, 65456 left out)'"));
   EXPECT_LT(dump.out.size(), 2000u);
 }
 
@@ -363,12 +363,21 @@ TEST(HostileTraceTest, ConvertSaysWhichAllocationsTheReplayRefused) {
             "1,10:00:00.000003,free,0x1000,9223372036854775808,0x0\n"
             "1,10:00:00.000004,free,0x2000,9223372036854775808,0x0\n"
             "1,10:00:00.000005,allocate,0x3000,9223372036854775808,0x0\n");
-  for (const char* name : {"refused.fslog", "refused.pickle"}) {
-    const auto r = Fragscope({"convert", csv, TempPath(name)});
+  // Every output says it, in the same words (the Chrome trace JSON too).
+  std::string first_warning, json;
+  for (const char* name : {"refused.fslog", "refused.pickle", "refused.json"}) {
+    const std::string out = TempPath(name);
+    const auto r = Fragscope({"convert", csv, out});
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_THAT(r.err, HasSubstr("3 allocations of the trace (the first at event")) << name;
     EXPECT_THAT(r.err, HasSubstr("ran out of memory in")) << name;
+    const std::string warning = r.err.substr(r.err.find("3 allocations of the trace"));
+    if (first_warning.empty()) first_warning = warning;
+    EXPECT_EQ(warning, first_warning) << name;
+    json = out;
   }
+  // The Chrome trace has the replay's OOMs as instant events.
+  EXPECT_THAT(ReadFile(json), HasSubstr("\"in_trace\": false"));
 }
 
 TEST(HostileOutputTest, ConvertsWriteErrorsCarryTheSystemsReason) {

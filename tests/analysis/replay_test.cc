@@ -380,6 +380,45 @@ TEST(ReplayTest, PreTraceSegmentsThatDoNotFitCostNoAllocatorCall) {
                                    "not rebuilt: they do not fit the 64.00 MiB device"));
 }
 
+// A trace with many OOM records over many segments: each record's replay runs the allocator's
+// retry ladder and out-of-memory report, which once walked every free block and segment
+// (quadratic). The work is counted, not timed: the replay's allocator visits O(segments) free
+// blocks in all, and every OOM is still reproduced and verified.
+TEST(ReplayTest, ManyOomRecordsOverManySegmentsWalkLinearly) {
+  constexpr uint64_t kSegments = 4000, kOoms = 4000;
+  constexpr uint64_t kRequest = 10 * kMiB + kMiB / 2;  // a 12 MiB segment, 1.5 MiB split off
+  TraceBuilder t(kSegments * 12 * kMiB);
+  for (uint64_t i = 0; i < kSegments; ++i) t.Alloc(kRequest);
+  for (uint64_t i = 0; i < kOoms; ++i) t.AllocExpectOom(kRequest);
+  const std::string path = t.Finish();
+
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
+  ASSERT_OK(opener.status());
+  std::unique_ptr<TraceSource> source = *opener->Open();
+  ReplayConfig config;
+  config.capacity_bytes = source->info().capacity_bytes;
+  Replayer replayer(*source, config);
+  ASSERT_OK(replayer.Init());
+  class OomCounter final : public ReplayHooks {
+   public:
+    uint32_t callbacks() const override { return kHookOom; }
+    void OnOom(const ReplayOom& oom) override {
+      if (oom.in_trace && oom.in_replay) ++reproduced;
+    }
+    uint64_t reproduced = 0;
+  } counter;
+  FidelityChecker checker;
+  HookList hooks;
+  hooks.Add(&counter);
+  hooks.Add(&checker);
+  ASSERT_OK(replayer.Run(&hooks));
+  EXPECT_FALSE(checker.divergence().has_value()) << checker.divergence()->got;
+  EXPECT_EQ(counter.reproduced, kOoms);
+  // One walk of the pools at the first ladder, one to start the releasable index; a walk per
+  // OOM would be 16 million.
+  EXPECT_LE(replayer.allocator().PoolBlocksWalked(), 3 * kSegments);
+}
+
 // An observed PyTorch log (the observe mode) only knows requests: a 299 MiB request carved from a
 // new 300 MiB segment is logged as a 299 MiB block, while PyTorch (and fragscope) hand out all
 // 300 MiB because a 1 MiB remainder is not split. kEventFlagSizeInferred makes verify take the
