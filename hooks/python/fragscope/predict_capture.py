@@ -217,7 +217,8 @@ def capture(log, gpu="h100-80gb", conf=None):
                                                                                original_sdpa)
         with simulated_cuda(target, session.stats, session.empty_cache):
             fake = _FakeMode(allow_non_fake_inputs=True)
-            with fake, _swappable_parameters(fake), Recorder(session, target):
+            with fake, _swappable_parameters(fake), _foreach_takes_fake_tensors(), \
+                    Recorder(session, target):
                 yield prediction, mark
                 import gc
 
@@ -249,6 +250,25 @@ def _swappable_parameters(fake):
         yield
     finally:
         torch.utils.swap_tensors = original
+
+
+@contextlib.contextmanager
+def _foreach_takes_fake_tensors():
+    """The optimizers' default implementation (foreach on CUDA) and clip_grad_norm_'s are chosen
+    by the parameters' type: a fake tensor is not a torch.Tensor there, which would pick the
+    single-tensor loops and their allocations instead of the GPU's foreach kernels."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.optim import optimizer
+    from torch.utils import _foreach_utils
+
+    lists = (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types)
+    for types in lists:
+        types.append(FakeTensor)
+    try:
+        yield
+    finally:
+        for types in lists:
+            types.remove(FakeTensor)
 
 
 def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None):
