@@ -4,8 +4,6 @@ Run by ctest (tests/predict/CMakeLists.txt, predict.moe) with PYTHONPATH=hooks/p
 FRAGSCOPE_LIB_DIR and FRAGSCOPE_BIN set. Prints "skipped: ..." and exits 0 without torch,
 transformers or libfragscope_torch.so.
 
-  - GroupedMmTest: predict_kernels.grouped_mm against torch 2.11's CUDA kernel of
-    aten._grouped_mm (dtypes, output shape and padded strides, CUTLASS's argument buffer).
   - MixtralTest: a two-layer Mixtral trained under bf16 autocast with fused AdamW: the experts'
     grouped GEMMs run in fp32 (as the CUDA kernel does: no autocast rule, fp32 weights), the
     prediction completes two steps and `fragscope analyze` reads its log.
@@ -38,60 +36,6 @@ def _missing():
     if not os.path.isfile(os.path.join(lib_dir, "libfragscope_torch.so")):
         return "needs libfragscope_torch.so (LibTorch hooks)"
     return None
-
-
-class GroupedMmTest(unittest.TestCase):
-    def run_kernel(self, gpu, a_shape, b_shape, dtype, offs_groups=None, transpose_b=True):
-        import torch
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
-        from fragscope.predict_device import find_gpu
-        from fragscope.predict_kernels import grouped_mm
-
-        with FakeTensorMode():
-            a = torch.empty(a_shape, dtype=dtype)
-            b = torch.empty(b_shape, dtype=dtype)
-            if transpose_b:
-                b = b.transpose(-2, -1)
-            offs = (torch.empty(offs_groups, dtype=torch.int32)
-                    if offs_groups is not None else None)
-            return grouped_mm(find_gpu(gpu), (a, b, offs), {})
-
-    def test_fp32_operands_take_the_fallback(self):
-        import torch
-
-        # 2d x 3d, the MoE forward: (S, K) x (G, K, N) -> (S, N), fp32, N padded to 16 bytes.
-        out, scratch = self.run_kernel("h100-80gb", (128, 64), (4, 30, 64), torch.float32, 4)
-        self.assertEqual(out.dtype, torch.float32)
-        self.assertEqual(list(out.shape), [128, 30])
-        self.assertEqual(list(out.stride()), [32, 1])
-        self.assertEqual(scratch, 0)
-
-    def test_fp32_weight_gradient_is_2d_by_2d(self):
-        import torch
-
-        # 2d x 2d (the weights' gradient): (K, S) x (S, N) -> (G, K, N).
-        out, _ = self.run_kernel("h100-80gb", (64, 128), (128, 40), torch.float32, 4,
-                                 transpose_b=False)
-        self.assertEqual(list(out.shape), [4, 64, 40])
-        self.assertEqual(list(out.stride()), [64 * 40, 40, 1])
-
-    def test_bf16_on_hopper_allocates_cutlass_arguments(self):
-        import torch
-
-        out, scratch = self.run_kernel("h100-80gb", (128, 64), (8, 32, 64), torch.bfloat16, 8)
-        self.assertIsNone(out)  # the meta function's output is the kernel's
-        self.assertEqual(scratch, 8 * 3 * 8 + 8 * 12 + 3 * 8 * 8)
-        out, scratch = self.run_kernel("a100-80gb", (128, 64), (8, 32, 64), torch.bfloat16, 8)
-        self.assertEqual(scratch, 0)  # the fallback on compute capability 8.0
-
-    def test_what_the_kernel_refuses(self):
-        import torch
-
-        with self.assertRaisesRegex(RuntimeError, "Float32, BFloat16 or Float16"):
-            self.run_kernel("h100-80gb", (128, 64), (4, 32, 64), torch.float64, 4)
-        with self.assertRaisesRegex(RuntimeError, "offsets"):
-            self.run_kernel("h100-80gb", (128, 64), (4, 32, 64), torch.float32, None)
 
 
 class MixtralTest(unittest.TestCase):

@@ -1,4 +1,6 @@
-"""python -m fragscope predict ...: a job's CUDA allocations predicted on a machine without a GPU.
+"""python -m fragscope predict ...: a job's CUDA allocations predicted on a machine without a GPU;
+python -m fragscope carry ...: a real log that ends at an OOM carried past it (predict_carry.py);
+python -m fragscope fit ...: the largest micro-batch that fits, fragmentation included (predict_fit.py).
 
     python -m fragscope predict --config gpt2 --seq 1024 --micro-batch 16 --out pred.fslog
     python -m fragscope predict --config config.json --set num_hidden_layers=80 ...
@@ -66,6 +68,15 @@ def _parser():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["carry"]:
+        from .predict_carry import main as carry_main
+
+        return carry_main(argv[1:])
+    if argv[:1] == ["fit"]:
+        from .predict_fit import main as fit_main
+
+        return fit_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     try:

@@ -71,8 +71,10 @@ class _Session:
 
     generation = 0
 
-    def __init__(self, log, conf):
+    def __init__(self, log, conf, journal=None):
         self.lib = _load(_ALLOC)
+        # If a list: ("alloc", pointer, bytes), ("free", pointer) and ("mark", text), in order.
+        self.journal = journal
         c = ctypes
         self.lib.fragscope_simulate.argtypes = [c.c_uint64, c.c_char_p, c.c_char_p]
         self.lib.fragscope_simulate.restype = c.c_int
@@ -92,11 +94,15 @@ class _Session:
                 f"fragscope's allocator refused {size} bytes on the simulated device: "
                 + self.lib.fragscope_last_error().decode())
         self.allocations += 1
+        if self.journal is not None:
+            self.journal.append(("alloc", ptr, size))
         return ptr
 
     def free(self, ptr):
         if self.open and self.generation == _Session.generation:
             self.lib.fragscope_free(ptr, 0, 0, None)
+            if self.journal is not None:
+                self.journal.append(("free", ptr))
 
     def track(self, storage, stream=0, size=None):
         """Allocates a storage seen for the first time (`size` bytes: default its own); frees it
@@ -118,6 +124,8 @@ class _Session:
 
     def mark(self, text):
         self.lib.fragscope_mark(str(text).encode())
+        if self.journal is not None:
+            self.journal.append(("mark", str(text)))
 
     def stats(self):
         from . import _replace_stats
@@ -151,8 +159,9 @@ def _torch_lib():
 
 
 @contextlib.contextmanager
-def capture(log, gpu="h100-80gb", conf=None):
-    """Runs the body on the simulated CUDA device of `gpu`, recording into `log` (an .fslog path).
+def capture(log, gpu="h100-80gb", conf=None, journal=None):
+    """Runs the body on the simulated CUDA device of `gpu`, recording into `log` (an .fslog path),
+    and into `journal` (a list) each allocation, free and marker when one is given.
 
     Yields (prediction, mark): mark(text) writes a marker and records the statistics there.
     Inside, build the model and run the steps as on the GPU (device="cuda").
@@ -166,7 +175,7 @@ def capture(log, gpu="h100-80gb", conf=None):
 
     target = find_gpu(gpu) if isinstance(gpu, str) else gpu
     torch_lib = _torch_lib()
-    session = _Session(log, conf)
+    session = _Session(log, conf, journal)
     prediction = Prediction(log, target)
 
     class _FakeMode(FakeTensorMode):
@@ -217,7 +226,8 @@ def capture(log, gpu="h100-80gb", conf=None):
                                                                                original_sdpa)
         with simulated_cuda(target, session.stats, session.empty_cache):
             fake = _FakeMode(allow_non_fake_inputs=True)
-            with fake, _swappable_parameters(fake), Recorder(session, target):
+            with fake, _swappable_parameters(fake), _foreach_takes_fake_tensors(), \
+                    Recorder(session, target):
                 yield prediction, mark
                 import gc
 
@@ -249,6 +259,25 @@ def _swappable_parameters(fake):
         yield
     finally:
         torch.utils.swap_tensors = original
+
+
+@contextlib.contextmanager
+def _foreach_takes_fake_tensors():
+    """The optimizers' default implementation (foreach on CUDA) and clip_grad_norm_'s are chosen
+    by the parameters' type: a fake tensor is not a torch.Tensor there, which would pick the
+    single-tensor loops and their allocations instead of the GPU's foreach kernels."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.optim import optimizer
+    from torch.utils import _foreach_utils
+
+    lists = (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types)
+    for types in lists:
+        types.append(FakeTensor)
+    try:
+        yield
+    finally:
+        for types in lists:
+            types.remove(FakeTensor)
 
 
 def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None):

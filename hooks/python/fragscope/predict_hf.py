@@ -58,8 +58,9 @@ def _write_model_record(config, job):
 
 def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optimizer="adamw",
                dtype="bf16", attention="sdpa", recompute=False, gpu="h100-80gb", conf=None,
-               lr=1e-4, overrides=None):
-    """Predicts `steps` steps of the standard loop (see the module doc) into `log`."""
+               lr=1e-4, overrides=None, journal=None):
+    """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
+    `journal`: predict_capture.capture)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -77,7 +78,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
            "optimizer": optimizer if mode == "training" else None, "attention": attention,
            "recompute": "full" if recompute else "none",
            "activations": "torch-autocast" if autocast_dtype else None}
-    with capture(log, gpu=gpu, conf=conf) as (prediction, mark):
+    with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark):
         mark("init / weights")
         torch.manual_seed(0)
         with torch.device("cuda"):

@@ -12,10 +12,13 @@ its outputs from fragscope's allocator, and adds the kernels' own allocations:
 """
 
 import os
+import threading
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+from . import predict_reductions
 
 aten = torch.ops.aten
 
@@ -219,6 +222,21 @@ def grouped_mm(gpu, args, kwargs):
 _FLASH_SCRATCH_BYTES = 256
 
 
+def flash_backward_scratch_bytes(query):
+    """Flash attention's backward allocates one fp32 buffer after dq, dk and dv and frees it
+    before it returns: the softmax row sums (batch x heads x seq) and the dq accumulator
+    (batch x seq x heads x head dim), and 256 bytes. Fitted to torch 2.11 on an H200 (head dim
+    64, sequences 96, 256 and 384, dropout on); other head dims and sequence roundings are not
+    confirmed by a recorded trace."""
+    batch, heads, seq, head_dim = query.shape
+    return 4 * batch * heads * seq + 4 * batch * seq * heads * head_dim + 256
+
+
+# Ops whose CUDA kernel allocates its outputs in another order than it returns them: dropout
+# makes its mask before its output (Dropout.cu).
+_OUTPUT_ORDER = {aten.native_dropout.default: (1, 0)}
+
+
 class Recorder(TorchDispatchMode):
     """Allocates every new CUDA storage an op produces, plus the kernels' workspaces."""
 
@@ -226,8 +244,12 @@ class Recorder(TorchDispatchMode):
         super().__init__()
         self.session = session
         self.gpu = gpu
-        self.cublas_streams = set()
-        self.cublaslt_streams = set()
+        self.cublas_handles = set()
+        self.cublaslt_handles = set()
+        # The storage use count of a fake tensor that shares its storage with no other tensor
+        # (a fake tensor and the meta tensor it wraps); made under the fake mode, not recorded.
+        probe = torch.empty(1, device="cuda")
+        self.unshared_storage_count = torch._C._storage_Use_Count(probe.untyped_storage()._cdata)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -235,7 +257,9 @@ class Recorder(TorchDispatchMode):
             return sdp_choice(self.gpu, args, kwargs)
         scratch = 0
         out = None
-        if func is aten._grouped_mm.default:
+        if func is aten.add.Tensor and self._accumulates_in_place(args, kwargs):
+            out = aten.add_.Tensor(args[0], args[1])
+        elif func is aten._grouped_mm.default:
             out, scratch = grouped_mm(self.gpu, args, kwargs)
         if out is None:
             out = func(*args, **kwargs)
@@ -243,19 +267,56 @@ class Recorder(TorchDispatchMode):
         if func is aten._scaled_dot_product_flash_attention.default:
             self._flash_forward(args, kwargs, out, stream)
             return out
-        for t in tree_flatten(out)[0]:
+        outputs = tree_flatten(out)[0]
+        for index in _OUTPUT_ORDER.get(func, range(len(outputs))):
+            t = outputs[index]
             if isinstance(t, torch.Tensor) and t.device.type == "cuda":
                 self.session.track(t.untyped_storage(), stream)
         if func in _GEMMS:
-            if stream not in self.cublas_streams:
-                self.cublas_streams.add(stream)
+            # One cuBLAS handle per thread (the autograd engine's device thread runs backward
+            # with its own), and one workspace per handle and stream.
+            handle = (threading.get_ident(), stream)
+            if handle not in self.cublas_handles:
+                self.cublas_handles.add(handle)
                 self.session.malloc(cublas_workspace_bytes(self.gpu), stream)
-            if _uses_cublaslt(func, args) and stream not in self.cublaslt_streams:
-                self.cublaslt_streams.add(stream)
+            if _uses_cublaslt(func, args) and handle not in self.cublaslt_handles:
+                self.cublaslt_handles.add(handle)
                 self.session.malloc(cublaslt_workspace_bytes(), stream)
         if scratch:
             self.session.free(self.session.malloc(scratch, stream))
+        if func in predict_reductions.REDUCTIONS:
+            staging = predict_reductions.scratch(
+                self.gpu, args, kwargs, acc_bytes=8 if args[0].dtype == torch.float64 else 4)
+            if staging:
+                buffer = self.session.malloc(staging[0], stream)
+                self.session.free(self.session.malloc(staging[1], stream))
+                self.session.free(buffer)
+        elif func is aten._scaled_dot_product_flash_attention_backward.default:
+            self.session.free(self.session.malloc(flash_backward_scratch_bytes(args[1]), stream))
         return out
+
+    def _accumulates_in_place(self, args, kwargs):
+        """Whether this add is the autograd engine's accumulation of two gradients that the GPU
+        does in place (InputBuffer's accumulate: old_var.add_(var) when grad mode is off and the
+        engine holds the last reference to old_var and to its storage). Under the fake mode the
+        engine always adds out of place (a fake tensor is a tensor subclass), which allocates a
+        gradient-sized tensor the GPU does not."""
+        if torch.is_grad_enabled() or torch._C._current_graph_task_id() == -1:
+            return False
+        if len(args) != 2 or kwargs.get("alpha", 1) != 1:
+            return False
+        old, new = args
+        if not (isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor)) or old is new:
+            return False
+        if old.shape != new.shape or old.dtype != new.dtype or old.device != new.device:
+            return False
+        from torch._prims_common import is_non_overlapping_and_dense_or_false as dense
+
+        # Both are in the engine's hands alone when their reference counts match (the dispatch
+        # adds the same references to each); old's storage must be its own.
+        return (dense(old) and old._use_count() <= new._use_count()
+                and torch._C._storage_Use_Count(old.untyped_storage()._cdata)
+                == self.unshared_storage_count)
 
     def _flash_forward(self, args, kwargs, out, stream):
         dropout_p = args[3] if len(args) > 3 else kwargs.get("dropout_p", 0.0)

@@ -1,0 +1,213 @@
+"""fragscope.largest_micro_batch: the largest micro-batch whose predicted step fits a GPU,
+fragmentation included.
+
+The estimator's answer (`fragscope estimate`, the verdict's largest_micro_batch) counts the
+model's bytes; whether a step fits also depends on how the caching allocator places them. Each
+micro-batch tried is predicted (fragscope.predict_hf) and its log replayed at the cap by
+`fragscope analyze`: it fits when the replay has no OOM, of any cause. The search doubles the
+micro-batch from 1 until a step does not fit, then bisects. The answer comes with the estimator's
+for the same job and, near the peak allocated memory of the largest step that fits (the
+timeline's highest point), the estimator's terms side by side with what the predicted trace holds
+(the analysis's model_gap at that event).
+
+    python -m fragscope fit --config gpt2 --seq 1024 --optimizer adamw-fused --gpu h100-80gb
+"""
+
+import json
+import os
+import tempfile
+
+from .predict_capture import PredictionError
+from .predict_carry import CarryError, _run, fragscope_program
+
+GIB = float(1 << 30)
+
+
+class FitError(RuntimeError):
+    """A prediction or its replay failed (the message says which and why)."""
+
+
+def _analyze(program, log, cap_args, extra=()):
+    try:
+        report = json.loads(_run([program, "analyze", log, "--no-sweep", "--no-summary",
+                                  "--json", "-"] + list(cap_args) + list(extra)))
+    except CarryError as e:
+        raise FitError(str(e)) from e
+    return report["ranks"][0]
+
+
+def _peak_allocated_event(timeline):
+    """The event of the timeline's point of highest allocated memory (a point holds the maxima
+    of the events it covers and is named by its first)."""
+    column = timeline["columns"].index("allocated_bytes")
+    points = timeline["points"]
+    return max(points, key=lambda p: p[column])[0] if points else 0
+
+
+def try_micro_batch(config, seq, micro_batch, directory, program, cap_args, **job):
+    """Predicts one micro-batch and replays it at the cap: a dict of its figures."""
+    from .predict_hf import predict_hf
+
+    log = os.path.join(directory, f"micro_batch_{micro_batch}.fslog")
+    try:
+        prediction = predict_hf(config, log, seq=seq, micro_batch=micro_batch, **job)
+    except PredictionError as e:
+        raise FitError(f"micro-batch {micro_batch}: the prediction failed: {e}") from e
+    rank = _analyze(program, log, cap_args)
+    ooms = rank["ooms"]
+    result = {"micro_batch": micro_batch, "log": log, "fits": ooms["count"] == 0,
+              "peak_allocated_bytes": prediction.peak_allocated,
+              "peak_reserved_bytes": prediction.peak_reserved,
+              "peak_allocated_event": _peak_allocated_event(rank["timeline"]),
+              "estimated_largest_micro_batch":
+                  ((rank.get("verdict") or {}).get("model") or {}).get("largest_micro_batch")}
+    if ooms["explained"]:
+        first = ooms["explained"][0]
+        result["oom"] = {"phase": first["phase"], "cause": first["cause"],
+                         "requested_bytes": first["requested_bytes"]}
+    return result
+
+
+def largest_micro_batch(config, seq, *, program=None, cap_args=(), max_micro_batch=1024,
+                        directory=None, **job):
+    """The search (see the module doc): a dict with `largest` (0 when not even 1 fits), the
+    estimator's `estimated`, every micro-batch `tried` and the `terms` near the answer's peak."""
+    program = fragscope_program(program)
+    own = directory is None
+    directory = directory or tempfile.mkdtemp(prefix="fragscope-fit-")
+    tried = {}
+
+    def fits(m):
+        if m not in tried:
+            tried[m] = try_micro_batch(config, seq, m, directory, program, cap_args, **job)
+        return tried[m]["fits"]
+
+    try:
+        fitting, failing, m = 0, None, 1
+        while True:
+            if fits(m):
+                fitting = m
+            else:
+                failing = m
+            if failing is None:
+                if m >= max_micro_batch:
+                    break
+                m = min(2 * m, max_micro_batch)
+            else:
+                if failing - fitting <= 1:
+                    break
+                m = (fitting + failing) // 2
+        result = {"largest": fitting, "limited_by_max": failing is None,
+                  "tried": [tried[k] for k in sorted(tried)], "terms": None, "estimated": None}
+        if fitting:
+            best = tried[fitting]
+            result["estimated"] = best["estimated_largest_micro_batch"]
+            rank = _analyze(program, best["log"], cap_args,
+                            ["--at", str(best["peak_allocated_event"])])
+            result["terms"] = rank.get("model_gap")
+        elif tried:
+            result["estimated"] = tried[1]["estimated_largest_micro_batch"]
+        return result
+    finally:
+        if own:
+            for name in os.listdir(directory):
+                os.remove(os.path.join(directory, name))
+            os.rmdir(directory)
+
+
+def _parser():
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m fragscope fit",
+        description="The largest micro-batch whose predicted step fits the GPU, fragmentation "
+        "included (each tried micro-batch predicted and replayed at the cap), beside the "
+        "estimator's. hooks/README.md, 'Predicting a job'.")
+    p.add_argument("--config", required=True,
+                   help="a Hugging Face config.json, or a model type (gpt2, llama)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config field (JSON value), repeatable")
+    p.add_argument("--seq", type=int, required=True)
+    p.add_argument("--steps", type=int, default=2,
+                   help="steps per prediction (2: the optimizer's states live in the second)")
+    p.add_argument("--max-micro-batch", type=int, default=1024)
+    p.add_argument("--mode", choices=["training", "inference"], default="training")
+    p.add_argument("--optimizer", default="adamw",
+                   choices=["adamw", "adamw-fused", "adamw-foreach", "sgd", "none"])
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
+    p.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa")
+    p.add_argument("--recompute", action="store_true", help="gradient checkpointing")
+    p.add_argument("--gpu", default="h100-80gb",
+                   help="the GPU (its kernels' choices, and its memory unless --capacity)")
+    p.add_argument("--capacity", help="device capacity (default: the GPU's)")
+    p.add_argument("--memory-fraction", help="a per-process memory fraction")
+    p.add_argument("--allowed", help="... or a cap in bytes")
+    p.add_argument("--conf", default="", help="allocator settings (PYTORCH_CUDA_ALLOC_CONF)")
+    p.add_argument("--keep", metavar="DIR", help="keep the predicted logs in DIR")
+    p.add_argument("--fragscope", help="the fragscope program (default: $FRAGSCOPE_BIN, PATH)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def main(argv):
+    """`python -m fragscope fit`: exit 0 done, 1 a prediction or replay failed, 2 usage."""
+    import sys
+
+    from .__main__ import _parse_set
+    from .predict_device import find_gpu
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        overrides = _parse_set(args.set)
+        gpu = find_gpu(args.gpu)
+        if args.memory_fraction is not None and args.allowed is not None:
+            raise ValueError("give --memory-fraction or --allowed, not both")
+        if args.seq < 1 or args.steps < 1 or args.max_micro_batch < 1:
+            raise ValueError("--seq, --steps and --max-micro-batch must be positive")
+    except ValueError as e:
+        parser.print_usage(sys.stderr)
+        print(f"python -m fragscope fit: error: {e}", file=sys.stderr)
+        return 2
+    cap_args = ["--capacity", args.capacity] if args.capacity else ["--gpu", gpu.key]
+    if args.memory_fraction is not None:
+        cap_args += ["--memory-fraction", args.memory_fraction]
+    if args.allowed is not None:
+        cap_args += ["--allowed", args.allowed]
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+    try:
+        result = largest_micro_batch(
+            args.config, args.seq, program=args.fragscope, cap_args=cap_args,
+            max_micro_batch=args.max_micro_batch, directory=args.keep, steps=args.steps,
+            mode=args.mode, optimizer=args.optimizer, dtype=args.dtype,
+            attention=args.attention, recompute=args.recompute, gpu=gpu.key, conf=args.conf,
+            overrides=overrides)
+    except (FitError, CarryError, OSError) as e:
+        print(f"python -m fragscope fit: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    for t in result["tried"]:
+        oom = t.get("oom")
+        outcome = "fits" if t["fits"] else (
+            f"OOM in {oom['phase']} ({oom['cause']}, {oom['requested_bytes']} bytes)" if oom
+            else "OOM")
+        print(f"  micro-batch {t['micro_batch']:5}  peak allocated "
+              f"{t['peak_allocated_bytes'] / GIB:8.2f} GiB  reserved "
+              f"{t['peak_reserved_bytes'] / GIB:8.2f} GiB  {outcome}")
+    more = " (the --max-micro-batch; larger ones were not tried)" if result["limited_by_max"] \
+        else ""
+    print(f"largest micro-batch that fits, fragmentation included: {result['largest']}{more}; "
+          f"the estimator's: {result['estimated']}")
+    terms = result.get("terms")
+    if terms:
+        print(f"the estimator's terms beside the predicted trace of micro-batch "
+              f"{result['largest']} {terms['where']} (where the timeline's highest point starts):")
+        for term in terms["terms"]:
+            print(f"  {term['category']:12} estimated {term['estimated_bytes'] / GIB:8.2f} GiB"
+                  f"   in the trace {term['measured_bytes'] / GIB:8.2f} GiB")
+        for line in terms["lines"]:
+            print(f"  {line}")
+    return 0
