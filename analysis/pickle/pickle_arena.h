@@ -31,10 +31,21 @@ struct Slot {
   uint64_t bits = 0;  // bool, int64, or the bit pattern of a double
 };
 
+// What a container is to a streaming read (ReadPickleStreaming); kPlain otherwise.
+enum class StreamRole : uint8_t {
+  kPlain,
+  kOuter,     // the root dict's value under the streamed key
+  kInner,     // a list created as an element of the outer list: its elements are streamed
+  kElement,   // a container created as an element of an inner list
+  kConsumed,  // handed to the consumer and emptied: a later reference is an error
+};
+
 struct Container {
-  PickleKind kind;          // kList, kTuple or kDict
-  size_t offset;            // byte offset of the opcode that created it, for errors
-  std::vector<Slot> items;  // a dict holds key, value, key, value, ... in SETITEM order
+  PickleKind kind;  // kList, kTuple or kDict
+  StreamRole role = StreamRole::kPlain;
+  uint32_t stream_list = 0;  // kInner: the list's ordinal among the inner lists
+  size_t offset;             // byte offset of the opcode that created it, for errors
+  std::vector<Slot> items;   // a dict holds key, value, key, value, ... in SETITEM order
 };
 
 class PickleArena {
@@ -45,9 +56,24 @@ class PickleArena {
   absl::StatusOr<Slot> NewContainer(PickleKind kind, std::vector<Slot> items, size_t offset);
   // REQUIRES: `slot` is a container slot of this arena.
   Container& container(const Slot& slot) { return containers_[slot.ref]; }
+  const Container& container(const Slot& slot) const { return containers_[slot.ref]; }
+  // REQUIRES: `slot` is a str, bytes or big int slot of this arena.
+  const PickleValue& leaf(const Slot& slot) const { return leaves_[slot.ref]; }
+  // Empties a container handed to a stream consumer; Finalize then refuses to meet it.
+  void Consume(const Slot& slot) {
+    Container& c = containers_[slot.ref];
+    c.role = StreamRole::kConsumed;
+    std::vector<Slot>().swap(c.items);
+  }
+  // After Finalize: the value container `index` became, if it was reached.
+  const PickleValue* finalized(uint32_t index) const {
+    auto it = done_.find(index);
+    return it != done_.end() ? &it->second.value : nullptr;
+  }
 
   // Converts the graph reachable from `root`. Duplicate dict keys resolve as in Python: the first
-  // insertion fixes the position, the last value wins. Consumes the arena.
+  // insertion fixes the position, the last value wins. Consumes the arena (finalized() stays).
+  // A consumed container is a FailedPrecondition error.
   absl::StatusOr<PickleValue> Finalize(const Slot& root, size_t max_depth);
 
  private:
@@ -77,8 +103,12 @@ class PickleArena {
   // Finalize state, one entry per container.
   size_t max_depth_ = 0;
   std::vector<State> state_;
-  std::vector<size_t> height_;
-  std::vector<PickleValue> done_;
+  // The converted containers only (a streamed pickle's many consumed ones are never reached).
+  struct Done {
+    PickleValue value;
+    size_t height = 0;
+  };
+  absl::flat_hash_map<uint32_t, Done> done_;
 };
 
 }  // namespace fragscope::pickle::internal
