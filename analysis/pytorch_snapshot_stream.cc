@@ -163,8 +163,9 @@ class TraceEntries final : public pickle::PickleListConsumer {
     return v->text;
   }
 
-  // Entries per chunk: 2^16 (a chunk of ~13 MB).
-  static constexpr size_t kChunk = size_t{1} << 16;
+  // Entries per chunk: 2^18, ~55 MB, above glibc's largest mmap threshold (32 MiB), so that a
+  // chunk freed by Take goes back to the system at once (a heap chunk would stay resident).
+  static constexpr size_t kChunk = size_t{1} << 18;
   size_t max_items_;
   size_t items_ = 0;
   std::vector<std::vector<std::vector<SnapshotTraceEntry>>> lists_;  // list -> chunks

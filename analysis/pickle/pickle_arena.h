@@ -25,6 +25,32 @@
 
 namespace fragscope::pickle::internal {
 
+// A vector that grows by fixed chunks: no copy and no doubled footprint as it grows (a streamed
+// pickle has tens of millions of containers and memo entries), references stay valid, and an
+// index is a shift and a mask.
+template <typename T>
+class ChunkedVector {
+ public:
+  size_t size() const { return size_; }
+  T& operator[](size_t i) { return chunks_[i >> kShift][i & kMask]; }
+  const T& operator[](size_t i) const { return chunks_[i >> kShift][i & kMask]; }
+  void push_back(T value) {
+    if ((size_ & kMask) == 0) chunks_.emplace_back().reserve(kMask + 1);
+    chunks_.back().push_back(std::move(value));
+    ++size_;
+  }
+  void clear() {
+    std::vector<std::vector<T>>().swap(chunks_);
+    size_ = 0;
+  }
+
+ private:
+  static constexpr size_t kShift = 16;
+  static constexpr size_t kMask = (size_t{1} << kShift) - 1;
+  std::vector<std::vector<T>> chunks_;
+  size_t size_ = 0;
+};
+
 struct Slot {
   PickleKind kind = PickleKind::kNone;
   uint32_t ref = 0;   // leaf index (str, bytes, big int) or container index
@@ -98,7 +124,7 @@ class PickleArena {
 
   std::vector<PickleValue> leaves_;
   absl::flat_hash_map<std::pair<uint8_t, std::string_view>, uint32_t> interned_;
-  std::vector<Container> containers_;
+  ChunkedVector<Container> containers_;
 
   // Finalize state, one entry per container.
   size_t max_depth_ = 0;

@@ -151,7 +151,7 @@ absl::StatusOr<PickleValue> Unpickler::Run() {
   }
   const Slot root = stack_.back();
   std::vector<Slot>().swap(stack_);
-  std::vector<Slot>().swap(memo_);
+  memo_.clear();
   return arena_.Finalize(root, options_.max_depth);
 }
 

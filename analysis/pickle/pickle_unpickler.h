@@ -84,7 +84,7 @@ class Unpickler {
  private:
   std::vector<Slot> stack_;
   std::vector<size_t> marks_;  // stack sizes at each open MARK
-  std::vector<Slot> memo_;
+  ChunkedVector<Slot> memo_;
   internal::PickleArena arena_;
 
   std::string_view stream_key_;
