@@ -108,6 +108,7 @@ absl::Status Unpickler::CheckKey(const Slot& key) const {
 }
 
 absl::Status Unpickler::BuildTuple(size_t first) {
+  if (consumer_ != nullptr) NoteAttach(/*to_outer=*/false, first);
   std::vector<Slot> items(stack_.begin() + static_cast<std::ptrdiff_t>(first), stack_.end());
   stack_.resize(first);
   FRAGSCOPE_ASSIGN_OR_RETURN(Slot tuple,
@@ -135,11 +136,13 @@ absl::StatusOr<PickleValue> Unpickler::Run() {
     }
   }
   for (const Inner& inner : inner_) {
-    if (inner.streamed > 0 && inner.attached == 0) {
+    // Its elements are gone: it may appear in the result only where they are put back.
+    if (inner.streamed > 0 && (inner.attached == 0 || inner.elsewhere)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "pickle: the list created at offset %d was streamed as an element of the '%s' list, "
-          "and never became one",
-          arena_.container(Slot{PickleKind::kList, inner.container, 0}).offset, stream_key_));
+          "and %s",
+          arena_.container(Slot{PickleKind::kList, inner.container, 0}).offset, stream_key_,
+          inner.elsewhere ? "is held elsewhere too" : "never became one"));
     }
   }
   if (stack_.size() != 1 || !marks_.empty()) {
@@ -259,7 +262,7 @@ absl::Status Unpickler::Step() {
       FRAGSCOPE_RETURN_IF_ERROR(NeedAboveFence(2));
       FRAGSCOPE_ASSIGN_OR_RETURN(Container * list, Target(stack_.size() - 2, PickleKind::kList));
       if (consumer_ != nullptr) {
-        FRAGSCOPE_RETURN_IF_ERROR(CheckAttach(*list, stack_.size() - 1));
+        NoteAttach(list->role == StreamRole::kOuter, stack_.size() - 1);
         if (list->role == StreamRole::kInner) return StreamElements(*list, stack_.size() - 1);
       }
       list->items.push_back(stack_.back());
@@ -270,6 +273,7 @@ absl::Status Unpickler::Step() {
       FRAGSCOPE_RETURN_IF_ERROR(NeedAboveFence(3));
       FRAGSCOPE_ASSIGN_OR_RETURN(Container * dict, Target(stack_.size() - 3, PickleKind::kDict));
       FRAGSCOPE_RETURN_IF_ERROR(CheckKey(stack_[stack_.size() - 2]));
+      if (consumer_ != nullptr) NoteAttach(/*to_outer=*/false, stack_.size() - 1);
       dict->items.insert(dict->items.end(), stack_.end() - 2, stack_.end());
       stack_.resize(stack_.size() - 2);
       return absl::OkStatus();
@@ -288,7 +292,7 @@ absl::Status Unpickler::Step() {
         }
       }
       if (consumer_ != nullptr) {
-        FRAGSCOPE_RETURN_IF_ERROR(CheckAttach(*target, mark));
+        NoteAttach(target->role == StreamRole::kOuter, mark);
         if (target->role == StreamRole::kInner) return StreamElements(*target, mark);
       }
       target->items.insert(target->items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark),

@@ -51,25 +51,20 @@ void Unpickler::AssignRole(const Slot& c) {
   }
 }
 
-// Appending stack_[first..] to `target`: a streamed list may become an element of the outer list
-// only; a consumed container nowhere.
-absl::Status Unpickler::CheckAttach(const Container& target, size_t first) {
+// stack_[first..] are put in a container (the outer list, or another): where each inner list
+// went, checked once the pickle ends (Run).
+void Unpickler::NoteAttach(bool to_outer, size_t first) {
   for (size_t i = first; i < stack_.size(); ++i) {
     const Slot& item = stack_[i];
-    if (item.kind != PickleKind::kList && item.kind != PickleKind::kDict) continue;
+    if (item.kind != PickleKind::kList) continue;
     const Container& c = arena_.container(item);
-    if (c.role == StreamRole::kInner && inner_[c.stream_list].streamed > 0 &&
-        target.role != StreamRole::kOuter) {
-      return Layout(absl::StrFormat(
-          "the list created at offset %d was streamed as an element of the '%s' list, and is "
-          "appended elsewhere",
-          c.offset, stream_key_));
-    }
-    if (c.role == StreamRole::kInner && target.role == StreamRole::kOuter) {
+    if (c.role != StreamRole::kInner) continue;
+    if (to_outer) {
       ++inner_[c.stream_list].attached;
+    } else {
+      inner_[c.stream_list].elsewhere = true;
     }
   }
-  return absl::OkStatus();
 }
 
 StreamValue Unpickler::View(const Slot& slot) const {

@@ -66,7 +66,7 @@ class Unpickler {
   void AssignRole(const Slot& c);
   bool Open(StreamRole role) const;
   absl::Status StreamElements(Container& inner, size_t first);
-  absl::Status CheckAttach(const Container& target, size_t first);
+  void NoteAttach(bool to_outer, size_t first);
   StreamValue View(const Slot& slot) const;
   absl::Status Layout(std::string_view message) const {
     return absl::FailedPreconditionError(absl::StrFormat("pickle: %s (opcode %s at offset %d)",
@@ -94,8 +94,9 @@ class Unpickler {
   std::optional<uint32_t> outer_;  // the streamed list's
   struct Inner {
     uint32_t container = 0;
-    size_t streamed = 0;  // elements handed to the consumer
-    size_t attached = 0;  // times appended to the outer list
+    size_t streamed = 0;     // elements handed to the consumer
+    size_t attached = 0;     // times appended to the outer list
+    bool elsewhere = false;  // also put in another container
   };
   std::vector<Inner> inner_;
   std::vector<std::pair<StreamValue, StreamValue>> scratch_;

@@ -126,6 +126,19 @@ TEST(PyTorchSnapshotStreamTest, ReadsWholeWhatCannotBeStreamed) {
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   ASSERT_EQ(snapshot->device_traces[0].size(), 2u);
   EXPECT_EQ(snapshot->device_traces[0][1].size, 512u);
+
+  // A device's list held under another key too: it would come out empty there.
+  const PickleValue trace = L({entry});
+  const PickleValue shared = D({{"segments", L({})}, {"device_traces", L({trace})}, {"x", trace}});
+  bytes = pickle::WritePickle(shared);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  Counter fresh;
+  streamed = pickle::ReadPickleStreaming(*bytes, "device_traces", fresh);
+  EXPECT_TRUE(absl::IsFailedPrecondition(streamed.status())) << streamed.status();
+  EXPECT_THAT(streamed.status().message(), HasSubstr("is held elsewhere too"));
+  snapshot = ReadPyTorchSnapshotBytesForReplay(*bytes, "shared");
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(snapshot->device_traces[0].size(), 1u);
 }
 
 TEST(PyTorchSnapshotStreamTest, NamesTheEntryOfABadField) {
