@@ -451,9 +451,22 @@ absl::StatusOr<AnalysisReport> AnalyzeTraces(const std::vector<std::string>& pat
   std::map<int32_t, std::string> rank_paths;
   std::optional<int32_t> world_size;
   std::string world_size_path;
+  AnalysisReport report;
   for (const std::string& path : paths) {
-    absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path, {options.device});
+    absl::StatusOr<TraceOpener> opener =
+        TraceOpener::Create(path, {.device = options.device, .every_device = paths.size() == 1});
     if (!opener.ok()) return opener.status();
+    if (const std::vector<int> devices = opener->Devices();
+        paths.size() == 1 && options.device < 0 && devices.size() > 1) {
+      // One snapshot, several devices' traces: each device is a report of its own.
+      report.per_device = true;
+      for (const int device : devices) {
+        absl::StatusOr<TraceOpener> one = opener->ForDevice(device);
+        if (!one.ok()) return one.status();
+        openers.push_back(*std::move(one));
+      }
+      continue;
+    }
     if (paths.size() > 1) {
       absl::StatusOr<std::unique_ptr<TraceSource>> probe = opener->Open();
       if (!probe.ok()) return probe.status();
@@ -480,7 +493,6 @@ absl::StatusOr<AnalysisReport> AnalyzeTraces(const std::vector<std::string>& pat
     }
     openers.push_back(std::move(*opener));
   }
-  AnalysisReport report;
   for (const TraceOpener& opener : openers) {
     absl::StatusOr<RankReport> rank = AnalyzeTrace(opener, options);
     if (!rank.ok()) return rank.status();
@@ -511,30 +523,35 @@ absl::StatusOr<AnalysisReport> AnalyzeTraces(const std::vector<std::string>& pat
         });
       }
     }
-    std::sort(tied.begin(), tied.end(), [&](size_t a, size_t b) {
-      return report.ranks[a].info.rank < report.ranks[b].info.rank;
-    });
+    // A snapshot's devices are told apart by device, ranks by rank.
+    const auto id = [&](const RankReport& r) {
+      return report.per_device ? r.info.device : r.info.rank;
+    };
+    const char* unit = report.per_device ? "device" : "rank";
+    std::sort(tied.begin(), tied.end(),
+              [&](size_t a, size_t b) { return id(report.ranks[a]) < id(report.ranks[b]); });
     const RankReport& worst = report.ranks[tied.front()];
     report.worst = tied.front();
     if (tied.size() == 1) {
       report.worst_reason =
-          oom ? absl::StrFormat("rank %d ran out of memory first (event %d)", worst.info.rank,
+          oom ? absl::StrFormat("%s %d ran out of memory first (event %d)", unit, id(worst),
                                 worst.ooms.front().event_index)
-              : absl::StrFormat("no rank ran out of memory; rank %d reserved the most (%s peak)",
-                                worst.info.rank, FormatSize(worst.metrics.peak_reserved_bytes));
+              : absl::StrFormat("no %s ran out of memory; %s %d reserved the most (%s peak)", unit,
+                                unit, id(worst), FormatSize(worst.metrics.peak_reserved_bytes));
     } else {
-      std::vector<std::string> ranks;
-      for (size_t i : tied) ranks.push_back(absl::StrCat(report.ranks[i].info.rank));
-      const std::string who = absl::StrJoin(ranks, ", ");
+      std::vector<std::string> ids;
+      for (size_t i : tied) ids.push_back(absl::StrCat(id(report.ranks[i])));
+      const std::string who = absl::StrJoin(ids, ", ");
       report.worst_reason =
           oom ? absl::StrFormat(
-                    "ranks %s ran out of memory at the same moment (event %d; rank %d "
+                    "%ss %s ran out of memory at the same moment (event %d; %s %d "
                     "shown)",
-                    who, worst.ooms.front().event_index, worst.info.rank)
+                    unit, who, worst.ooms.front().event_index, unit, id(worst))
               : absl::StrFormat(
-                    "no rank ran out of memory; ranks %s reserved the most (%s peak; "
-                    "rank %d shown)",
-                    who, FormatSize(worst.metrics.peak_reserved_bytes), worst.info.rank);
+                    "no %s ran out of memory; %ss %s reserved the most (%s peak; "
+                    "%s %d shown)",
+                    unit, unit, who, FormatSize(worst.metrics.peak_reserved_bytes), unit,
+                    id(worst));
     }
   }
   return report;

@@ -313,6 +313,13 @@ void WriteJsonReport(const AnalysisReport& report, const JsonReportOptions& opti
     j.Null();
   }
   j.Field("worst_reason", report.worst_reason);
+  j.Field("per_device", report.per_device);
+  j.Key("worst_device");
+  if (report.worst.has_value() && report.per_device) {
+    j.Int(report.ranks[*report.worst].info.device);
+  } else {
+    j.Null();
+  }
   j.Key("ranks");
   j.BeginArray();
   for (const RankReport& r : report.ranks) WriteRank(j, r, options);

@@ -97,8 +97,8 @@ absl::StatusOr<TraceOpener> TraceOpener::Create(const std::string& path,
   opener.format_ = *format;
   if (*format == TraceFormat::kPyTorchSnapshot) {
     absl::StatusOr<PyTorchSnapshot> snapshot =
-        opener.stream_ != nullptr ? ReadPyTorchSnapshotBytes(opener.stream_->bytes(), path)
-                                  : ReadPyTorchSnapshotFile(path);
+        opener.stream_ != nullptr ? ReadPyTorchSnapshotBytesForReplay(opener.stream_->bytes(), path)
+                                  : ReadPyTorchSnapshotForReplay(path);
     if (!snapshot.ok()) return snapshot.status();
     opener.snapshot_ = std::make_shared<const PyTorchSnapshot>(std::move(*snapshot));
   } else if (*format == TraceFormat::kRmmCsv) {
@@ -115,6 +115,9 @@ absl::StatusOr<TraceOpener> TraceOpener::Create(const std::string& path,
     if (!log.ok()) return log.status();
     opener.rmm_ = std::make_shared<const RmmLog>(std::move(*log));
   }
+  if (options.every_device && options.device < 0 && opener.Devices().size() > 1) {
+    return opener;  // each device is opened (and checked) through ForDevice
+  }
   // Open once now, so that errors in the header or the device choice surface here.
   absl::StatusOr<std::unique_ptr<TraceSource>> probe = opener.Open();
   if (!probe.ok()) return probe.status();
@@ -125,6 +128,19 @@ absl::StatusOr<TraceOpener> TraceOpener::Create(const std::string& path,
         absl::StrFormat("%s: --device %d, but this log records device %d only", path,
                         options.device, (*probe)->info().device));
   }
+  return opener;
+}
+
+std::vector<int> TraceOpener::Devices() const {
+  return snapshot_ != nullptr ? SnapshotTraceDevices(*snapshot_) : std::vector<int>();
+}
+
+absl::StatusOr<TraceOpener> TraceOpener::ForDevice(int device) const {
+  TraceOpener opener = *this;
+  opener.options_.device = device;
+  opener.options_.every_device = false;
+  absl::StatusOr<std::unique_ptr<TraceSource>> probe = opener.Open();
+  if (!probe.ok()) return probe.status();
   return opener;
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "analysis/trace_event.h"
@@ -25,6 +26,9 @@ class StreamInput;
 
 struct TraceOpenOptions {
   int device = -1;  // snapshot: which device's trace (-1: the only one)
+  // A snapshot with several device traces and no `device` is not an error: the caller reads
+  // each device through ForDevice (Devices() lists them). Open() itself still needs one.
+  bool every_device = false;
 };
 
 // The format of `path` from its first bytes and name. Errors: unreadable, empty, unrecognized.
@@ -36,6 +40,10 @@ class TraceOpener {
                                             const TraceOpenOptions& options = {});
   absl::StatusOr<std::unique_ptr<TraceSource>> Open() const;
   TraceFormat format() const { return format_; }
+  // The devices of a snapshot whose trace is not empty, ascending; empty for other formats.
+  std::vector<int> Devices() const;
+  // An opener of the same decoded trace that reads `device`'s trace (snapshots).
+  absl::StatusOr<TraceOpener> ForDevice(int device) const;
   const std::string& path() const { return path_; }
 
  private:

@@ -220,10 +220,7 @@ absl::StatusOr<SnapshotTraceEntry> Importer::Trace(const PickleRef& e) {
   SnapshotTraceEntry entry;
   FRAGSCOPE_ASSIGN_OR_RETURN(const PickleRef action_ref, e.Field("action"));
   FRAGSCOPE_ASSIGN_OR_RETURN(std::string_view action, action_ref.Str());
-  entry.action = TraceAction::kUnknown;
-  for (const auto& [value, name] : kActionNames) {
-    if (name == action) entry.action = value;
-  }
+  entry.action = TraceActionFromName(action);
   if (entry.action == TraceAction::kUnknown) entry.unknown_action = std::string(action);
   if (entry.action == TraceAction::kOom) {
     FRAGSCOPE_ASSIGN_OR_RETURN(const PickleRef device_free, e.Field("device_free"));
@@ -325,6 +322,13 @@ absl::StatusOr<PyTorchSnapshot> Importer::Run(const PickleValue& root_value) {
 }
 
 }  // namespace
+
+TraceAction TraceActionFromName(std::string_view name) {
+  for (const auto& [value, action_name] : kActionNames) {
+    if (action_name == name) return value;
+  }
+  return TraceAction::kUnknown;
+}
 
 std::string_view TraceActionName(TraceAction action) {
   for (const auto& [value, name] : kActionNames) {

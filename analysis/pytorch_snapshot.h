@@ -90,6 +90,8 @@ enum class TraceAction : uint8_t {
 
 // "alloc", "free_requested", ...; the name of kUnknown is "unknown".
 std::string_view TraceActionName(TraceAction action);
+// The action of a name; kUnknown for names this model does not know.
+TraceAction TraceActionFromName(std::string_view name);
 
 struct SnapshotTraceEntry {
   TraceAction action = TraceAction::kAlloc;
@@ -156,5 +158,15 @@ absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotFile(const std::string& path)
 absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotBytes(std::string_view bytes,
                                                          const std::string& name);
 absl::Status WritePyTorchSnapshotFile(const PyTorchSnapshot& snapshot, const std::string& path);
+
+// For replay (pytorch_snapshot_stream.cc): the same snapshot, read with bounded memory for
+// gigabyte files. The file is mapped, not copied, and the pages behind the reader are released;
+// the trace entries are converted as the pickle appends them (pickle::ReadPickleStreaming) and
+// their 'frames' are not kept (null): replay never reads them. What stays is the typed entries,
+// the memo (one slot per memoized object) and the rest of the snapshot. A pickle laid out so that
+// its entries cannot be streamed (none that Python or LibTorch write) is read whole instead.
+absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotForReplay(const std::string& path);
+absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotBytesForReplay(std::string_view bytes,
+                                                                  const std::string& name);
 
 }  // namespace fragscope

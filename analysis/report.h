@@ -49,7 +49,10 @@ struct RankReport {
 };
 
 struct AnalysisReport {
+  // One report per rank's trace, or, when per_device, per device of one snapshot (a snapshot
+  // records a trace per device; RankReport::info.device says which).
   std::vector<RankReport> ranks;
+  bool per_device = false;
   std::optional<size_t> worst;  // index into ranks when there are several
   std::string worst_reason;
 };

@@ -67,6 +67,14 @@ void RemoveRange(RangeSet& set, DevicePtr start, DevicePtr end) {
 
 }  // namespace
 
+std::vector<int> SnapshotTraceDevices(const PyTorchSnapshot& snapshot) {
+  std::vector<int> devices;
+  for (size_t d = 0; d < snapshot.device_traces.size(); ++d) {
+    if (!snapshot.device_traces[d].empty()) devices.push_back(static_cast<int>(d));
+  }
+  return devices;
+}
+
 absl::StatusOr<std::unique_ptr<SnapshotSource>> SnapshotSource::Open(
     const std::string& path, const SnapshotSourceOptions& options) {
   absl::StatusOr<PyTorchSnapshot> snapshot = ReadPyTorchSnapshotFile(path);
@@ -302,6 +310,25 @@ double SnapshotSource::Progress() const {
   return n == 0 ? 1.0 : static_cast<double>(pos_) / static_cast<double>(n);
 }
 
+std::string SnapshotSource::ContextText() const {
+  std::vector<std::string> parts;
+  if (!region_.empty()) parts.push_back(region_);
+  if (!user_metadata_.empty()) parts.push_back(absl::StrCat("user_metadata: ", user_metadata_));
+  if (!compile_context_.empty()) {
+    parts.push_back(absl::StrCat("compile_context: ", compile_context_));
+  }
+  return absl::StrJoin(parts, " | ");
+}
+
+void SnapshotSource::MakeMarker(TraceEvent* event, uint64_t index, int64_t time_us,
+                                std::string text) const {
+  *event = TraceEvent{};
+  event->kind = EventKind::kMarker;
+  event->index = index;
+  event->time_ns = static_cast<uint64_t>(std::max<int64_t>(0, time_us - first_time_us_)) * 1000;
+  event->text = text.empty() ? "(outside annotated regions)" : std::move(text);
+}
+
 absl::StatusOr<bool> SnapshotSource::Next(TraceEvent* event) {
   const auto& trace = snapshot_->device_traces[device_];
   while (pos_ < trace.size()) {
@@ -310,13 +337,23 @@ absl::StatusOr<bool> SnapshotSource::Next(TraceEvent* event) {
     if (next_annotation_ < annotations_.size() &&
         annotations_[next_annotation_].time_us <= time_us) {
       const Annotation& a = annotations_[next_annotation_++];
-      *event = TraceEvent{};
-      event->kind = EventKind::kMarker;
-      event->index = pos_;
-      event->time_ns =
-          static_cast<uint64_t>(std::max<int64_t>(0, a.time_us - first_time_us_)) * 1000;
-      event->text = a.text.empty() ? "(outside annotated regions)" : a.text;
+      region_ = a.text;
+      MakeMarker(event, pos_, a.time_us, ContextText());
       return true;
+    }
+    if (e.action != TraceAction::kAnnotate) {
+      // The entry's context: absent (older snapshots), "" and "N/A" all mean none.
+      const std::string_view metadata =
+          e.user_metadata.has_value() ? std::string_view(*e.user_metadata) : std::string_view();
+      std::string_view compiled =
+          e.compile_context.has_value() ? std::string_view(*e.compile_context) : std::string_view();
+      if (compiled == "N/A") compiled = "";
+      if (metadata != user_metadata_ || compiled != compile_context_) {
+        user_metadata_ = std::string(metadata);
+        compile_context_ = std::string(compiled);
+        MakeMarker(event, pos_, time_us, ContextText());
+        return true;
+      }
     }
     ++pos_;
     EventKind kind;
@@ -345,11 +382,16 @@ absl::StatusOr<bool> SnapshotSource::Next(TraceEvent* event) {
       case TraceAction::kOom:
         kind = EventKind::kOom;
         break;
+      case TraceAction::kAnnotate:
+        MakeMarker(event, pos_ - 1, time_us,
+                   e.user_metadata.has_value() && !e.user_metadata->empty() ? *e.user_metadata
+                                                                            : "annotate");
+        return true;
       case TraceAction::kUnknown:
         if (unknown_actions_++ == 0) first_unknown_action_ = e.unknown_action;
         continue;
       default:
-        continue;  // snapshot, annotate: nothing the allocator did
+        continue;  // snapshot: nothing the allocator did
     }
     *event = TraceEvent{};
     event->kind = kind;

@@ -1,9 +1,10 @@
 // SnapshotSource: the device_traces of a PyTorch memory snapshot (_dump_snapshot pickle) as a
 // TraceSource.
 //
-// PyTorch writes the whole snapshot as one pickled object, so the file is decoded at once
-// (analysis/pytorch_snapshot.h); the decoded snapshot is shared, read-only, between the sources
-// a sweep opens on it. Entry semantics (docs/pytorch_allocator_rules.md §6): alloc's size
+// PyTorch writes the whole snapshot as one pickled object, so the file is decoded at once, its
+// trace entries streamed into their typed form (ReadPyTorchSnapshotForReplay in
+// analysis/pytorch_snapshot.h); the decoded snapshot is shared, read-only, between the sources a
+// sweep opens on it. Entry semantics (docs/pytorch_allocator_rules.md §6): alloc's size
 // is the caller's request (the block size is not recorded), oom's addr is the device's free
 // memory and its size the rounded request.
 //
@@ -14,8 +15,17 @@
 // trace frees it first; likewise for allocated blocks. A block allocated before the trace and
 // freed during it has no recorded size; its size is estimated with the allocator's rounding.
 //
-// record_function annotations (external_annotations, START/END) become markers, so reports can
-// say which region a block was allocated in ("Optimizer.step#AdamW.step").
+// Markers, so that reports can say where a block was allocated: record_function annotations
+// (external_annotations, START/END: the innermost open region, "Optimizer.step#AdamW.step"), and
+// the trace entries' own context, 'user_metadata' (torch.cuda.memory._set_memory_metadata) and
+// 'compile_context' ("Torch-Compiled Region: 0/1"; "N/A" outside compiled code): a marker
+// whenever one of them changes, whose text joins the three ("forward | user_metadata: stage 2 |
+// compile_context: Torch-Compiled Region: 0/1"). An 'annotate' trace entry (not written by
+// PyTorch 2.11; newer releases list it) is a marker of its own: its user_metadata, else
+// "annotate".
+//
+// A snapshot records one trace per device. The source reads one of them (SnapshotSourceOptions);
+// SnapshotTraceDevices lists them, so that a caller can analyze every device.
 #pragma once
 
 #include <memory>
@@ -33,6 +43,9 @@ struct SnapshotSourceOptions {
   // Which device's trace; -1 = the only device with a non-empty trace (several: an error).
   int device = -1;
 };
+
+// The devices whose trace is not empty, ascending.
+std::vector<int> SnapshotTraceDevices(const PyTorchSnapshot& snapshot);
 
 class SnapshotSource final : public TraceSource {
  public:
@@ -60,6 +73,10 @@ class SnapshotSource final : public TraceSource {
   void ReconstructInitialState();
   void InferCapacity();
   void CollectAnnotations();
+  // The marker text of the current region and entry context ("" = none of the three).
+  std::string ContextText() const;
+  // A marker event for the current context, at trace position `index` and time `time_us`.
+  void MakeMarker(TraceEvent* event, uint64_t index, int64_t time_us, std::string text) const;
 
   std::shared_ptr<const PyTorchSnapshot> snapshot_;
   size_t device_ = 0;
@@ -69,6 +86,11 @@ class SnapshotSource final : public TraceSource {
   int64_t first_time_us_ = 0;
   std::vector<Annotation> annotations_;
   size_t next_annotation_ = 0;
+  // The context the last marker said: the innermost open region, the entries' user_metadata
+  // and compile_context ("" and "N/A" = none).
+  std::string region_;
+  std::string user_metadata_;
+  std::string compile_context_;
 };
 
 }  // namespace fragscope

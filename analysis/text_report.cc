@@ -320,25 +320,40 @@ void RenderTextReport(const AnalysisReport& report, const TextReportOptions& opt
     RenderRankText(report.ranks[0], options, out);
     return;
   }
-  out << absl::StrFormat("fragscope analysis of %d ranks\n\n", report.ranks.size());
+  const char* unit = report.per_device ? "device" : "rank";
+  if (report.per_device) {
+    out << absl::StrFormat("fragscope analysis of %s: a snapshot with %d devices' traces\n\n",
+                           report.ranks[0].info.path, report.ranks.size());
+  } else {
+    out << absl::StrFormat("fragscope analysis of %d ranks\n\n", report.ranks.size());
+  }
   // At most 100 columns: the OOMs column ("12 (allocator_policy)") is last and unpadded.
-  out << absl::StrFormat("  %-5s %-24s %9s %13s %13s %7s %s\n", "rank", "log", "events",
-                         "peak alloc", "peak reserved", "util", "OOMs");
+  out << absl::StrFormat("  %-6s %-23s %9s %13s %13s %7s %s\n", unit, "log", "events", "peak alloc",
+                         "peak reserved", "util", "OOMs");
   for (size_t i = 0; i < report.ranks.size(); ++i) {
     const RankReport& r = report.ranks[i];
     std::string path = r.info.path;
-    if (path.size() > 24) path = "..." + path.substr(path.size() - 21);
+    if (path.size() > 23) path = "..." + path.substr(path.size() - 20);
     const std::string ooms =
         !r.verdict.cause.has_value()
             ? absl::StrCat(r.oom_count)
             : absl::StrFormat("%d (%s)", r.oom_count, OomCauseName(*r.verdict.cause));
-    out << absl::StrFormat(
-        "%c %-5d %-24s %9d %13s %13s %7s %s\n", report.worst == i ? '>' : ' ', r.info.rank, path,
-        r.metrics.events, Size(r.metrics.peak_allocated_bytes), Size(r.metrics.peak_reserved_bytes),
-        Percent(r.metrics.utilization), ooms);
+    out << absl::StrFormat("%c %-6d %-23s %9d %13s %13s %7s %s\n", report.worst == i ? '>' : ' ',
+                           report.per_device ? r.info.device : r.info.rank, path, r.metrics.events,
+                           Size(r.metrics.peak_allocated_bytes),
+                           Size(r.metrics.peak_reserved_bytes), Percent(r.metrics.utilization),
+                           ooms);
   }
-  if (report.worst.has_value()) {
-    out << "\nWorst rank (>): " << report.worst_reason << "\n\n";
+  if (report.worst.has_value()) out << absl::StrFormat("\nWorst %s (>): ", unit);
+  if (report.worst.has_value()) out << report.worst_reason << "\n";
+  if (report.per_device) {
+    // A snapshot's devices are few: each one's report in full, in device order.
+    for (const RankReport& r : report.ranks) {
+      out << absl::StrFormat("\n=== device %d ===\n", r.info.device);
+      RenderRankText(r, options, out);
+    }
+  } else if (report.worst.has_value()) {
+    out << "\n";
     RenderRankText(report.ranks[*report.worst], options, out);
   }
 }

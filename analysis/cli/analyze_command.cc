@@ -39,6 +39,9 @@ record the sizes, and explains the worst rank in full. A snapshot pickle's rank 
 file name (rank3_memory_snapshot.pickle, oom_rank3.pickle), else from its position among the
 traces. JSON schema of this report: analysis/CROSS_RANK_SCHEMA.md.
 
+A PyTorch snapshot records one trace per device: each device with a trace is analyzed and
+reported in full, after a table of the devices (--device N analyzes one).
+
   --model SPEC              the job's model, for the footprint verdict: PRESET_OR_JSON[:key=value,...]
                             e.g. gpt2-medium:seq=1024,micro_batch=8 or config.json:seq=2048
                             keys: train|infer, tp, pp;
@@ -69,7 +72,8 @@ traces. JSON schema of this report: analysis/CROSS_RANK_SCHEMA.md.
                             in effect in the job). Without --conf, the settings fragscope's own
                             environment gives (PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF,
                             as PyTorch 2.11 reads them) are checked the same way
-  --device N                the device of a multi-device snapshot
+  --device N                one device of a snapshot (default: each device with a trace,
+                            reported one after the other)
   --no-sweep                skip the settings sweep
   --max-split-size-mb LIST  sweep grid (default 0,64,128,256,512,1024; 0 = unlimited)
   --roundup-power2-divisions LIST   e.g. 4,8 or "[64:8,>:1]"

@@ -1,5 +1,8 @@
 // `fragscope verify`: replays a trace's alloc/free sequence through fragscope's allocator and
 // compares every allocator decision with the trace's own (fidelity_check.h).
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 #include "analysis/analyzer.h"
@@ -22,6 +25,8 @@ addresses, and compares every decision with the trace's: segment allocations and
 pages mapped and unmapped in expandable segments (address and size, in order), block addresses,
 and OOMs. Prints "faithful (N events)" or the first divergence with the trace events before it.
 Exit status 0 when faithful, 1 otherwise.
+A snapshot with several devices' traces is verified device by device (each under a "device N:"
+heading; exit status 0 only when every device is faithful); --device N verifies one.
 A trace may be `-` (standard input) or a stream (a pipe, a FIFO, <(...)): it is read once,
 into an unlinked temporary file, and replayed from there.
 
@@ -33,32 +38,11 @@ Nor do they record the device's memory, which sizes expandable segments' address
 (9/8 of it each): for a trace that used expandable segments, pass --capacity.
 )usage";
 
-}  // namespace
-
-int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, kTraceFlags);
-  if (!flags.ok()) {
-    return UsageError(err, "verify", flags.status().message());
-  }
-  if (flags->Has("--help")) {
-    out << kUsage;
-    return 0;
-  }
-  if (flags->positional.size() != 1) {
-    return UsageError(err, "verify", "expected exactly one trace");
-  }
-  AnalysisOptions options;
-  if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
-    err << "fragscope verify: " << s.message() << "\n";
-    return 2;
-  }
-  const std::string& path = flags->positional[0];
-  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path, {options.device});
-  if (!opener.ok()) {
-    err << "fragscope verify: " << opener.status().message() << "\n";
-    return 1;
-  }
-  absl::StatusOr<std::unique_ptr<TraceSource>> source = opener->Open();
+// Verifies one trace (one device's, for a snapshot): 0 faithful, 1 otherwise.
+int VerifyTrace(const TraceOpener& opener, const AnalysisOptions& options, std::ostream& out,
+                std::ostream& err) {
+  const std::string& path = opener.path();
+  absl::StatusOr<std::unique_ptr<TraceSource>> source = opener.Open();
   if (!source.ok()) {
     err << "fragscope verify: " << source.status().message() << "\n";
     return 1;
@@ -165,6 +149,48 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
   }
   for (const std::string& w : warnings) out << "  warning: " << w << "\n";
   return 1;
+}
+
+}  // namespace
+
+int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, kTraceFlags);
+  if (!flags.ok()) {
+    return UsageError(err, "verify", flags.status().message());
+  }
+  if (flags->Has("--help")) {
+    out << kUsage;
+    return 0;
+  }
+  if (flags->positional.size() != 1) {
+    return UsageError(err, "verify", "expected exactly one trace");
+  }
+  AnalysisOptions options;
+  if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
+    err << "fragscope verify: " << s.message() << "\n";
+    return 2;
+  }
+  const std::string& path = flags->positional[0];
+  absl::StatusOr<TraceOpener> opener =
+      TraceOpener::Create(path, {.device = options.device, .every_device = true});
+  if (!opener.ok()) {
+    err << "fragscope verify: " << opener.status().message() << "\n";
+    return 1;
+  }
+  const std::vector<int> devices = opener->Devices();
+  if (options.device >= 0 || devices.size() <= 1) return VerifyTrace(*opener, options, out, err);
+  // A snapshot with several devices' traces: each device is verified; all must be faithful.
+  int status = 0;
+  for (const int device : devices) {
+    out << (device == devices.front() ? "" : "\n") << "device " << device << ":\n";
+    absl::StatusOr<TraceOpener> one = opener->ForDevice(device);
+    if (!one.ok()) {
+      err << "fragscope verify: " << one.status().message() << "\n";
+      return 1;
+    }
+    status = std::max(status, VerifyTrace(*one, options, out, err));
+  }
+  return status;
 }
 
 }  // namespace fragscope::cli

@@ -42,15 +42,14 @@ absl::StatusOr<Slot> PickleArena::NewContainer(PickleKind kind, std::vector<Slot
   if (containers_.size() >= std::numeric_limits<uint32_t>::max()) {
     return TooMany("containers", offset);
   }
-  containers_.push_back(Container{kind, offset, std::move(items)});
+  containers_.push_back(Container{kind, StreamRole::kPlain, 0, offset, std::move(items)});
   return Slot{kind, static_cast<uint32_t>(containers_.size() - 1), 0};
 }
 
 absl::StatusOr<PickleValue> PickleArena::Finalize(const Slot& root, size_t max_depth) {
   max_depth_ = max_depth;
   state_.assign(containers_.size(), State::kNew);
-  height_.assign(containers_.size(), 0);
-  done_.resize(containers_.size());
+  done_.clear();
   interned_.clear();  // its keys point into the pickle, which the caller may release next
   size_t height = 0;
   return Convert(root, 0, &height);
@@ -87,6 +86,12 @@ absl::StatusOr<PickleValue> PickleArena::ConvertContainer(uint32_t index, size_t
         absl::StrFormat("pickle: containers nest deeper than %d (the %s created at offset %d)",
                         max_depth_, PickleKindName(c.kind), c.offset));
   };
+  if (c.role == StreamRole::kConsumed) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "pickle: the %s created at offset %d was streamed, and is referenced again outside its "
+        "list",
+        PickleKindName(c.kind), c.offset));
+  }
   if (state_[index] == State::kActive) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "pickle: the %s created at offset %d contains itself", PickleKindName(c.kind), c.offset));
@@ -103,20 +108,22 @@ absl::StatusOr<PickleValue> PickleArena::ConvertContainer(uint32_t index, size_t
       max_child = std::max(max_child, child_height);
       values.push_back(std::move(v));
     }
+    PickleValue value;
     if (c.kind == PickleKind::kDict) {
-      done_[index] = ConvertDict(c, std::move(values));
+      value = ConvertDict(c, std::move(values));
     } else if (c.kind == PickleKind::kList) {
-      done_[index] = PickleValue::List(std::move(values));
+      value = PickleValue::List(std::move(values));
     } else {
-      done_[index] = PickleValue::Tuple(std::move(values));
+      value = PickleValue::Tuple(std::move(values));
     }
     std::vector<Slot>().swap(c.items);
-    height_[index] = max_child + 1;
+    done_[index] = Done{std::move(value), max_child + 1};
     state_[index] = State::kDone;
   }
-  *height = height_[index];
-  if (depth + height_[index] > max_depth_) return too_deep();
-  return done_[index];
+  const Done& done = done_.at(index);
+  *height = done.height;
+  if (depth + done.height > max_depth_) return too_deep();
+  return done.value;
 }
 
 PickleValue PickleArena::ConvertDict(const Container& c, std::vector<PickleValue> flat) const {

@@ -25,16 +25,53 @@
 
 namespace fragscope::pickle::internal {
 
+// A vector that grows by fixed chunks: no copy and no doubled footprint as it grows (a streamed
+// pickle has tens of millions of containers and memo entries), references stay valid, and an
+// index is a shift and a mask.
+template <typename T>
+class ChunkedVector {
+ public:
+  size_t size() const { return size_; }
+  T& operator[](size_t i) { return chunks_[i >> kShift][i & kMask]; }
+  const T& operator[](size_t i) const { return chunks_[i >> kShift][i & kMask]; }
+  void push_back(T value) {
+    if ((size_ & kMask) == 0) chunks_.emplace_back().reserve(kMask + 1);
+    chunks_.back().push_back(std::move(value));
+    ++size_;
+  }
+  void clear() {
+    std::vector<std::vector<T>>().swap(chunks_);
+    size_ = 0;
+  }
+
+ private:
+  static constexpr size_t kShift = 16;
+  static constexpr size_t kMask = (size_t{1} << kShift) - 1;
+  std::vector<std::vector<T>> chunks_;
+  size_t size_ = 0;
+};
+
 struct Slot {
   PickleKind kind = PickleKind::kNone;
   uint32_t ref = 0;   // leaf index (str, bytes, big int) or container index
   uint64_t bits = 0;  // bool, int64, or the bit pattern of a double
 };
 
+// What a container is to a streaming read (ReadPickleStreaming); kPlain otherwise.
+enum class StreamRole : uint8_t {
+  kPlain,
+  kOuter,     // the root dict's value under the streamed key
+  kInner,     // a list created as an element of the outer list: its elements are streamed
+  kElement,   // a container created as an element of an inner list
+  kConsumed,  // handed to the consumer and emptied: a later reference is an error
+};
+
 struct Container {
-  PickleKind kind;          // kList, kTuple or kDict
-  size_t offset;            // byte offset of the opcode that created it, for errors
-  std::vector<Slot> items;  // a dict holds key, value, key, value, ... in SETITEM order
+  PickleKind kind;  // kList, kTuple or kDict
+  StreamRole role = StreamRole::kPlain;
+  uint32_t stream_list = 0;  // kInner: the list's ordinal among the inner lists
+  size_t offset;             // byte offset of the opcode that created it, for errors
+  std::vector<Slot> items;   // a dict holds key, value, key, value, ... in SETITEM order
 };
 
 class PickleArena {
@@ -45,9 +82,24 @@ class PickleArena {
   absl::StatusOr<Slot> NewContainer(PickleKind kind, std::vector<Slot> items, size_t offset);
   // REQUIRES: `slot` is a container slot of this arena.
   Container& container(const Slot& slot) { return containers_[slot.ref]; }
+  const Container& container(const Slot& slot) const { return containers_[slot.ref]; }
+  // REQUIRES: `slot` is a str, bytes or big int slot of this arena.
+  const PickleValue& leaf(const Slot& slot) const { return leaves_[slot.ref]; }
+  // Empties a container handed to a stream consumer; Finalize then refuses to meet it.
+  void Consume(const Slot& slot) {
+    Container& c = containers_[slot.ref];
+    c.role = StreamRole::kConsumed;
+    std::vector<Slot>().swap(c.items);
+  }
+  // After Finalize: the value container `index` became, if it was reached.
+  const PickleValue* finalized(uint32_t index) const {
+    auto it = done_.find(index);
+    return it != done_.end() ? &it->second.value : nullptr;
+  }
 
   // Converts the graph reachable from `root`. Duplicate dict keys resolve as in Python: the first
-  // insertion fixes the position, the last value wins. Consumes the arena.
+  // insertion fixes the position, the last value wins. Consumes the arena (finalized() stays).
+  // A consumed container is a FailedPrecondition error.
   absl::StatusOr<PickleValue> Finalize(const Slot& root, size_t max_depth);
 
  private:
@@ -72,13 +124,17 @@ class PickleArena {
 
   std::vector<PickleValue> leaves_;
   absl::flat_hash_map<std::pair<uint8_t, std::string_view>, uint32_t> interned_;
-  std::vector<Container> containers_;
+  ChunkedVector<Container> containers_;
 
   // Finalize state, one entry per container.
   size_t max_depth_ = 0;
   std::vector<State> state_;
-  std::vector<size_t> height_;
-  std::vector<PickleValue> done_;
+  // The converted containers only (a streamed pickle's many consumed ones are never reached).
+  struct Done {
+    PickleValue value;
+    size_t height = 0;
+  };
+  absl::flat_hash_map<uint32_t, Done> done_;
 };
 
 }  // namespace fragscope::pickle::internal

@@ -50,6 +50,8 @@ inline constexpr uint8_t kFrame = 0x95;
 inline constexpr uint8_t kGlobal = 'c';
 inline constexpr uint8_t kStackGlobal = 0x93;
 inline constexpr uint8_t kReduce = 'R';
+inline constexpr uint8_t kNextBuffer = 0x97;      // protocol 5 out-of-band buffer
+inline constexpr uint8_t kReadonlyBuffer = 0x98;  // protocol 5 out-of-band buffer
 }  // namespace op
 
 // The opcode's name as in pickle.py ("BINUNICODE"), or "unknown" for bytes that are no opcode.

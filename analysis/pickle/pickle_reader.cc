@@ -10,60 +10,10 @@
 #include "allocator/check.h"
 #include "analysis/pickle/pickle_arena.h"
 #include "analysis/pickle/pickle_opcodes.h"
+#include "analysis/pickle/pickle_unpickler.h"
 
 namespace fragscope::pickle {
-namespace {
-
-using internal::Container;
-using internal::Slot;
-
-// Runs the pickle machine (stack, MARKs, memo) over a PickleArena, then finalizes the arena.
-class Unpickler {
- public:
-  Unpickler(std::string_view data, const PickleReadOptions& options)
-      : data_(data), options_(options) {}
-
-  absl::StatusOr<PickleValue> Run();
-
- private:
-  absl::Status Step();
-  absl::Status Err(std::string_view message) const {
-    return absl::InvalidArgumentError(absl::StrFormat("pickle: %s (opcode %s 0x%02x at offset %d)",
-                                                      message, OpcodeName(opcode_), opcode_,
-                                                      op_offset_));
-  }
-  absl::Status Limit(std::string_view message) const {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("pickle: %s at offset %d", message, op_offset_));
-  }
-
-  // Reading operands. Each checks the remaining length first.
-  absl::StatusOr<std::string_view> Take(uint64_t n);
-  absl::StatusOr<uint64_t> ReadUnsigned(size_t width);
-
-  absl::Status Push(Slot slot);
-  size_t Fence() const { return marks_.empty() ? 0 : marks_.back(); }
-  absl::Status NeedAboveFence(size_t n) const;
-  absl::StatusOr<size_t> PopMark();
-  absl::Status Memoize(uint64_t index);
-  absl::Status MemoGet(uint64_t index);
-  absl::StatusOr<Container*> Target(size_t stack_index, PickleKind kind);
-  absl::Status CheckKey(const Slot& key) const;
-  absl::Status BuildTuple(size_t first);
-
-  std::string_view data_;
-  const PickleReadOptions& options_;
-  size_t pos_ = 0;
-  size_t op_offset_ = 0;
-  uint8_t opcode_ = 0;
-  int protocol_ = 0;
-  bool stopped_ = false;
-
-  std::vector<Slot> stack_;
-  std::vector<size_t> marks_;  // stack sizes at each open MARK
-  std::vector<Slot> memo_;
-  internal::PickleArena arena_;
-};
+namespace internal {
 
 absl::StatusOr<std::string_view> Unpickler::Take(uint64_t n) {
   if (n > data_.size() - pos_) {
@@ -137,7 +87,12 @@ absl::StatusOr<Container*> Unpickler::Target(size_t stack_index, PickleKind kind
     return Err(absl::StrFormat("target is a %s, not a %s", PickleKindName(slot.kind),
                                PickleKindName(kind)));
   }
-  return &arena_.container(slot);
+  Container& c = arena_.container(slot);
+  if (c.role == StreamRole::kConsumed) {
+    return Layout(absl::StrFormat("the %s created at offset %d was streamed, and is changed later",
+                                  PickleKindName(kind), c.offset));
+  }
+  return &c;
 }
 
 absl::Status Unpickler::CheckKey(const Slot& key) const {
@@ -153,6 +108,7 @@ absl::Status Unpickler::CheckKey(const Slot& key) const {
 }
 
 absl::Status Unpickler::BuildTuple(size_t first) {
+  if (consumer_ != nullptr) NoteAttach(/*to_outer=*/false, first);
   std::vector<Slot> items(stack_.begin() + static_cast<std::ptrdiff_t>(first), stack_.end());
   stack_.resize(first);
   FRAGSCOPE_ASSIGN_OR_RETURN(Slot tuple,
@@ -174,6 +130,20 @@ absl::StatusOr<PickleValue> Unpickler::Run() {
     op_offset_ = pos_;
     opcode_ = static_cast<uint8_t>(data_[pos_++]);
     FRAGSCOPE_RETURN_IF_ERROR(Step());
+    if (pos_ >= next_progress_ && options_.progress) {
+      options_.progress(pos_);
+      next_progress_ = pos_ + options_.progress_bytes;
+    }
+  }
+  for (const Inner& inner : inner_) {
+    // Its elements are gone: it may appear in the result only where they are put back.
+    if (inner.streamed > 0 && (inner.attached == 0 || inner.elsewhere)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "pickle: the list created at offset %d was streamed as an element of the '%s' list, "
+          "and %s",
+          arena_.container(Slot{PickleKind::kList, inner.container, 0}).offset, stream_key_,
+          inner.elsewhere ? "is held elsewhere too" : "never became one"));
+    }
   }
   if (stack_.size() != 1 || !marks_.empty()) {
     return Err(absl::StrCat("STOP with ", stack_.size(), " values on the stack and ", marks_.size(),
@@ -183,7 +153,7 @@ absl::StatusOr<PickleValue> Unpickler::Run() {
     return Err(absl::StrCat(data_.size() - pos_, " bytes follow STOP"));
   }
   const Slot root = stack_.back();
-  stack_.clear();
+  std::vector<Slot>().swap(stack_);
   memo_.clear();
   return arena_.Finalize(root, options_.max_depth);
 }
@@ -268,6 +238,7 @@ absl::Status Unpickler::Step() {
                               : opcode_ == op::kEmptyDict ? PickleKind::kDict
                                                           : PickleKind::kTuple;
       FRAGSCOPE_ASSIGN_OR_RETURN(Slot c, arena_.NewContainer(kind, {}, op_offset_));
+      if (consumer_ != nullptr) AssignRole(c);
       return Push(c);
     }
     case op::kMark:
@@ -290,6 +261,10 @@ absl::Status Unpickler::Step() {
     case op::kAppend: {
       FRAGSCOPE_RETURN_IF_ERROR(NeedAboveFence(2));
       FRAGSCOPE_ASSIGN_OR_RETURN(Container * list, Target(stack_.size() - 2, PickleKind::kList));
+      if (consumer_ != nullptr) {
+        NoteAttach(list->role == StreamRole::kOuter, stack_.size() - 1);
+        if (list->role == StreamRole::kInner) return StreamElements(*list, stack_.size() - 1);
+      }
       list->items.push_back(stack_.back());
       stack_.pop_back();
       return absl::OkStatus();
@@ -298,6 +273,7 @@ absl::Status Unpickler::Step() {
       FRAGSCOPE_RETURN_IF_ERROR(NeedAboveFence(3));
       FRAGSCOPE_ASSIGN_OR_RETURN(Container * dict, Target(stack_.size() - 3, PickleKind::kDict));
       FRAGSCOPE_RETURN_IF_ERROR(CheckKey(stack_[stack_.size() - 2]));
+      if (consumer_ != nullptr) NoteAttach(/*to_outer=*/false, stack_.size() - 1);
       dict->items.insert(dict->items.end(), stack_.end() - 2, stack_.end());
       stack_.resize(stack_.size() - 2);
       return absl::OkStatus();
@@ -314,6 +290,10 @@ absl::Status Unpickler::Step() {
         for (size_t i = mark; i < stack_.size(); i += 2) {
           FRAGSCOPE_RETURN_IF_ERROR(CheckKey(stack_[i]));
         }
+      }
+      if (consumer_ != nullptr) {
+        NoteAttach(target->role == StreamRole::kOuter, mark);
+        if (target->role == StreamRole::kInner) return StreamElements(*target, mark);
       }
       target->items.insert(target->items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark),
                            stack_.end());
@@ -334,6 +314,15 @@ absl::Status Unpickler::Step() {
                                  ReadUnsigned(opcode_ == op::kBinGet ? 1 : 4));
       return MemoGet(index);
     }
+    case op::kNextBuffer:
+    case op::kReadonlyBuffer:
+      // pickle.dumps(..., protocol=5, buffer_callback=...) moves buffers out of the pickle; a
+      // snapshot has none, and a file alone cannot supply them.
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "pickle: out-of-band buffer (opcode %s 0x%02x at offset %d): the pickle was written "
+          "with a protocol 5 buffer_callback and its buffers are not in the file; snapshots have "
+          "none (torch.cuda.memory._dump_snapshot writes every value in band)",
+          OpcodeName(opcode_), opcode_, op_offset_));
     default:
       return absl::InvalidArgumentError(
           absl::StrFormat("pickle: unsupported opcode %s (0x%02x) at offset %d",
@@ -341,10 +330,23 @@ absl::Status Unpickler::Step() {
   }
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::Unpickler;
 
 absl::StatusOr<PickleValue> ReadPickle(std::string_view data, const PickleReadOptions& options) {
   return Unpickler(data, options).Run();
+}
+
+absl::StatusOr<StreamedPickle> ReadPickleStreaming(std::string_view data, std::string_view key,
+                                                   PickleListConsumer& consumer,
+                                                   const PickleReadOptions& options) {
+  Unpickler unpickler(data, options);
+  unpickler.SetStream(key, &consumer);
+  absl::StatusOr<PickleValue> root = unpickler.Run();
+  if (!root.ok()) return root.status();
+  FRAGSCOPE_ASSIGN_OR_RETURN(auto lists, unpickler.StreamedLists());
+  return StreamedPickle{*std::move(root), std::move(lists)};
 }
 
 absl::StatusOr<PickleValue> ReadPickleFile(const std::string& path,

@@ -14,9 +14,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "analysis/pickle/pickle_value.h"
 
@@ -31,6 +37,10 @@ struct PickleReadOptions {
   size_t max_stack = size_t{1} << 26;
   // Accept bytes after the STOP opcode (Python's pickle.loads ignores them).
   bool allow_trailing_bytes = false;
+  // Called with the offset reached, every `progress_bytes` of input (e.g. to release the pages
+  // behind it; strings met earlier may still be read again).
+  std::function<void(size_t offset)> progress;
+  size_t progress_bytes = size_t{64} << 20;
 };
 
 // Decodes one pickle that must fill `data` (unless allow_trailing_bytes).
@@ -40,5 +50,46 @@ absl::StatusOr<PickleValue> ReadPickle(std::string_view data,
 // Reads the file and decodes it; the error names the path.
 absl::StatusOr<PickleValue> ReadPickleFile(const std::string& path,
                                            const PickleReadOptions& options = {});
+
+// Streaming: for pickles too large to hold as a tree, whose bulk is one list of lists under a
+// key of the root dict (a snapshot's 'device_traces'). The elements of those inner lists are
+// handed to a consumer as they are appended, and emptied, instead of being kept: memory then
+// grows with the rest of the pickle and the memo, not with the elements.
+//
+// A value as the consumer sees it: scalars and strings by value, containers by kind only.
+struct StreamValue {
+  PickleKind kind = PickleKind::kNone;
+  int64_t int_value = 0;     // kInt, kBool (0 or 1)
+  double float_value = 0.0;  // kFloat
+  std::string_view text;     // kString, kBytes: valid during the call only
+  // kTuple of two ints (a snapshot's pool ids): the two.
+  std::optional<std::pair<int64_t, int64_t>> int_pair;
+};
+using StreamItems = std::span<const std::pair<StreamValue, StreamValue>>;
+
+class PickleListConsumer {
+ public:
+  virtual ~PickleListConsumer() = default;
+  // Element `index` of inner list `list` (inner lists are numbered as they are created). A dict
+  // comes with its keys and values in SETITEM order (a repeated key: the last one counts, as in
+  // Python); any other value with no items. An error stops the read and is returned by it.
+  virtual absl::Status Element(size_t list, size_t index, const StreamValue& element,
+                               StreamItems items) = 0;
+};
+
+struct StreamedPickle {
+  PickleValue root;  // the streamed inner lists are empty lists in it
+  // The inner lists that `root` holds, by PickleValue::identity(), to their ordinals.
+  absl::flat_hash_map<const void*, size_t> lists;
+};
+
+// The root must be a dict; its value under `key` is streamed when it is a list created as that
+// value, and so are the lists created as its elements. Python's semantics hold (a memo reference
+// sees a list as it is), except that an element, and a container created inside it, may not be
+// referenced again once streamed: such pickles (none that Python or LibTorch write for a
+// snapshot) fail with FailedPrecondition, and can be read whole with ReadPickle.
+absl::StatusOr<StreamedPickle> ReadPickleStreaming(std::string_view data, std::string_view key,
+                                                   PickleListConsumer& consumer,
+                                                   const PickleReadOptions& options = {});
 
 }  // namespace fragscope::pickle

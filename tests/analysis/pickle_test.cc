@@ -159,6 +159,15 @@ TEST(PickleReaderTest, RejectsUnsupportedOpcodesNamingThemAndTheirOffset) {
               HasSubstr("unsupported opcode unknown (0xfe) at offset 2"));
 }
 
+// pickle.dumps(..., protocol=5, buffer_callback=...) leaves NEXT_BUFFER / READONLY_BUFFER where
+// the buffer was: refused with what it is, not as an unknown opcode.
+TEST(PickleReaderTest, RefusesOutOfBandBuffersSayingWhy) {
+  const std::string error = Decode(Fixture("bad_out_of_band.p5.pickle"));
+  EXPECT_THAT(error, HasSubstr("out-of-band buffer (opcode NEXT_BUFFER 0x97 at offset 31)"));
+  EXPECT_THAT(error, HasSubstr("its buffers are not in the file"));
+  EXPECT_THAT(Decode(Bytes({0x80, 5, 0x98, '.'})), HasSubstr("READONLY_BUFFER 0x98 at offset 2"));
+}
+
 TEST(PickleReaderTest, ValidatesProtocolAndFrames) {
   EXPECT_THAT(Decode(Bytes({0x80, 1, 'N', '.'})), HasSubstr("unsupported protocol 1"));
   EXPECT_THAT(Decode(Bytes({0x80, 6, 'N', '.'})), HasSubstr("unsupported protocol 6"));

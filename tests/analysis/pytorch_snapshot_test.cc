@@ -316,5 +316,35 @@ TEST(PyTorchSnapshotTest, ReportsFileErrorsWithThePath) {
   EXPECT_EQ(TraceActionName(TraceAction::kSegmentUnmap), "segment_unmap");
 }
 
+// A snapshot as PyTorch 2.11 writes it, pickled by Python at protocol 5 (FRAMEs, MEMOIZE): two
+// devices' traces, every entry with compile_context and user_metadata, segment_map/unmap and an
+// 'annotate' entry, kept as typed values.
+TEST(PyTorchSnapshotTest, ImportsA211SnapshotAtProtocol5) {
+  const PyTorchSnapshot s = Load("snapshot_211.p5.pickle");
+  ASSERT_EQ(s.device_traces.size(), 2u);
+  const auto& t0 = s.device_traces[0];
+  ASSERT_EQ(t0.size(), 7u);
+  EXPECT_EQ(t0[1].user_metadata, "");
+  EXPECT_EQ(t0[1].compile_context, "N/A");
+  EXPECT_EQ(t0[2].user_metadata, "stage 2");
+  EXPECT_EQ(t0[3].compile_context, "Torch-Compiled Region: 0/1");
+  EXPECT_EQ(t0[5].action, TraceAction::kAnnotate);
+  EXPECT_EQ(t0[5].user_metadata, "checkpoint");
+  EXPECT_EQ(t0[6].action, TraceAction::kOom);
+  EXPECT_EQ(t0[6].device_free, uint64_t{1} << 20);
+  const auto& t1 = s.device_traces[1];
+  ASSERT_EQ(t1.size(), 5u);
+  EXPECT_EQ(t1[0].action, TraceAction::kSegmentMap);
+  EXPECT_EQ(t1[4].action, TraceAction::kSegmentUnmap);
+  ASSERT_TRUE(s.allocator_settings.has_value());
+  EXPECT_EQ(s.allocator_settings->graph_capture_record_stream_reuse, false);
+  // Export keeps them (memory_viz shows user_metadata and compile_context per entry).
+  absl::StatusOr<PyTorchSnapshot> back = SnapshotFromPickle(SnapshotToPickle(s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->device_traces[0][2].user_metadata, "stage 2");
+  EXPECT_EQ(back->device_traces[0][3].compile_context, "Torch-Compiled Region: 0/1");
+  EXPECT_EQ(back->device_traces[0][5].action, TraceAction::kAnnotate);
+}
+
 }  // namespace
 }  // namespace fragscope

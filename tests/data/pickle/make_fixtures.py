@@ -99,6 +99,78 @@ def snapshot():
             'allocator_settings': settings, 'external_annotations': annotations}
 
 
+def snapshot_211():
+    """A dict shaped as PyTorch 2.11's _snapshot() writes it, with two devices' traces.
+
+    Every trace entry carries 'compile_context' and 'user_metadata' (2.11's Module.cpp always
+    writes both: "N/A" and "" when unset); device 0 sets user metadata and enters a compiled
+    region, has an 'annotate' entry (newer releases' action) and an OOM; device 1 maps and unmaps
+    expandable-segment pages. Both traces replay as PyTorch's allocator made them.
+    """
+    frame = {'filename': '/data/train.py', 'line': 7, 'name': 'step'}
+    stack = [frame]
+    mib = 1 << 20
+    a = 0x7f00_0000_0000  # device 0: one 20 MiB segment
+    b = 0x7f10_0000_0000  # device 1: an expandable segment, one 2 MiB small page
+    t0 = 1_750_000_000_000_000
+
+    def entry(action, addr, size, t, metadata='', compiled='N/A', stream=0):
+        key = 'device_free' if action == 'oom' else 'addr'
+        return {'action': action, key: addr, 'size': size, 'stream': stream,
+                'compile_context': compiled, 'user_metadata': metadata, 'frames': stack,
+                'time_us': t0 + t}
+
+    trace0 = [
+        entry('segment_alloc', a, 20 * mib, 0),
+        entry('alloc', a, 8 * mib, 1),
+        entry('alloc', a + 8 * mib, 4 * mib, 2, metadata='stage 2'),
+        entry('free_requested', a + 8 * mib, 4 * mib, 3, metadata='stage 2',
+              compiled='Torch-Compiled Region: 0/1'),
+        entry('free_completed', a + 8 * mib, 4 * mib, 4, metadata='stage 2',
+              compiled='Torch-Compiled Region: 0/1'),
+        entry('annotate', 0, 0, 5, metadata='checkpoint'),
+        entry('oom', mib, 1 << 30, 6, metadata='stage 3'),
+    ]
+    trace1 = [
+        entry('segment_map', b, 2 * mib, 10),
+        entry('alloc', b, 512, 11),
+        entry('free_requested', b, 512, 12),
+        entry('free_completed', b, 512, 13),
+        entry('segment_unmap', b, 2 * mib, 14),
+    ]
+    segments = [
+        {'device': 0, 'address': a, 'total_size': 20 * mib, 'allocated_size': 8 * mib,
+         'active_size': 8 * mib, 'requested_size': 8 * mib, 'stream': 0,
+         'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+         'frames': stack,
+         'blocks': [
+             {'address': a, 'size': 8 * mib, 'requested_size': 8 * mib,
+              'state': 'active_allocated', 'frames': stack},
+             {'address': a + 8 * mib, 'size': 12 * mib, 'requested_size': 0,
+              'state': 'inactive', 'frames': []},
+         ]},
+    ]
+    settings = {'PYTORCH_CUDA_ALLOC_CONF': '', 'max_split_size': -1,
+                'garbage_collection_threshold': 0.0, 'expandable_segments': False,
+                'pinned_num_register_threads': 1, 'release_lock_on_cudamalloc': False,
+                'pinned_use_cuda_host_register': False,
+                'graph_capture_record_stream_reuse': False,
+                'roundup_power2_divisions': {str(1 << i): 0 for i in range(16)}}
+    annotations = [{'name': 'forward', 'stage': 'START', 'device': 0, 'time_us': t0 + 1},
+                   {'name': 'forward', 'stage': 'END', 'device': 0, 'time_us': t0 + 4}]
+    return {'segments': segments, 'device_traces': [trace0, trace1],
+            'allocator_settings': settings, 'external_annotations': annotations}
+
+
+def out_of_band():
+    """A protocol 5 pickle whose buffer went to a buffer_callback (NEXT_BUFFER, READONLY_BUFFER)."""
+    buffers = []
+    data = pickle.dumps({'segments': [], 'x': pickle.PickleBuffer(b'abc')}, protocol=5,
+                        buffer_callback=buffers.append)
+    assert len(buffers) == 1
+    return data
+
+
 def scalars():
     """Every scalar the reader decodes, at each encoding boundary."""
     ints = [0, 1, 255, 256, 65535, 65536, -1, -256, 2**31 - 1, 2**31, -2**31, -2**31 - 1,
@@ -226,6 +298,7 @@ def fixture(name, obj, protocols, with_repr=True):
 
 def main():
     fixture('snapshot', snapshot(), [2, 3, 4, 5])
+    fixture('snapshot_211', snapshot_211(), [5], with_repr=False)
     fixture('scalars', scalars(), [2, 3, 4, 5])
     fixture('bytes', bytes_values(), [3, 4, 5])
     fixture('batches', batches(), [2, 4], with_repr=False)  # the test rebuilds the values
@@ -241,6 +314,7 @@ def main():
     write('bad_cyclic.p4.pickle', pickle.dumps(cyclic, protocol=4))
     write('bad_set.p4.pickle', pickle.dumps({1, 2}, protocol=4))
     write('bad_object.p4.pickle', pickle.dumps(range(3), protocol=4))
+    write('bad_out_of_band.p5.pickle', out_of_band())
     return 0
 
 
