@@ -4,15 +4,16 @@
 
 #include <cstddef>
 #include <optional>
+#include <string_view>
 
 #include "analysis/job_verdict.h"
-#include "analysis/json_writer.h"
+#include "estimator/json_document.h"
 
 namespace fragscope {
 
-// Writes the verdict object. `recommended` is the report's recommended sweep row (null when no
-// setting is shown to save the job).
-void WriteJsonVerdict(JsonWriter& j, const JobVerdict& v, std::optional<size_t> recommended,
-                      std::string_view recommendation);
+// The verdict object. `recommended` is the report's recommended sweep row (null when no setting
+// is shown to save the job).
+estimator::OrderedJson JsonVerdict(const JobVerdict& v, std::optional<size_t> recommended,
+                                   std::string_view recommendation);
 
 }  // namespace fragscope

@@ -153,18 +153,16 @@ std::string WrapLongLines(absl::string_view text) {
 // The report as text (or --explain), and as JSON with --json: to a file, after the text, or to
 // stdout (json_output.h). A failed write is `output_error` (exit 1), not a usage error.
 void Emit(const est::Report& report, const Flags& flags, const std::string& text_prefix,
-          const std::string& json_prefix, std::ostream& out, absl::Status& output_error) {
+          const est::OrderedJson& solve_json, std::ostream& out, absl::Status& output_error) {
   const std::optional<std::string> json_path = flags.Value("json");
   JsonOutput json(json_path ? &*json_path : nullptr, out);
   json.text() << WrapLongLines(
       text_prefix + (flags.Has("explain") ? est::RenderExplain(report) : est::RenderText(report)));
   if (!json.requested()) return;
-  std::string document = est::RenderJson(report);
-  if (!json_prefix.empty()) {
-    // {"solve": ..., then the report's members.
-    document = absl::StrCat("{\n", json_prefix, document.substr(2));
-  }
-  output_error = json.Write([&](std::ostream& o) { o << document; });
+  // {"solve": ..., "answer": ..., then the report's members.
+  est::OrderedJson document = solve_json.is_object() ? solve_json : est::OrderedJson::object();
+  document.update(est::ReportJson(report));
+  output_error = json.Write([&](std::ostream& o) { o << est::DumpJson(document); });
   if (output_error.ok() && !json.to_stdout()) {
     out << "\nJSON report: " << *json_path << "\n";
   }
@@ -232,7 +230,7 @@ absl::Status Run(const Flags& flags, std::ostream& out, absl::Status& output_err
   if (report.has_gpu) report.gpu = **gpu;
   const double capacity = report.has_gpu ? report.gpu.memory_bytes : 0;
   std::string text_prefix;
-  std::string json_prefix;
+  est::OrderedJson solve_json;  // {"solve", "answer"} with --solve
   // --params alone is a bare count: activations and the KV cache need the architecture. Unless a
   // flag asks for them (the estimator's error then says what is missing), they are left out and
   // a note says so.
@@ -263,8 +261,7 @@ absl::Status Run(const Flags& flags, std::ostream& out, absl::Status& output_err
     }
   }
   auto solve_prefix = [&](const std::string& kind, int64_t answer, const std::string& text) {
-    json_prefix =
-        absl::StrCat("  \"solve\": ", est::JsonQuote(kind), ",\n  \"answer\": ", answer, ",\n");
+    solve_json = {{"solve", kind}, {"answer", answer}};
     text_prefix = text;
   };
 
@@ -339,7 +336,7 @@ absl::Status Run(const Flags& flags, std::ostream& out, absl::Status& output_err
       report.timing = *std::move(timing);
     }
   }
-  Emit(report, flags, text_prefix, json_prefix, out, output_error);
+  Emit(report, flags, text_prefix, solve_json, out, output_error);
   return absl::OkStatus();
 }
 
