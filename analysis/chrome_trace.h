@@ -2,6 +2,8 @@
 // chrome://tracing: a "memory" counter track with allocated, active and reserved bytes, one
 // instant event per marker (the phase) and per OOM (with the request and cause numbers).
 //
+// One record a line, in DumpJson's one-line layout (estimator/json_document.h): the records are
+// nlohmann/json objects, except the counter samples (chrome_trace.cc says why).
 // Streaming: events are written as the replay produces them; counter samples that fall in the
 // same microsecond are coalesced (the last one wins), so the output stays proportional to the
 // trace's duration rather than its event count. Traces without times (RMM CSV rows in the same
@@ -13,6 +15,7 @@
 
 #include "allocator/stats_tracker.h"
 #include "analysis/replay.h"
+#include "estimator/json_document.h"
 
 namespace fragscope {
 
@@ -30,7 +33,8 @@ class ChromeTraceWriter final : public ReplayHooks {
   uint64_t events_written() const { return written_; }
 
  private:
-  void Begin();
+  // One element of "traceEvents", on a line of its own.
+  void Write(const estimator::OrderedJson& event);
   void WriteCounter();
 
   std::ostream& out_;

@@ -1,12 +1,12 @@
 // The JSON rendering of a CrossRankReport (schema "fragscope.cross_rank", CROSS_RANK_SCHEMA.md).
 #include <cmath>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "analysis/cross_rank_report.h"
 #include "analysis/json_report.h"
 #include "analysis/rank_summary_json.h"
+#include "estimator/json_document.h"
 
 namespace fragscope {
 namespace {
@@ -76,15 +76,11 @@ void WriteCrossRankJson(const CrossRankReport& report, std::ostream& out) {
   if (report.worst_report.has_value()) {
     AnalysisReport worst;
     worst.ranks.push_back(*report.worst_report);
-    std::ostringstream text;
-    WriteJsonReport(worst, {}, text);
-    // (Not expected to fail: the analysis writer's own output. If it did, say so in the file.)
-    ordered_json parsed = ordered_json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-    j["worst_report"] = parsed.is_discarded() ? ordered_json("not representable") : parsed;
+    j["worst_report"] = JsonReport(worst, {});
   } else {
     j["worst_report"] = nullptr;
   }
-  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out << estimator::DumpJson(j);
 }
 
 }  // namespace fragscope

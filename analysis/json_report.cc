@@ -6,339 +6,267 @@
 #include "absl/strings/str_format.h"
 #include "allocator/device_stats.h"
 #include "analysis/json_verdict.h"
-#include "analysis/json_writer.h"
 #include "analysis/settings_check_json.h"
 
 namespace fragscope {
 namespace {
 
+using estimator::JsonNumber;
+using estimator::JsonOrNull;
+using estimator::OrderedJson;
+
 std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
+// Fractions and seconds: six significant digits.
+OrderedJson Fraction(double v) { return JsonNumber(v, 6); }
 
-void WriteLayout(JsonWriter& j, const LayoutSummary& l) {
-  j.BeginObject();
-  j.Field("event", l.index);
-  j.Field("time_ns", l.time_ns);
-  j.Field("segments", l.segments);
-  j.Field("fragmented_segments", l.fragmented_segments);
-  j.Field("reserved_bytes", l.reserved_bytes);
-  j.Field("allocated_bytes", l.allocated_bytes);
-  j.Field("active_bytes", l.active_bytes);
-  j.Field("free_cached_bytes", l.free_cached_bytes);
-  j.Field("holes", l.holes);
-  j.Field("largest_hole_bytes", l.largest_hole);
-  j.Field("rmm_fragmentation", l.rmm_fragmentation);
-  j.EndObject();
+OrderedJson Layout(const LayoutSummary& l) {
+  OrderedJson j;
+  j["event"] = l.index;
+  j["time_ns"] = l.time_ns;
+  j["segments"] = l.segments;
+  j["fragmented_segments"] = l.fragmented_segments;
+  j["reserved_bytes"] = l.reserved_bytes;
+  j["allocated_bytes"] = l.allocated_bytes;
+  j["active_bytes"] = l.active_bytes;
+  j["free_cached_bytes"] = l.free_cached_bytes;
+  j["holes"] = l.holes;
+  j["largest_hole_bytes"] = l.largest_hole;
+  j["rmm_fragmentation"] = Fraction(l.rmm_fragmentation);
+  return j;
 }
 
-void WriteOom(JsonWriter& j, const OomExplanation& x) {
-  j.BeginObject();
-  j.Field("event", x.event_index);
-  j.Field("time_ns", x.time_ns);
-  j.Field("phase", x.phase);
-  j.Field("in_trace", x.in_trace);
-  j.Field("in_replay", x.in_replay);
-  j.Field("cause", OomCauseName(x.cause));
-  j.Field("rule", PolicyRuleName(x.rule));
-  j.Field("headline", x.headline);
-  j.Key("evidence");
-  j.BeginArray();
-  for (const std::string& e : x.evidence) j.String(e);
-  j.EndArray();
-  j.Field("requested_bytes", x.requested_bytes);
-  j.Field("rounded_bytes", x.rounded_bytes);
-  j.Field("segment_bytes", x.segment_bytes);
-  j.Field("stream", Hex(x.stream));
-  j.Field("device_total_bytes", x.device_total_bytes);
-  j.Field("device_free_bytes", x.device_free_bytes);
-  j.Field("allowed_bytes", x.allowed_bytes);
-  j.Field("limit_bytes", x.limit_bytes);
-  j.Field("outside_bytes", x.outside_bytes);
-  j.Field("available_bytes", x.available_bytes);
-  j.Field("reserved_bytes", x.reserved_bytes);
-  j.Field("allocated_bytes", x.allocated_bytes);
-  j.Field("pending_free_bytes", x.pending_free_bytes);
-  j.Field("reserved_but_unallocated_bytes", x.reserved_but_unallocated_bytes);
-  j.Field("free_cached_bytes", x.free_cached_bytes);
-  j.Field("holes", x.holes);
-  j.Field("headroom_bytes", x.headroom_bytes);
-  j.Field("at_cap", x.at_cap);
-  j.Field("largest_hole_bytes", x.largest_hole);
-  j.Field("fragmented_segments", x.fragmented_segment_count);
-  j.Field("oversize_rejected_bytes", x.oversize_rejected_bytes);
-  j.Field("other_stream_fitting_bytes", x.other_stream_fitting_bytes);
-  j.Key("fragmented");
-  j.BeginArray();
+OrderedJson Oom(const OomExplanation& x) {
+  OrderedJson j;
+  j["event"] = x.event_index;
+  j["time_ns"] = x.time_ns;
+  j["phase"] = x.phase;
+  j["in_trace"] = x.in_trace;
+  j["in_replay"] = x.in_replay;
+  j["cause"] = OomCauseName(x.cause);
+  j["rule"] = PolicyRuleName(x.rule);
+  j["headline"] = x.headline;
+  j["evidence"] = x.evidence;
+  j["requested_bytes"] = x.requested_bytes;
+  j["rounded_bytes"] = x.rounded_bytes;
+  j["segment_bytes"] = x.segment_bytes;
+  j["stream"] = Hex(x.stream);
+  j["device_total_bytes"] = x.device_total_bytes;
+  j["device_free_bytes"] = x.device_free_bytes;
+  j["allowed_bytes"] = JsonOrNull(x.allowed_bytes);
+  j["limit_bytes"] = x.limit_bytes;
+  j["outside_bytes"] = x.outside_bytes;
+  j["available_bytes"] = x.available_bytes;
+  j["reserved_bytes"] = x.reserved_bytes;
+  j["allocated_bytes"] = x.allocated_bytes;
+  j["pending_free_bytes"] = x.pending_free_bytes;
+  j["reserved_but_unallocated_bytes"] = x.reserved_but_unallocated_bytes;
+  j["free_cached_bytes"] = x.free_cached_bytes;
+  j["holes"] = x.holes;
+  j["headroom_bytes"] = x.headroom_bytes;
+  j["at_cap"] = x.at_cap;
+  j["largest_hole_bytes"] = x.largest_hole;
+  j["fragmented_segments"] = x.fragmented_segment_count;
+  j["oversize_rejected_bytes"] = x.oversize_rejected_bytes;
+  j["other_stream_fitting_bytes"] = x.other_stream_fitting_bytes;
+  OrderedJson fragmented = OrderedJson::array();
   for (const FragmentedSegment& s : x.fragmented) {
-    j.BeginObject();
-    j.Field("address", Hex(s.address));
-    j.Field("size_bytes", s.size);
-    j.Field("free_bytes", s.free_bytes);
-    j.Field("holes", s.holes);
-    j.Field("largest_hole_bytes", s.largest_hole);
-    j.Field("live_blocks", s.live_blocks);
-    j.EndObject();
+    fragmented.push_back({{"address", Hex(s.address)},
+                          {"size_bytes", s.size},
+                          {"free_bytes", s.free_bytes},
+                          {"holes", s.holes},
+                          {"largest_hole_bytes", s.largest_hole},
+                          {"live_blocks", s.live_blocks}});
   }
-  j.EndArray();
-  j.Key("pinning");
-  j.BeginArray();
+  j["fragmented"] = std::move(fragmented);
+  OrderedJson pinning = OrderedJson::array();
   for (const PinningBlock& p : x.pinning) {
-    j.BeginObject();
-    j.Field("address", Hex(p.address));
-    j.Field("segment", Hex(p.segment));
-    j.Field("size_bytes", p.size);
-    j.Field("requested_bytes", p.requested_bytes);
-    j.Field("pending_free", p.pending_free);
-    j.Field("before_trace", p.origin.before_trace);
-    j.Field("alloc_event", p.origin.index);
-    j.Field("alloc_time_ns", p.origin.time_ns);
-    j.Field("phase", p.phase);
-    j.EndObject();
+    pinning.push_back({{"address", Hex(p.address)},
+                       {"segment", Hex(p.segment)},
+                       {"size_bytes", p.size},
+                       {"requested_bytes", p.requested_bytes},
+                       {"pending_free", p.pending_free},
+                       {"before_trace", p.origin.before_trace},
+                       {"alloc_event", p.origin.index},
+                       {"alloc_time_ns", p.origin.time_ns},
+                       {"phase", p.phase}});
   }
-  j.EndArray();
-  j.Field("avoided_by", x.avoided_by);
-  j.Key("model_gap");
-  j.BeginArray();
-  for (const std::string& line : x.model_gap) j.String(line);
-  j.EndArray();
-  j.EndObject();
+  j["pinning"] = std::move(pinning);
+  j["avoided_by"] = x.avoided_by;
+  j["model_gap"] = x.model_gap;
+  return j;
 }
 
-void WriteSweep(JsonWriter& j, const RankReport& r, const JsonReportOptions& options) {
-  j.BeginObject();
-  if (options.include_timings) j.Field("seconds", r.sweep_seconds);
-  j.Key("recommended");
-  if (r.verdict.recommended.has_value()) {
-    j.Uint(*r.verdict.recommended);
-  } else {
-    j.Null();
-  }
-  j.Field("recommendation", r.verdict.recommendation);
-  j.Field("trace_ooms", r.sweep.empty() ? int64_t{0} : r.sweep.front().trace_ooms);
-  j.Key("configs");
-  j.BeginArray();
+OrderedJson Sweep(const RankReport& r, const JsonReportOptions& options) {
+  OrderedJson j = OrderedJson::object();
+  if (options.include_timings) j["seconds"] = Fraction(r.sweep_seconds);
+  j["recommended"] = JsonOrNull(r.verdict.recommended);
+  j["recommendation"] = r.verdict.recommendation;
+  j["trace_ooms"] = r.sweep.empty() ? int64_t{0} : r.sweep.front().trace_ooms;
+  OrderedJson configs = OrderedJson::array();
   for (const SweepResult& s : r.sweep) {
-    j.BeginObject();
-    j.Field("label", s.config.label);
-    j.Field("is_trace_config", s.config.is_trace_config);
-    j.Field("changes_from_trace", s.config.changes_from_trace);
-    j.Field("expandable_segments", s.config.options.expandable_segments);
-    j.Field("placement", PlacementPolicyName(s.config.options.placement));
-    j.Field("pytorch_applicable", s.config.pytorch_applicable);
-    j.Field("peak_reserved_bytes", s.peak_reserved_bytes);
-    j.Field("peak_allocated_bytes", s.peak_allocated_bytes);
-    j.Field("peak_active_bytes", s.peak_active_bytes);
-    j.Field("utilization", s.utilization);
-    j.Field("device_mallocs", s.device_mallocs);
-    j.Field("device_frees", s.device_frees);
-    j.Field("alloc_retries", s.alloc_retries);
-    j.Field("ooms", s.ooms);
-    j.Key("first_oom_event");
-    if (s.first_oom_index.has_value()) {
-      j.Uint(*s.first_oom_index);
-    } else {
-      j.Null();
-    }
-    j.Field("error", s.error);
-    j.EndObject();
+    OrderedJson c;
+    c["label"] = s.config.label;
+    c["is_trace_config"] = s.config.is_trace_config;
+    c["changes_from_trace"] = s.config.changes_from_trace;
+    c["expandable_segments"] = s.config.options.expandable_segments;
+    c["placement"] = PlacementPolicyName(s.config.options.placement);
+    c["pytorch_applicable"] = s.config.pytorch_applicable;
+    c["peak_reserved_bytes"] = s.peak_reserved_bytes;
+    c["peak_allocated_bytes"] = s.peak_allocated_bytes;
+    c["peak_active_bytes"] = s.peak_active_bytes;
+    c["utilization"] = Fraction(s.utilization);
+    c["device_mallocs"] = s.device_mallocs;
+    c["device_frees"] = s.device_frees;
+    c["alloc_retries"] = s.alloc_retries;
+    c["ooms"] = s.ooms;
+    c["first_oom_event"] = JsonOrNull(s.first_oom_index);
+    c["error"] = s.error;
+    configs.push_back(std::move(c));
   }
-  j.EndArray();
-  j.EndObject();
+  j["configs"] = std::move(configs);
+  return j;
 }
 
 // The "trace" and "device" members, shared by the analysis and the sweep documents.
-void WriteTraceAndDevice(JsonWriter& j, const RankReport& r) {
+void AddTraceAndDevice(OrderedJson& j, const RankReport& r) {
   const TraceInfo& info = r.info;
-  j.Key("trace");
-  j.BeginObject();
-  j.Field("path", info.path);
-  j.Field("format", TraceFormatName(info.format));
-  j.Field("device", info.device);
-  j.Field("rank", info.rank);
-  j.Field("world_size", info.world_size);
-  j.Field("pid", info.pid);
-  j.Field("host", info.host);
-  j.Field("device_name", info.device_name);
-  j.Field("start_wall_ns", info.start_wall_ns);
-  j.Field("allocator_options", info.allocator_options);
-  j.Field("expandable_segments", info.expandable_segments);
-  j.EndObject();
-  j.Key("device");
-  j.BeginObject();
-  j.Field("capacity_bytes", r.capacity_bytes);
-  j.Field("capacity_source", r.capacity_source);
-  j.Field("allowed_bytes", r.allowed_bytes);
-  j.EndObject();
+  OrderedJson trace;
+  trace["path"] = info.path;
+  trace["format"] = TraceFormatName(info.format);
+  trace["device"] = info.device;
+  trace["rank"] = info.rank;
+  trace["world_size"] = info.world_size;
+  trace["pid"] = info.pid;
+  trace["host"] = info.host;
+  trace["device_name"] = info.device_name;
+  trace["start_wall_ns"] = info.start_wall_ns;
+  trace["allocator_options"] = info.allocator_options;
+  trace["expandable_segments"] = info.expandable_segments;
+  j["trace"] = std::move(trace);
+  j["device"] = {{"capacity_bytes", r.capacity_bytes},
+                 {"capacity_source", r.capacity_source},
+                 {"allowed_bytes", JsonOrNull(r.allowed_bytes)}};
 }
 
-void WriteRank(JsonWriter& j, const RankReport& r, const JsonReportOptions& options) {
+OrderedJson ModelGapJson(const RankReport& r) {
+  if (!r.model_gap.has_value()) return nullptr;
+  const ModelGap& g = *r.model_gap;
+  // The estimator's terms are doubles; bytes are written whole, never in six digits.
+  const auto bytes = [](double b) { return static_cast<uint64_t>(std::llround(std::max(0.0, b))); };
+  OrderedJson j;
+  j["where"] = r.model_gap_where;
+  j["model"] = g.model;
+  j["theoretical_bytes"] = bytes(g.theoretical_bytes);
+  j["allocated_bytes"] = bytes(g.allocated_bytes);
+  j["unattributed_bytes"] = bytes(g.unattributed_bytes);
+  j["likely_term"] = g.likely_term;
+  OrderedJson terms = OrderedJson::array();
+  for (const TermGap& t : g.terms) {
+    terms.push_back({{"category", t.category},
+                     {"estimated_bytes", bytes(t.estimated_bytes)},
+                     {"measured_bytes", bytes(t.measured_bytes)}});
+  }
+  j["terms"] = std::move(terms);
+  j["lines"] = g.lines;
+  return j;
+}
+
+OrderedJson Rank(const RankReport& r, const JsonReportOptions& options) {
   const MemoryMetrics& m = r.metrics;
-  j.BeginObject();
-  WriteTraceAndDevice(j, r);
-  j.Key("replay");
-  j.BeginObject();
-  j.Field("options", r.options);
-  j.Field("events", m.events);
-  j.Field("allocations", m.allocations);
-  j.Field("frees", m.frees);
-  if (options.include_timings) j.Field("seconds", r.replay_seconds);
-  j.Key("warnings");
-  j.BeginArray();
-  for (const std::string& w : r.warnings) j.String(w);
-  j.EndArray();
-  j.EndObject();
-  j.Key("settings_check");
-  WriteJsonSettingsCheck(j, r.settings_check);
-  j.Key("peaks");
-  j.BeginObject();
-  j.Field("allocated_bytes", m.peak_allocated_bytes);
-  j.Field("active_bytes", m.peak_active_bytes);
-  j.Field("requested_bytes", m.peak_requested_bytes);
-  j.Field("reserved_bytes", m.peak_reserved_bytes);
-  j.Field("internal_waste_bytes", m.peak_internal_waste_bytes);
-  j.Field("refused_requests_left_out", m.refused_requests_left_out);
-  j.Field("refused_bytes_left_out", m.refused_bytes_left_out);
-  j.EndObject();
-  j.Key("at_peak_reserved");
-  j.BeginObject();
-  j.Field("event", m.at_peak.index);
-  j.Field("time_ns", m.at_peak.time_ns);
-  j.Field("reserved_bytes", m.at_peak.reserved_bytes);
-  j.Field("allocated_bytes", m.at_peak.allocated_bytes);
-  j.Field("active_bytes", m.at_peak.active_bytes);
-  j.Field("requested_bytes", m.at_peak.requested_bytes);
-  j.Field("free_cached_bytes", m.at_peak.free_cached_bytes);
-  j.Field("largest_free_block_bytes", m.at_peak.largest_free_block);
-  j.Field("internal_waste_bytes", m.at_peak.internal_waste_bytes);
-  j.EndObject();
-  j.Key("fragmentation");
-  j.BeginObject();
-  j.Field("reserved_but_unallocated_bytes", m.reserved_but_unallocated_at_peak);
-  j.Field("rmm_fragmentation", m.rmm_fragmentation_at_peak);
-  j.Field("utilization", m.utilization);
-  j.Field("realized_fragmentation", m.realized_fragmentation);
-  j.Field("internal_waste_fraction", m.internal_waste_fraction_at_peak);
-  j.EndObject();
-  j.Key("final_stats");
-  j.BeginObject();
-  for (const auto& [key, value] : FlattenStats(m.final_stats)) j.Field(key, value);
-  j.EndObject();
-  j.Key("timeline");
-  j.BeginObject();
-  j.Key("columns");
-  j.BeginArray();
-  for (const char* c : {"event", "time_ns", "allocated_bytes", "active_bytes", "requested_bytes",
-                        "reserved_bytes"}) {
-    j.String(c);
-  }
-  j.EndArray();
-  j.Key("points");
-  j.BeginArray();
+  OrderedJson j;
+  AddTraceAndDevice(j, r);
+  OrderedJson replay;
+  replay["options"] = r.options;
+  replay["events"] = m.events;
+  replay["allocations"] = m.allocations;
+  replay["frees"] = m.frees;
+  if (options.include_timings) replay["seconds"] = Fraction(r.replay_seconds);
+  replay["warnings"] = r.warnings;
+  j["replay"] = std::move(replay);
+  j["settings_check"] = JsonSettingsCheck(r.settings_check);
+  OrderedJson peaks;
+  peaks["allocated_bytes"] = m.peak_allocated_bytes;
+  peaks["active_bytes"] = m.peak_active_bytes;
+  peaks["requested_bytes"] = m.peak_requested_bytes;
+  peaks["reserved_bytes"] = m.peak_reserved_bytes;
+  peaks["internal_waste_bytes"] = m.peak_internal_waste_bytes;
+  peaks["refused_requests_left_out"] = m.refused_requests_left_out;
+  peaks["refused_bytes_left_out"] = m.refused_bytes_left_out;
+  j["peaks"] = std::move(peaks);
+  OrderedJson at_peak;
+  at_peak["event"] = m.at_peak.index;
+  at_peak["time_ns"] = m.at_peak.time_ns;
+  at_peak["reserved_bytes"] = m.at_peak.reserved_bytes;
+  at_peak["allocated_bytes"] = m.at_peak.allocated_bytes;
+  at_peak["active_bytes"] = m.at_peak.active_bytes;
+  at_peak["requested_bytes"] = m.at_peak.requested_bytes;
+  at_peak["free_cached_bytes"] = m.at_peak.free_cached_bytes;
+  at_peak["largest_free_block_bytes"] = m.at_peak.largest_free_block;
+  at_peak["internal_waste_bytes"] = m.at_peak.internal_waste_bytes;
+  j["at_peak_reserved"] = std::move(at_peak);
+  OrderedJson fragmentation;
+  fragmentation["reserved_but_unallocated_bytes"] = m.reserved_but_unallocated_at_peak;
+  fragmentation["rmm_fragmentation"] = Fraction(m.rmm_fragmentation_at_peak);
+  fragmentation["utilization"] = Fraction(m.utilization);
+  fragmentation["realized_fragmentation"] = Fraction(m.realized_fragmentation);
+  fragmentation["internal_waste_fraction"] = Fraction(m.internal_waste_fraction_at_peak);
+  j["fragmentation"] = std::move(fragmentation);
+  OrderedJson final_stats = OrderedJson::object();
+  for (const auto& [key, value] : FlattenStats(m.final_stats)) final_stats[key] = value;
+  j["final_stats"] = std::move(final_stats);
+  OrderedJson points = OrderedJson::array();
   for (const TimelinePoint& p : m.timeline) {
-    j.BeginArray();
-    for (uint64_t v : {p.index, p.time_ns, p.allocated_bytes, p.active_bytes, p.requested_bytes,
-                       p.reserved_bytes}) {
-      j.Uint(v);
-    }
-    j.EndArray();
+    points.push_back({p.index, p.time_ns, p.allocated_bytes, p.active_bytes, p.requested_bytes,
+                      p.reserved_bytes});
   }
-  j.EndArray();
-  j.EndObject();
-  j.Key("ooms");
-  j.BeginObject();
-  j.Field("count", r.oom_count);
-  j.Key("explained");
-  j.BeginArray();
-  for (const OomExplanation& x : r.ooms) WriteOom(j, x);
-  j.EndArray();
-  j.EndObject();
-  j.Key("at");
-  if (r.at_layout.has_value()) {
-    WriteLayout(j, *r.at_layout);
-  } else {
-    j.Null();
-  }
-  j.Key("layout_at_end");
-  WriteLayout(j, r.final_layout);
-  j.Key("verdict");
-  WriteJsonVerdict(j, r.verdict);
-  j.Key("sweep");
-  WriteSweep(j, r, options);
-  j.Key("model_gap");
-  if (r.model_gap.has_value()) {
-    const ModelGap& g = *r.model_gap;
-    // The estimator's terms are doubles; bytes are written whole, never in %g's six digits.
-    const auto bytes = [](double b) {
-      return static_cast<uint64_t>(std::llround(std::max(0.0, b)));
-    };
-    j.BeginObject();
-    j.Field("where", r.model_gap_where);
-    j.Field("model", g.model);
-    j.Field("theoretical_bytes", bytes(g.theoretical_bytes));
-    j.Field("allocated_bytes", bytes(g.allocated_bytes));
-    j.Field("unattributed_bytes", bytes(g.unattributed_bytes));
-    j.Field("likely_term", g.likely_term);
-    j.Key("terms");
-    j.BeginArray();
-    for (const TermGap& t : g.terms) {
-      j.BeginObject();
-      j.Field("category", t.category);
-      j.Field("estimated_bytes", bytes(t.estimated_bytes));
-      j.Field("measured_bytes", bytes(t.measured_bytes));
-      j.EndObject();
-    }
-    j.EndArray();
-    j.Key("lines");
-    j.BeginArray();
-    for (const std::string& line : g.lines) j.String(line);
-    j.EndArray();
-    j.EndObject();
-  } else {
-    j.Null();
-  }
-  j.EndObject();
+  j["timeline"] = {{"columns",
+                    {"event", "time_ns", "allocated_bytes", "active_bytes", "requested_bytes",
+                     "reserved_bytes"}},
+                   {"points", std::move(points)}};
+  OrderedJson explained = OrderedJson::array();
+  for (const OomExplanation& x : r.ooms) explained.push_back(Oom(x));
+  j["ooms"] = {{"count", r.oom_count}, {"explained", std::move(explained)}};
+  j["at"] = r.at_layout.has_value() ? Layout(*r.at_layout) : OrderedJson(nullptr);
+  j["layout_at_end"] = Layout(r.final_layout);
+  j["verdict"] = JsonVerdict(r.verdict);
+  j["sweep"] = Sweep(r, options);
+  j["model_gap"] = ModelGapJson(r);
+  return j;
 }
 
 }  // namespace
 
+OrderedJson JsonReport(const AnalysisReport& report, const JsonReportOptions& options) {
+  OrderedJson j;
+  j["schema"] = "fragscope.analysis";
+  j["schema_version"] = kReportSchemaVersion;
+  j["worst_rank"] = report.worst.has_value() ? OrderedJson(report.ranks[*report.worst].info.rank)
+                                             : OrderedJson(nullptr);
+  j["worst_reason"] = report.worst_reason;
+  j["per_device"] = report.per_device;
+  j["worst_device"] = report.worst.has_value() && report.per_device
+                          ? OrderedJson(report.ranks[*report.worst].info.device)
+                          : OrderedJson(nullptr);
+  OrderedJson ranks = OrderedJson::array();
+  for (const RankReport& r : report.ranks) ranks.push_back(Rank(r, options));
+  j["ranks"] = std::move(ranks);
+  return j;
+}
+
 void WriteJsonReport(const AnalysisReport& report, const JsonReportOptions& options,
                      std::ostream& out) {
-  JsonWriter j(out);
-  j.BeginObject();
-  j.Field("schema", "fragscope.analysis");
-  j.Field("schema_version", kReportSchemaVersion);
-  j.Key("worst_rank");
-  if (report.worst.has_value()) {
-    j.Int(report.ranks[*report.worst].info.rank);
-  } else {
-    j.Null();
-  }
-  j.Field("worst_reason", report.worst_reason);
-  j.Field("per_device", report.per_device);
-  j.Key("worst_device");
-  if (report.worst.has_value() && report.per_device) {
-    j.Int(report.ranks[*report.worst].info.device);
-  } else {
-    j.Null();
-  }
-  j.Key("ranks");
-  j.BeginArray();
-  for (const RankReport& r : report.ranks) WriteRank(j, r, options);
-  j.EndArray();
-  j.EndObject();
+  out << estimator::DumpJson(JsonReport(report, options));
 }
 
 void WriteJsonSweepReport(const RankReport& rank, const JsonReportOptions& options,
                           std::ostream& out) {
-  JsonWriter j(out);
-  j.BeginObject();
-  j.Field("schema", "fragscope.sweep");
-  j.Field("schema_version", kSweepSchemaVersion);
-  WriteTraceAndDevice(j, rank);
-  j.Key("verdict");
-  WriteJsonVerdict(j, rank.verdict);
-  j.Key("sweep");
-  WriteSweep(j, rank, options);
-  j.EndObject();
+  OrderedJson j;
+  j["schema"] = "fragscope.sweep";
+  j["schema_version"] = kSweepSchemaVersion;
+  AddTraceAndDevice(j, rank);
+  j["verdict"] = JsonVerdict(rank.verdict);
+  j["sweep"] = Sweep(rank, options);
+  out << estimator::DumpJson(j);
 }
 
 }  // namespace fragscope

@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "analysis/report.h"
+#include "estimator/json_document.h"
 
 namespace fragscope {
 
@@ -13,6 +14,8 @@ struct JsonReportOptions {
   bool include_timings = true;
 };
 
+// The document WriteJsonReport writes (the cross-rank report embeds it).
+estimator::OrderedJson JsonReport(const AnalysisReport& report, const JsonReportOptions& options);
 void WriteJsonReport(const AnalysisReport& report, const JsonReportOptions& options,
                      std::ostream& out);
 

@@ -2,16 +2,13 @@
 // sweep reports.
 #pragma once
 
-#include <cstddef>
-#include <optional>
-
 #include "analysis/job_verdict.h"
-#include "analysis/json_writer.h"
+#include "estimator/json_document.h"
 
 namespace fragscope {
 
-// Writes the verdict object, with its recommended sweep row (null when no setting is shown to
-// save the job).
-void WriteJsonVerdict(JsonWriter& j, const JobVerdict& v);
+// The verdict object, with its recommended sweep row (null when no setting is shown to save the
+// job).
+estimator::OrderedJson JsonVerdict(const JobVerdict& v);
 
 }  // namespace fragscope

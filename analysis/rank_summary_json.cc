@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "analysis/json_fields.h"
+#include "estimator/json_document.h"
 
 namespace fragscope {
 
@@ -78,7 +79,7 @@ std::string RankSummaryDocument(const RankSummary& summary) {
   j["schema_version"] = kRankSummarySchemaVersion;
   j.update(RankSummaryToJson(summary));
   // Invalid UTF-8 (a truncated host name) is replaced, not thrown on.
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return estimator::DumpJson(j);
 }
 
 namespace {

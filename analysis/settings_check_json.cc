@@ -6,43 +6,36 @@
 namespace fragscope {
 namespace {
 
-void WriteKeys(JsonWriter& j, const std::vector<AllocatorKey>& keys) {
-  j.BeginArray();
-  for (AllocatorKey key : keys) j.String(AllocatorKeyName(key));
-  j.EndArray();
+using estimator::OrderedJson;
+
+OrderedJson Keys(const std::vector<AllocatorKey>& keys) {
+  OrderedJson names = OrderedJson::array();
+  for (AllocatorKey key : keys) names.push_back(std::string(AllocatorKeyName(key)));
+  return names;
 }
 
 }  // namespace
 
-void WriteJsonSettingsCheck(JsonWriter& j, const std::optional<SettingsCheck>& check) {
-  if (!check.has_value()) {
-    j.Null();
-    return;
-  }
-  j.BeginObject();
-  j.Field("asked_from", check->asked_from);
-  j.Field("asked", check->asked);
-  j.Field("asked_valid", check->asked_valid);
-  j.Field("recorded_in", check->recorded_in);
-  j.Key("not_in_effect");
-  j.BeginArray();
+OrderedJson JsonSettingsCheck(const std::optional<SettingsCheck>& check) {
+  if (!check.has_value()) return nullptr;
+  OrderedJson j;
+  j["asked_from"] = check->asked_from;
+  j["asked"] = check->asked;
+  j["asked_valid"] = check->asked_valid;
+  j["recorded_in"] = check->recorded_in;
+  OrderedJson not_in_effect = OrderedJson::array();
   for (const SettingNotInEffect& s : check->not_in_effect) {
-    j.BeginObject();
-    j.Field("key", AllocatorKeyName(s.key));
-    j.Field("asked", s.asked);
-    j.Field("in_effect", s.in_effect);
-    j.EndObject();
+    OrderedJson item;
+    item["key"] = std::string(AllocatorKeyName(s.key));
+    item["asked"] = s.asked;
+    item["in_effect"] = s.in_effect;
+    not_in_effect.push_back(std::move(item));
   }
-  j.EndArray();
-  j.Key("not_recorded");
-  WriteKeys(j, check->not_recorded);
-  j.Key("ignored");
-  WriteKeys(j, check->ignored);
-  j.Key("notes");
-  j.BeginArray();
-  for (const std::string& note : check->notes) j.String(note);
-  j.EndArray();
-  j.EndObject();
+  j["not_in_effect"] = std::move(not_in_effect);
+  j["not_recorded"] = Keys(check->not_recorded);
+  j["ignored"] = Keys(check->ignored);
+  j["notes"] = check->notes;
+  return j;
 }
 
 }  // namespace fragscope

@@ -3,12 +3,12 @@
 
 #include <optional>
 
-#include "analysis/json_writer.h"
 #include "analysis/settings_check.h"
+#include "estimator/json_document.h"
 
 namespace fragscope {
 
-// Writes the object, or null when there is no check.
-void WriteJsonSettingsCheck(JsonWriter& j, const std::optional<SettingsCheck>& check);
+// The object, or null when there is no check.
+estimator::OrderedJson JsonSettingsCheck(const std::optional<SettingsCheck>& check);
 
 }  // namespace fragscope

@@ -29,9 +29,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "allocator/format_size.h"
-#include "analysis/json_writer.h"
 #include "bench/gpu_allocator.h"
 #include "bench/gpu_workloads.h"
+#include "estimator/json_document.h"
 
 namespace fragscope::bench {
 namespace {
@@ -200,10 +200,7 @@ int Run(const Flags& flags, const std::string& command) {
     std::cout << "skipped: " << reason << "\n";
     if (!flags.json_path.empty()) {
       std::ofstream out(flags.json_path, std::ios::trunc);
-      JsonWriter json(out);
-      json.BeginObject();
-      json.Field("skipped", reason);
-      json.EndObject();
+      out << estimator::DumpJson({{"skipped", reason}});
     }
     return 0;
   }
@@ -289,39 +286,31 @@ int Run(const Flags& flags, const std::string& command) {
 
   if (!flags.json_path.empty()) {
     std::ofstream out(flags.json_path, std::ios::trunc);
-    JsonWriter json(out);
-    json.BeginObject();
-    json.Field("schema", "fragscope.gpu_allocator_comparison/1");
-    json.Field("device", device);
-    json.Field("host_cpu", CpuModel());
-    json.Field("torch", TorchVersion());
-    json.Field("alloc_conf", AllocConf());
-    json.Field("date", UtcNow());
-    json.Field("command", command);
-    json.Key("results");
-    json.BeginArray();
+    estimator::OrderedJson json;
+    json["schema"] = "fragscope.gpu_allocator_comparison/1";
+    json["device"] = device;
+    json["host_cpu"] = CpuModel();
+    json["torch"] = TorchVersion();
+    json["alloc_conf"] = AllocConf();
+    json["date"] = UtcNow();
+    json["command"] = command;
+    estimator::OrderedJson rows = estimator::OrderedJson::array();
     for (const std::string& key : flags.only) {
       for (size_t w = 0; w < workloads.size(); ++w) {
         const Timing& t = results[key][w];
-        json.BeginObject();
-        json.Field("allocator", key);
-        json.Field("workload", workloads[w].label);
-        json.Field("unit", workloads[w].unit);
-        json.Field("median_ns", t.median_ns);
-        json.Field("min_ns", t.min_ns);
-        json.Field("batch_ops", t.batch_ops);
-        json.Field("batches", t.batches);
-        json.Field("error", t.error);
-        json.EndObject();
+        rows.push_back({{"allocator", key},
+                        {"workload", workloads[w].label},
+                        {"unit", workloads[w].unit},
+                        {"median_ns", estimator::JsonNumber(t.median_ns, 6)},
+                        {"min_ns", estimator::JsonNumber(t.min_ns, 6)},
+                        {"batch_ops", t.batch_ops},
+                        {"batches", t.batches},
+                        {"error", t.error}});
       }
     }
-    json.EndArray();
-    json.Key("notes");
-    json.BeginArray();
-    for (const std::string& note : notes) json.String(note);
-    json.EndArray();
-    json.EndObject();
-    out << "\n";
+    json["results"] = std::move(rows);
+    json["notes"] = notes;
+    out << estimator::DumpJson(json);
     if (!out) {
       std::cerr << "gpu_allocator_comparison: cannot write " << flags.json_path << "\n";
       failed = true;

@@ -41,9 +41,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "allocator/format_size.h"
-#include "analysis/json_writer.h"
 #include "bench/gpu_allocator.h"
 #include "bench/gpu_workloads.h"
+#include "estimator/json_document.h"
 #include "hooks/torch_observer.h"
 
 namespace fragscope::bench {
@@ -270,31 +270,25 @@ int Run(const Flags& flags, const std::string& command) {
 
   if (!flags.json_path.empty()) {
     std::ofstream out(flags.json_path, std::ios::trunc);
-    JsonWriter json(out);
-    json.BeginObject();
-    json.Field("schema", "fragscope.gpu_history_overhead/1");
-    json.Field("device", DescribeDevice(flags.device));
-    json.Field("torch", TorchVersion());
-    json.Field("command", command);
-    json.Key("results");
-    json.BeginArray();
+    estimator::OrderedJson json;
+    json["schema"] = "fragscope.gpu_history_overhead/1";
+    json["device"] = DescribeDevice(flags.device);
+    json["torch"] = TorchVersion();
+    json["command"] = command;
+    estimator::OrderedJson rows = estimator::OrderedJson::array();
     for (size_t s = 0; s < settings; ++s) {
       for (size_t w = 0; w < workloads.size(); ++w) {
-        json.BeginObject();
-        json.Field("setting", all[s].key);
-        json.Field("workload", workloads[w].label);
-        json.Field("events_per_op", workloads[w].events_per_op);
-        json.Field("median_ns", medians[s][w]);
-        json.Key("round_medians_ns");
-        json.BeginArray();
-        for (double ns : rounds[s][w]) json.Double(ns);
-        json.EndArray();
-        json.EndObject();
+        estimator::OrderedJson round_medians = estimator::OrderedJson::array();
+        for (double ns : rounds[s][w]) round_medians.push_back(estimator::JsonNumber(ns, 6));
+        rows.push_back({{"setting", all[s].key},
+                        {"workload", workloads[w].label},
+                        {"events_per_op", estimator::JsonNumber(workloads[w].events_per_op, 6)},
+                        {"median_ns", estimator::JsonNumber(medians[s][w], 6)},
+                        {"round_medians_ns", std::move(round_medians)}});
       }
     }
-    json.EndArray();
-    json.EndObject();
-    out << "\n";
+    json["results"] = std::move(rows);
+    out << estimator::DumpJson(json);
   }
   DestroyGpuContext(*context);
   return errors.empty() ? 0 : 1;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include "estimator/json_document.h"
 #include "estimator/units.h"
 
 namespace fragscope::estimator {
@@ -45,14 +46,6 @@ std::string FormatQuantity(const Term& term) {
   return "";
 }
 
-std::string JsonNumber(double value) {
-  if (!std::isfinite(value)) return "null";
-  if (value == std::round(value) && std::fabs(value) < 9e15) {
-    return absl::StrFormat("%d", static_cast<int64_t>(value));
-  }
-  return absl::StrFormat("%.10g", value);
-}
-
 std::string UnitName(Unit unit) {
   switch (unit) {
     case Unit::kBytes:
@@ -74,27 +67,30 @@ void AppendExplainEntry(const Term& term, std::string& out) {
   absl::StrAppend(&out, "    source:  ", term.source, "\n");
 }
 
-std::string QuantitiesJson(const std::vector<Term>& terms) {
-  std::string out = "[";
-  for (size_t i = 0; i < terms.size(); ++i) {
-    const Term& t = terms[i];
-    absl::StrAppend(
-        &out, i ? "," : "", "\n    {\"key\": ", JsonQuote(t.key),
-        ", \"label\": ", JsonQuote(t.label), ", \"unit\": ", JsonQuote(UnitName(t.unit)),
-        ", \"value\": ", JsonNumber(t.value), ", \"formula\": ", JsonQuote(t.formula),
-        ", \"values\": ", JsonQuote(t.values), ", \"source\": ", JsonQuote(t.source), "}");
+// Numbers keep ten significant digits; whole numbers print as integers.
+OrderedJson Number(double value) { return JsonNumber(value, 10); }
+
+OrderedJson QuantitiesJson(const std::vector<Term>& terms) {
+  OrderedJson out = OrderedJson::array();
+  for (const Term& t : terms) {
+    out.push_back({{"key", t.key},
+                   {"label", t.label},
+                   {"unit", UnitName(t.unit)},
+                   {"value", Number(t.value)},
+                   {"formula", t.formula},
+                   {"values", t.values},
+                   {"source", t.source}});
   }
-  absl::StrAppend(&out, terms.empty() ? "]" : "\n  ]");
   return out;
 }
 
-std::string ActivationsJson(const std::optional<ActivationAssumptions>& a) {
-  if (!a.has_value()) return "null";
-  const auto flag = [](bool value) { return value ? "true" : "false"; };
-  return absl::StrCat("{\"counted\": ", flag(a->counted), ", \"model\": ", JsonQuote(a->model),
-                      ", \"recompute\": ", JsonQuote(a->recompute),
-                      ", \"flash_attention\": ", flag(a->flash_attention),
-                      ", \"dropout\": ", flag(a->dropout), "}");
+OrderedJson ActivationsJson(const std::optional<ActivationAssumptions>& a) {
+  if (!a.has_value()) return nullptr;
+  return {{"counted", a->counted},
+          {"model", a->model},
+          {"recompute", a->recompute},
+          {"flash_attention", a->flash_attention},
+          {"dropout", a->dropout}};
 }
 
 }  // namespace
@@ -103,37 +99,6 @@ std::string FormatSeconds(double seconds) {
   if (seconds >= 1.0) return absl::StrFormat("%.3g s", seconds);
   if (seconds >= 1e-3) return absl::StrFormat("%.4g ms", seconds * 1e3);
   return absl::StrFormat("%.4g us", seconds * 1e6);
-}
-
-std::string JsonQuote(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
-  return out;
 }
 
 std::string RenderText(const Report& report) {
@@ -196,53 +161,50 @@ std::string RenderExplain(const Report& report) {
   return out;
 }
 
-std::string RenderJson(const Report& report) {
+OrderedJson ReportJson(const Report& report) {
   const MemoryEstimate& e = report.estimate;
   const double device = e.DeviceBytes();
-  std::string out = "{\n";
-  absl::StrAppend(&out, "  \"model\": ", JsonQuote(e.model_name), ",\n");
-  absl::StrAppend(&out, "  \"workload\": ", JsonQuote(e.workload), ",\n");
-  absl::StrAppend(&out, "  \"activations\": ", ActivationsJson(e.activations), ",\n");
-  absl::StrAppend(&out, "  \"parameters\": ", JsonNumber(static_cast<double>(e.total_parameters)),
-                  ",\n");
-  absl::StrAppend(&out, "  \"parameters_on_gpu\": ", JsonNumber(e.parameters_on_gpu), ",\n");
-  absl::StrAppend(&out, "  \"terms\": [");
-  for (size_t i = 0; i < e.terms.size(); ++i) {
-    const Term& t = e.terms[i];
+  OrderedJson j;
+  j["model"] = e.model_name;
+  j["workload"] = e.workload;
+  j["activations"] = ActivationsJson(e.activations);
+  j["parameters"] = Number(static_cast<double>(e.total_parameters));
+  j["parameters_on_gpu"] = Number(e.parameters_on_gpu);
+  OrderedJson terms = OrderedJson::array();
+  for (const Term& t : e.terms) {
     const double share =
         t.placement == Placement::kDevice && t.at_peak && device > 0 ? t.value / device : 0;
-    absl::StrAppend(
-        &out, i ? "," : "", "\n    {\"key\": ", JsonQuote(t.key),
-        ", \"label\": ", JsonQuote(t.label),
-        ", \"placement\": ", JsonQuote(t.placement == Placement::kDevice ? "device" : "host"),
-        ", \"at_peak\": ", t.at_peak ? "true" : "false",
-        ", \"bytes\": ", JsonNumber(std::round(t.value)), ", \"gib\": ", JsonNumber(t.value / kGiB),
-        ", \"share\": ", JsonNumber(share), ", \"formula\": ", JsonQuote(t.formula),
-        ", \"values\": ", JsonQuote(t.values), ", \"source\": ", JsonQuote(t.source), "}");
+    terms.push_back({{"key", t.key},
+                     {"label", t.label},
+                     {"placement", t.placement == Placement::kDevice ? "device" : "host"},
+                     {"at_peak", t.at_peak},
+                     {"bytes", Number(std::round(t.value))},
+                     {"gib", Number(t.value / kGiB)},
+                     {"share", Number(share)},
+                     {"formula", t.formula},
+                     {"values", t.values},
+                     {"source", t.source}});
   }
-  absl::StrAppend(&out, "\n  ],\n");
-  absl::StrAppend(&out, "  \"device_total_bytes\": ", JsonNumber(std::round(device)), ",\n");
-  absl::StrAppend(&out, "  \"host_total_bytes\": ", JsonNumber(std::round(e.HostBytes())), ",\n");
-  absl::StrAppend(&out, "  \"quantities\": ", QuantitiesJson(e.quantities), ",\n");
-  absl::StrAppend(&out, "  \"notes\": [");
-  for (size_t i = 0; i < e.notes.size(); ++i) {
-    absl::StrAppend(&out, i ? ", " : "", JsonQuote(e.notes[i]));
-  }
-  absl::StrAppend(&out, "],\n");
+  j["terms"] = std::move(terms);
+  j["device_total_bytes"] = Number(std::round(device));
+  j["host_total_bytes"] = Number(std::round(e.HostBytes()));
+  j["quantities"] = QuantitiesJson(e.quantities);
+  j["notes"] = e.notes;
   if (report.has_gpu) {
     const double capacity = report.gpu.memory_bytes;
-    absl::StrAppend(&out, "  \"gpu\": {\"name\": ", JsonQuote(report.gpu.name),
-                    ", \"description\": ", JsonQuote(report.gpu.description),
-                    ", \"memory_bytes\": ", JsonNumber(capacity),
-                    ", \"fits\": ", device <= capacity ? "true" : "false",
-                    ", \"headroom_bytes\": ", JsonNumber(capacity - device),
-                    ", \"used_fraction\": ", JsonNumber(capacity > 0 ? device / capacity : 0),
-                    "},\n");
+    j["gpu"] = {{"name", report.gpu.name},
+                {"description", report.gpu.description},
+                {"memory_bytes", Number(capacity)},
+                {"fits", device <= capacity},
+                {"headroom_bytes", Number(capacity - device)},
+                {"used_fraction", Number(capacity > 0 ? device / capacity : 0)}};
   } else {
-    absl::StrAppend(&out, "  \"gpu\": null,\n");
+    j["gpu"] = nullptr;
   }
-  absl::StrAppend(&out, "  \"timing\": ", QuantitiesJson(report.timing), "\n}\n");
-  return out;
+  j["timing"] = QuantitiesJson(report.timing);
+  return j;
 }
+
+std::string RenderJson(const Report& report) { return DumpJson(ReportJson(report)); }
 
 }  // namespace fragscope::estimator

@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 
 #include "estimator/gpu_presets.h"
+#include "estimator/json_document.h"
 #include "estimator/term.h"
 
 namespace fragscope::estimator {
@@ -38,11 +39,9 @@ struct Report {
 std::string RenderText(const Report& report);
 // RenderText followed by every term's formula, substituted values and source.
 std::string RenderExplain(const Report& report);
+// The JSON document (keys above), and its text.
+OrderedJson ReportJson(const Report& report);
 std::string RenderJson(const Report& report);
-
-// JSON string literal (with quotes) for `text`; control characters and non-ASCII bytes pass
-// through as \uXXXX / UTF-8 unchanged respectively.
-std::string JsonQuote(std::string_view text);
 
 // "12.34 ms", "1.2 s", "980 us" etc. for a time in seconds.
 std::string FormatSeconds(double seconds);

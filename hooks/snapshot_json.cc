@@ -1,36 +1,33 @@
 #include "hooks/snapshot_json.h"
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include <nlohmann/json.hpp>
 
 namespace fragscope::hooks {
 
 std::string SnapshotJson(const AllocatorSnapshot& snapshot, int device) {
-  std::string out = absl::StrFormat("{\"device\":%d,\"segments\":[", device);
-  bool first_segment = true;
+  using Json = nlohmann::ordered_json;
+  Json segments = Json::array();
   for (const SegmentInfo& segment : snapshot.segments) {
-    if (!first_segment) out.push_back(',');
-    first_segment = false;
-    absl::StrAppendFormat(&out,
-                          "{\"device\":%d,\"address\":%u,\"total_size\":%u,\"allocated_size\":%u,"
-                          "\"active_size\":%u,\"requested_size\":%u,\"stream\":%u,"
-                          "\"segment_type\":\"%s\",\"is_expandable\":%s,\"blocks\":[",
-                          segment.device, segment.address, segment.total_size,
-                          segment.allocated_size, segment.active_size, segment.requested_size,
-                          segment.stream, PoolKindName(segment.segment_type),
-                          segment.is_expandable ? "true" : "false");
-    bool first_block = true;
+    Json blocks = Json::array();
     for (const BlockInfo& block : segment.blocks) {
-      if (!first_block) out.push_back(',');
-      first_block = false;
-      absl::StrAppendFormat(
-          &out, "{\"address\":%u,\"size\":%u,\"requested_size\":%u,\"state\":\"%s\"}",
-          block.address, block.size, block.requested_size, BlockStateName(block.state));
+      blocks.push_back({{"address", block.address},
+                        {"size", block.size},
+                        {"requested_size", block.requested_size},
+                        {"state", BlockStateName(block.state)}});
     }
-    out.append("]}");
+    segments.push_back({{"device", segment.device},
+                        {"address", segment.address},
+                        {"total_size", segment.total_size},
+                        {"allocated_size", segment.allocated_size},
+                        {"active_size", segment.active_size},
+                        {"requested_size", segment.requested_size},
+                        {"stream", segment.stream},
+                        {"segment_type", PoolKindName(segment.segment_type)},
+                        {"is_expandable", segment.is_expandable},
+                        {"blocks", std::move(blocks)}});
   }
-  out.append("]}");
-  return out;
+  // One line, no spaces: the layout the C ABI has always returned.
+  return Json{{"device", device}, {"segments", std::move(segments)}}.dump();
 }
 
 }  // namespace fragscope::hooks

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what fragscope's build needs and is missing on a fresh Debian 12 machine: Abseil,
-# nlohmann/json, zstd, GoogleTest, Google Benchmark, CMake, Ninja, clang (fuzzers), ccache,
+# nlohmann/json, CLI11, zstd, GoogleTest, Google Benchmark, CMake, Ninja, clang (fuzzers), ccache,
 # patchelf and the pinned scikit-build-core (the wheel: `pip install .` and its test), and the
 # pinned torch==2.11.0 wheel (LibTorch for the hooks; its nvidia-* dependencies provide the
 # libraries torch links against) and transformers==5.17.0 (fragscope.predict's Hugging Face loop).
@@ -10,7 +10,7 @@
 set -euo pipefail
 
 packages=(libabsl-dev googletest libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-          libzstd-dev cmake ninja-build clang python3-pip ccache patchelf)
+          libcli11-dev libzstd-dev cmake ninja-build clang python3-pip ccache patchelf)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -18,10 +18,12 @@
 namespace fragscope::cli {
 namespace {
 
-constexpr char kUsage[] =
-    R"usage(usage: fragscope analyze TRACE... [--model SPEC] [--at EVENT] [--json OUT] [--html OUT] [options]
-
-Replays each trace (an .fslog event log, a PyTorch snapshot pickle from
+const CommandSpec& Command() {
+  static const CommandSpec spec{
+      .name = "analyze",
+      .synopsis = "TRACE... [--model SPEC] [--at EVENT] [--json OUT] [--html OUT] [options]",
+      .description =
+          R"(Replays each trace (an .fslog event log, a PyTorch snapshot pickle from
 torch.cuda.memory._dump_snapshot, or an RMM logging_resource_adaptor CSV) through fragscope's
 reimplementation of PyTorch's caching allocator on a simulated device, and prints the memory
 metrics, an explanation of every out-of-memory error (capacity, fragmentation, allocator policy or
@@ -40,67 +42,49 @@ file name (rank3_memory_snapshot.pickle, oom_rank3.pickle), else from its positi
 traces. JSON schema of this report: analysis/CROSS_RANK_SCHEMA.md.
 
 A PyTorch snapshot records one trace per device: each device with a trace is analyzed and
-reported in full, after a table of the devices (--device N analyzes one).
-
-  --model SPEC              the job's model, for the footprint verdict: PRESET_OR_JSON[:key=value,...]
-                            e.g. gpt2-medium:seq=1024,micro_batch=8 or config.json:seq=2048
-                            keys: train|infer, tp, pp;
-                              training: seq, micro_batch, precision (fp32|fp16|bf16), optimizer,
-                              zero (0-3), dp, recompute (none|selective|full), flash (0|1),
-                              dropout (0|1), activations (korthikanti|torch-autocast);
-                              inference: batch, context, dtype, kv_dtype
-                            a Hugging Face config.json defaults to activations=torch-autocast,
-                            flash=1 and its own dropout; every report lists what was assumed
-  --model-json PATH         the model's config.json, with the job (seq, micro-batch, ...) the log
-                            records (fragscope.record_model / observe(model=...)); without
-                            either flag the log's recorded model is used
-  --at EVENT                also show the segment layout after trace event EVENT (at a
-                            segment event: after the operation before it; segment events are
-                            the allocator's, replayed with the allocation or free that made them)
-  --json OUT                write the report as JSON (schema: analysis/REPORT_SCHEMA.md); OUT -:
-                            to stdout, instead of the text report
-  --html OUT                write a self-contained HTML report
-  --capacity SIZE           device capacity, 2 MiB to 4 TiB (default: the log header; snapshots:
-                            inferred at OOMs)
-  --gpu NAME                ... or a GPU's: a100-40gb, a100-80gb, h100-80gb, h200, rtx-4090 (as
-                            `fragscope estimate --gpu`; for a predicted log)
-  --memory-fraction F       per-process memory fraction the job ran with (snapshots omit it)
-  --allowed SIZE            ... or the cap in bytes (at least 2 MiB)
-  --conf CONF               replay under these PYTORCH_CUDA_ALLOC_CONF settings instead of the
-                            trace's (a cap the log records is kept unless CONF sets one); the
-                            report names those of its settings the trace records otherwise (not
-                            in effect in the job). Without --conf, the settings fragscope's own
-                            environment gives (PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF,
-                            as PyTorch 2.11 reads them) are checked the same way
-  --device N                one device of a snapshot (default: each device with a trace,
-                            reported one after the other)
-  --no-sweep                skip the settings sweep
-  --max-split-size-mb LIST  sweep grid (default 0,64,128,256,512,1024; 0 = unlimited)
-  --roundup-power2-divisions LIST   e.g. 4,8 or "[64:8,>:1]"
-  --gc-threshold LIST       e.g. 0.6,0.8 (0 = off)
-  --expandable-segments LIST   default: the trace's own and True
-  --placement LIST          e.g. best_fit,first_fit (first_fit: fragscope only, not recommended)
-  --threads N               sweep threads, and ranks summarized at once (default: one per core)
-  --no-summary              omit PyTorch's memory_summary() table
-)usage";
+reported in full, after a table of the devices (--device N analyzes one).)",
+      .flags = Flags(
+          {{{"--model", "SPEC",
+             "the job's model, for the footprint verdict:\n"
+             "PRESET_OR_JSON[:key=value,...]\n"
+             "e.g. gpt2-medium:seq=1024,micro_batch=8 or config.json:seq=2048\n"
+             "keys: train|infer, tp, pp;\n"
+             "  training: seq, micro_batch, precision (fp32|fp16|bf16),\n"
+             "  optimizer, zero (0-3), dp, recompute (none|selective|full),\n"
+             "  flash (0|1), dropout (0|1),\n"
+             "  activations (korthikanti|torch-autocast);\n"
+             "  inference: batch, context, dtype, kv_dtype\n"
+             "a Hugging Face config.json defaults to activations=torch-autocast, flash=1 and its "
+             "own dropout; every report lists what was assumed"},
+            {"--model-json", "PATH",
+             "the model's config.json, with the job (seq, micro-batch, ...) the log records "
+             "(fragscope.record_model / observe(model=...)); without either flag the log's "
+             "recorded model is used"},
+            {"--at", "EVENT",
+             "also show the segment layout after trace event EVENT (at a segment event: after the "
+             "operation before it; segment events are the allocator's, replayed with the "
+             "allocation or free that made them)"},
+            {"--json", "OUT",
+             "write the report as JSON (schema: analysis/REPORT_SCHEMA.md); OUT -: to stdout, "
+             "instead of the text report"},
+            {"--html", "OUT", "write a self-contained HTML report"}},
+           kTraceFlags,
+           {{"--no-sweep", "", "skip the settings sweep"}},
+           kSweepFlags,
+           {{"--no-summary", "", "omit PyTorch's memory_summary() table"}}}),
+  };
+  return spec;
+}
 
 }  // namespace
 
 int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Flags({kTraceFlags,
-                                                              kSweepFlags,
-                                                              {{"--model"},
-                                                               {"--model-json"},
-                                                               {"--at"},
-                                                               {"--json"},
-                                                               {"--html"},
-                                                               {"--no-sweep", false},
-                                                               {"--no-summary", false}}}));
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
   if (!flags.ok()) {
     return UsageError(err, "analyze", flags.status().message());
   }
-  if (flags->Has("--help")) {
-    out << kUsage;
+  if (flags->help) {
+    out << HelpText(Command());
     return 0;
   }
   if (flags->positional.empty()) {
@@ -108,26 +92,22 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
   }
   AnalysisOptions options;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
-    err << "fragscope analyze: " << s.message() << "\n";
-    return 2;
+    return UsageError(err, "analyze", s.message());
   }
   if (absl::Status s = CheckOutputsAreNotInputs(*flags, {"--json", "--html"}); !s.ok()) {
-    err << "fragscope analyze: " << s.message() << "\n";
-    return 2;
+    return UsageError(err, "analyze", s.message());
   }
   if (const std::string* at = flags->Get("--at")) {
     absl::StatusOr<uint64_t> n = ParseCount(*at, "--at");
     if (!n.ok()) {
-      err << "fragscope analyze: " << n.status().message() << "\n";
-      return 2;
+      return UsageError(err, "analyze", n.status().message());
     }
     options.at_index = *n;
   }
   if (const std::string* model = flags->Get("--model")) {
     // Checked before the replay, which may take seconds on a large trace.
     if (absl::StatusOr<estimator::MemoryEstimate> e = EstimateFromModelSpec(*model); !e.ok()) {
-      err << "fragscope analyze: " << e.status().message() << "\n";
-      return 2;
+      return UsageError(err, "analyze", e.status().message());
     }
     options.model = *model;
   }
@@ -136,8 +116,7 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
       return UsageError(err, "analyze", "give the model once: --model or --model-json");
     }
     if (absl::StatusOr<ModelJob> m = ModelJobFromConfigFile(*path, std::nullopt); !m.ok()) {
-      err << "fragscope analyze: " << m.status().message() << "\n";
-      return 2;
+      return UsageError(err, "analyze", m.status().message());
     }
     options.model_json = *path;
   }

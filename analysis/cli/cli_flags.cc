@@ -18,56 +18,6 @@
 
 namespace fragscope::cli {
 
-std::vector<FlagSpec> Flags(std::initializer_list<std::vector<FlagSpec>> lists) {
-  std::vector<FlagSpec> all;
-  for (const auto& list : lists) all.insert(all.end(), list.begin(), list.end());
-  return all;
-}
-
-absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
-                                       const std::vector<FlagSpec>& specs) {
-  ParsedFlags parsed;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      parsed.values["--help"] = "";
-      continue;
-    }
-    if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
-      parsed.positional.push_back(arg);
-      continue;
-    }
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(0, eq);
-    const FlagSpec* spec = nullptr;
-    for (const FlagSpec& s : specs) {
-      if (s.name == name) spec = &s;
-    }
-    if (spec == nullptr) {
-      return absl::InvalidArgumentError(absl::StrFormat("unknown flag '%s'", name));
-    }
-    // Last-one-wins would silently drop a value the user gave (a second --json path).
-    if (parsed.values.contains(name)) {
-      return absl::InvalidArgumentError(absl::StrFormat("flag %s given twice", name));
-    }
-    if (!spec->takes_value) {
-      if (eq != std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrFormat("%s takes no value", name));
-      }
-      parsed.values[name] = "";
-      continue;
-    }
-    if (eq != std::string::npos) {
-      parsed.values[name] = arg.substr(eq + 1);
-    } else if (i + 1 < args.size()) {
-      parsed.values[name] = args[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrFormat("%s needs a value", name));
-    }
-  }
-  return parsed;
-}
-
 absl::StatusOr<uint64_t> ParseByteSize(std::string_view text, std::string_view flag) {
   size_t end = 0;
   while (end < text.size() && ((text[end] >= '0' && text[end] <= '9') || text[end] == '.')) ++end;

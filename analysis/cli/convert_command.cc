@@ -27,11 +27,13 @@
 namespace fragscope::cli {
 namespace {
 
-constexpr char kUsage[] =
-    R"usage(usage: fragscope convert IN OUT [--to fslog|pickle|chrome] [--capacity SIZE] [--device N]
-                         [--memory-fraction F | --allowed SIZE]
-
-Converts between trace formats. IN: an .fslog event log, a PyTorch snapshot pickle, or an RMM
+const CommandSpec& Command() {
+  static const CommandSpec spec{
+      .name = "convert",
+      .synopsis = R"txt(IN OUT [--to fslog|pickle|chrome] [--capacity SIZE] [--device N]
+                         [--memory-fraction F | --allowed SIZE])txt",
+      .description =
+          R"txt(Converts between trace formats. IN: an .fslog event log, a PyTorch snapshot pickle, or an RMM
 CSV. OUT, chosen by --to or by OUT's extension:
   .fslog          fragscope's event log (allocator/EVENT_LOG_FORMAT.md)
   .pickle, .pkl   a PyTorch memory snapshot (device_traces + segments) that
@@ -46,8 +48,13 @@ do not): their address reservations are sized by it, and without it the output's
 would not be the trace's.
 Markers are not written to a snapshot. The job's OOMs stay OOMs: one the replay does not
 reproduce (the job ran under a cap or on a device the trace does not record: give
---memory-fraction, --allowed or --capacity) is written as the trace recorded it, with a warning.
-)usage";
+--memory-fraction, --allowed or --capacity) is written as the trace recorded it, with a warning.)txt",
+      .flags =
+          Flags({{{"--to", "FORMAT", "fslog, pickle or chrome (default: from OUT's extension)"}},
+                 kTraceFlags}),
+  };
+  return spec;
+}
 
 enum class OutFormat { kFslog, kPickle, kChrome };
 
@@ -194,12 +201,12 @@ std::vector<ExportSegment> ToExport(const LayoutSummary& layout) {
 }  // namespace
 
 int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Flags({kTraceFlags, {{"--to"}}}));
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
   if (!flags.ok()) {
     return UsageError(err, "convert", flags.status().message());
   }
-  if (flags->Has("--help")) {
-    out << kUsage;
+  if (flags->help) {
+    out << HelpText(Command());
     return 0;
   }
   if (flags->positional.size() != 2) {
@@ -210,9 +217,9 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   // Writing OUT truncates it while IN is still being read: never the same file.
   std::error_code ec;
   if (std::filesystem::equivalent(in, out_path, ec)) {
-    err << "fragscope convert: '" << out_path
-        << "' is the input file; write the output to another path\n";
-    return 2;
+    return UsageError(
+        err, "convert",
+        absl::StrCat("'", out_path, "' is the input file; write the output to another path"));
   }
   std::string to = flags->Get("--to") != nullptr ? *flags->Get("--to") : "";
   if (to.empty()) {
@@ -231,14 +238,14 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     return UsageError(err, "convert",
                       absl::StrCat("--to '", to, "': expected fslog, pickle or chrome"));
   } else {
-    err << "fragscope convert: cannot tell the output format of '" << out_path
-        << "': use an .fslog, .pickle or .json name, or --to fslog|pickle|chrome\n";
-    return 2;
+    return UsageError(err, "convert",
+                      absl::StrCat("cannot tell the output format of '", out_path,
+                                   "': use an .fslog, .pickle or .json name, or --to "
+                                   "fslog|pickle|chrome"));
   }
   AnalysisOptions options;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
-    err << "fragscope convert: " << s.message() << "\n";
-    return 2;
+    return UsageError(err, "convert", s.message());
   }
   absl::StatusOr<TraceOpener> opener = TraceOpener::Create(in, {options.device});
   if (!opener.ok()) {

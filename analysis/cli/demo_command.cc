@@ -32,28 +32,33 @@
 namespace fragscope::cli {
 namespace {
 
-constexpr char kUsage[] =
-    R"usage(usage: fragscope demo [--html OUT | --no-html] [--json OUT] [--log OUT] [--conf CONF]
-                      [--capacity-gib N] [--steps N] [--micro-batch N] [--seed N] [--threads N]
-
-Simulates mixed-precision (bf16) AdamW training of a GPT-2-medium-sized model (355M parameters,
+const CommandSpec& Command() {
+  static const CommandSpec spec{
+      .name = "demo",
+      .synopsis = R"txt([--html OUT | --no-html] [--json OUT] [--log OUT] [--conf CONF]
+                      [--capacity-gib N] [--steps N] [--micro-batch N] [--seed N] [--threads N])txt",
+      .description =
+          R"txt(Simulates mixed-precision (bf16) AdamW training of a GPT-2-medium-sized model (355M parameters,
 flash attention) with variable sequence lengths on a simulated 16 GiB GPU, through fragscope's
 reimplementation of PyTorch's caching allocator, recording an event log. The job dies of a
 fragmentation OOM; fragscope explains it, sweeps max_split_size_mb and expandable segments,
 re-runs the whole job under each setting that gets past the OOM, names the one that completes
-with the least memory, and writes an HTML report (fragscope-demo.html by default).
-
-  --html OUT        the HTML report's path (default fragscope-demo.html)
-  --no-html         no HTML report
-  --json OUT        also write the JSON report (OUT -: to stdout, instead of the text)
-  --log OUT         keep the recorded event log (.fslog) there
-  --conf CONF       the job's PYTORCH_CUDA_ALLOC_CONF (default: PyTorch's defaults)
-  --capacity-gib N  the simulated GPU's memory, 1 to 4096 (default 16)
-  --steps N         training steps, 1 to 1000 (default 12)
-  --micro-batch N   sequences per step, 1 to 4096 (default 10)
-  --seed N          the sequence lengths' random seed (default 3)
-  --threads N       sweep threads, 1 to 1024 (default: one per core)
-)usage";
+with the least memory, and writes an HTML report (fragscope-demo.html by default).)txt",
+      .flags = {{"--html", "OUT", "the HTML report's path (default fragscope-demo.html)"},
+                {"--no-html", "", "no HTML report"},
+                {"--json", "OUT",
+                 "also write the JSON report (OUT -: to stdout, instead of the text)"},
+                {"--log", "OUT", "keep the recorded event log (.fslog) there"},
+                {"--conf", "CONF",
+                 "the job's PYTORCH_CUDA_ALLOC_CONF (default: PyTorch's defaults)"},
+                {"--capacity-gib", "N", "the simulated GPU's memory, 1 to 4096 (default 16)"},
+                {"--steps", "N", "training steps, 1 to 1000 (default 12)"},
+                {"--micro-batch", "N", "sequences per step, 1 to 4096 (default 10)"},
+                {"--seed", "N", "the sequence lengths' random seed (default 3)"},
+                {"--threads", "N", "sweep threads, 1 to 1024 (default: one per core)"}},
+  };
+  return spec;
+}
 
 // The workload that dies of fragmentation on 16 GiB (found by sweeping seeds and batch sizes;
 // tests/analysis/demo_test.cc pins the outcome).
@@ -96,21 +101,12 @@ std::string AllSteps(int n) {
 
 int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_stream,
                    std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, {{"--html"},
-                                                        {"--no-html", false},
-                                                        {"--json"},
-                                                        {"--log"},
-                                                        {"--conf"},
-                                                        {"--capacity-gib"},
-                                                        {"--steps"},
-                                                        {"--micro-batch"},
-                                                        {"--seed"},
-                                                        {"--threads"}});
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
   if (!flags.ok()) {
     return UsageError(err, "demo", flags.status().message());
   }
-  if (flags->Has("--help")) {
-    stdout_stream << kUsage;
+  if (flags->help) {
+    stdout_stream << HelpText(Command());
     return 0;
   }
   // `--json -`: stdout carries the JSON report alone; the demo's text goes nowhere.
@@ -130,13 +126,11 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_st
   absl::StatusOr<int64_t> threads = PositiveFlag(*flags, "--threads", 0, kMaxThreads);
   for (const absl::StatusOr<int64_t>* v : {&capacity_gib, &steps, &batch, &seed}) {
     if (!v->ok()) {
-      err << "fragscope demo: " << v->status().message() << "\n";
-      return 2;
+      return UsageError(err, "demo", v->status().message());
     }
   }
   if (!threads.ok() && flags->Has("--threads")) {
-    err << "fragscope demo: " << threads.status().message() << "\n";
-    return 2;
+    return UsageError(err, "demo", threads.status().message());
   }
   workload.steps = static_cast<int>(*steps);
   workload.micro_batch = static_cast<int>(*batch);
@@ -144,8 +138,7 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_st
   const std::string conf = flags->Get("--conf") != nullptr ? *flags->Get("--conf") : "";
   absl::StatusOr<AllocatorOptions> options = ParseAllocatorOptions(conf);
   if (!options.ok()) {
-    err << "fragscope demo: --conf: " << options.status().message() << "\n";
-    return 2;
+    return UsageError(err, "demo", absl::StrCat("--conf: ", options.status().message()));
   }
   const uint64_t capacity = static_cast<uint64_t>(*capacity_gib) * kGiB;
   if (flags->Has("--html") && flags->Has("--no-html")) {

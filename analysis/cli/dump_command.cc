@@ -15,6 +15,7 @@
 #include "allocator/allocator_events.h"
 #include "allocator/event_log_format.h"
 #include "allocator/format_size.h"
+#include "analysis/cli/flag_parser.h"
 #include "analysis/cli/usage_error.h"
 #include "analysis/event_log_reader.h"
 #include "analysis/excerpt.h"
@@ -22,10 +23,12 @@
 namespace fragscope::cli {
 namespace {
 
-constexpr std::string_view kUsage =
-    R"(usage: fragscope dump LOG [--kind K1,K2,...] [--from N] [--to N] [--header] [--bytes]
-
-Prints the events of an .fslog event log, one line per event:
+const CommandSpec& Command() {
+  static const CommandSpec spec{
+      .name = "dump",
+      .synopsis = R"txt(LOG [--kind K1,K2,...] [--from N] [--to N] [--header] [--bytes])txt",
+      .description =
+          R"txt(Prints the events of an .fslog event log, one line per event:
   #EVENT +SECONDS KIND FIELDS...
 EVENT is the event number that analyze, verify, --at and the reports use (the record's sequence
 number, plus one for each combined free record before it, which prints as its two events);
@@ -35,19 +38,21 @@ excerpts: at most 80 bytes, those other than printable ASCII (and ' and \) as \x
 length and how many bytes are left out.
 A log that began while memory was held (e.g. converted from a snapshot) starts with
 state_segment and state_block records: the segments and allocated blocks held before its
-first event, numbered like events.
-
-  --kind K1,K2,...  only these kinds: alloc, free_requested, free_completed, segment_alloc,
-                    segment_free, segment_map, segment_unmap, oom, empty_cache,
-                    options_change, marker, state_segment, state_block
-  --from N          start at event number N
-  --to N            stop after event number N
-  --header          print the file header first
-  --bytes           print sizes as exact byte counts
-  --help            this text
-
-Exit status: 0 ok (a torn tail is a warning), 1 unreadable or corrupt log, 2 usage error.
-)";
+first event, numbered like events.)txt",
+      .flags =
+          {{"--kind", "K1,K2,...",
+            "only these kinds: alloc, free_requested, free_completed, segment_alloc, segment_free, "
+            "segment_map, segment_unmap, oom, empty_cache, options_change, marker, state_segment, "
+            "state_block"},
+           {"--from", "N", "start at event number N"},
+           {"--to", "N", "stop after event number N"},
+           {"--header", "", "print the file header first (its texts as short escaped excerpts)"},
+           {"--bytes", "", "print sizes as exact byte counts"}},
+      .footer =
+          R"txt(Exit status: 0 ok (a torn tail is a warning), 1 unreadable or corrupt log, 2 usage error.)txt",
+  };
+  return spec;
+}
 
 struct DumpOptions {
   std::string path;
@@ -73,62 +78,37 @@ std::string KindName(uint8_t kind) {
   return std::string(name);
 }
 
-// Parses `args` into `options`; returns an error message or "" on success.
-std::string ParseArgs(const std::vector<std::string>& args, DumpOptions* options, bool* help) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string_view arg = args[i];
-    std::string_view value;
-    bool has_value = false;
-    if (arg.size() > 2 && arg.substr(0, 2) == "--") {
-      if (const size_t eq = arg.find('='); eq != std::string_view::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        has_value = true;
-      }
+// The flags' values into `options`; returns an error message or "" on success.
+std::string ApplyFlags(const ParsedFlags& flags, DumpOptions* options) {
+  options->header = flags.Has("--header");
+  options->exact_bytes = flags.Has("--bytes");
+  if (const std::string* value = flags.Get("--kind")) {
+    options->kind_filter = true;
+    for (absl::string_view piece : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
+      const std::string_view name(piece.data(), piece.size());
+      const auto kind = KindFromName(name);
+      if (!kind) return absl::StrFormat("unknown kind '%s'", name);
+      options->kinds[*kind / 32] |= uint32_t{1} << (*kind % 32);
     }
-    auto take_value = [&]() -> bool {
-      if (has_value) return true;
-      if (i + 1 >= args.size()) return false;
-      value = args[++i];
-      return true;
-    };
-    if (arg == "--help" || arg == "-h") {
-      *help = true;
-      return "";
-    } else if (arg == "--header") {
-      options->header = true;
-    } else if (arg == "--bytes") {
-      options->exact_bytes = true;
-    } else if (arg == "--kind") {
-      if (!take_value()) return "--kind needs a comma-separated list of kinds";
-      options->kind_filter = true;
-      for (absl::string_view piece :
-           absl::StrSplit(absl::string_view(value.data(), value.size()), ',', absl::SkipEmpty())) {
-        const std::string_view name(piece.data(), piece.size());
-        const auto kind = KindFromName(name);
-        if (!kind) return absl::StrFormat("unknown kind '%s'", name);
-        options->kinds[*kind / 32] |= uint32_t{1} << (*kind % 32);
-      }
-      if (std::all_of(std::begin(options->kinds), std::end(options->kinds),
-                      [](uint32_t word) { return word == 0; })) {
-        return "--kind needs at least one kind (e.g. alloc,free_requested)";
-      }
-    } else if (arg == "--from" || arg == "--to") {
-      if (!take_value()) return absl::StrFormat("%s needs an event number", arg);
-      uint64_t n = 0;
-      if (!absl::SimpleAtoi(absl::string_view(value.data(), value.size()), &n)) {
-        return absl::StrFormat("%s: '%s' is not an event number", arg, value);
-      }
-      (arg == "--from" ? options->from : options->to) = n;
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      return absl::StrFormat("unknown flag '%s'", arg);
-    } else if (options->path.empty()) {
-      options->path = std::string(arg);
-    } else {
-      return absl::StrFormat("unexpected argument '%s' (one LOG only)", arg);
+    if (std::all_of(std::begin(options->kinds), std::end(options->kinds),
+                    [](uint32_t word) { return word == 0; })) {
+      return "--kind needs at least one kind (e.g. alloc,free_requested)";
     }
   }
-  if (options->path.empty()) return "missing LOG";
+  for (const std::string_view flag : {"--from", "--to"}) {
+    const std::string* value = flags.Get(flag);
+    if (value == nullptr) continue;
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(*value, &n)) {
+      return absl::StrFormat("%s: '%s' is not an event number", flag, *value);
+    }
+    (flag == "--from" ? options->from : options->to) = n;
+  }
+  if (flags.positional.empty()) return "missing LOG";
+  if (flags.positional.size() > 1) {
+    return absl::StrFormat("unexpected argument '%s' (one LOG only)", flags.positional[1]);
+  }
+  options->path = flags.positional[0];
   if (options->from > options->to) return "--from is after --to";
   return "";
 }
@@ -273,14 +253,15 @@ class Printer {
 }  // namespace
 
 int RunDumpCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  DumpOptions options;
-  bool help = false;
-  if (const std::string error = ParseArgs(args, &options, &help); !help && !error.empty()) {
-    return UsageError(err, "dump", error);
-  }
-  if (help) {
-    out << kUsage;
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
+  if (!flags.ok()) return UsageError(err, "dump", flags.status().message());
+  if (flags->help) {
+    out << HelpText(Command());
     return 0;
+  }
+  DumpOptions options;
+  if (const std::string error = ApplyFlags(*flags, &options); !error.empty()) {
+    return UsageError(err, "dump", error);
   }
   auto reader = EventLogReader::Open(options.path);
   if (!reader.ok()) {

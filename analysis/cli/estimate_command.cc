@@ -44,78 +44,6 @@ namespace {
 namespace est = ::fragscope::estimator;
 using estimate::Flags;
 
-constexpr char kUsage[] =
-    R"(Usage: fragscope estimate (--preset NAME | --model-json PATH | --params N) [--train] [options]
-
-Per-GPU theoretical memory of training or inference, term by term (bytes, GiB, share), against a
-GPU. Every term's formula, values and source: --explain. Units: bytes; GiB = 2^30 bytes.
-
-Model:
-  --preset NAME              built-in architecture (--list-presets)
-  --model-json PATH          model spec JSON: fragscope's schema or a Hugging Face config.json
-  --params N                 parameter count (7e9, 6.7B, 125M); with a model: replaces its
-                             count; alone: a bare count, without the architecture that
-                             activations and the KV cache need: they are left out (a note
-                             says so) unless a flag asks for them (--seq, --context, ...)
-Mode:
-  --train                    training (default: inference)
-  --infer                    inference
-Parallelism:
-  --tp N --pp N --dp N       tensor, pipeline, data parallel sizes (default 1)
-  --ep N                     expert parallel size, divides --dp (MoE)
-  --vpp N                    virtual pipeline stages per rank (interleaved 1F1B)
-  --sp                       sequence parallelism
-  --microbatches N           micro-batches per step (default: >= pp)
-Training:
-  --precision fp32|fp16|bf16 default bf16 (16-bit = mixed precision with fp32 master weights)
-  --grads 16bit|fp32|16bit+fp32
-                             gradient buffers under mixed precision (default fp32)
-  --optimizer NAME           adam, adamw (default), adam8bit, sgd, sgd-momentum, adafactor
-  --zero 0|1|2|3             DeepSpeed ZeRO stage (default 0)
-  --distributed-optimizer    Megatron's distributed optimizer (ZeRO-1 over dp)
-  --offload-optimizer        ZeRO-Offload: gradients, master weights, states on the CPU
-  --offload-params           ZeRO-3 parameter offload (needs --zero 3 --offload-optimizer)
-  --seq N                    sequence length (default 2048)
-  --micro-batch N            micro-batch size (default 1)
-  --recompute none|selective|full
-                             activation recomputation (default none)
-  --flash-attention          no s^2 attention tensors are stored (default: they are)
-  --no-dropout               no dropout masks (default: dropout, as Korthikanti assumes)
-                             (the report's second line states both, with the recompute)
-  --no-activations           model states only
-  --activation-model NAME    korthikanti (default: Megatron's fused kernels) or torch-autocast
-                             (transformers' eager modules under torch.autocast, one GPU, no
-                             recompute; measured on an H100 for full fine-tuning, not LoRA or
-                             QLoRA: estimator/README.md)
-  --persistent-grads         torch-autocast: gradients live at the peak (accumulation)
-  --lora-rank R              LoRA with rank R (frozen base)
-  --lora-targets LIST        q,k,v,o,gate,up,down or all (default q,v)
-  --qlora                    NF4 base weights (QLoRA); --no-double-quant: without double quant
-Inference:
-  --dtype NAME               weights: fp32, fp16, bf16 (default), fp8, int8, int4
-  --kv-dtype NAME            KV cache dtype (default bf16)
-  --batch N                  concurrent sequences (default 1)
-  --context N                tokens per sequence in the KV cache (default 2048)
-  --prompt N                 prefill tokens for the timing (default: --context)
-  --overhead-factor X        the EleutherAI 1.2x rule, as its own line (default 1.2; 1 = off)
-  --mfu X, --bw-efficiency X roofline efficiencies in (0, 1] (default 1, the ideal bound)
-GPU and fixed overheads:
-  --gpu NAME                 a100-40gb, a100-80gb, h100-80gb, h200, rtx-4090 (--list-gpus)
-  --gpu-mem-gib X            GPU capacity in GiB (overrides the preset's)
-  --cuda-context-mib X       CUDA context line (default 526.8 MiB, measured; see README)
-  --workspace-mib X          cuBLAS/cuDNN/NCCL workspace line (default 0)
-Inverse questions (need --gpu or --gpu-mem-gib):
-  --solve max-batch          largest micro-batch (training) or batch (inference) that fits
-  --solve max-seq            largest sequence length (training) or context (inference)
-  --solve min-gpus           smallest GPU count, scaling one dimension of the layout
-  --scale dp|tp|pp           dimension scaled by min-gpus (default dp; tp for inference)
-Output:
-  --json PATH                the report as JSON, written to PATH (after the text report) or,
-                             with PATH -, to stdout instead of the text
-  --explain                  every formula with its values substituted and its source
-  --list-presets, --list-gpus, --help
-)";
-
 std::string SolveLine(const std::string& what, int64_t answer, const est::GpuSpec& gpu) {
   if (answer == 0) return absl::StrCat("no ", what, " fits ", gpu.name, " (even 1 does not)\n");
   // The search stops at the largest value a configuration accepts.
@@ -153,18 +81,16 @@ std::string WrapLongLines(absl::string_view text) {
 // The report as text (or --explain), and as JSON with --json: to a file, after the text, or to
 // stdout (json_output.h). A failed write is `output_error` (exit 1), not a usage error.
 void Emit(const est::Report& report, const Flags& flags, const std::string& text_prefix,
-          const std::string& json_prefix, std::ostream& out, absl::Status& output_error) {
+          const est::OrderedJson& solve_json, std::ostream& out, absl::Status& output_error) {
   const std::optional<std::string> json_path = flags.Value("json");
   JsonOutput json(json_path ? &*json_path : nullptr, out);
   json.text() << WrapLongLines(
       text_prefix + (flags.Has("explain") ? est::RenderExplain(report) : est::RenderText(report)));
   if (!json.requested()) return;
-  std::string document = est::RenderJson(report);
-  if (!json_prefix.empty()) {
-    // {"solve": ..., then the report's members.
-    document = absl::StrCat("{\n", json_prefix, document.substr(2));
-  }
-  output_error = json.Write([&](std::ostream& o) { o << document; });
+  // {"solve": ..., "answer": ..., then the report's members.
+  est::OrderedJson document = solve_json.is_object() ? solve_json : est::OrderedJson::object();
+  document.update(est::ReportJson(report));
+  output_error = json.Write([&](std::ostream& o) { o << est::DumpJson(document); });
   if (output_error.ok() && !json.to_stdout()) {
     out << "\nJSON report: " << *json_path << "\n";
   }
@@ -232,7 +158,7 @@ absl::Status Run(const Flags& flags, std::ostream& out, absl::Status& output_err
   if (report.has_gpu) report.gpu = **gpu;
   const double capacity = report.has_gpu ? report.gpu.memory_bytes : 0;
   std::string text_prefix;
-  std::string json_prefix;
+  est::OrderedJson solve_json;  // {"solve", "answer"} with --solve
   // --params alone is a bare count: activations and the KV cache need the architecture. Unless a
   // flag asks for them (the estimator's error then says what is missing), they are left out and
   // a note says so.
@@ -263,8 +189,7 @@ absl::Status Run(const Flags& flags, std::ostream& out, absl::Status& output_err
     }
   }
   auto solve_prefix = [&](const std::string& kind, int64_t answer, const std::string& text) {
-    json_prefix =
-        absl::StrCat("  \"solve\": ", est::JsonQuote(kind), ",\n  \"answer\": ", answer, ",\n");
+    solve_json = {{"solve", kind}, {"answer", answer}};
     text_prefix = text;
   };
 
@@ -339,16 +264,16 @@ absl::Status Run(const Flags& flags, std::ostream& out, absl::Status& output_err
       report.timing = *std::move(timing);
     }
   }
-  Emit(report, flags, text_prefix, json_prefix, out, output_error);
+  Emit(report, flags, text_prefix, solve_json, out, output_error);
   return absl::OkStatus();
 }
 
 }  // namespace
 
 int RunEstimateCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<Flags> flags = estimate::ParseFlags(args);
+  absl::StatusOr<estimate::Flags> flags = estimate::ParseFlags(args);
   if (flags.ok() && flags->Has("help")) {
-    out << kUsage;
+    out << HelpText(estimate::EstimateCommand());
     return 0;
   }
   absl::Status output_error;

@@ -15,105 +15,125 @@
 #include "absl/strings/string_view.h"
 
 namespace fragscope::cli::estimate {
-namespace {
 
-// Flags that take no value (names without the dashes; --help lists them all).
-constexpr const char* kSwitches[] = {"train",
-                                     "infer",
-                                     "sp",
-                                     "distributed-optimizer",
-                                     "offload-optimizer",
-                                     "offload-params",
-                                     "flash-attention",
-                                     "no-dropout",
-                                     "no-activations",
-                                     "persistent-grads",
-                                     "qlora",
-                                     "no-double-quant",
-                                     "explain",
-                                     "help",
-                                     "list-presets",
-                                     "list-gpus"};
-// Flags that take one value.
-constexpr const char* kValued[] = {"preset",
-                                   "model-json",
-                                   "params",
-                                   "tp",
-                                   "pp",
-                                   "dp",
-                                   "ep",
-                                   "vpp",
-                                   "microbatches",
-                                   "precision",
-                                   "grads",
-                                   "optimizer",
-                                   "zero",
-                                   "seq",
-                                   "micro-batch",
-                                   "recompute",
-                                   "activation-model",
-                                   "lora-rank",
-                                   "lora-targets",
-                                   "dtype",
-                                   "kv-dtype",
-                                   "batch",
-                                   "context",
-                                   "prompt",
-                                   "overhead-factor",
-                                   "mfu",
-                                   "bw-efficiency",
-                                   "gpu",
-                                   "gpu-mem-gib",
-                                   "cuda-context-mib",
-                                   "workspace-mib",
-                                   "solve",
-                                   "scale",
-                                   "json"};
-
-}  // namespace
+const CommandSpec& EstimateCommand() {
+  static const CommandSpec spec{
+      .name = "estimate",
+      .synopsis = "(--preset NAME | --model-json PATH | --params N) [--train] [options]",
+      .description =
+          R"txt(Per-GPU theoretical memory of training or inference, term by term (bytes, GiB, share), against a
+GPU. Every term's formula, values and source: --explain. Units: bytes; GiB = 2^30 bytes.)txt",
+      .flags =
+          {{"--preset", "NAME", "built-in architecture (--list-presets)", "Model"},
+           {"--model-json", "PATH",
+            "model spec JSON: fragscope's schema or a Hugging Face config.json", "Model"},
+           {"--params", "N",
+            "parameter count (7e9, 6.7B, 125M); with a model: replaces its count; alone: a bare "
+            "count, without the architecture that activations and the KV cache need: they are left "
+            "out (a note says so) unless a flag asks for them (--seq, --context, ...)",
+            "Model"},
+           {"--train", "", "training (default: inference)", "Mode"},
+           {"--infer", "", "inference", "Mode"},
+           {"--tp", "N", "tensor parallel size (default 1)", "Parallelism"},
+           {"--pp", "N", "pipeline parallel size (default 1)", "Parallelism"},
+           {"--dp", "N", "data parallel size (default 1)", "Parallelism"},
+           {"--ep", "N", "expert parallel size, divides --dp (MoE)", "Parallelism"},
+           {"--vpp", "N", "virtual pipeline stages per rank (interleaved 1F1B)", "Parallelism"},
+           {"--sp", "", "sequence parallelism", "Parallelism"},
+           {"--microbatches", "N", "micro-batches per step (default: >= pp)", "Parallelism"},
+           {"--precision", "fp32|fp16|bf16",
+            "default bf16 (16-bit = mixed precision with fp32 master weights)", "Training"},
+           {"--grads", "16bit|fp32|16bit+fp32",
+            "gradient buffers under mixed precision (default fp32)", "Training"},
+           {"--optimizer", "NAME", "adam, adamw (default), adam8bit, sgd, sgd-momentum, adafactor",
+            "Training"},
+           {"--zero", "0|1|2|3", "DeepSpeed ZeRO stage (default 0)", "Training"},
+           {"--distributed-optimizer", "", "Megatron's distributed optimizer (ZeRO-1 over dp)",
+            "Training"},
+           {"--offload-optimizer", "", "ZeRO-Offload: gradients, master weights, states on the CPU",
+            "Training"},
+           {"--offload-params", "", "ZeRO-3 parameter offload (needs --zero 3 --offload-optimizer)",
+            "Training"},
+           {"--seq", "N", "sequence length (default 2048)", "Training"},
+           {"--micro-batch", "N", "micro-batch size (default 1)", "Training"},
+           {"--recompute", "none|selective|full", "activation recomputation (default none)",
+            "Training"},
+           {"--flash-attention", "", "no s^2 attention tensors are stored (default: they are)",
+            "Training"},
+           {"--no-dropout", "",
+            "no dropout masks (default: dropout, as Korthikanti assumes) (the report's second line "
+            "states both, with the recompute)",
+            "Training"},
+           {"--no-activations", "", "model states only", "Training"},
+           {"--activation-model", "NAME",
+            "korthikanti (default: Megatron's fused kernels) or torch-autocast (transformers' "
+            "eager "
+            "modules under torch.autocast, one GPU, no recompute; measured on an H100 for full "
+            "fine-tuning, not LoRA or QLoRA: estimator/README.md)",
+            "Training"},
+           {"--persistent-grads", "", "torch-autocast: gradients live at the peak (accumulation)",
+            "Training"},
+           {"--lora-rank", "R", "LoRA with rank R (frozen base)", "Training"},
+           {"--lora-targets", "LIST", "q,k,v,o,gate,up,down or all (default q,v)", "Training"},
+           {"--qlora", "", "NF4 base weights (QLoRA)", "Training"},
+           {"--no-double-quant", "", "QLoRA without double quantization", "Training"},
+           {"--dtype", "NAME", "weights: fp32, fp16, bf16 (default), fp8, int8, int4", "Inference"},
+           {"--kv-dtype", "NAME", "KV cache dtype (default bf16)", "Inference"},
+           {"--batch", "N", "concurrent sequences (default 1)", "Inference"},
+           {"--context", "N", "tokens per sequence in the KV cache (default 2048)", "Inference"},
+           {"--prompt", "N", "prefill tokens for the timing (default: --context)", "Inference"},
+           {"--overhead-factor", "X",
+            "the EleutherAI 1.2x rule, as its own line (default 1.2; 1 = off)", "Inference"},
+           {"--mfu", "X", "roofline compute efficiency in (0, 1] (default 1, the ideal bound)",
+            "Inference"},
+           {"--bw-efficiency", "X",
+            "roofline bandwidth efficiency in (0, 1] (default 1, the ideal bound)", "Inference"},
+           {"--gpu", "NAME", "a100-40gb, a100-80gb, h100-80gb, h200, rtx-4090 (--list-gpus)",
+            "GPU and fixed overheads"},
+           {"--gpu-mem-gib", "X", "GPU capacity in GiB (overrides the preset's)",
+            "GPU and fixed overheads"},
+           {"--cuda-context-mib", "X",
+            "CUDA context line (default 526.8 MiB, measured; see README)",
+            "GPU and fixed overheads"},
+           {"--workspace-mib", "X", "cuBLAS/cuDNN/NCCL workspace line (default 0)",
+            "GPU and fixed overheads"},
+           {"--solve", "KIND",
+            "max-batch: largest micro-batch (training) or batch (inference) that fits\nmax-seq: "
+            "largest sequence length (training) or context (inference)\nmin-gpus: smallest GPU "
+            "count, scaling one dimension of the layout",
+            "Inverse questions (need --gpu or --gpu-mem-gib)"},
+           {"--scale", "dp|tp|pp", "dimension scaled by min-gpus (default dp; tp for inference)",
+            "Inverse questions (need --gpu or --gpu-mem-gib)"},
+           {"--json", "PATH",
+            "the report as JSON, written to PATH (after the text report) or, with PATH -, to "
+            "stdout "
+            "instead of the text",
+            "Output"},
+           {"--explain", "", "every formula with its values substituted and its source", "Output"},
+           {"--list-presets", "", "the built-in models, with their parameter counts", "Output"},
+           {"--list-gpus", "", "the GPU presets", "Output"}},
+  };
+  return spec;
+}
 
 absl::StatusOr<Flags> ParseFlags(const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedFlags> parsed = cli::ParseFlags(args, EstimateCommand());
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->positional.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", parsed->positional[0], "' (flags start with --)"));
+  }
   Flags flags;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg.size() < 3 || arg.rfind("--", 0) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument '", arg, "' (flags start with --)"));
-    }
-    std::string name = arg.substr(2);
-    std::optional<std::string> inline_value;
-    if (const size_t eq = name.find('='); eq != std::string::npos) {
-      inline_value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    bool is_switch = false;
-    bool is_valued = false;
-    for (const char* s : kSwitches) is_switch = is_switch || name == s;
-    for (const char* v : kValued) is_valued = is_valued || name == v;
-    if (!is_switch && !is_valued) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag '--", name, "'"));
-    }
-    if (flags.Has(name)) {
-      return absl::InvalidArgumentError(absl::StrCat("flag --", name, " given twice"));
-    }
-    if (is_switch) {
-      if (inline_value) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag --", name, " takes no value (got '", *inline_value, "')"));
-      }
+  if (parsed->help) flags.switches["help"] = true;
+  for (const FlagSpec& f : EstimateCommand().flags) {
+    const std::string* value = parsed->Get(f.name);
+    if (value == nullptr) continue;
+    const std::string name(f.name.substr(2));
+    if (f.value.empty()) {
       flags.switches[name] = true;
-      continue;
+    } else {
+      flags.values[name] = *value;
     }
-    if (!inline_value) {
-      // A flag after it is not its value (`--json --explain` must not write a file "--explain").
-      if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "flag --", name, " needs a value", name == "json" ? " (a path, or - for stdout)" : "",
-            i + 1 < args.size() ? absl::StrCat(", not the flag ", args[i + 1]) : ""));
-      }
-      inline_value = args[++i];
-    }
-    flags.values[name] = *inline_value;
   }
   return flags;
 }
@@ -185,7 +205,9 @@ absl::Status ForFlag(absl::string_view flag, const absl::Status& status) {
 }
 
 std::string ShowFieldsAsFlags(absl::string_view message) {
-  for (const char* name : kValued) {
+  for (const FlagSpec& f : EstimateCommand().flags) {
+    if (f.value.empty()) continue;
+    const absl::string_view name(f.name.data() + 2, f.name.size() - 2);
     if (absl::StartsWith(message, absl::StrCat(name, " = "))) return absl::StrCat("--", message);
   }
   return std::string(message);

@@ -3,8 +3,8 @@
 // estimator's configurations are built from these in estimate_config.h; the command itself is
 // estimate_command.cc.
 //
-// Flags are "--name VALUE" or "--name=VALUE" for valued flags and "--name" for switches; each may
-// be given once. Unlike cli_flags.h (the trace commands), there are no positional arguments.
+// The flags are declared in EstimateCommand() and parsed by flag_parser.h, as every command's are;
+// `estimate` takes no positional arguments.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "analysis/cli/flag_parser.h"
 
 namespace fragscope::cli::estimate {
 
@@ -35,9 +36,10 @@ struct Flags {
   }
 };
 
-// Errors: an argument that is not a flag, an unknown flag, a flag given twice, a value given to a
-// switch, a valued flag without its value (at the end, or followed by another flag: "--VALUE" is
-// never a value unless written "--name=--VALUE").
+// The command's flags, with their --help texts.
+const CommandSpec& EstimateCommand();
+
+// Errors: flag_parser.h's, and a positional argument.
 absl::StatusOr<Flags> ParseFlags(const std::vector<std::string>& args);
 
 // "invalid value 'VALUE' for --FLAG: expected WANT".

@@ -12,29 +12,33 @@
 namespace fragscope::cli {
 namespace {
 
-constexpr char kUsage[] =
-    R"usage(usage: fragscope merge SUMMARY... [--json OUT] [--html OUT] [--threads N]
-
-Builds the cross-rank report from rank summaries written by `fragscope summarize` (a directory
+const CommandSpec& Command() {
+  static const CommandSpec spec{
+      .name = "merge",
+      .synopsis = R"txt(SUMMARY... [--json OUT] [--html OUT] [--threads N])txt",
+      .description =
+          R"txt(Builds the cross-rank report from rank summaries written by `fragscope summarize` (a directory
 stands for the *.json files in it; a quoted pattern such as 'sums/*.json' is expanded here, past
 the shell's argument limit): one line per rank (peak allocated and reserved, utilization, memory
 outside PyTorch, OOMs), the outlier ranks said in words with the phase their excess arose in,
 pipeline stages and tensor-parallel groups when the logs recorded the sizes, and the worst rank
 with its first OOM's explanation. For the worst rank's full explanation, run `fragscope analyze`
-on its trace.
-
-  --json OUT      write the report as JSON (schema: analysis/CROSS_RANK_SCHEMA.md)
-  --html OUT      write a self-contained HTML page with a chart of the ranks
-  --threads N     summaries read at once (default: one per core)
-)usage";
+on its trace.)txt",
+      .flags = {{"--json", "OUT",
+                 "write the report as JSON (schema: analysis/CROSS_RANK_SCHEMA.md)"},
+                {"--html", "OUT", "write a self-contained HTML page with a chart of the ranks"},
+                {"--threads", "N", "summaries read at once (default: one per core)"}},
+  };
+  return spec;
+}
 
 }  // namespace
 
 int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, {{"--json"}, {"--html"}, {"--threads"}});
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
   if (!flags.ok()) return UsageError(err, "merge", flags.status().message());
-  if (flags->Has("--help")) {
-    out << kUsage;
+  if (flags->help) {
+    out << HelpText(Command());
     return 0;
   }
   if (flags->positional.empty()) return UsageError(err, "merge", "no summary given");

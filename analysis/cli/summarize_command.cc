@@ -20,10 +20,12 @@
 namespace fragscope::cli {
 namespace {
 
-constexpr char kUsage[] =
-    R"usage(usage: fragscope summarize LOG... [--json OUT | --out-dir DIR] [--rank N] [options]
-
-Replays each trace (an .fslog event log, compressed or not, a PyTorch snapshot pickle, an RMM
+const CommandSpec& Command() {
+  static const CommandSpec spec{
+      .name = "summarize",
+      .synopsis = R"txt(LOG... [--json OUT | --out-dir DIR] [--rank N] [options])txt",
+      .description =
+          R"txt(Replays each trace (an .fslog event log, compressed or not, a PyTorch snapshot pickle, an RMM
 CSV; a directory stands for the traces in it) and reduces it to its rank's summary: peak
 allocated and reserved memory, utilization, memory outside PyTorch, OOMs and their causes, and
 which phases raised the peaks. Run it where the logs were written, under the job's own launcher
@@ -34,17 +36,20 @@ A trace may be `-` (standard input) or a stream (a pipe, a FIFO, <(...)): it is 
 into an unlinked temporary file, and replayed from there.
 
 A snapshot pickle or RMM CSV records no rank: it is read from the file name ("rank3_...",
-"oom_rank3.pickle"), else --rank, else the trace's position among those given.
-
-  --json OUT         write the summary of the one trace to OUT
-  --out-dir DIR      write each trace's summary to DIR/NAME.summary.json (NAME: the trace's name)
-  --rank N           the rank of the one trace (overrides the log header and the file name)
-  --threads N        traces summarized at once (default: one per core)
-  --capacity SIZE    device capacity (default: the log header; snapshots: inferred at OOMs)
-  --memory-fraction F, --allowed SIZE, --conf CONF, --device N   as for `fragscope analyze`
-
-Without --json or --out-dir, one line per trace is printed and nothing is written.
-)usage";
+"oom_rank3.pickle"), else --rank, else the trace's position among those given.)txt",
+      .flags =
+          Flags({{{"--json", "OUT", "write the summary of the one trace to OUT"},
+                  {"--out-dir", "DIR",
+                   "write each trace's summary to DIR/NAME.summary.json (NAME: the trace's name)"},
+                  {"--rank", "N",
+                   "the rank of the one trace (overrides the log header and the file name)"},
+                  {"--threads", "N", "traces summarized at once (default: one per core)"}},
+                 kTraceFlags}),
+      .footer =
+          R"txt(Without --json or --out-dir, one line per trace is printed and nothing is written.)txt",
+  };
+  return spec;
+}
 
 std::string Line(const RankSummary& s) {
   return absl::StrFormat(
@@ -79,11 +84,10 @@ absl::Status CheckNoOutputIsAnInput(const std::vector<std::string>& inputs,
 
 int RunSummarizeCommand(const std::vector<std::string>& args, std::ostream& out,
                         std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(
-      args, Flags({kTraceFlags, {{"--json"}, {"--out-dir"}, {"--rank"}, {"--threads"}}}));
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
   if (!flags.ok()) return UsageError(err, "summarize", flags.status().message());
-  if (flags->Has("--help")) {
-    out << kUsage;
+  if (flags->help) {
+    out << HelpText(Command());
     return 0;
   }
   if (flags->positional.empty()) return UsageError(err, "summarize", "no trace given");

@@ -16,13 +16,15 @@
 namespace fragscope::cli {
 namespace {
 
-constexpr char kUsage[] =
-    R"usage(usage: fragscope sweep LOG [--max-split-size-mb LIST] [--roundup-power2-divisions LIST]
+const CommandSpec& Command() {
+  static const CommandSpec spec{
+      .name = "sweep",
+      .synopsis = R"txt(LOG [--max-split-size-mb LIST] [--roundup-power2-divisions LIST]
                        [--gc-threshold LIST] [--expandable-segments LIST] [--placement LIST]
                        [--capacity SIZE | --gpu NAME] [--threads N] [--device N] [--conf CONF]
-                       [--memory-fraction F | --allowed SIZE] [--json OUT]
-
-Replays the trace under every combination of the listed settings (on top of the trace's own) on
+                       [--memory-fraction F | --allowed SIZE] [--json OUT])txt",
+      .description =
+          R"txt(Replays the trace under every combination of the listed settings (on top of the trace's own) on
 a simulated device, one allocator per configuration, in parallel threads, and prints peak
 reserved memory, utilization (peak active / peak reserved), whether and where it runs out of
 memory, and device mallocs/frees (each a cudaMalloc/cudaFree; frees synchronize). The
@@ -30,38 +32,26 @@ recommendation avoids the OOM with the lowest peak reserved memory, ties to fewe
 says when the trace's OOM is not reproduced (a cap the trace does not record: give it) and when
 the trace ends where the job died (a setting that gets past the OOM may still fail later).
 A trace may be `-` (standard input) or a stream (a pipe, a FIFO, <(...)): it is read once,
-into an unlinked temporary file, and replayed from there.
-
-  --max-split-size-mb LIST   default 0,64,128,256,512,1024 (0 = unlimited, PyTorch's default)
-  --roundup-power2-divisions LIST   e.g. 4,8,"[64:8,>:1]" (each against leaving it unset)
-  --gc-threshold LIST        e.g. 0.6,0.8 (each against off; it needs a memory fraction: with no
-                             cap given, per_process_memory_fraction:0.999 is added)
-  --expandable-segments LIST default: the trace's own and True; e.g. False,True
-  --placement LIST           e.g. best_fit,first_fit. first_fit (address-ordered, as RMM's
-                             arena) is a fragscope policy PyTorch lacks: shown, never recommended
-  --conf CONF                the baseline: these PYTORCH_CUDA_ALLOC_CONF settings instead of the
-                             trace's (a cap the log records is kept unless CONF sets one)
-  --capacity SIZE            device capacity, 2 MiB to 4 TiB (default: the log header;
-                             snapshots: inferred at OOMs)
-  --gpu NAME                 ... or a GPU's: a100-40gb, a100-80gb, h100-80gb, h200, rtx-4090
-  --memory-fraction F        per-process memory fraction the job ran with (snapshots omit it)
-  --allowed SIZE             ... or the cap in bytes (at least 2 MiB)
-  --device N                 the device of a multi-device snapshot
-  --threads N                replays at once (default: one per core)
-  --json OUT                 write the sweep as JSON (schema fragscope.sweep:
-                             analysis/REPORT_SCHEMA.md); OUT -: to stdout, instead of the table
-)usage";
+into an unlinked temporary file, and replayed from there.)txt",
+      .flags =
+          Flags({kSweepFlags,
+                 kTraceFlags,
+                 {{"--json", "OUT",
+                   "write the sweep as JSON (schema fragscope.sweep: analysis/REPORT_SCHEMA.md); "
+                   "OUT -: to stdout, instead of the table"}}}),
+  };
+  return spec;
+}
 
 }  // namespace
 
 int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags =
-      ParseFlags(args, Flags({kTraceFlags, kSweepFlags, {{"--json"}}}));
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
   if (!flags.ok()) {
     return UsageError(err, "sweep", flags.status().message());
   }
-  if (flags->Has("--help")) {
-    out << kUsage;
+  if (flags->help) {
+    out << HelpText(Command());
     return 0;
   }
   if (flags->positional.size() != 1) {
@@ -69,12 +59,10 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   AnalysisOptions options;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
-    err << "fragscope sweep: " << s.message() << "\n";
-    return 2;
+    return UsageError(err, "sweep", s.message());
   }
   if (absl::Status s = CheckOutputsAreNotInputs(*flags, {"--json"}); !s.ok()) {
-    err << "fragscope sweep: " << s.message() << "\n";
-    return 2;
+    return UsageError(err, "sweep", s.message());
   }
   absl::StatusOr<TraceOpener> opener = TraceOpener::Create(flags->positional[0], {options.device});
   if (!opener.ok()) {
@@ -94,8 +82,7 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
   absl::StatusOr<std::vector<SweepConfig>> configs =
       BuildSweepConfigs(config->options, options.sweep, options.conf.has_value());
   if (!configs.ok()) {
-    err << "fragscope sweep: " << configs.status().message() << "\n";
-    return 2;
+    return UsageError(err, "sweep", configs.status().message());
   }
   std::string capacity_source;
   ResolveCapacity((*source)->info(), options, &capacity_source);

@@ -16,10 +16,13 @@
 namespace fragscope::cli {
 namespace {
 
-constexpr char kUsage[] =
-    R"usage(usage: fragscope verify LOG [--capacity SIZE] [--memory-fraction F | --allowed SIZE] [--device N]
-
-Feeds the trace's user-level allocations and frees through fragscope's reimplementation of
+const CommandSpec& Command() {
+  static const CommandSpec spec{
+      .name = "verify",
+      .synopsis =
+          R"txt(LOG [--capacity SIZE] [--memory-fraction F | --allowed SIZE] [--device N])txt",
+      .description =
+          R"txt(Feeds the trace's user-level allocations and frees through fragscope's reimplementation of
 PyTorch's caching allocator, on a simulated device that hands out the trace's own segment
 addresses, and compares every decision with the trace's: segment allocations and frees, or the
 pages mapped and unmapped in expandable segments (address and size, in order), block addresses,
@@ -35,8 +38,11 @@ torch.cuda.set_per_process_memory_fraction, pass --memory-fraction (or --allowed
 (a trace whose settings set garbage_collection_threshold had one: PyTorch collects only under a
 cap).
 Nor do they record the device's memory, which sizes expandable segments' address reservations
-(9/8 of it each): for a trace that used expandable segments, pass --capacity.
-)usage";
+(9/8 of it each): for a trace that used expandable segments, pass --capacity.)txt",
+      .flags = kTraceFlags,
+  };
+  return spec;
+}
 
 // Verifies one trace (one device's, for a snapshot): 0 faithful, 1 otherwise.
 int VerifyTrace(const TraceOpener& opener, const AnalysisOptions& options, std::ostream& out,
@@ -154,12 +160,12 @@ int VerifyTrace(const TraceOpener& opener, const AnalysisOptions& options, std::
 }  // namespace
 
 int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, kTraceFlags);
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
   if (!flags.ok()) {
     return UsageError(err, "verify", flags.status().message());
   }
-  if (flags->Has("--help")) {
-    out << kUsage;
+  if (flags->help) {
+    out << HelpText(Command());
     return 0;
   }
   if (flags->positional.size() != 1) {
@@ -167,8 +173,7 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
   }
   AnalysisOptions options;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
-    err << "fragscope verify: " << s.message() << "\n";
-    return 2;
+    return UsageError(err, "verify", s.message());
   }
   const std::string& path = flags->positional[0];
   absl::StatusOr<TraceOpener> opener =

@@ -76,10 +76,6 @@ TEST(ReportTest, ExplainHasFormulaValuesAndSourceForEveryTerm) {
   }
 }
 
-TEST(ReportTest, JsonQuoteEscapes) {
-  EXPECT_EQ(JsonQuote("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
-}
-
 TEST(ReportTest, FormatSeconds) {
   EXPECT_EQ(FormatSeconds(0.04595), "45.95 ms");
   EXPECT_EQ(FormatSeconds(2.5), "2.5 s");

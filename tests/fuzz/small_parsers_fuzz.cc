@@ -76,8 +76,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 5: {
       const std::vector<std::string> args =
           absl::StrSplit(absl::string_view(text.data(), text.size()), '\n');
-      absl::StatusOr<cli::ParsedFlags> flags =
-          cli::ParseFlags(args, cli::Flags({cli::kTraceFlags, cli::kSweepFlags}));
+      static const cli::CommandSpec kCommand{
+          .name = "fuzz", .flags = cli::Flags({cli::kTraceFlags, cli::kSweepFlags})};
+      absl::StatusOr<cli::ParsedFlags> flags = cli::ParseFlags(args, kCommand);
       absl::Status status = flags.status();
       AnalysisOptions options;
       if (flags.ok()) status = cli::ApplyAnalysisFlags(*flags, &options);
