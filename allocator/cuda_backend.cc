@@ -1,6 +1,6 @@
 #include "allocator/cuda_backend.h"
 
-#include <cuda_runtime_api.h>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 
@@ -10,147 +10,136 @@ namespace {
 // Makes `device` current for the scope and restores the previous device.
 class DeviceGuard {
  public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) cudaSetDevice(device);
+  DeviceGuard(const CudaRuntimeTable& cuda, int device) : cuda_(cuda) {
+    if (cuda_.get_device(&previous_) != kCudaSuccess) previous_ = -1;
+    if (previous_ != device) cuda_.set_device(device);
   }
   ~DeviceGuard() {
     int current = -1;
-    if (previous_ >= 0 && cudaGetDevice(&current) == cudaSuccess && current != previous_) {
-      cudaSetDevice(previous_);
+    if (previous_ >= 0 && cuda_.get_device(&current) == kCudaSuccess && current != previous_) {
+      cuda_.set_device(previous_);
     }
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
+  const CudaRuntimeTable& cuda_;
   int previous_ = -1;
 };
 
-absl::Status CudaError(const char* call, cudaError_t error) {
-  (void)cudaGetLastError();  // clear the sticky per-thread error
-  const std::string message = absl::StrFormat("%s failed: %s (%s)", call, cudaGetErrorName(error),
-                                              cudaGetErrorString(error));
-  if (error == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
-  return absl::InternalError(message);
-}
-
-cudaEvent_t AsEvent(EventHandle handle) { return reinterpret_cast<cudaEvent_t>(handle); }
+void* AsPointer(uint64_t value) { return reinterpret_cast<void*>(value); }
 
 }  // namespace
 
-int CudaBackend::DeviceCount() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return count;
-}
-
-absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
-  const int count = DeviceCount();
-  if (device < 0 || device >= count) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("CUDA device %d does not exist (%d devices visible)", device, count));
-  }
-  cudaDeviceProp prop{};
-  if (cudaError_t e = cudaGetDeviceProperties(&prop, device); e != cudaSuccess) {
-    return CudaError("cudaGetDeviceProperties", e);
-  }
-  // Device-independent driver queries: no DeviceGuard (cudaSetDevice may create the context).
-  std::unique_ptr<CudaVirtualMemory> vmm = CudaVirtualMemory::Create(device, prop.name);
-  return std::unique_ptr<CudaBackend>(new CudaBackend(device, prop.name, std::move(vmm)));
-}
+CudaBackend::CudaBackend(const CudaRuntimeTable& runtime, int device, std::string name,
+                         std::unique_ptr<VirtualMemory> vmm)
+    : cuda_(runtime), device_(device), name_(std::move(name)), vmm_(std::move(vmm)) {}
 
 CudaBackend::~CudaBackend() {
-  if (!vmm_->empty()) {
-    DeviceGuard guard(device_);
+  if (vmm_ != nullptr && !vmm_->empty()) {
+    DeviceGuard guard(cuda_, device_);
     vmm_.reset();  // synchronizes the device, then unmaps and frees what is left
   }
-  for (EventHandle event : free_events_) cudaEventDestroy(AsEvent(event));
+  for (EventHandle event : free_events_) cuda_.event_destroy(AsPointer(event));
+}
+
+absl::Status CudaBackend::Error(const char* call, int error) const {
+  cuda_.get_last_error();  // clear the sticky per-thread error
+  const char* name = cuda_.get_error_name != nullptr ? cuda_.get_error_name(error) : nullptr;
+  const char* text = cuda_.get_error_string != nullptr ? cuda_.get_error_string(error) : nullptr;
+  const std::string message =
+      absl::StrFormat("%s failed: %s (%s)", call, name != nullptr ? name : "unknown CUDA error",
+                      text != nullptr ? std::string(text) : absl::StrFormat("%d", error));
+  if (error == kCudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
+  return absl::InternalError(message);
 }
 
 absl::StatusOr<DevicePtr> CudaBackend::Malloc(uint64_t bytes) {
-  DeviceGuard guard(device_);
+  DeviceGuard guard(cuda_, device_);
   void* ptr = nullptr;
-  if (cudaError_t e = cudaMalloc(&ptr, bytes); e != cudaSuccess) return CudaError("cudaMalloc", e);
+  if (int e = cuda_.malloc(&ptr, bytes); e != kCudaSuccess) return Error("cudaMalloc", e);
   return reinterpret_cast<DevicePtr>(ptr);
 }
 
 absl::Status CudaBackend::Free(DevicePtr ptr) {
-  DeviceGuard guard(device_);
-  if (cudaError_t e = cudaFree(reinterpret_cast<void*>(ptr)); e != cudaSuccess) {
-    return CudaError("cudaFree", e);
-  }
+  DeviceGuard guard(cuda_, device_);
+  if (int e = cuda_.free(AsPointer(ptr)); e != kCudaSuccess) return Error("cudaFree", e);
   return absl::OkStatus();
 }
 
 DeviceMemInfo CudaBackend::MemInfo() {
-  DeviceGuard guard(device_);
+  DeviceGuard guard(cuda_, device_);
   size_t free_bytes = 0, total_bytes = 0;
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
-    (void)cudaGetLastError();
+  if (cuda_.mem_get_info(&free_bytes, &total_bytes) != kCudaSuccess) {
+    cuda_.get_last_error();
     return {};
   }
   return {free_bytes, total_bytes};
 }
 
 absl::StatusOr<EventHandle> CudaBackend::RecordEvent(StreamId stream) {
-  DeviceGuard guard(device_);
-  cudaEvent_t event = nullptr;
+  DeviceGuard guard(cuda_, device_);
+  void* event = nullptr;
   if (!free_events_.empty()) {
-    event = AsEvent(free_events_.back());
+    event = AsPointer(free_events_.back());
     free_events_.pop_back();
-  } else if (cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-             e != cudaSuccess) {
-    return CudaError("cudaEventCreateWithFlags", e);
+  } else if (int e = cuda_.event_create_with_flags(&event, kCudaEventDisableTiming);
+             e != kCudaSuccess) {
+    return Error("cudaEventCreateWithFlags", e);
   }
-  if (cudaError_t e = cudaEventRecord(event, reinterpret_cast<cudaStream_t>(stream));
-      e != cudaSuccess) {
+  if (int e = cuda_.event_record(event, AsPointer(stream)); e != kCudaSuccess) {
     free_events_.push_back(reinterpret_cast<EventHandle>(event));
-    return CudaError("cudaEventRecord", e);
+    return Error("cudaEventRecord", e);
   }
   return reinterpret_cast<EventHandle>(event);
 }
 
 absl::StatusOr<bool> CudaBackend::EventDone(EventHandle event) {
-  const cudaError_t e = cudaEventQuery(AsEvent(event));
-  if (e == cudaSuccess) return true;
-  if (e == cudaErrorNotReady) {
-    (void)cudaGetLastError();
+  const int e = cuda_.event_query(AsPointer(event));
+  if (e == kCudaSuccess) return true;
+  if (e == kCudaErrorNotReady) {
+    cuda_.get_last_error();
     return false;
   }
-  return CudaError("cudaEventQuery", e);
+  return Error("cudaEventQuery", e);
 }
 
 absl::Status CudaBackend::SynchronizeEvent(EventHandle event) {
-  if (cudaError_t e = cudaEventSynchronize(AsEvent(event)); e != cudaSuccess) {
-    return CudaError("cudaEventSynchronize", e);
+  if (int e = cuda_.event_synchronize(AsPointer(event)); e != kCudaSuccess) {
+    return Error("cudaEventSynchronize", e);
   }
   return absl::OkStatus();
 }
 
 void CudaBackend::ReleaseEvent(EventHandle event) { free_events_.push_back(event); }
 
+uint64_t CudaBackend::PageGranularity() const {
+  return vmm_ != nullptr ? vmm_->granularity_bytes() : DeviceBackend::PageGranularity();
+}
+
 absl::StatusOr<DevicePtr> CudaBackend::ReserveAddressRange(uint64_t bytes) {
-  DeviceGuard guard(device_);
+  if (vmm_ == nullptr) return DeviceBackend::ReserveAddressRange(bytes);
+  DeviceGuard guard(cuda_, device_);
   return vmm_->ReserveAddressRange(bytes);
 }
 
 absl::Status CudaBackend::MapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes) {
-  DeviceGuard guard(device_);
+  if (vmm_ == nullptr) return DeviceBackend::MapPages(ptr, bytes, page_bytes);
+  DeviceGuard guard(cuda_, device_);
   return vmm_->MapPages(ptr, bytes, page_bytes);
 }
 
 absl::Status CudaBackend::UnmapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes,
                                      StreamId stream) {
-  DeviceGuard guard(device_);
+  if (vmm_ == nullptr) return DeviceBackend::UnmapPages(ptr, bytes, page_bytes, stream);
+  DeviceGuard guard(cuda_, device_);
   return vmm_->UnmapPages(ptr, bytes, page_bytes, stream);
 }
 
 absl::Status CudaBackend::ReleaseAddressRange(DevicePtr base, uint64_t bytes) {
-  DeviceGuard guard(device_);
+  if (vmm_ == nullptr) return DeviceBackend::ReleaseAddressRange(base, bytes);
+  DeviceGuard guard(cuda_, device_);
   return vmm_->ReleaseAddressRange(base, bytes);
 }
 

@@ -1,6 +1,7 @@
 // CudaVirtualMemory: the CUDA driver's virtual memory management (cuMemAddressReserve,
 // cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree) behind
-// CudaBackend's expandable-segment calls, done the way PyTorch's ExpandableSegment does it.
+// CudaBackend's expandable-segment calls (its VirtualMemory), done the way PyTorch's
+// ExpandableSegment does it.
 //
 // Driver entry points: the driver functions are looked up once per process through the runtime
 // (cudaGetDriverEntryPointByVersion), as PyTorch's c10/cuda/driver_api.cpp does, so the library
@@ -37,10 +38,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "allocator/types.h"
+#include "allocator/virtual_memory.h"
 
 namespace fragscope {
 
-class CudaVirtualMemory {
+class CudaVirtualMemory final : public VirtualMemory {
  public:
   // Looks up the driver entry points (once per process) and asks whether `device` supports
   // virtual memory management, and at which page granularity. Never fails: without support,
@@ -50,26 +52,26 @@ class CudaVirtualMemory {
   // Unmaps and releases every page still mapped and frees every reservation still held, after
   // cudaDeviceSynchronize, so that a caller that forgets leaks nothing. Errors are ignored (this
   // may run after the driver has shut down).
-  ~CudaVirtualMemory();
+  ~CudaVirtualMemory() override;
 
   CudaVirtualMemory(const CudaVirtualMemory&) = delete;
   CudaVirtualMemory& operator=(const CudaVirtualMemory&) = delete;
 
-  bool supported() const { return supported_; }
+  bool supported() const override { return supported_; }
   // cuMemGetAllocationGranularity(MINIMUM) for a pinned allocation on the device; 2 MiB (what
   // every NVIDIA GPU reports) when the device has no virtual memory support.
-  uint64_t granularity_bytes() const { return granularity_bytes_; }
+  uint64_t granularity_bytes() const override { return granularity_bytes_; }
 
   // The DeviceBackend calls of the same names; contracts in allocator/device_backend.h.
-  absl::StatusOr<DevicePtr> ReserveAddressRange(uint64_t bytes);
-  absl::Status MapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes);
-  absl::Status UnmapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes, StreamId stream);
-  absl::Status ReleaseAddressRange(DevicePtr base, uint64_t bytes);
+  absl::StatusOr<DevicePtr> ReserveAddressRange(uint64_t bytes) override;
+  absl::Status MapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes) override;
+  absl::Status UnmapPages(DevicePtr ptr, uint64_t bytes, uint64_t page_bytes,
+                          StreamId stream) override;
+  absl::Status ReleaseAddressRange(DevicePtr base, uint64_t bytes) override;
 
   // Bytes backed by pages now, over all reservations.
   uint64_t mapped_bytes() const { return mapped_bytes_; }
-  // No reservation is held (hence no page is mapped).
-  bool empty() const { return reservations_.empty(); }
+  bool empty() const override { return reservations_.empty(); }
 
  private:
   struct Page {

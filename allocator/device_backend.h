@@ -5,7 +5,7 @@
 // one stream may be reused after work on other streams. Two implementations exist:
 // SimulatedBackend (capacity, 2 MiB granularity, deterministic addresses, fault injection,
 // hand-driven stream completion) for tests, replay, sweeps and benchmarks, and CudaBackend for
-// real jobs (allocator/cuda_backend.h, built only with CUDA).
+// real jobs (allocator/cuda_backend.h, over the linked CUDA runtime or the interposer's).
 //
 // Thread safety: a backend is used by one CachingAllocator, under that allocator's lock, so
 // implementations need not be thread-safe unless shared.

@@ -40,7 +40,7 @@ install(TARGETS ${FRAGSCOPE_EXPORTED_LIBRARIES} EXPORT fragscopeTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fragscope)
 set(_headers ${CMAKE_INSTALL_INCLUDEDIR}/fragscope)
 install(DIRECTORY allocator/ DESTINATION ${_headers}/allocator COMPONENT development
-        FILES_MATCHING PATTERN "*.h" PATTERN "cuda_backend.h" EXCLUDE PATTERN "cuda_vmm.h" EXCLUDE)
+        FILES_MATCHING PATTERN "*.h" PATTERN "cuda_*.h" EXCLUDE PATTERN "virtual_memory.h" EXCLUDE)
 install(DIRECTORY analysis/ DESTINATION ${_headers}/analysis COMPONENT development
         FILES_MATCHING PATTERN "*.h" PATTERN "cli" EXCLUDE)
 install(DIRECTORY estimator/ DESTINATION ${_headers}/estimator COMPONENT development

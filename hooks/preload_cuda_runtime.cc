@@ -133,7 +133,7 @@ size_t CopyOut(const std::string& text, char* buf, size_t len) {
 }  // namespace
 }  // namespace fragscope::hooks
 
-using fragscope::hooks::kCudaErrorInitializationError;
+using fragscope::kCudaErrorInitializationError;
 using fragscope::hooks::PreloadState;
 using fragscope::hooks::RealCuda;
 using fragscope::hooks::RealOrReport;
@@ -196,7 +196,7 @@ int cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   const RealCuda* real = RealOrReport();
   if (real == nullptr || real->mem_get_info == nullptr) return kCudaErrorInitializationError;
   const int error = real->mem_get_info(free_bytes, total_bytes);
-  if (error != fragscope::hooks::kCudaSuccess || free_bytes == nullptr || total_bytes == nullptr) {
+  if (error != fragscope::kCudaSuccess || free_bytes == nullptr || total_bytes == nullptr) {
     return error;
   }
   try {

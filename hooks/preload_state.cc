@@ -8,12 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "allocator/cuda_backend.h"
 #include "allocator/device_stats.h"
 #include "allocator/memory_summary.h"
 #include "allocator/oom_report.h"
 #include "hooks/hook_config.h"
 #include "hooks/process_exit.h"
-#include "hooks/real_cuda_backend.h"
 
 namespace fragscope::hooks {
 namespace {
@@ -103,7 +103,9 @@ PreloadState::PreloadState() {
                 "cudaDeviceSynchronize, cudaGetLastError and the cudaEvent functions, which the "
                 "loaded CUDA runtime does not export");
           }
-          return std::make_unique<RealCudaBackend>(*real, device);
+          // The process's own runtime, without virtual memory (expandable segments are refused).
+          return std::make_unique<CudaBackend>(RealCudaTable(*real), device,
+                                               RealDeviceName(*real, device), nullptr);
         });
   }
 }

@@ -5,8 +5,11 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
+
+#include "absl/strings/str_format.h"
 
 namespace fragscope::hooks {
 namespace {
@@ -86,11 +89,36 @@ const RealCuda* ResolveRealCuda() {
   return resolved;
 }
 
-const char* CudaErrorName(const RealCuda& cuda, int error) {
-  if (cuda.get_error_name != nullptr) {
-    if (const char* name = cuda.get_error_name(error)) return name;
+CudaRuntimeTable RealCudaTable(const RealCuda& cuda) {
+  CudaRuntimeTable table;
+  table.get_device = cuda.get_device;
+  table.set_device = cuda.set_device;
+  table.malloc = cuda.malloc;
+  table.free = cuda.free;
+  table.mem_get_info = cuda.mem_get_info;
+  table.get_last_error = cuda.get_last_error;
+  table.event_create_with_flags = cuda.event_create_with_flags;
+  table.event_record = cuda.event_record;
+  table.event_query = cuda.event_query;
+  table.event_synchronize = cuda.event_synchronize;
+  table.event_destroy = cuda.event_destroy;
+  table.get_error_name = cuda.get_error_name;
+  return table;
+}
+
+std::string RealDeviceName(const RealCuda& cuda, int device) {
+  if (cuda.get_device_properties != nullptr) {
+    // cudaDeviceProp is about 1 KiB in CUDA 12-13; the buffer leaves room for growth. Only the
+    // name (offset 0, char[256]) is read.
+    auto prop = std::make_unique<char[]>(16384);
+    if (cuda.get_device_properties(prop.get(), device) == kCudaSuccess) {
+      prop[255] = '\0';
+      if (prop[0] != '\0') return std::string(prop.get());
+    } else if (cuda.get_last_error != nullptr) {
+      cuda.get_last_error();
+    }
   }
-  return "unknown CUDA error";
+  return absl::StrFormat("CUDA device %d", device);
 }
 
 }  // namespace fragscope::hooks

@@ -10,24 +10,17 @@
 // A versioned reference (cudaMalloc@libcudart.so.13) binds to our unversioned definition, and
 // dlsym returns the default version of the real one.
 //
-// The ABI facts used here (error codes, flag values, signatures) are those of driver_types.h and
-// cuda_runtime_api.h, unchanged since CUDA 11.
+// The ABI facts used here (signatures; error codes and flag values in
+// allocator/cuda_runtime_table.h) are those of driver_types.h and cuda_runtime_api.h, unchanged
+// since CUDA 11. Cache mode runs CudaBackend (allocator/cuda_backend.h) over RealCudaTable.
 #pragma once
 
 #include <cstddef>
+#include <string>
+
+#include "allocator/cuda_runtime_table.h"
 
 namespace fragscope::hooks {
-
-// cudaError_t values (driver_types.h). An enum is passed as int on the C ABI.
-enum CudaErrorCode : int {
-  kCudaSuccess = 0,
-  kCudaErrorInvalidValue = 1,
-  kCudaErrorMemoryAllocation = 2,
-  kCudaErrorInitializationError = 3,
-  kCudaErrorCudartUnloading = 4,
-  kCudaErrorNotReady = 600,
-};
-inline constexpr unsigned kCudaEventDisableTiming = 0x02;
 
 struct RealCuda {
   int (*malloc)(void** ptr, size_t size) = nullptr;
@@ -61,7 +54,11 @@ struct RealCuda {
 // again; once found, the table never changes). Thread-safe.
 const RealCuda* ResolveRealCuda();
 
-// The CUDA error name ("cudaErrorMemoryAllocation"), or the number.
-const char* CudaErrorName(const RealCuda& cuda, int error);
+// The table CudaBackend calls, made of the resolved functions (no error descriptions: the backend's
+// messages carry the error's name and number). REQUIRES: cuda.CanCache().
+CudaRuntimeTable RealCudaTable(const RealCuda& cuda);
+
+// The device's name from cudaGetDeviceProperties, or "CUDA device N".
+std::string RealDeviceName(const RealCuda& cuda, int device);
 
 }  // namespace fragscope::hooks
