@@ -15,6 +15,14 @@ namespace {
 // PyTorch refuses requests of 1 EiB or more before touching the allocator.
 constexpr uint64_t kOneExaByte = uint64_t{1} << 60;
 
+absl::Status TooLargeStatus(uint64_t size, int device) {
+  OomReport report;
+  report.requested_bytes = size;
+  report.device = device;
+  report.too_large = true;
+  return MakeOomStatus(report);
+}
+
 }  // namespace
 
 CachingAllocator::CachingAllocator(DeviceBackend& backend, AllocatorOptions options)
@@ -31,40 +39,72 @@ CachingAllocator::~CachingAllocator() = default;
 
 absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId stream) {
   if (size == 0) return DevicePtr{0};
-  if (size >= kOneExaByte) {
-    OomReport report;
-    report.requested_bytes = size;
-    report.device = device_;
-    report.too_large = true;
-    return MakeOomStatus(report);
-  }
+  if (size >= kOneExaByte) return TooLargeStatus(size, device_);
   Lock lock(&mu_);
-  ProcessEventsLocked();
+  PrivatePool* owner =
+      ABSL_PREDICT_TRUE(captures_underway_.empty()) ? nullptr : RoutedPoolLocked(stream);
+  return AllocateLocked(size, stream, owner);
+}
+
+absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId stream, PoolId pool) {
+  if (size == 0) return DevicePtr{0};
+  if (size >= kOneExaByte) return TooLargeStatus(size, device_);
+  Lock lock(&mu_);
+  PrivatePool* owner = nullptr;
+  if (!pool.is_default()) {
+    owner = FindPrivatePoolLocked(pool);
+    if (owner == nullptr) {
+      return absl::NotFoundError(absl::StrFormat(
+          "allocation into private pool %s, which does not exist", FormatPoolId(pool)));
+    }
+  }
+  return AllocateLocked(size, stream, owner);
+}
+
+absl::StatusOr<DevicePtr> CachingAllocator::AllocateLocked(uint64_t size, StreamId stream,
+                                                           PrivatePool* owner) {
+  // Events are not polled while a capture may be underway (querying one is illegal then).
+  if (ABSL_PREDICT_TRUE(captures_underway_.empty())) ProcessEventsLocked();
   const uint64_t rounded = RoundSize(size, options_);
   const PoolKind kind = PoolFor(rounded);
-  BlockPool& pool = PoolOf(kind);
+  BlockPool& pool = owner == nullptr ? PoolOf(kind) : owner->Of(kind);
+  if (ABSL_PREDICT_FALSE(owner != nullptr && options_.expandable_segments)) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "expandable_segments:True in private pool %s: expandable segments in CUDA-graph pools "
+        "and MemPools are not modelled",
+        FormatPoolId(owner->id)));
+  }
 
   BlockPool::iterator cached = FindFreeBlockLocked(pool, stream, rounded);
   if (cached.at_end() && RunFreeMemoryCallbacksLocked()) {
     cached = FindFreeBlockLocked(pool, stream, rounded);
   }
-  if (!cached.at_end()) return HandOutLocked(*cached, &cached, rounded, size);
+  if (!cached.at_end()) return HandOutLocked(*cached, &cached, pool, rounded, size);
 
   const uint64_t segment_size = SegmentSizeFor(rounded, options_);
   if (GcEnabledLocked()) GarbageCollectCachedBlocksLocked();
   // The retry ladder. A backend error other than out-of-memory stops it at once.
   absl::Status error;
-  Block* block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
-  if (block == nullptr && error.ok() && ReleaseAvailableCachedBlocksLocked(pool, stream, rounded)) {
-    block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
+  Block* block = AllocateBlockLocked(kind, owner, stream, rounded, segment_size, &error);
+  if (block == nullptr && error.ok() && owner == nullptr && !use_on_oom_pools_.empty()) {
+    // try_mempool_fallback: before releasing anything, a use_on_oom pool's free block.
+    auto [lender, found] = MempoolFallbackLocked(kind, stream, rounded);
+    if (lender != nullptr) return HandOutLocked(*found, &found, lender->Of(kind), rounded, size);
   }
-  if (block == nullptr && error.ok()) {
+  if (block == nullptr && error.ok() && ReleaseAvailableCachedBlocksLocked(pool, stream, rounded)) {
+    block = AllocateBlockLocked(kind, owner, stream, rounded, segment_size, &error);
+  }
+  // The full release is skipped while a capture may be underway.
+  if (block == nullptr && error.ok() && captures_underway_.empty()) {
     ReleaseCachedBlocksLocked(/*oom_retry=*/true);
-    block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
+    block = AllocateBlockLocked(kind, owner, stream, rounded, segment_size, &error);
   }
   if (!error.ok()) return error;
-  if (block == nullptr) return OutOfMemoryLocked(size, rounded, segment_size, stream);
-  return HandOutLocked(block, /*in_pool=*/nullptr, rounded, size);
+  if (block == nullptr) {
+    return OutOfMemoryLocked(size, rounded, segment_size, stream,
+                             owner == nullptr ? kDefaultPoolId : owner->id);
+  }
+  return HandOutLocked(block, /*in_pool=*/nullptr, pool, rounded, size);
 }
 
 BlockPool::iterator CachingAllocator::FindFreeBlockLocked(BlockPool& pool, StreamId stream,
@@ -112,8 +152,9 @@ bool CachingAllocator::RunFreeMemoryCallbacksLocked() {
   return freed;
 }
 
-Block* CachingAllocator::AllocateBlockLocked(PoolKind pool, StreamId stream, uint64_t rounded,
-                                             uint64_t segment_size, absl::Status* error) {
+Block* CachingAllocator::AllocateBlockLocked(PoolKind pool, PrivatePool* owner, StreamId stream,
+                                             uint64_t rounded, uint64_t segment_size,
+                                             absl::Status* error) {
   // The memory-fraction cap is checked against the segment size even when expandable segments
   // map a different amount, as PyTorch does.
   if (allowed_maximum_bytes_.has_value() &&
@@ -121,10 +162,10 @@ Block* CachingAllocator::AllocateBlockLocked(PoolKind pool, StreamId stream, uin
     return nullptr;
   }
   if (options_.expandable_segments) return AllocateExpandableLocked(pool, stream, rounded, error);
-  return AllocateSegmentLocked(pool, stream, segment_size, error);
+  return AllocateSegmentLocked(pool, owner, stream, segment_size, error);
 }
 
-Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
+Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, PrivatePool* owner, StreamId stream,
                                                uint64_t segment_size, absl::Status* error) {
   absl::StatusOr<DevicePtr> ptr = backend_.Malloc(segment_size);
   if (!ptr.ok()) {
@@ -147,6 +188,8 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
   segment.stream = stream;
   segment.pool = pool;
   segment.id = next_segment_id_++;
+  segment.owner = owner;
+  if (owner != nullptr) ++owner->segment_count;
 
   Block* block = arena_.New();
   block->ptr = *ptr;
@@ -154,6 +197,7 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
   block->stream = stream;
   block->segment = &segment;
   block->pool = pool;
+  block->in_private_pool = owner != nullptr;
   segment.head = block;
   active_.AddSegment(segment.base, segment.size, block);
 
@@ -164,7 +208,7 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
 }
 
 DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterator* in_pool,
-                                          uint64_t rounded, uint64_t requested) {
+                                          BlockPool& pool, uint64_t rounded, uint64_t requested) {
   // With many live blocks the block, its lower neighbour (a split links the new block to it) and
   // (for observers' events) its segment are each a cache miss: start the neighbours' (Note
   // [Blocks grouped by segment]) with the block's, then the segment's, instead of one after
@@ -181,8 +225,10 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
   FRAGSCOPE_DCHECK(block->pool == kind);
   const uint64_t size = in_pool != nullptr ? in_pool->key().size : block->size;
   uint64_t remainder_bytes = 0;
-  BlockPool& pool = PoolOf(kind);
-  if (ShouldSplit(size, rounded, kind, options_)) {
+  // A MemPool(no_split=True) hands its blocks out whole (PyTorch's should_split).
+  const bool no_split =
+      ABSL_PREDICT_FALSE(block->in_private_pool) && block->segment->owner->no_split;
+  if (!no_split && ShouldSplit(size, rounded, kind, options_)) {
     Block* remainder = block;
     remainder_bytes = size - rounded;
     if (in_pool != nullptr) {
@@ -212,7 +258,8 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
 }
 
 absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t rounded,
-                                                 uint64_t segment_size, StreamId stream) {
+                                                 uint64_t segment_size, StreamId stream,
+                                                 PoolId pool_id) {
   const DeviceMemInfo info = backend_.MemInfo();
   const DeviceStats stats = stats_.stats();
   OomReport r;
@@ -227,7 +274,10 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
   r.allocated_bytes = static_cast<uint64_t>(stats.allocated_bytes[0].current);
   r.reserved_bytes = reserved_bytes_;
   const PoolKind kind = PoolFor(rounded);
-  for (const BlockPool* pool : {&small_pool_, &large_pool_}) {
+  const PrivatePool* owner = FindPrivatePoolLocked(pool_id);
+  const BlockPool* request_pools[2] = {&small_pool_, &large_pool_};
+  if (owner != nullptr) request_pools[0] = &owner->small, request_pools[1] = &owner->large;
+  for (const BlockPool* pool : request_pools) {
     pool->ForEach([&](const Block* b) {
       r.free_cached_bytes += b->size;
       ++r.free_cached_fragments;
@@ -240,8 +290,23 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
   }
   for (const auto& [base, segment] : segments_) {
     for (const Block* b = segment.head; b != nullptr; b = b->next) {
-      if (!b->allocated && b->event_count > 0) r.pending_free_bytes += b->size;
+      if (!b->allocated && (b->event_count > 0 || b->used_on_other_streams)) {
+        r.pending_free_bytes += b->size;
+      }
     }
+  }
+  // PyTorch's "allocated in private pools": the free cached blocks of every private pool,
+  // counted as allocated in its message; fragscope also keeps what they reserve.
+  r.pool_id = pool_id;
+  for (const auto& [id, pp] : private_pools_) {
+    ++r.private_pool_count;
+    if (id.is_graph_pool()) ++r.graph_pool_count;
+    for (const BlockPool* p : {&pp->small, &pp->large}) {
+      p->ForEach([&](const Block* b) { r.private_pool_free_bytes += b->size; });
+    }
+  }
+  for (const auto& [base, segment] : segments_) {
+    if (segment.owner != nullptr) r.private_pool_reserved_bytes += segment.size;
   }
 
   AllocatorEvent e;
@@ -255,6 +320,7 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
   e.device_total_bytes = r.device_total_bytes;
   e.reserved_bytes = r.reserved_bytes;
   e.allocated_bytes = r.allocated_bytes;
+  e.pool_id = pool_id;
   if (r.would_fit_in_free_cached()) e.flags |= kEventFlagWouldFitIfContiguous;
   Emit(e);
   return MakeOomStatus(r);
@@ -310,6 +376,13 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
     FreeBlockLocked(block);
     return absl::OkStatus();
   }
+  if (ABSL_PREDICT_FALSE(!captures_underway_.empty())) {
+    // No event may be recorded for later querying during a capture: the free waits until no
+    // capture is underway (PyTorch's deferred_blocks).
+    deferred_frees_.push_back(block);
+    return absl::OkStatus();
+  }
+  capture_stream_uses_.erase(block);  // uses recorded during an earlier capture still count
   InsertEventsLocked(block);
   return absl::OkStatus();
 }
@@ -347,14 +420,19 @@ absl::Status CachingAllocator::RecordStream(DevicePtr ptr, StreamId stream) {
           ptr, uses.size()));
     }
     uses.push_back(stream);
+    if (ABSL_PREDICT_FALSE(!captures_underway_.empty())) {
+      capture_stream_uses_[block].push_back(stream);
+    }
   }
   block->used_on_other_streams = true;
   return absl::OkStatus();
 }
 
-void CachingAllocator::EmptyCache() {
+void CachingAllocator::EmptyCache() { EmptyCache(kDefaultPoolId); }
+
+void CachingAllocator::EmptyCache(PoolId pool) {
   Lock lock(&mu_);
-  ReleaseCachedBlocksLocked(/*oom_retry=*/false);
+  ReleaseCachedBlocksLocked(/*oom_retry=*/false, pool);
 }
 
 absl::Status CachingAllocator::SetMemoryFraction(double fraction) {
