@@ -119,6 +119,7 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->bytes = r.words[kWordBytes];
     event->requested_bytes = r.words[kWordRequestedBytes];
     event->stream = r.words[kWordStream];
+    event->pool_id = UnpackPoolId(r.words[kWordPoolId]);
     event->device_free_bytes = event->device_total_bytes = 0;
     event->reserved_bytes = event->allocated_bytes = 0;
     return true;
@@ -152,6 +153,7 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->ptr = event->bytes = event->requested_bytes = event->stream = 0;
     event->device_free_bytes = event->device_total_bytes = 0;
     event->reserved_bytes = event->allocated_bytes = 0;
+    event->pool_id = kDefaultPoolId;
     if (kind == EventKind::kMarker || UsesLongTextLayout(r.kind)) {
       return DecodeText(r, i, event);  // tail calls: the path of block events needs no frame
     }
@@ -160,6 +162,7 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->bytes = w[kWordBytes];
     event->requested_bytes = w[kWordRequestedBytes];
     event->stream = w[kWordStream];
+    event->pool_id = UnpackPoolId(w[kWordPoolId]);
     if (UsesStatsLayout(r.kind)) {
       event->device_free_bytes = w[kWordDeviceFreeBytes];
       event->device_total_bytes = w[kWordDeviceTotalBytes];

@@ -13,6 +13,7 @@
 #include "allocator/event_log_format.h"
 #include "allocator/size_policy.h"
 #include "analysis/pytorch_snapshot.h"
+#include "analysis/snapshot_pool_ids.h"
 
 namespace fragscope {
 namespace {
@@ -149,6 +150,7 @@ absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
     }
   }
   ReconstructInitialState();
+  pool_ids_ = TraceEntryPoolIds(*snapshot_, static_cast<int>(device_));
   InferCapacity();
   CollectAnnotations();
   return absl::OkStatus();
@@ -174,8 +176,8 @@ void SnapshotSource::ReconstructInitialState() {
       AddRange(mapped, s.address, s.address + s.total_size);
       owners[s.address] = {pool, static_cast<StreamId>(s.stream)};
     } else {
-      segments[s.address] =
-          InitialSegment{s.address, s.total_size, pool, static_cast<StreamId>(s.stream), {}};
+      segments[s.address] = InitialSegment{
+          s.address, s.total_size, pool, SegmentPoolId(s), static_cast<StreamId>(s.stream), {}};
     }
     for (const SnapshotBlock& b : s.blocks) {
       if (b.state == BlockState::kActiveAllocated) {
@@ -191,7 +193,7 @@ void SnapshotSource::ReconstructInitialState() {
       case TraceAction::kSegmentFree: {
         const PoolKind pool = it->size == kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge;
         segments[it->addr] =
-            InitialSegment{it->addr, it->size, pool, static_cast<StreamId>(it->stream), {}};
+            InitialSegment{it->addr, it->size, pool, {}, static_cast<StreamId>(it->stream), {}};
         break;
       }
       case TraceAction::kSegmentMap:
@@ -223,7 +225,7 @@ void SnapshotSource::ReconstructInitialState() {
     auto owner = owners.upper_bound(start);
     const auto [pool, stream] = owner == owners.begin() ? std::pair(PoolKind::kLarge, StreamId{0})
                                                         : std::prev(owner)->second;
-    segments[start] = InitialSegment{start, end - start, pool, stream, {}};
+    segments[start] = InitialSegment{start, end - start, pool, {}, stream, {}};
   }
   for (auto& [address, block] : blocks) {
     auto seg = segments.upper_bound(address);
@@ -355,6 +357,7 @@ absl::StatusOr<bool> SnapshotSource::Next(TraceEvent* event) {
     event->time_ns = static_cast<uint64_t>(std::max<int64_t>(0, time_us - first_time_us_)) * 1000;
     event->stream = static_cast<StreamId>(e.stream);
     event->pool = e.size <= kSmallSizeBytes ? PoolKind::kSmall : PoolKind::kLarge;
+    if (!pool_ids_.empty()) event->pool_id = pool_ids_[pos_ - 1];
     if (kind == EventKind::kOom) {
       event->bytes = e.size;
       event->requested_bytes = e.size;

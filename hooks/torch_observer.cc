@@ -143,6 +143,8 @@ struct Observer {
       native.stream = reinterpret_cast<uint64_t>(entry.stream_);
       AllocatorEvent event;
       if (!converter->Convert(native, &event)) return;
+      // The block's, segment's or request's private pool (.fslog 2.4); (0, 0): the default.
+      event.pool_id = PoolId{entry.mempool_.first, entry.mempool_.second};
       if (EventLogWriter* writer = Log(device)) writer->OnEvent(event);
     } catch (...) {
       // A lost record is better than an exception inside PyTorch's allocator.
