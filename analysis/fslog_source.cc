@@ -44,6 +44,7 @@ void CopyEvent(const TraceEvent& from, TraceEvent* to) {
   to->bytes = from.bytes;
   to->requested_bytes = from.requested_bytes;
   to->stream = from.stream;
+  to->pool_id = from.pool_id;
   to->device_free_bytes = from.device_free_bytes;
   to->device_total_bytes = from.device_total_bytes;
   to->reserved_bytes = from.reserved_bytes;

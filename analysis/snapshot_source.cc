@@ -177,7 +177,7 @@ void SnapshotSource::ReconstructInitialState() {
       owners[s.address] = {pool, static_cast<StreamId>(s.stream)};
     } else {
       segments[s.address] = InitialSegment{
-          s.address, s.total_size, pool, SegmentPoolId(s), static_cast<StreamId>(s.stream), {}};
+          s.address, s.total_size, pool, static_cast<StreamId>(s.stream), {}, SegmentPoolId(s)};
     }
     for (const SnapshotBlock& b : s.blocks) {
       if (b.state == BlockState::kActiveAllocated) {
@@ -193,7 +193,7 @@ void SnapshotSource::ReconstructInitialState() {
       case TraceAction::kSegmentFree: {
         const PoolKind pool = it->size == kSmallBufferBytes ? PoolKind::kSmall : PoolKind::kLarge;
         segments[it->addr] =
-            InitialSegment{it->addr, it->size, pool, {}, static_cast<StreamId>(it->stream), {}};
+            InitialSegment{it->addr, it->size, pool, static_cast<StreamId>(it->stream), {}};
         break;
       }
       case TraceAction::kSegmentMap:
@@ -225,7 +225,7 @@ void SnapshotSource::ReconstructInitialState() {
     auto owner = owners.upper_bound(start);
     const auto [pool, stream] = owner == owners.begin() ? std::pair(PoolKind::kLarge, StreamId{0})
                                                         : std::prev(owner)->second;
-    segments[start] = InitialSegment{start, end - start, pool, {}, stream, {}};
+    segments[start] = InitialSegment{start, end - start, pool, stream, {}};
   }
   for (auto& [address, block] : blocks) {
     auto seg = segments.upper_bound(address);

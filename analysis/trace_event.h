@@ -85,9 +85,9 @@ struct InitialSegment {
   DevicePtr address = 0;
   uint64_t size = 0;
   PoolKind pool = PoolKind::kLarge;
-  PoolId pool_id;  // segment_pool_id
   StreamId stream = 0;
   std::vector<InitialBlock> allocated;  // the rest of the segment was free
+  PoolId pool_id;                       // segment_pool_id: (0, 0) for the default pool
 };
 
 struct TraceInfo {

@@ -120,8 +120,10 @@ TEST(ReplayPoolsTest, FslogWithAGraphPoolAndAMemPoolVerifiesFaithfully) {
   const RecordedJob job = Record("pools", /*release_graph=*/true);
   VerifyResult r = testing::VerifyFile(job.fslog, kCapacity);
   EXPECT_FALSE(r.divergence.has_value()) << testing::Describe(r);
-  EXPECT_EQ(r.counts.segment_allocs, 5u);  // default x2, graph, MemPool, the last 6 MiB
-  EXPECT_EQ(r.counts.segment_frees, 2u);   // the graph pool's and the free default segment
+  // Default 20 MiB and 2 MiB, the graph's 20 MiB and 2 MiB, the MemPool's 30 MiB and 20 MiB, the
+  // last 6 MiB; freed by empty_cache: the graph pool's two and the free default 20 MiB.
+  EXPECT_EQ(r.counts.segment_allocs, 7u);
+  EXPECT_EQ(r.counts.segment_frees, 3u);
   testing::ExpectSameStats(r.stats, job.stats);
 }
 
@@ -134,17 +136,17 @@ TEST(ReplayPoolsTest, TheSameLogWithoutPoolIdsDiverges) {
 }
 
 TEST(ReplayPoolsTest, SnapshotSegmentPoolIdsRouteTheTraceIntoItsPools) {
-  // The graph is alive when the snapshot is taken: its segment carries segment_pool_id (1, 0),
-  // and the MemPool's (0, 1); the entries themselves carry no pool.
+  // The graph is alive when the snapshot is taken: its two segments carry segment_pool_id (1, 0),
+  // and the MemPool's two (0, 1); the entries themselves carry no pool.
   const RecordedJob job = Record("pools_snapshot", /*release_graph=*/false);
   int private_segments = 0;
   for (const SnapshotSegment& s : job.snapshot->segments) {
     private_segments += s.pool_id != std::make_pair(int64_t{0}, int64_t{0});
   }
-  EXPECT_EQ(private_segments, 2);
+  EXPECT_EQ(private_segments, 4);
   VerifyResult r = testing::VerifySnapshot(job.snapshot, kCapacity);
   EXPECT_FALSE(r.divergence.has_value()) << testing::Describe(r);
-  EXPECT_EQ(r.counts.segment_allocs, 4u);
+  EXPECT_EQ(r.counts.segment_allocs, 6u);
 }
 
 // Snapshots recorded from PyTorch 2.11 on an H100 (tests/data/oracle/pools/README.md).
@@ -191,10 +193,10 @@ TEST(ReplayPoolsTest, DumpShowsThePoolIds) {
     graph += e.pool_id == kGraph;
     mempool += e.pool_id == kMemPool;
   }
-  // Graph: segment alloc, 4 allocs, 4 frees requested and completed, segment free.
-  EXPECT_EQ(graph, 1 + 4 + 2 * 4 + 1);
-  // MemPool: segment alloc, 2 allocs, 2 frees requested and completed.
-  EXPECT_EQ(mempool, 1 + 2 + 2 * 2);
+  // Graph: 2 segment allocs, 4 allocs, 4 frees requested and completed, 2 segment frees.
+  EXPECT_EQ(graph, 2 + 4 + 2 * 4 + 2);
+  // MemPool: 2 segment allocs, 2 allocs, 2 frees requested and completed.
+  EXPECT_EQ(mempool, 2 + 2 + 2 * 2);
 }
 
 }  // namespace
