@@ -65,6 +65,15 @@ void WriteOom(JsonWriter& j, const OomExplanation& x) {
   j.Field("fragmented_segments", x.fragmented_segment_count);
   j.Field("oversize_rejected_bytes", x.oversize_rejected_bytes);
   j.Field("other_stream_fitting_bytes", x.other_stream_fitting_bytes);
+  j.Key("pool_id");
+  j.BeginArray();
+  j.Uint(x.pool_id.first);
+  j.Uint(x.pool_id.second);
+  j.EndArray();
+  j.Field("private_pools", x.private_pool_count);
+  j.Field("graph_pools", x.graph_pool_count);
+  j.Field("private_pool_reserved_bytes", x.private_pool_reserved_bytes);
+  j.Field("private_pool_free_bytes", x.private_pool_free_bytes);
   j.Key("fragmented");
   j.BeginArray();
   for (const FragmentedSegment& s : x.fragmented) {
