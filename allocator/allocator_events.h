@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "allocator/pool_id.h"
 #include "allocator/types.h"
 
 namespace fragscope {
@@ -54,6 +55,10 @@ enum EventFlag : uint8_t {
   // bytes is RoundSize(requested_bytes), inferred; PyTorch's block may be larger by the
   // remainder it did not split (under 1 MiB + 512 B in the large pool).
   kEventFlagSizeInferred = 1 << 6,
+  // kEmptyCache only (the bit means kEventFlagBlockWasSplit on kAlloc): no stream events were
+  // synchronized, because a capture was underway or one private pool was emptied. PyTorch counts
+  // num_sync_all_streams only for a release that synchronized.
+  kEventFlagEmptyCacheNoSync = 1 << 0,
 };
 
 // One allocator event. Fields not listed for a kind are zero.
@@ -83,6 +88,9 @@ struct AllocatorEvent {
   uint64_t device_total_bytes = 0;
   uint64_t reserved_bytes = 0;
   uint64_t allocated_bytes = 0;
+  // The private pool of the block or segment (alloc/free_*/segment_*), of the request (kOom), or
+  // that empty_cache(mempool_id) was asked to empty (kEmptyCache); (0, 0): the default pool.
+  PoolId pool_id;
 };
 
 // Receives an allocator's events.

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "allocator/pool_id.h"
 #include "allocator/types.h"
 
 namespace fragscope {
@@ -37,6 +38,7 @@ struct SegmentInfo {
   StreamId stream = 0;
   PoolKind segment_type = PoolKind::kSmall;
   bool is_expandable = false;
+  PoolId pool_id;                 // segment_pool_id: (0, 0) for the default pool
   std::vector<BlockInfo> blocks;  // address order
 };
 

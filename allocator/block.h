@@ -47,6 +47,9 @@ struct Segment {
   // pages of page_bytes (2 MiB small pool, large_segment_size large pool).
   bool expandable = false;
   uint64_t page_bytes = 0;
+  // The private pool (CUDA graph, MemPool) the segment was allocated for; nullptr: the default
+  // pool. Its blocks are reused only by allocations routed to that pool.
+  struct PrivatePool* owner = nullptr;
 };
 
 // One cache line: a free in a large pool reads the block and both neighbours, each a likely cache
@@ -69,6 +72,9 @@ struct alignas(64) Block {
   // inactive_split figures for expandable segments), and with many segments reading it from the
   // Segment was a cache miss per operation.
   bool expandable = false;
+  // segment->owner != nullptr, copied in for the same reason: the free path picks the block's
+  // pool from it without reading the Segment when no private pool is involved.
+  bool in_private_pool = false;
   // Outstanding stream events that must complete before the block may be reused: at most one per
   // stream that used the block (CachingAllocator::RecordStream bounds those: kMaxStreamUses).
   int16_t event_count = 0;
@@ -83,8 +89,9 @@ struct alignas(64) Block {
 
   bool IsSplit() const { return prev != nullptr || next != nullptr; }
   bool IsExpandable() const { return expandable; }
-  // Free for merging and reuse: not allocated, not waiting for events (PyTorch's merge test).
-  bool IsFree() const { return !allocated && event_count == 0; }
+  // Free for merging and reuse: not allocated, not waiting for events, not waiting for a capture
+  // to end with its other streams' uses (PyTorch's merge test).
+  bool IsFree() const { return !allocated && event_count == 0 && !used_on_other_streams; }
   DevicePtr end() const { return ptr + size; }
 
  private:

@@ -164,6 +164,7 @@ inline Block* SplitFront(Block* block, uint64_t size, BlockArena& arena, Block* 
   front->stream = block->stream;
   front->segment = block->segment;
   front->pool = block->pool;
+  front->in_private_pool = block->in_private_pool;
   front->mapped = block->mapped;
   front->expandable = block->expandable;
   front->prev = block->prev;

@@ -15,6 +15,14 @@ namespace {
 // PyTorch refuses requests of 1 EiB or more before touching the allocator.
 constexpr uint64_t kOneExaByte = uint64_t{1} << 60;
 
+absl::Status TooLargeStatus(uint64_t size, int device) {
+  OomReport report;
+  report.requested_bytes = size;
+  report.device = device;
+  report.too_large = true;
+  return MakeOomStatus(report);
+}
+
 }  // namespace
 
 CachingAllocator::CachingAllocator(DeviceBackend& backend, AllocatorOptions options)
@@ -31,40 +39,72 @@ CachingAllocator::~CachingAllocator() = default;
 
 absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId stream) {
   if (size == 0) return DevicePtr{0};
-  if (size >= kOneExaByte) {
-    OomReport report;
-    report.requested_bytes = size;
-    report.device = device_;
-    report.too_large = true;
-    return MakeOomStatus(report);
-  }
+  if (size >= kOneExaByte) return TooLargeStatus(size, device_);
   Lock lock(&mu_);
-  ProcessEventsLocked();
+  PrivatePool* owner =
+      ABSL_PREDICT_TRUE(captures_underway_.empty()) ? nullptr : RoutedPoolLocked(stream);
+  return AllocateLocked(size, stream, owner);
+}
+
+absl::StatusOr<DevicePtr> CachingAllocator::Allocate(uint64_t size, StreamId stream, PoolId pool) {
+  if (size == 0) return DevicePtr{0};
+  if (size >= kOneExaByte) return TooLargeStatus(size, device_);
+  Lock lock(&mu_);
+  PrivatePool* owner = nullptr;
+  if (!pool.is_default()) {
+    owner = FindPrivatePoolLocked(pool);
+    if (owner == nullptr) {
+      return absl::NotFoundError(absl::StrFormat(
+          "allocation into private pool %s, which does not exist", FormatPoolId(pool)));
+    }
+  }
+  return AllocateLocked(size, stream, owner);
+}
+
+absl::StatusOr<DevicePtr> CachingAllocator::AllocateLocked(uint64_t size, StreamId stream,
+                                                           PrivatePool* owner) {
+  // Events are not polled while a capture may be underway (querying one is illegal then).
+  if (ABSL_PREDICT_TRUE(captures_underway_.empty())) ProcessEventsLocked();
   const uint64_t rounded = RoundSize(size, options_);
   const PoolKind kind = PoolFor(rounded);
-  BlockPool& pool = PoolOf(kind);
+  BlockPool& pool = owner == nullptr ? PoolOf(kind) : owner->Of(kind);
+  if (ABSL_PREDICT_FALSE(owner != nullptr && options_.expandable_segments)) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "expandable_segments:True in private pool %s: expandable segments in CUDA-graph pools "
+        "and MemPools are not modelled",
+        FormatPoolId(owner->id)));
+  }
 
   BlockPool::iterator cached = FindFreeBlockLocked(pool, stream, rounded);
   if (cached.at_end() && RunFreeMemoryCallbacksLocked()) {
     cached = FindFreeBlockLocked(pool, stream, rounded);
   }
-  if (!cached.at_end()) return HandOutLocked(*cached, &cached, rounded, size);
+  if (!cached.at_end()) return HandOutLocked(*cached, &cached, pool, rounded, size);
 
   const uint64_t segment_size = SegmentSizeFor(rounded, options_);
   if (GcEnabledLocked()) GarbageCollectCachedBlocksLocked();
   // The retry ladder. A backend error other than out-of-memory stops it at once.
   absl::Status error;
-  Block* block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
-  if (block == nullptr && error.ok() && ReleaseAvailableCachedBlocksLocked(pool, stream, rounded)) {
-    block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
+  Block* block = AllocateBlockLocked(kind, owner, stream, rounded, segment_size, &error);
+  if (block == nullptr && error.ok() && owner == nullptr && !use_on_oom_pools_.empty()) {
+    // try_mempool_fallback: before releasing anything, a use_on_oom pool's free block.
+    auto [lender, found] = MempoolFallbackLocked(kind, stream, rounded);
+    if (lender != nullptr) return HandOutLocked(*found, &found, lender->Of(kind), rounded, size);
   }
-  if (block == nullptr && error.ok()) {
+  if (block == nullptr && error.ok() && ReleaseAvailableCachedBlocksLocked(pool, stream, rounded)) {
+    block = AllocateBlockLocked(kind, owner, stream, rounded, segment_size, &error);
+  }
+  // The full release is skipped while a capture may be underway.
+  if (block == nullptr && error.ok() && captures_underway_.empty()) {
     ReleaseCachedBlocksLocked(/*oom_retry=*/true);
-    block = AllocateBlockLocked(kind, stream, rounded, segment_size, &error);
+    block = AllocateBlockLocked(kind, owner, stream, rounded, segment_size, &error);
   }
   if (!error.ok()) return error;
-  if (block == nullptr) return OutOfMemoryLocked(size, rounded, segment_size, stream);
-  return HandOutLocked(block, /*in_pool=*/nullptr, rounded, size);
+  if (block == nullptr) {
+    return OutOfMemoryLocked(size, rounded, segment_size, stream,
+                             owner == nullptr ? kDefaultPoolId : owner->id);
+  }
+  return HandOutLocked(block, /*in_pool=*/nullptr, pool, rounded, size);
 }
 
 BlockPool::iterator CachingAllocator::FindFreeBlockLocked(BlockPool& pool, StreamId stream,
@@ -112,8 +152,9 @@ bool CachingAllocator::RunFreeMemoryCallbacksLocked() {
   return freed;
 }
 
-Block* CachingAllocator::AllocateBlockLocked(PoolKind pool, StreamId stream, uint64_t rounded,
-                                             uint64_t segment_size, absl::Status* error) {
+Block* CachingAllocator::AllocateBlockLocked(PoolKind pool, PrivatePool* owner, StreamId stream,
+                                             uint64_t rounded, uint64_t segment_size,
+                                             absl::Status* error) {
   // The memory-fraction cap is checked against the segment size even when expandable segments
   // map a different amount, as PyTorch does.
   if (allowed_maximum_bytes_.has_value() &&
@@ -121,10 +162,10 @@ Block* CachingAllocator::AllocateBlockLocked(PoolKind pool, StreamId stream, uin
     return nullptr;
   }
   if (options_.expandable_segments) return AllocateExpandableLocked(pool, stream, rounded, error);
-  return AllocateSegmentLocked(pool, stream, segment_size, error);
+  return AllocateSegmentLocked(pool, owner, stream, segment_size, error);
 }
 
-Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
+Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, PrivatePool* owner, StreamId stream,
                                                uint64_t segment_size, absl::Status* error) {
   absl::StatusOr<DevicePtr> ptr = backend_.Malloc(segment_size);
   if (!ptr.ok()) {
@@ -147,6 +188,11 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
   segment.stream = stream;
   segment.pool = pool;
   segment.id = next_segment_id_++;
+  segment.owner = owner;
+  if (owner != nullptr) {
+    ++owner->segment_count;
+    owner->reserved_bytes += segment_size;
+  }
 
   Block* block = arena_.New();
   block->ptr = *ptr;
@@ -154,6 +200,7 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
   block->stream = stream;
   block->segment = &segment;
   block->pool = pool;
+  block->in_private_pool = owner != nullptr;
   segment.head = block;
   active_.AddSegment(segment.base, segment.size, block);
 
@@ -164,7 +211,7 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, StreamId stream,
 }
 
 DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterator* in_pool,
-                                          uint64_t rounded, uint64_t requested) {
+                                          BlockPool& pool, uint64_t rounded, uint64_t requested) {
   // With many live blocks the block, its lower neighbour (a split links the new block to it) and
   // (for observers' events) its segment are each a cache miss: start the neighbours' (Note
   // [Blocks grouped by segment]) with the block's, then the segment's, instead of one after
@@ -181,8 +228,10 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
   FRAGSCOPE_DCHECK(block->pool == kind);
   const uint64_t size = in_pool != nullptr ? in_pool->key().size : block->size;
   uint64_t remainder_bytes = 0;
-  BlockPool& pool = PoolOf(kind);
-  if (ShouldSplit(size, rounded, kind, options_)) {
+  // A MemPool(no_split=True) hands its blocks out whole (PyTorch's should_split).
+  const bool no_split =
+      ABSL_PREDICT_FALSE(block->in_private_pool) && block->segment->owner->no_split;
+  if (!no_split && ShouldSplit(size, rounded, kind, options_)) {
     Block* remainder = block;
     remainder_bytes = size - rounded;
     if (in_pool != nullptr) {
@@ -212,7 +261,8 @@ DevicePtr CachingAllocator::HandOutLocked(Block* block, const BlockPool::iterato
 }
 
 absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t rounded,
-                                                 uint64_t segment_size, StreamId stream) {
+                                                 uint64_t segment_size, StreamId stream,
+                                                 PoolId pool_id) {
   const DeviceMemInfo info = backend_.MemInfo();
   const DeviceStats stats = stats_.stats();
   OomReport r;
@@ -230,12 +280,27 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
   // over many free blocks would otherwise replay in quadratic time. The oversize figure visits
   // only the blocks it counts: those the rules bar, a suffix of the stream's size order.
   const PoolKind kind = PoolFor(rounded);
-  r.free_cached_bytes = small_pool_.free_bytes() + large_pool_.free_bytes();
-  r.free_cached_fragments = small_pool_.size() + large_pool_.size();
-  r.largest_free_cached_block = std::max(small_pool_.LargestSize(), large_pool_.LargestSize());
-  r.oversize_rejected_bytes =
-      PoolOf(kind).BytesFrom(stream, std::max(rounded, OversizeRejectionFloor(rounded, options_)));
+  // The request's pools (a private pool's when it allocates to one), from their running figures:
+  // an OOM walks no blocks (Note [Running figures] in block_pool.h).
+  const PrivatePool* owner = FindPrivatePoolLocked(pool_id);
+  const BlockPool& small = owner != nullptr ? owner->small : small_pool_;
+  const BlockPool& large = owner != nullptr ? owner->large : large_pool_;
+  r.free_cached_bytes = small.free_bytes() + large.free_bytes();
+  r.free_cached_fragments = small.size() + large.size();
+  r.largest_free_cached_block = std::max(small.LargestSize(), large.LargestSize());
+  r.oversize_rejected_bytes = (kind == PoolKind::kSmall ? small : large)
+                                  .BytesFrom(stream, std::max(rounded, OversizeRejectionFloor(
+                                                                           rounded, options_)));
   r.pending_free_bytes = pending_free_bytes_;
+  // PyTorch's "allocated in private pools": the free cached blocks of every private pool,
+  // counted as allocated in its message; fragscope also keeps what they reserve.
+  r.pool_id = pool_id;
+  for (const auto& [id, pp] : private_pools_) {
+    ++r.private_pool_count;
+    if (id.is_graph_pool()) ++r.graph_pool_count;
+    r.private_pool_free_bytes += pp->small.free_bytes() + pp->large.free_bytes();
+    r.private_pool_reserved_bytes += pp->reserved_bytes;
+  }
 
   AllocatorEvent e;
   e.kind = EventKind::kOom;
@@ -248,6 +313,7 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
   e.device_total_bytes = r.device_total_bytes;
   e.reserved_bytes = r.reserved_bytes;
   e.allocated_bytes = r.allocated_bytes;
+  e.pool_id = pool_id;
   if (r.would_fit_in_free_cached()) e.flags |= kEventFlagWouldFitIfContiguous;
   Emit(e);
   return MakeOomStatus(r);
@@ -303,6 +369,14 @@ absl::Status CachingAllocator::Free(DevicePtr ptr) {
     FreeBlockLocked(block);
     return absl::OkStatus();
   }
+  if (ABSL_PREDICT_FALSE(!captures_underway_.empty())) {
+    // No event may be recorded for later querying during a capture: the free waits until no
+    // capture is underway (PyTorch's deferred_blocks).
+    deferred_frees_.push_back(block);
+    pending_free_bytes_ += block->size;
+    return absl::OkStatus();
+  }
+  capture_stream_uses_.erase(block);  // uses recorded during an earlier capture still count
   InsertEventsLocked(block);
   return absl::OkStatus();
 }
@@ -340,14 +414,19 @@ absl::Status CachingAllocator::RecordStream(DevicePtr ptr, StreamId stream) {
           ptr, uses.size()));
     }
     uses.push_back(stream);
+    if (ABSL_PREDICT_FALSE(!captures_underway_.empty())) {
+      capture_stream_uses_[block].push_back(stream);
+    }
   }
   block->used_on_other_streams = true;
   return absl::OkStatus();
 }
 
-void CachingAllocator::EmptyCache() {
+void CachingAllocator::EmptyCache() { EmptyCache(kDefaultPoolId); }
+
+void CachingAllocator::EmptyCache(PoolId pool) {
   Lock lock(&mu_);
-  ReleaseCachedBlocksLocked(/*oom_retry=*/false);
+  ReleaseCachedBlocksLocked(/*oom_retry=*/false, pool);
 }
 
 absl::Status CachingAllocator::SetMemoryFraction(double fraction) {

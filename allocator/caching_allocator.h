@@ -38,13 +38,16 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -58,6 +61,8 @@
 #include "allocator/device_backend.h"
 #include "allocator/mutex.h"
 #include "allocator/oom_report.h"
+#include "allocator/pool_id.h"
+#include "allocator/private_pool.h"
 #include "allocator/stats_tracker.h"
 
 namespace fragscope {
@@ -74,7 +79,13 @@ class CachingAllocator {
   // pointer for empty tensors). An out-of-memory failure is kResourceExhausted with PyTorch's
   // message and an OomReport payload (see GetOomReport); backend errors other than OOM are
   // returned as they are.
+  // While a private pool is active (BeginAllocateToPool), a request on a stream its filter
+  // accepts goes to that pool (the latest begun first).
   absl::StatusOr<DevicePtr> Allocate(uint64_t size, StreamId stream);
+  // Allocates into `pool` whatever the active filters say: (0, 0) is the default pool, any other
+  // id a private pool that must exist (else kNotFound). A replay routes each request so, by the
+  // pool the trace recorded for it.
+  absl::StatusOr<DevicePtr> Allocate(uint64_t size, StreamId stream, PoolId pool);
 
   // Frees a pointer returned by Allocate. Unknown pointers, interior pointers and double frees
   // are kInvalidArgument / kNotFound errors that say which, and change nothing. Freeing 0 is a
@@ -88,7 +99,38 @@ class CachingAllocator {
   static constexpr size_t kMaxStreamUses = 0x7fff;
 
   // Returns every unsplit cached segment to the device, after synchronizing pending events.
+  // PyTorch's emptyCache({0, 0}): with a capture underway the default pool is left alone; the
+  // unsplit cached segments of every freeable private pool are freed either way.
   void EmptyCache();
+  // emptyCache(mempool_id) of a private pool: when that pool is freeable, synchronizes its
+  // blocks' events and frees its unsplit cached segments (and those of no other pool); otherwise
+  // nothing. (0, 0) is EmptyCache().
+  void EmptyCache(PoolId pool);
+
+  // --- Private pools (caching_allocator_pools.cc; allocator/README.md, "Private pools") ---
+  // Which streams an active pool takes requests from (PyTorch's filter on cudaStream_t: the
+  // capturing stream for a graph, the calling thread for use_mem_pool).
+  using StreamFilter = std::function<bool(StreamId)>;
+  // createOrIncrefPool: creates the pool with use_count 1, or adds a user to a live one.
+  // A freeable pool (use_count 0) cannot be revived: kFailedPrecondition.
+  absl::Status CreateOrIncrefPool(PoolId pool);
+  // beginAllocateToPool: CreateOrIncrefPool, then routes requests on streams `filter` accepts to
+  // the pool until EndAllocateToPool. A pool already being allocated to is kFailedPrecondition
+  // with PyTorch's message (its use_count is raised first, as in PyTorch).
+  absl::Status BeginAllocateToPool(PoolId pool, StreamFilter filter);
+  // endAllocateToPool: stops routing to the pool (kFailedPrecondition if it was not).
+  absl::Status EndAllocateToPool(PoolId pool);
+  // releasePool: one user fewer; at 0 the pool becomes freeable. kNotFound for an unknown pool.
+  absl::Status ReleasePool(PoolId pool);
+  // getPoolUseCount; kNotFound for an unknown (or deleted) pool.
+  absl::StatusOr<int> PoolUseCount(PoolId pool) const;
+  // MemPool(use_on_oom=True): a request of the default pool that cannot get device memory takes a
+  // fitting free block of this pool before the cache is released. kNotFound for an unknown pool.
+  absl::Status SetUseOnOom(PoolId pool, bool use_on_oom);
+  // MemPool(no_split=True): blocks of this pool are handed out whole, never split.
+  absl::Status SetNoSplit(PoolId pool);
+  // The private pools that exist (deleted ones are gone), in id order.
+  std::vector<PoolId> PrivatePoolIds() const;
 
   // Caps reserved memory at fraction * device total, truncated to bytes (PyTorch 2.11's cap;
   // Note [The memory fraction's bytes] in memory_fraction.h); 1.0 removes the cap, as in PyTorch
@@ -145,6 +187,18 @@ class CachingAllocator {
   using Lock = MutexLock;
 
   BlockPool& PoolOf(PoolKind kind) { return kind == PoolKind::kSmall ? small_pool_ : large_pool_; }
+  // The free-block set a block returns to: its private pool's, else the default pool's.
+  BlockPool& PoolOfBlock(const Block& block) {
+    if (ABSL_PREDICT_FALSE(block.in_private_pool)) return block.segment->owner->Of(block.pool);
+    return PoolOf(block.pool);
+  }
+  const BlockPool& PoolOfBlock(const Block& block) const {
+    if (ABSL_PREDICT_FALSE(block.in_private_pool)) return block.segment->owner->Of(block.pool);
+    return PoolOf(block.pool);
+  }
+  static PoolId PoolIdOf(const Block& block) {
+    return ABSL_PREDICT_FALSE(block.in_private_pool) ? block.segment->owner->id : PoolId{};
+  }
   const BlockPool& PoolOf(PoolKind kind) const {
     return kind == PoolKind::kSmall ? small_pool_ : large_pool_;
   }
@@ -189,10 +243,14 @@ class CachingAllocator {
                           .device_free_bytes = 0,
                           .device_total_bytes = 0,
                           .reserved_bytes = 0,
-                          .allocated_bytes = 0};
+                          .allocated_bytes = 0,
+                          .pool_id = PoolIdOf(block)};
   }
 
   // --- Allocation path (caching_allocator.cc) ---
+  // Allocate, with the pool chosen: `owner` is the private pool, nullptr the default pool.
+  absl::StatusOr<DevicePtr> AllocateLocked(uint64_t size, StreamId stream, PrivatePool* owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The cached free block that serves `rounded` bytes on `stream` under the placement policy and
   // the oversize rules, left in the pool; an at_end() iterator if none.
   BlockPool::iterator FindFreeBlockLocked(BlockPool& pool, StreamId stream, uint64_t rounded)
@@ -200,24 +258,46 @@ class CachingAllocator {
   bool RunFreeMemoryCallbacksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Device-mallocs a new segment of `segment_size` and returns its single free block, or
   // nullptr on out-of-memory (other backend errors go to *error).
-  Block* AllocateSegmentLocked(PoolKind pool, StreamId stream, uint64_t segment_size,
-                               absl::Status* error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Block* AllocateSegmentLocked(PoolKind pool, PrivatePool* owner, StreamId stream,
+                               uint64_t segment_size, absl::Status* error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Device-allocates room for a `rounded` block: a new segment of `segment_size`, or pages in an
   // expandable segment. Returns a free block of at least `rounded` bytes, out of every pool set,
   // or nullptr on out-of-memory (other backend errors go to *error).
-  Block* AllocateBlockLocked(PoolKind pool, StreamId stream, uint64_t rounded,
+  Block* AllocateBlockLocked(PoolKind pool, PrivatePool* owner, StreamId stream, uint64_t rounded,
                              uint64_t segment_size, absl::Status* error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands out the first `rounded` bytes of free `block` for a request of `requested` bytes:
   // splits off a remainder worth keeping (ShouldSplit) back into the pool, marks the block
   // allocated, emits kAlloc. `in_pool` is the block's position in its pool when it is still
-  // there (a cached block), nullptr when it is in no set (fresh device memory).
-  DevicePtr HandOutLocked(Block* block, const BlockPool::iterator* in_pool, uint64_t rounded,
-                          uint64_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // there (a cached block), nullptr when it is in no set (fresh device memory). `pool` is the
+  // block's free-block set.
+  DevicePtr HandOutLocked(Block* block, const BlockPool::iterator* in_pool, BlockPool& pool,
+                          uint64_t rounded, uint64_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OutOfMemoryLocked(uint64_t requested, uint64_t rounded, uint64_t segment_size,
-                                 StreamId stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                 StreamId stream, PoolId pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Block*> FindActiveBlockLocked(DevicePtr ptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Private pools (caching_allocator_pools.cc) ---
+  PrivatePool* FindPrivatePoolLocked(PoolId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The pool whose filter accepts `stream`, the latest begun first (PyTorch's get_pool); nullptr.
+  PrivatePool* RoutedPoolLocked(StreamId stream) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // try_mempool_fallback: a fitting free block of a use_on_oom pool, with its pool; for a request
+  // of the default pool only.
+  std::pair<PrivatePool*, BlockPool::iterator> MempoolFallbackLocked(PoolKind kind, StreamId stream,
+                                                                     uint64_t rounded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the unsplit cached segments of every freeable private pool (only of `only` when it is
+  // not the default id, after synchronizing that pool's events) and deletes the pools left with
+  // no segment (PyTorch's loop over graph_pools_freeable in release_cached_blocks).
+  void ReleaseFreeablePoolsLocked(PoolId only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the unsplit cached segments among `pool`'s free blocks (PyTorch's release_blocks).
+  void ReleaseUnsplitBlocksLocked(BlockPool& pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees deferred during a capture (PyTorch's insert_events_deferred_until_no_capture): each
+  // block's uses on streams recorded during the capture are dropped (they completed with it);
+  // the others get events, and a block with none left is freed.
+  void InsertDeferredEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- Expandable segments (caching_allocator_expandable.cc) ---
   // PyTorch's try_allocate_expandable_block: maps pages so that a free block of >= rounded
@@ -245,12 +325,16 @@ class CachingAllocator {
   void FreeBlockLocked(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void InsertEventsLocked(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ProcessEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SynchronizeAndFreeEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Synchronizes pending events and frees their blocks: all of them, or those of `only`'s blocks.
+  void SynchronizeAndFreeEventsLocked(const PrivatePool* only = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns an unsplit free block's segment to the device.
   void ReleaseBlockLocked(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReleaseAvailableCachedBlocksLocked(BlockPool& pool, StreamId stream, uint64_t rounded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseCachedBlocksLocked(bool oom_retry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PyTorch's release_cached_blocks(mempool_id): see EmptyCache.
+  void ReleaseCachedBlocksLocked(bool oom_retry, PoolId pool = kDefaultPoolId)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GarbageCollectCachedBlocksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool GcEnabledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return allowed_maximum_bytes_.has_value() && options_.garbage_collection_threshold > 0.0;
@@ -292,6 +376,21 @@ class CachingAllocator {
   StatsTracker stats_ ABSL_GUARDED_BY(mu_);
   std::vector<AllocatorObserver*> observers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<bool()>> free_memory_callbacks_ ABSL_GUARDED_BY(mu_);
+
+  // Private pools by id (PyTorch's graph_pools, freeable ones included until deleted); node-stable
+  // (segments point at them) and ordered, so loops over them run in id order.
+  std::map<PoolId, std::unique_ptr<PrivatePool>> private_pools_ ABSL_GUARDED_BY(mu_);
+  // Pools being allocated to, in begin order (PyTorch's captures_underway). Non-empty also means
+  // "a capture may be underway": events are not polled, the OOM retry does not release the cache,
+  // and frees of blocks used on other streams wait for the end (deferred_frees_).
+  std::vector<std::pair<PoolId, StreamFilter>> captures_underway_ ABSL_GUARDED_BY(mu_);
+  // Pools a default-pool request may borrow from on OOM (PyTorch's use_on_oom_pools), in id order.
+  absl::btree_set<PoolId> use_on_oom_pools_ ABSL_GUARDED_BY(mu_);
+  // Blocks freed during a capture while used on other streams, and the streams recorded while a
+  // capture was underway (PyTorch's deferred_blocks and block_to_cudagraph_stream_uses).
+  std::vector<Block*> deferred_frees_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<const Block*, std::vector<StreamId>> capture_stream_uses_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fragscope

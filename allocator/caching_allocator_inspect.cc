@@ -1,6 +1,8 @@
 // CachingAllocator: read-only inspection (snapshot, cache info) and the invariant checker.
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "allocator/caching_allocator.h"
 
@@ -34,13 +36,14 @@ AllocatorSnapshot CachingAllocator::Snapshot() const {
         info->stream = segment.stream;
         info->segment_type = segment.pool;
         info->is_expandable = segment.expandable;
+        if (segment.owner != nullptr) info->pool_id = segment.owner->id;
       }
       BlockInfo block;
       block.address = b->ptr;
       block.size = b->size;
       if (b->allocated) {
         block.state = BlockState::kActiveAllocated;
-      } else if (b->event_count > 0) {
+      } else if (b->event_count > 0 || b->used_on_other_streams) {
         block.state = BlockState::kActivePendingFree;
       } else {
         block.state = BlockState::kInactive;
@@ -60,7 +63,12 @@ AllocatorSnapshot CachingAllocator::Snapshot() const {
 
 uint64_t CachingAllocator::LargestFreeCachedBlock() const {
   Lock lock(&mu_);
-  return std::max(small_pool_.LargestSize(), large_pool_.LargestSize());
+  // PyTorch's cacheInfo looks into every private pool too (running figures: no walk).
+  uint64_t largest = std::max(small_pool_.LargestSize(), large_pool_.LargestSize());
+  for (const auto& [id, pp] : private_pools_) {
+    largest = std::max({largest, pp->small.LargestSize(), pp->large.LargestSize()});
+  }
+  return largest;
 }
 
 uint64_t CachingAllocator::PoolBlocksWalked() const {
@@ -81,8 +89,17 @@ absl::Status CachingAllocator::CheckInvariants() const {
   uint64_t reserved = 0, pending_free = 0;
   size_t free_blocks = 0, active_blocks = 0, unmapped_blocks = 0, stream_use_blocks = 0;
   size_t expandable_segments = 0;
+  size_t private_free_blocks = 0;
+  absl::flat_hash_map<const PrivatePool*, int> private_segments;
+  const absl::flat_hash_set<const Block*> deferred(deferred_frees_.begin(), deferred_frees_.end());
 
   for (const auto& [base, segment] : segments_) {
+    if (segment.owner != nullptr) {
+      if (FindPrivatePoolLocked(segment.owner->id) != segment.owner) {
+        return Fail("segment 0x%x: its private pool is not in the pool table", base);
+      }
+      ++private_segments[segment.owner];
+    }
     if (segment.head == nullptr || segment.head->ptr != base || segment.head->prev != nullptr) {
       return Fail("segment 0x%x: head block does not start the segment", base);
     }
@@ -101,15 +118,16 @@ absl::Status CachingAllocator::CheckInvariants() const {
       }
       if (b->next != nullptr && b->next->prev != b) return Fail("block 0x%x: broken links", b->ptr);
       if (b->segment != &segment || b->stream != segment.stream || b->pool != segment.pool ||
-          b->expandable != segment.expandable) {
+          b->expandable != segment.expandable || b->in_private_pool != (segment.owner != nullptr)) {
         return Fail(
-            "block 0x%x: segment, stream, pool or expandable flag differs from its segment's",
+            "block 0x%x: segment, stream, pool, private pool or expandable flag differs from its "
+            "segment's",
             b->ptr);
       }
       expected = b->end();
       if (b->used_on_other_streams) {
         ++stream_use_blocks;
-        if (!b->allocated || !stream_uses_.contains(b)) {
+        if ((!b->allocated && !deferred.contains(b)) || !stream_uses_.contains(b)) {
           return Fail("block 0x%x: stream uses without an allocation or a table entry", b->ptr);
         }
       }
@@ -120,7 +138,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
         if ((b->ptr - base) % segment.page_bytes != 0 || b->size % segment.page_bytes != 0) {
           return Fail("unmapped block 0x%x of %d bytes is not whole pages", b->ptr, b->size);
         }
-        if (!PoolOf(b->pool).ContainsUnmapped(const_cast<Block*>(b))) {
+        if (!PoolOfBlock(*b).ContainsUnmapped(const_cast<Block*>(b))) {
           return Fail("unmapped block 0x%x is missing from its pool", b->ptr);
         }
         if (previous_unmapped) return Fail("unmapped block 0x%x touches another", b->ptr);
@@ -134,11 +152,13 @@ absl::Status CachingAllocator::CheckInvariants() const {
         reserved += b->size;
         add(reserved_bytes, segment.pool, static_cast<int64_t>(b->size));
       }
-      const bool is_free = !b->allocated && b->event_count == 0;
-      if (!b->allocated && b->event_count > 0) pending_free += b->size;
+      const bool is_free = b->IsFree();
+      // Waiting for stream events, or (a free during a capture) for the capture to end.
+      if (!b->allocated && (b->event_count > 0 || deferred.contains(b))) pending_free += b->size;
       if (is_free) {
         ++free_blocks;
-        if (!PoolOf(b->pool).Contains(const_cast<Block*>(b))) {
+        if (b->in_private_pool) ++private_free_blocks;
+        if (!PoolOfBlock(*b).Contains(const_cast<Block*>(b))) {
           return Fail("free block 0x%x is missing from its pool", b->ptr);
         }
         if (previous_free) return Fail("free block 0x%x touches a free neighbour", b->ptr);
@@ -163,9 +183,30 @@ absl::Status CachingAllocator::CheckInvariants() const {
     }
     if (expected != base + segment.size) return Fail("segment 0x%x: blocks do not cover it", base);
   }
-  if (free_blocks != small_pool_.size() + large_pool_.size()) {
+  if (free_blocks - private_free_blocks != small_pool_.size() + large_pool_.size()) {
     return Fail("pools hold %d blocks but segments have %d free blocks",
-                small_pool_.size() + large_pool_.size(), free_blocks);
+                small_pool_.size() + large_pool_.size(), free_blocks - private_free_blocks);
+  }
+  size_t private_pool_blocks = 0;
+  for (const auto& [id, pp] : private_pools_) {
+    private_pool_blocks += pp->small.size() + pp->large.size();
+    if (!pp->small.IsOrdered() || !pp->large.IsOrdered()) {
+      return Fail("private pool %s: free blocks out of size order", FormatPoolId(id));
+    }
+    auto count = private_segments.find(pp.get());
+    const int segments = count == private_segments.end() ? 0 : count->second;
+    if (segments != pp->segment_count) {
+      return Fail("private pool %s counts %d segments but owns %d", FormatPoolId(id),
+                  pp->segment_count, segments);
+    }
+    if (pp->freeable != (pp->use_count == 0)) {
+      return Fail("private pool %s: freeable disagrees with use_count %d", FormatPoolId(id),
+                  pp->use_count);
+    }
+  }
+  if (private_free_blocks != private_pool_blocks) {
+    return Fail("private pools hold %d blocks but their segments have %d free blocks",
+                private_pool_blocks, private_free_blocks);
   }
   if (unmapped_blocks != small_pool_.unmapped_count() + large_pool_.unmapped_count()) {
     return Fail("pools hold %d unmapped blocks but segments have %d",

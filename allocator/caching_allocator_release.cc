@@ -24,7 +24,7 @@ void CachingAllocator::FreeBlockLocked(Block* block) {
   auto mergeable = [](const Block* b) { return b != nullptr && b->IsFree() && b->mapped; };
   Block* const prev = mergeable(block->prev) ? block->prev : nullptr;
   Block* const next = mergeable(block->next) ? block->next : nullptr;
-  BlockPool& pool = PoolOf(block->pool);
+  BlockPool& pool = PoolOfBlock(*block);
   Block* result = block;
   if (prev == nullptr && next == nullptr) {
     block->set_requested_size(0);
@@ -62,9 +62,9 @@ uint64_t CachingAllocator::TryMergeLocked(Block* dst, Block* src) {
   // and mapped memory never merges with unmapped address space.
   if (src == nullptr || !src->IsFree() || src->mapped != dst->mapped) return 0;
   if (src->mapped) {
-    PoolOf(src->pool).Erase(src);
+    PoolOfBlock(*src).Erase(src);
   } else {
-    PoolOf(src->pool).EraseUnmapped(src);
+    PoolOfBlock(*src).EraseUnmapped(src);
   }
   return MergeInto(dst, src, arena_);
 }
@@ -92,6 +92,7 @@ void CachingAllocator::InsertEventsLocked(Block* block) {
 }
 
 void CachingAllocator::ProcessEventsLocked() {
+  if (ABSL_PREDICT_FALSE(!deferred_frees_.empty())) InsertDeferredEventsLocked();
   if (pending_events_.empty()) return;
   for (auto it = pending_events_.begin(); it != pending_events_.end();) {
     auto& queue = it->second;
@@ -116,25 +117,38 @@ void CachingAllocator::ProcessEventsLocked() {
   }
 }
 
-void CachingAllocator::SynchronizeAndFreeEventsLocked() {
-  for (auto& [stream, queue] : pending_events_) {
-    for (auto [event, block] : queue) {
+void CachingAllocator::SynchronizeAndFreeEventsLocked(const PrivatePool* only) {
+  if (!deferred_frees_.empty()) InsertDeferredEventsLocked();
+  for (auto it = pending_events_.begin(); it != pending_events_.end();) {
+    auto& queue = it->second;
+    for (auto e = queue.begin(); e != queue.end();) {
+      auto [event, block] = *e;
+      // Only the events of `only`'s blocks, when a pool is named (PyTorch syncs per pool then).
+      if (only != nullptr && (!block->in_private_pool || block->segment->owner != only)) {
+        ++e;
+        continue;
+      }
       absl::Status status = backend_.SynchronizeEvent(event);
       if (!status.ok()) ReportBackendError("synchronizing a stream event", status);
       backend_.ReleaseEvent(event);
+      e = queue.erase(e);
       if (--block->event_count == 0) {
         pending_free_bytes_ -= block->size;
         active_.Erase(block);
         FreeBlockLocked(block);
       }
     }
+    it = queue.empty() ? pending_events_.erase(it) : std::next(it);
   }
-  pending_events_.clear();
 }
 
 void CachingAllocator::ReleaseBlockLocked(Block* block) {
   FRAGSCOPE_DCHECK(!block->IsSplit() && !block->allocated && !block->IsExpandable());
-  PoolOf(block->pool).Erase(block);
+  PoolOfBlock(*block).Erase(block);
+  if (ABSL_PREDICT_FALSE(block->in_private_pool)) {
+    FRAGSCOPE_DCHECK(block->segment->owner->segment_count > 0);
+    --block->segment->owner->segment_count;
+  }
   AllocatorEvent e = BlockEvent(EventKind::kSegmentFree, *block);
   if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;
   Emit(e);
@@ -175,30 +189,47 @@ bool CachingAllocator::ReleaseAvailableCachedBlocksLocked(BlockPool& pool, Strea
   return released >= key_size;
 }
 
-void CachingAllocator::ReleaseCachedBlocksLocked(bool oom_retry) {
-  SynchronizeAndFreeEventsLocked();
+void CachingAllocator::ReleaseCachedBlocksLocked(bool oom_retry, PoolId pool) {
   const uint64_t reserved_before = reserved_bytes_;
-  // PyTorch's release_blocks, large pool first: whole unsplit segments go back to the device,
-  // then every free expandable block gives back its whole pages, in the pool's order.
-  std::vector<Block*> victims, to_unmap;
-  for (BlockPool* pool : {&large_pool_, &small_pool_}) {
-    victims.clear();
-    to_unmap.clear();
-    pool->ForEachReleasable([&](Block* block) {
-      if (block->IsExpandable()) {
-        to_unmap.push_back(block);
-      } else if (!block->IsSplit()) {
-        victims.push_back(block);
+  // PyTorch's release_cached_blocks: the default pool only for (0, 0) with no capture underway.
+  const bool default_pool = pool.is_default() && captures_underway_.empty();
+  if (default_pool) {
+    SynchronizeAndFreeEventsLocked();
+    // release_blocks, large pool first: whole unsplit segments go back to the device, then every
+    // free expandable block gives back its whole pages, in the pool's order.
+    std::vector<Block*> victims, to_unmap;
+    for (BlockPool* p : {&large_pool_, &small_pool_}) {
+      victims.clear();
+      to_unmap.clear();
+      p->ForEachReleasable([&](Block* block) {
+        if (block->IsExpandable()) {
+          to_unmap.push_back(block);
+        } else if (!block->IsSplit()) {
+          victims.push_back(block);
+        }
+      });
+      for (Block* block : victims) ReleaseBlockLocked(block);
+      for (Block* block : to_unmap) UnmapBlockLocked(block);
+    }
+  }
+  bool synchronized = default_pool;
+  if (!private_pools_.empty()) {
+    if (!pool.is_default()) {
+      PrivatePool* only = FindPrivatePoolLocked(pool);
+      if (only != nullptr && only->freeable) {
+        SynchronizeAndFreeEventsLocked(only);
+        synchronized = true;
       }
-    });
-    for (Block* block : victims) ReleaseBlockLocked(block);
-    for (Block* block : to_unmap) UnmapBlockLocked(block);
+    }
+    ReleaseFreeablePoolsLocked(pool);
   }
   AllocatorEvent e;
   e.kind = EventKind::kEmptyCache;
   e.device = device_;
   e.reserved_bytes = reserved_before - reserved_bytes_;  // bytes released
+  e.pool_id = pool;
   if (oom_retry) e.flags |= kEventFlagOomRetry;
+  if (!synchronized) e.flags |= kEventFlagEmptyCacheNoSync;
   Emit(e);
 }
 

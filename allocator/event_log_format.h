@@ -18,9 +18,9 @@
 //
 // Versioning: a reader rejects a major version it does not know (this one reads 1.x and 2.x; 2.0
 // added combined free records, 2.2 state records, 2.3 the header's parallel sizes and memory at
-// open, and compressed chunks: all below). A minor version may only add record
-// kinds, flag bits, or meanings for fields that are zero/reserved in earlier minors; readers pass
-// unknown kinds through and ignore unknown flags.
+// open, and compressed chunks, 2.4 the private pool id in word 7: all below). A minor version may
+// only add record kinds, flag bits, or meanings for fields that are zero/reserved in earlier
+// minors; readers pass unknown kinds through and ignore unknown flags.
 #pragma once
 
 #include <atomic>
@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "allocator/allocator_events.h"
+#include "allocator/pool_id.h"
 
 namespace fragscope {
 
@@ -48,7 +49,7 @@ inline constexpr char kFileMagic[8] = {'F', 'S', 'L', 'O', 'G', '\r', '\n', '\x1
 // The version the writer writes. Readers accept majors kOldestReadableVersionMajor through
 // kFormatVersionMajor (2.0 added combined free records: Note [Combined free records]).
 inline constexpr uint16_t kFormatVersionMajor = 2;
-inline constexpr uint16_t kFormatVersionMinor = 3;
+inline constexpr uint16_t kFormatVersionMinor = 4;
 inline constexpr uint16_t kOldestReadableVersionMajor = 1;
 // "FSCK" as the first four bytes of every chunk.
 inline constexpr uint32_t kChunkMagic = 0x4B435346;
@@ -282,6 +283,9 @@ inline constexpr int kWordStream = 3;
 inline constexpr int kWordSegment = 4;
 inline constexpr int kWordSplitBytes = 5;
 inline constexpr int kWordResultBytes = 6;
+// 2.4: the private pool of a block, segment, OOM or empty_cache record (PackPoolId; 0 is the
+// default pool, as every earlier minor wrote).
+inline constexpr int kWordPoolId = 7;
 // Word indices of the stats layout (bytes, requested and stream as in the block layout).
 inline constexpr int kWordDeviceFreeBytes = 0;
 inline constexpr int kWordDeviceTotalBytes = 4;
@@ -322,7 +326,7 @@ inline void EncodeEvent(const AllocatorEvent& event, uint64_t timestamp_ns, LogR
   w[kWordBytes] = event.bytes;
   w[kWordRequestedBytes] = event.requested_bytes;
   w[kWordStream] = event.stream;
-  w[7] = 0;
+  w[kWordPoolId] = PackPoolId(event.pool_id);
 }
 
 // The inverse of EncodeEvent, for records of allocator kinds (not marker or options_change).
@@ -348,6 +352,7 @@ inline AllocatorEvent DecodeEvent(const LogRecord& record) {
   event.bytes = w[kWordBytes];
   event.requested_bytes = w[kWordRequestedBytes];
   event.stream = w[kWordStream];
+  event.pool_id = UnpackPoolId(w[kWordPoolId]);
   return event;
 }
 

@@ -55,7 +55,8 @@ static_assert(kChunkHeaderBytes % 16 == 0 && kRecordBytes % 16 == 0);
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void StoreBlockRecord(const AllocatorEvent& event,
                                                           uint64_t timestamp_ns, LogRecord* out) {
 #if defined(__x86_64__)
-  if constexpr (kEventIsBlockRecordImage) {
+  // A private pool's id goes into word 7, which the image leaves 0: EncodeEvent writes it.
+  if (kEventIsBlockRecordImage && ABSL_PREDICT_TRUE(event.pool_id.is_default())) {
     const auto* in = reinterpret_cast<const char*>(&event);
     auto* to = reinterpret_cast<__m128i*>(out);
     const auto at = [in](size_t offset) { return reinterpret_cast<const __m128i*>(in + offset); };

@@ -18,15 +18,20 @@ static_assert(std::is_trivially_copyable_v<OomReport>, "OomReport travels as raw
 
 std::string FormatOomMessage(const OomReport& r) {
   if (r.too_large) return "CUDA out of memory. Tried to allocate more than 1EB memory.";
-  const uint64_t unallocated =
-      r.reserved_bytes >= r.allocated_bytes ? r.reserved_bytes - r.allocated_bytes : 0;
+  // PyTorch counts the free blocks of private pools as allocated.
+  const uint64_t allocated = r.allocated_bytes + r.private_pool_free_bytes;
+  const uint64_t unallocated = r.reserved_bytes >= allocated ? r.reserved_bytes - allocated : 0;
   std::string message = absl::StrCat(
       "CUDA out of memory. Tried to allocate ", FormatSize(r.segment_bytes), ". GPU ", r.device,
       " has a total capacity of ", FormatSize(r.device_total_bytes), " of which ",
       FormatSize(r.device_free_bytes), " is free. ",
       r.allowed_bytes.has_value() ? absl::StrCat(FormatSize(*r.allowed_bytes), " allowed; ") : "",
-      "Of the allocated memory ", FormatSize(r.allocated_bytes), " is allocated by PyTorch, and ",
-      FormatSize(unallocated),
+      "Of the allocated memory ", FormatSize(allocated), " is allocated by PyTorch, ",
+      r.private_pool_free_bytes > 0
+          ? absl::StrCat("with ", FormatSize(r.private_pool_free_bytes),
+                         " allocated in private pools (e.g., CUDA Graphs), ")
+          : "",
+      "and ", FormatSize(unallocated),
       " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
       "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
       "documentation for Memory Management  "
@@ -43,6 +48,12 @@ std::string FormatOomMessage(const OomReport& r) {
   if (r.oversize_rejected_bytes > 0) {
     absl::StrAppend(&message, "; ", FormatSize(r.oversize_rejected_bytes),
                     " of free blocks were barred by max_split_size");
+  }
+  if (r.private_pool_reserved_bytes > 0) {
+    absl::StrAppend(&message, "; ", FormatSize(r.private_pool_reserved_bytes), " is reserved in ",
+                    r.private_pool_count, " private pool", r.private_pool_count == 1 ? "" : "s",
+                    ", ", FormatSize(r.private_pool_free_bytes), " of it free",
+                    r.pool_id.is_default() ? " and unusable by this allocation" : "");
   }
   if (r.would_fit_in_free_cached()) {
     absl::StrAppend(&message,

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "allocator/pool_id.h"
 #include "allocator/types.h"
 
 namespace fragscope {
@@ -38,6 +39,17 @@ struct OomReport {
   // Blocks freed but waiting for stream events.
   uint64_t pending_free_bytes = 0;
   bool too_large = false;  // request >= 1 EiB: PyTorch's "more than 1EB" error
+  // The pool the request was for ((0, 0): the default pool). The free cached figures above are
+  // that pool's: a request never takes another pool's blocks (but for a use_on_oom MemPool's).
+  PoolId pool_id;
+  // Private pools at the failure (CUDA-graph pools and MemPools, freeable ones included): how
+  // many, how many of them are graph pools, the device memory their segments hold, and their
+  // free cached blocks (PyTorch's "allocated in private pools", which its message counts as
+  // allocated: memory no request of another pool can use).
+  uint32_t private_pool_count = 0;
+  uint32_t graph_pool_count = 0;
+  uint64_t private_pool_reserved_bytes = 0;
+  uint64_t private_pool_free_bytes = 0;
 
   // The request would have fit in the free cached bytes had they been one contiguous block.
   bool would_fit_in_free_cached() const { return rounded_bytes <= free_cached_bytes; }

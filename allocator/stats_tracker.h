@@ -132,7 +132,7 @@ class StatsTracker final : public AllocatorObserver {
         ++stats_.num_ooms;
         break;
       case EventKind::kEmptyCache:
-        ++stats_.num_sync_all_streams;
+        if (!(e.flags & kEventFlagEmptyCacheNoSync)) ++stats_.num_sync_all_streams;
         if (e.flags & kEventFlagOomRetry) ++stats_.num_alloc_retries;
         break;
       case EventKind::kOptionsChange:

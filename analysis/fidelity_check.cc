@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 
@@ -22,12 +23,17 @@ bool IsDecision(EventKind kind) {
   }
 }
 
-std::string Describe(EventKind kind, DevicePtr ptr, uint64_t bytes) {
+std::string DescribeDecision(EventKind kind, DevicePtr ptr, uint64_t bytes, PoolId pool) {
+  const std::string in_pool =
+      pool.is_default() ? "" : absl::StrCat(" in private pool ", FormatPoolId(pool));
   if (kind == EventKind::kOom) {
-    return bytes > 0 ? absl::StrFormat("oom (rounded request %s)", FormatSize(bytes)) : "oom";
+    return absl::StrCat(
+        bytes > 0 ? absl::StrFormat("oom (rounded request %s)", FormatSize(bytes)) : "oom",
+        in_pool);
   }
-  if (bytes == 0) return absl::StrFormat("%s at 0x%x", EventKindName(kind), ptr);
-  return absl::StrFormat("%s of %s at 0x%x", EventKindName(kind), FormatSize(bytes), ptr);
+  if (bytes == 0) return absl::StrFormat("%s at 0x%x%s", EventKindName(kind), ptr, in_pool);
+  return absl::StrFormat("%s of %s at 0x%x%s", EventKindName(kind), FormatSize(bytes), ptr,
+                         in_pool);
 }
 
 }  // namespace
@@ -64,12 +70,12 @@ void FidelityChecker::OnTraceEvent(const TraceEvent& event) {
   if (context_.size() > kContextEvents) context_.pop_front();
   if (!IsDecision(event.kind)) return;
   expected_.push_back({event.kind, event.kind == EventKind::kOom ? 0 : event.ptr, event.bytes,
-                       (event.flags & kEventFlagSizeInferred) != 0, event.index});
+                       (event.flags & kEventFlagSizeInferred) != 0, event.index, event.pool_id});
 }
 
 void FidelityChecker::OnAllocatorEvent(const AllocatorEvent& event) {
   if (divergence_.has_value() || !IsDecision(event.kind)) return;
-  actual_.push_back({event.kind, event.ptr, event.bytes, false, 0});
+  actual_.push_back({event.kind, event.ptr, event.bytes, false, 0, event.pool_id});
 }
 
 void FidelityChecker::OnOpDone(const TraceEvent& event) {
@@ -83,11 +89,11 @@ void FidelityChecker::Compare(bool strict, const TraceEvent* op) {
     const Decision e = expected_.front();
     const Decision a = actual_.front();
     const bool same =
-        e.kind == a.kind && (e.ptr == 0 || e.ptr == a.ptr) &&
+        e.kind == a.kind && (e.ptr == 0 || e.ptr == a.ptr) && e.pool_id == a.pool_id &&
         (e.bytes == 0 || a.bytes == 0 || e.bytes == a.bytes || (e.at_least && a.bytes > e.bytes));
     if (!same) {
-      Diverge(e.index, e.kind, Describe(e.kind, e.ptr, e.bytes), a.kind,
-              Describe(a.kind, a.ptr, a.bytes));
+      Diverge(e.index, e.kind, DescribeDecision(e.kind, e.ptr, e.bytes, e.pool_id), a.kind,
+              DescribeDecision(a.kind, a.ptr, a.bytes, a.pool_id));
       return;
     }
     switch (e.kind) {
@@ -120,13 +126,13 @@ void FidelityChecker::Compare(bool strict, const TraceEvent* op) {
   if (!strict || divergence_.has_value()) return;
   if (!expected_.empty()) {
     const Decision e = expected_.front();
-    Diverge(e.index, e.kind, Describe(e.kind, e.ptr, e.bytes), std::nullopt,
+    Diverge(e.index, e.kind, DescribeDecision(e.kind, e.ptr, e.bytes, e.pool_id), std::nullopt,
             op != nullptr ? absl::StrFormat("nothing (the replay went on to event %d)", op->index)
                           : "nothing (end of the trace)");
   } else if (!actual_.empty()) {
     const Decision a = actual_.front();
     Diverge(op != nullptr ? op->index : 0, std::nullopt, "no allocator decision here", a.kind,
-            Describe(a.kind, a.ptr, a.bytes));
+            DescribeDecision(a.kind, a.ptr, a.bytes, a.pool_id));
   }
 }
 

@@ -62,6 +62,7 @@ class FidelityChecker final : public ReplayHooks {
     uint64_t bytes;  // 0 = not recorded
     bool at_least;   // bytes is a lower bound (kEventFlagSizeInferred)
     uint64_t index;  // trace index (expected side)
+    PoolId pool_id;  // the private pool ((0, 0): the default pool)
   };
   void Compare(bool strict, const TraceEvent* op);
   void Diverge(uint64_t index, std::optional<EventKind> expected_kind, std::string expected,

@@ -44,6 +44,7 @@ void CopyEvent(const TraceEvent& from, TraceEvent* to) {
   to->bytes = from.bytes;
   to->requested_bytes = from.requested_bytes;
   to->stream = from.stream;
+  to->pool_id = from.pool_id;
   to->device_free_bytes = from.device_free_bytes;
   to->device_total_bytes = from.device_total_bytes;
   to->reserved_bytes = from.reserved_bytes;
@@ -119,6 +120,7 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->bytes = r.words[kWordBytes];
     event->requested_bytes = r.words[kWordRequestedBytes];
     event->stream = r.words[kWordStream];
+    event->pool_id = UnpackPoolId(r.words[kWordPoolId]);
     event->device_free_bytes = event->device_total_bytes = 0;
     event->reserved_bytes = event->allocated_bytes = 0;
     return true;
@@ -152,6 +154,7 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->ptr = event->bytes = event->requested_bytes = event->stream = 0;
     event->device_free_bytes = event->device_total_bytes = 0;
     event->reserved_bytes = event->allocated_bytes = 0;
+    event->pool_id = kDefaultPoolId;
     if (kind == EventKind::kMarker || UsesLongTextLayout(r.kind)) {
       return DecodeText(r, i, event);  // tail calls: the path of block events needs no frame
     }
@@ -160,6 +163,7 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->bytes = w[kWordBytes];
     event->requested_bytes = w[kWordRequestedBytes];
     event->stream = w[kWordStream];
+    event->pool_id = UnpackPoolId(w[kWordPoolId]);
     if (UsesStatsLayout(r.kind)) {
       event->device_free_bytes = w[kWordDeviceFreeBytes];
       event->device_total_bytes = w[kWordDeviceTotalBytes];

@@ -200,8 +200,16 @@ std::string SegmentMapSvg(const OomExplanation& oom, size_t max_segments) {
   for (size_t i = 0; i < shown; ++i) {
     const SegmentMap& m = *rows[i];
     const double y = top + row_h * static_cast<double>(i);
-    absl::StrAppendFormat(&svg, "<text x=\"0\" y=\"%.1f\">0x%x %9s %s</text>", y + 11, m.address,
-                          FormatSize(m.size), m.fragmented() ? "frag" : "");
+    // A private pool's segment is labelled "graph" or "mempool", with its id in the tooltip.
+    const char* pool = m.pool_id.is_default()      ? ""
+                       : m.pool_id.is_graph_pool() ? " graph"
+                                                   : " mempool";
+    absl::StrAppendFormat(
+        &svg, "<text x=\"0\" y=\"%.1f\">0x%x %9s %s%s%s</text>", y + 11, m.address,
+        FormatSize(m.size), m.fragmented() ? "frag" : "", pool,
+        m.pool_id.is_default()
+            ? ""
+            : absl::StrCat("<title>private pool ", FormatPoolId(m.pool_id), "</title>"));
     for (const MapBlock& b : m.blocks) {
       const double bx = label_w + static_cast<double>(b.address - m.address) /
                                       static_cast<double>(m.size) * bar_w;

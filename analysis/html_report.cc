@@ -51,6 +51,13 @@ void RenderOom(std::ostream& out, const OomExplanation& x, size_t number) {
       "<li>reserved %s, allocated %s, reserved but unallocated %s, %s, largest %s</li>",
       Size(x.reserved_bytes), Size(x.allocated_bytes), Size(x.reserved_but_unallocated_bytes),
       CountOf(x.holes, "hole"), Size(x.largest_hole));
+  if (!x.pool_id.is_default() || x.private_pool_count > 0) {
+    out << absl::StrFormat(
+        "<li>request's pool %s; other private pools: %d (%d CUDA-graph), %s reserved, %s of it "
+        "free</li>",
+        FormatPoolId(x.pool_id), x.private_pool_count, x.graph_pool_count,
+        Size(x.private_pool_reserved_bytes), Size(x.private_pool_free_bytes));
+  }
   out << "</ul>";
   for (const std::string& line : x.model_gap) out << "<p>" << HtmlEscape(line) << "</p>";
   if (!x.avoided_by.empty()) out << "<p class=\"fix\">Fix: " << HtmlEscape(x.avoided_by) << "</p>";

@@ -68,6 +68,11 @@ OrderedJson Oom(const OomExplanation& x) {
   j["fragmented_segments"] = x.fragmented_segment_count;
   j["oversize_rejected_bytes"] = x.oversize_rejected_bytes;
   j["other_stream_fitting_bytes"] = x.other_stream_fitting_bytes;
+  j["pool_id"] = {x.pool_id.first, x.pool_id.second};
+  j["private_pools"] = x.private_pool_count;
+  j["graph_pools"] = x.graph_pool_count;
+  j["private_pool_reserved_bytes"] = x.private_pool_reserved_bytes;
+  j["private_pool_free_bytes"] = x.private_pool_free_bytes;
   OrderedJson fragmented = OrderedJson::array();
   for (const FragmentedSegment& s : x.fragmented) {
     fragmented.push_back({{"address", Hex(s.address)},

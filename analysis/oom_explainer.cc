@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/btree_set.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 #include "allocator/size_policy.h"
@@ -18,8 +19,17 @@ void FillLayoutNumbers(const LayoutSummary& layout, OomExplanation& x) {
   x.largest_hole = layout.largest_hole;
   x.fragmented_segment_count = layout.fragmented_segments;
   const PoolKind pool = PoolFor(x.rounded_bytes);
+  // The private pools other than the request's (the default pool is not one).
+  absl::btree_set<PoolId> pools;
   for (const SegmentMap& m : layout.maps) {
-    if (m.stream == x.stream || m.pool != pool) continue;
+    if (m.pool_id == x.pool_id || m.pool_id.is_default()) continue;
+    if (pools.insert(m.pool_id).second && m.pool_id.is_graph_pool()) ++x.graph_pool_count;
+    x.private_pool_reserved_bytes += m.size;
+    x.private_pool_free_bytes += m.free_bytes;
+  }
+  x.private_pool_count = pools.size();
+  for (const SegmentMap& m : layout.maps) {
+    if (m.stream == x.stream || m.pool != pool || m.pool_id != x.pool_id) continue;
     for (const MapBlock& b : m.blocks) {
       if (b.state == MapBlockState::kFree && b.size >= x.rounded_bytes) {
         x.other_stream_fitting_bytes += b.size;
@@ -106,6 +116,29 @@ void Classify(OomExplanation& x) {
                         Size(x.available_bytes)));
     return;
   }
+  if (live + x.pending_free_bytes + x.private_pool_free_bytes + r > x.available_bytes) {
+    x.cause = OomCause::kPrivatePools;
+    const uint64_t graphs = x.graph_pool_count;
+    const uint64_t mempools = x.private_pool_count - graphs;
+    std::string pools;
+    if (graphs > 0)
+      absl::StrAppendFormat(&pools, "%d CUDA-graph pool%s", graphs, graphs == 1 ? "" : "s");
+    if (graphs > 0 && mempools > 0) pools += " and ";
+    if (mempools > 0)
+      absl::StrAppendFormat(&pools, "%d MemPool%s", mempools, mempools == 1 ? "" : "s");
+    x.headline = absl::StrFormat(
+        "Private pools: %s reserved in %s, %s of it free, unusable by this allocation; without "
+        "that free memory held apart the request of %s would have fit.",
+        Size(x.private_pool_reserved_bytes), pools, Size(x.private_pool_free_bytes), Size(r));
+    x.evidence.push_back(absl::StrFormat(
+        "live %s + pending free %s + request %s = %s <= %s available, but + %s free in other "
+        "pools' segments = %s > %s",
+        Size(live), Size(x.pending_free_bytes), Size(r), Size(live + x.pending_free_bytes + r),
+        Size(x.available_bytes), Size(x.private_pool_free_bytes),
+        Size(live + x.pending_free_bytes + x.private_pool_free_bytes + r),
+        Size(x.available_bytes)));
+    return;
+  }
   if (x.oversize_rejected_bytes > 0) {
     x.rule = PolicyRule::kOversizeRule;
     x.headline = absl::StrFormat(
@@ -155,6 +188,8 @@ std::string_view OomCauseName(OomCause cause) {
       return "fragmentation";
     case OomCause::kAllocatorPolicy:
       return "allocator_policy";
+    case OomCause::kPrivatePools:
+      return "private_pools";
     case OomCause::kOutsidePyTorch:
       return "outside_pytorch";
     case OomCause::kNotReproduced:
@@ -230,6 +265,7 @@ OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
   x.in_trace = oom.in_trace;
   x.in_replay = oom.in_replay;
   x.stream = e.stream;
+  x.pool_id = e.pool_id;
   x.requested_bytes = e.requested_bytes > 0 ? e.requested_bytes : e.bytes;
   if (oom.in_replay) {
     const OomReport& r = oom.report;

@@ -1,6 +1,6 @@
 // OomExplanation: why one allocation ran out of memory, classified and backed by numbers.
 //
-// The four causes, decided in this order from the allocator's state right after the
+// The five causes, decided in this order from the allocator's state right after the
 // failure (after PyTorch's retry ladder released what it could):
 //
 //   limit      = the memory-fraction cap if one is set, else the device's capacity
@@ -12,11 +12,14 @@
 //   2. outside PyTorch   live + request <= limit but > available: the device's free memory was
 //                        lower than the allocator's reservations explain (other processes, the
 //                        CUDA context, NCCL, libraries), and that made the difference.
-//   3. allocator policy  the request would have fit, but free memory was barred by a rule:
+//   3. private pools     live + pending + request <= available, but not with the free cached
+//                        memory of the private pools other than the request's (CUDA-graph pools,
+//                        MemPools), which no request of another pool may use.
+//   4. allocator policy  the request would have fit, but free memory was barred by a rule:
 //                        pending free   live + pending + request > available (record_stream);
 //                        oversize rule  a cached block big enough was refused by max_split_size;
 //                        other stream   cached blocks big enough sat on other streams.
-//   4. fragmentation     live + pending + request <= available: enough memory was free (cached
+//   5. fragmentation     live + pending + request <= available: enough memory was free (cached
 //                        holes plus what the device still had) but no hole was big enough and
 //                        the device could not supply a new segment.
 //
@@ -39,6 +42,9 @@ enum class OomCause : uint8_t {
   kCapacity,
   kFragmentation,
   kAllocatorPolicy,
+  // Free memory held in private pools (CUDA-graph pools, MemPools) other than the request's
+  // decided it: no request of another pool can use it.
+  kPrivatePools,
   kOutsidePyTorch,
   // The replay served the request and the trace records no device figures to classify the
   // job's failure with (an RMM log without --capacity): nothing can be said but that.
@@ -46,7 +52,8 @@ enum class OomCause : uint8_t {
 };
 enum class PolicyRule : uint8_t { kNone, kPendingFree, kOversizeRule, kOtherStream };
 
-// "capacity", "fragmentation", "allocator_policy", "outside_pytorch", "not_reproduced".
+// "capacity", "fragmentation", "allocator_policy", "private_pools", "outside_pytorch",
+// "not_reproduced".
 std::string_view OomCauseName(OomCause cause);
 // "", "pending_free", "oversize_rule", "other_stream".
 std::string_view PolicyRuleName(PolicyRule rule);
@@ -97,6 +104,14 @@ struct OomExplanation {
   uint64_t fragmented_segment_count = 0;
   uint64_t oversize_rejected_bytes = 0;
   uint64_t other_stream_fitting_bytes = 0;
+  // The pool the request was for ((0, 0): the default pool), and the private pools other than
+  // it at the failure: how many (graph pools among them), the memory their segments hold, and
+  // their free cached bytes, which this request could not use.
+  PoolId pool_id;
+  uint64_t private_pool_count = 0;
+  uint64_t graph_pool_count = 0;
+  uint64_t private_pool_reserved_bytes = 0;
+  uint64_t private_pool_free_bytes = 0;
   OomCause cause = OomCause::kFragmentation;
   PolicyRule rule = PolicyRule::kNone;
   std::string headline;                       // one sentence, numbers included

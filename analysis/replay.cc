@@ -194,6 +194,7 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
       return;
     case EventKind::kSegmentFree:
     case EventKind::kSegmentUnmap:
+      if (ABSL_PREDICT_FALSE(!event.pool_id.is_default())) ReleasePoolForFree(event);
       QueueSegmentFree(event);
       return;
     case EventKind::kOom: {
@@ -251,13 +252,13 @@ bool Replayer::ApplyEmptyCache(const TraceEvent& event) {
     return false;
   }
   CompleteQueuedFrees();
-  allocator_->EmptyCache();
+  allocator_->EmptyCache(event.pool_id);
   return true;
 }
 
 void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
   ScriptQueuedReservations();
-  absl::StatusOr<DevicePtr> ptr = allocator_->Allocate(event.requested_bytes, event.stream);
+  absl::StatusOr<DevicePtr> ptr = AllocateAs(event, event.requested_bytes);
   ClearQueuedSegmentAllocs();
   LiveBlock live;
   live.origin = BlockOrigin{event.index, event.time_ns, current_phase_, false};
@@ -322,7 +323,7 @@ void Replayer::ApplyOom(const TraceEvent& event, uint64_t ladder_released_bytes,
   }
   const uint64_t request = event.requested_bytes > 0 ? event.requested_bytes : event.bytes;
   ScriptQueuedReservations();
-  absl::StatusOr<DevicePtr> ptr = allocator_->Allocate(request, event.stream);
+  absl::StatusOr<DevicePtr> ptr = AllocateAs(event, request);
   ClearQueuedSegmentAllocs();
   ReplayOom oom{&event,          true,         !ptr.ok(),     {},
                 external_bytes_, job_reserved, job_allocated, !served_trace_oom_};

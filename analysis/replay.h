@@ -66,6 +66,18 @@
 // pseudo-stream at a time), and for the ladder's synchronization an allocator that synchronizes in
 // a defined order.
 //
+// Note [Private pools in a replay]
+// Each event names its pool (TraceEvent::pool_id: .fslog 2.4 records it; a snapshot's come from
+// its segments' segment_pool_id). An allocation goes into its pool explicitly
+// (CachingAllocator::Allocate with a PoolId), the pool being created at its first use, so the
+// replay needs neither the job's captures nor its use_mem_pool contexts. A private pool's
+// segment is freed only once the pool has no users (PyTorch's releasePool, then empty_cache or
+// the OOM retry): the replay releases a pool when the trace frees one of its segments, so that
+// its own empty_cache frees it too. What the trace does not say is not reproduced: when a
+// capture was underway (PyTorch then skips the event poll and the OOM retry's full release, and
+// defers frees of blocks used on other streams), a pool's use_on_oom and no_split settings, and
+// the pool of a segment a snapshot no longer holds (its events replay in the default pool).
+//
 // Note [Inferring empty_cache]
 // PyTorch's snapshots do not record empty_cache() calls; they show only the segment_free (and
 // segment_unmap) entries it produced. The same entries come from the allocator's own OOM-retry
@@ -103,7 +115,8 @@
 // Files: replay.cc (the loop, alloc and oom), replay_frees.cc (Note [Stream-ordered frees in a
 // replay]), replay_empty_cache.cc (Note [Inferring empty_cache]), replay_addresses.cc (scripted
 // segment and reservation addresses, Note [Expandable segments in a replay]),
-// replay_initial_state.cc (Note [State before the trace]), replay_lookahead.h (reading ahead),
+// replay_initial_state.cc (Note [State before the trace]), replay_pools.cc (Note [Private pools
+// in a replay]), replay_lookahead.h (reading ahead),
 // replay_phases.h (marker texts).
 #pragma once
 
@@ -258,6 +271,18 @@ class Replayer {
   // --- The replay loop (replay.cc) ---
   void Apply(TraceEvent& event, ReplayHooks* hooks);
   void ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks);
+  // --- Private pools (replay_pools.cc; Note [Private pools in a replay]) ---
+  // Allocate(bytes) on the event's stream, into the event's pool (created on first use).
+  absl::StatusOr<DevicePtr> AllocateAs(const TraceEvent& event, uint64_t bytes) {
+    if (ABSL_PREDICT_TRUE(event.pool_id.is_default())) {
+      return allocator_->Allocate(bytes, event.stream);
+    }
+    EnsurePool(event.pool_id);
+    return allocator_->Allocate(bytes, event.stream, event.pool_id);
+  }
+  void EnsurePool(PoolId pool);
+  // A segment of a private pool went back to the device: the pool had no users left then.
+  void ReleasePoolForFree(const TraceEvent& event);
   // The replay could not serve the trace's allocation: an OOM for the hooks, or a warning.
   ABSL_ATTRIBUTE_NOINLINE void AllocationFailed(const TraceEvent& event, const absl::Status& status,
                                                 ReplayHooks* hooks);

@@ -72,7 +72,8 @@ void Replayer::BuildInitialState() {
       continue;
     }
     if (config_.script_addresses) backend_->ScriptAddresses({seg.address});
-    absl::StatusOr<DevicePtr> whole = allocator_->Allocate(request, seg.stream);
+    if (!seg.pool_id.is_default()) EnsurePool(seg.pool_id);
+    absl::StatusOr<DevicePtr> whole = allocator_->Allocate(request, seg.stream, seg.pool_id);
     ++initial_state_allocations_;
     backend_->ScriptAddresses({});
     if (!whole.ok()) {
@@ -87,7 +88,7 @@ void Replayer::BuildInitialState() {
     // Pieces in address order: allocated blocks and the free gaps between them.
     DevicePtr at = seg.address;
     auto carve = [&](uint64_t size, bool gap, const InitialBlock* block) {
-      absl::StatusOr<DevicePtr> p = allocator_->Allocate(size, seg.stream);
+      absl::StatusOr<DevicePtr> p = allocator_->Allocate(size, seg.stream, seg.pool_id);
       ++initial_state_allocations_;
       if (!p.ok()) {
         Warn(absl::StrFormat("could not rebuild a block of %s in the segment at 0x%x: %s",

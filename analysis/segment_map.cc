@@ -15,6 +15,7 @@ LayoutSummary SummarizeLayout(const AllocatorSnapshot& snapshot,
     map.size = s.total_size;
     map.pool = s.segment_type;
     map.stream = s.stream;
+    map.pool_id = s.pool_id;
     map.blocks.reserve(s.blocks.size());
     for (const BlockInfo& b : s.blocks) {
       MapBlock block;

@@ -36,6 +36,7 @@ struct SegmentMap {
   uint64_t size = 0;
   PoolKind pool = PoolKind::kSmall;
   StreamId stream = 0;
+  PoolId pool_id;                // the private pool (CUDA graph, MemPool); (0, 0): the default
   uint64_t allocated_bytes = 0;  // allocated blocks
   uint64_t active_bytes = 0;     // allocated + pending free
   uint64_t free_bytes = 0;       // holes

@@ -14,6 +14,7 @@
 #include "allocator/size_policy.h"
 #include "analysis/pytorch_snapshot.h"
 #include "analysis/settings_check.h"
+#include "analysis/snapshot_pool_ids.h"
 
 namespace fragscope {
 namespace {
@@ -160,6 +161,7 @@ absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
     }
   }
   ReconstructInitialState();
+  pool_ids_ = TraceEntryPoolIds(*snapshot_, static_cast<int>(device_));
   InferCapacity();
   CollectAnnotations();
   return absl::OkStatus();
@@ -184,8 +186,8 @@ void SnapshotSource::ReconstructInitialState() {
       AddRange(mapped, s.address, s.address + s.total_size);
       owners[s.address] = {pool, static_cast<StreamId>(s.stream)};
     } else {
-      segments[s.address] =
-          InitialSegment{s.address, s.total_size, pool, static_cast<StreamId>(s.stream), {}};
+      segments[s.address] = InitialSegment{
+          s.address, s.total_size, pool, static_cast<StreamId>(s.stream), {}, SegmentPoolId(s)};
     }
     for (const SnapshotBlock& b : s.blocks) {
       if (b.state == BlockState::kActiveAllocated) {
@@ -399,6 +401,7 @@ absl::StatusOr<bool> SnapshotSource::Next(TraceEvent* event) {
     event->time_ns = static_cast<uint64_t>(std::max<int64_t>(0, time_us - first_time_us_)) * 1000;
     event->stream = static_cast<StreamId>(e.stream);
     event->pool = e.size <= kSmallSizeBytes ? PoolKind::kSmall : PoolKind::kLarge;
+    if (!pool_ids_.empty()) event->pool_id = pool_ids_[pos_ - 1];
     if (kind == EventKind::kOom) {
       event->bytes = e.size;
       event->requested_bytes = e.size;

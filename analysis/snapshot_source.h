@@ -81,6 +81,8 @@ class SnapshotSource final : public TraceSource {
   std::shared_ptr<const PyTorchSnapshot> snapshot_;
   size_t device_ = 0;
   size_t pos_ = 0;
+  // Each entry's private pool (snapshot_pool_ids.h); empty: all in the default pool.
+  std::vector<PoolId> pool_ids_;
   uint64_t unknown_actions_ = 0;
   std::string first_unknown_action_;
   int64_t first_time_us_ = 0;

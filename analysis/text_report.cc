@@ -46,6 +46,14 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
                           Size(x.reserved_but_unallocated_bytes), CountOf(x.holes, "hole"),
                           Size(x.largest_hole)),
           "      ");
+  if (!x.pool_id.is_default() || x.private_pool_count > 0) {
+    Wrapped(out,
+            absl::StrFormat("request's pool %s; other private pools: %d (%d CUDA-graph), %s "
+                            "reserved, %s of it free",
+                            FormatPoolId(x.pool_id), x.private_pool_count, x.graph_pool_count,
+                            Size(x.private_pool_reserved_bytes), Size(x.private_pool_free_bytes)),
+            "      ");
+  }
   if (!x.fragmented.empty()) {
     out << absl::StrFormat(
         "      fragmented segments (%d in all; most free first), pinned by live blocks:\n",

@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "allocator/allocator_events.h"
 #include "allocator/allocator_options.h"
+#include "allocator/pool_id.h"
 #include "allocator/types.h"
 
 namespace fragscope {
@@ -63,6 +64,9 @@ struct TraceEvent {
   uint64_t device_total_bytes = 0;
   uint64_t reserved_bytes = 0;
   uint64_t allocated_bytes = 0;
+  // The private pool of the block, segment or request ((0, 0): the default pool): .fslog 2.4
+  // records it; for a snapshot, the pool of the segment the address lies in (snapshot_source.h).
+  PoolId pool_id;
   std::string text;  // kMarker, kOptionsChange, kModel (JSON: recorded_model.h)
 };
 
@@ -85,6 +89,7 @@ struct InitialSegment {
   PoolKind pool = PoolKind::kLarge;
   StreamId stream = 0;
   std::vector<InitialBlock> allocated;  // the rest of the segment was free
+  PoolId pool_id;                       // segment_pool_id: (0, 0) for the default pool
 };
 
 // The allocator settings a trace records as in effect in the job, key by key (the

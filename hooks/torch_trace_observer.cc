@@ -120,6 +120,8 @@ void TraceObserver::OnTrace(const TraceEntry& entry) noexcept {
                                          reinterpret_cast<uint64_t>(entry.stream_)};
     AllocatorEvent event;
     if (!converter->Convert(native, &event)) return;
+    // The block's, segment's or request's private pool (.fslog 2.4); (0, 0): the default.
+    event.pool_id = PoolId{entry.mempool_.first, entry.mempool_.second};
     // The open log is one atomic load; opening (a std::function and a lock) only the first time.
     EventLogWriter* writer = logs_->Get(device);
     if (writer == nullptr) [[unlikely]] {

@@ -210,6 +210,7 @@ class Printer {
                               r.words[5], r.words[6], r.words[7]);
         return line;
     }
+    if (!e.pool_id.is_default()) absl::StrAppend(&line, " pool_id=", FormatPoolId(e.pool_id));
     if (r.flags != 0) absl::StrAppendFormat(&line, " flags=%s", EventFlags(r.flags));
     if (r.device != header_.device_index) absl::StrAppendFormat(&line, " device=%d", r.device);
     return line;

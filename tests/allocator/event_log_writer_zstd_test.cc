@@ -163,7 +163,7 @@ TEST(EventLogWriterZstdTest, HeaderRecordsParallelSizesAndMemoryAtOpen) {
   auto reader = EventLogReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status();
   const EventLogHeader& h = reader->header();
-  EXPECT_EQ(h.version_minor, 3);
+  EXPECT_EQ(h.version_minor, kFormatVersionMinor);  // 2.3 or later
   EXPECT_EQ(h.pp_size, 4);
   EXPECT_EQ(h.tp_size, 8);
   ASSERT_TRUE(h.device_free_at_open_bytes.has_value());

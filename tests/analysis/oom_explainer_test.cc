@@ -197,5 +197,42 @@ TEST(OomExplainerTest, TraceWithoutOomHasNoExplanations) {
   EXPECT_EQ(r.oom_count, 0u);
 }
 
+// A CUDA graph captured 30 MiB into its private pool and freed it inside the capture; the graph is
+// still alive, so the pool keeps its 30 MiB segment, free but out of reach of the default pool's
+// 30 MiB request on a 64 MiB device (10 MiB live, 24 MiB left on the device).
+TEST(OomExplainerTest, PrivatePoolsWhenAGraphPoolHoldsTheFreeMemory) {
+  TraceBuilder t(64 * kMiB);
+  ASSERT_OK(t.allocator().BeginAllocateToPool(PoolId{1, 0}, [](StreamId s) { return s == 0; }));
+  t.Free(t.Alloc(30 * kMiB));
+  ASSERT_OK(t.allocator().EndAllocateToPool(PoolId{1, 0}));
+  t.Alloc(10 * kMiB);
+  t.AllocExpectOom(30 * kMiB);
+  const RankReport r = Analyze(t.Finish());
+  ASSERT_EQ(r.ooms.size(), 1u);
+  const OomExplanation& x = r.ooms[0];
+  EXPECT_TRUE(x.in_trace);
+  EXPECT_TRUE(x.in_replay);
+  EXPECT_EQ(x.cause, OomCause::kPrivatePools);
+  EXPECT_EQ(x.pool_id, kDefaultPoolId);
+  EXPECT_EQ(x.private_pool_count, 1u);
+  EXPECT_EQ(x.graph_pool_count, 1u);
+  EXPECT_EQ(x.private_pool_reserved_bytes, 30 * kMiB);
+  EXPECT_EQ(x.private_pool_free_bytes, 30 * kMiB);
+  EXPECT_EQ(x.headline,
+            "Private pools: 30.00 MiB reserved in 1 CUDA-graph pool, 30.00 MiB of it free, "
+            "unusable by this allocation; without that free memory held apart the request of "
+            "30.00 MiB would have fit.");
+}
+
+// The same job without the graph: the 30 MiB are the default pool's, released by the retry.
+TEST(OomExplainerTest, NoPrivatePoolCauseWithoutPrivatePools) {
+  TraceBuilder t(64 * kMiB);
+  t.Free(t.Alloc(30 * kMiB));
+  t.Alloc(10 * kMiB);
+  t.Alloc(30 * kMiB);  // the OOM retry frees the cached 30 MiB segment
+  const RankReport r = Analyze(t.Finish());
+  EXPECT_TRUE(r.ooms.empty());
+}
+
 }  // namespace
 }  // namespace fragscope

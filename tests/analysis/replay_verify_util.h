@@ -85,6 +85,7 @@ inline std::shared_ptr<const PyTorchSnapshot> MakeSnapshot(const CachingAllocato
     seg.stream = static_cast<int64_t>(s.stream);
     seg.is_large = s.segment_type == PoolKind::kLarge;
     seg.is_expandable = s.is_expandable;
+    seg.pool_id = {static_cast<int64_t>(s.pool_id.first), static_cast<int64_t>(s.pool_id.second)};
     for (const BlockInfo& b : s.blocks) {
       seg.blocks.push_back({b.address, b.size, b.requested_size, b.state, nullptr});
     }

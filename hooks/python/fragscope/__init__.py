@@ -3,6 +3,7 @@
     import fragscope
     fragscope.use_allocator(conf="max_split_size_mb:128", log="/tmp/job.%r.%d.fslog")  # replace
     fragscope.observe(log="/tmp/job.%r.%d.fslog")                                      # observe
+    torch.cuda.MemPool(fragscope.pool_allocator(log="/tmp/pool.%d.fslog"))              # one pool
     # or run the job under LD_PRELOAD=.../libfragscope_preload.so                      # interpose
 
     fragscope.mark("step 3 / backward")   # a phase marker in the log, in every mode
@@ -26,6 +27,9 @@ import threading
 
 __all__ = [
     "use_allocator",
+    "pool_allocator",
+    "pool_stats",
+    "pool_empty_cache",
     "observe",
     "mark",
     "record_model",
@@ -52,6 +56,7 @@ _libs = {}
 class _State:
     mode = None  # "replace" after use_allocator
     observing = False
+    pool = None  # the allocator object pool_allocator() made (one per process)
 
 
 _state = _State()
@@ -252,6 +257,54 @@ def use_allocator(conf=None, log=None, via="auto", model=None, **job):
         record_model(model, **job)
 
 
+def pool_allocator(conf=None, log=None):
+    """fragscope as the allocator of one torch.cuda.MemPool: the least disruptive replace mode.
+
+        pool = torch.cuda.MemPool(fragscope.pool_allocator(log="/tmp/pool.%d.fslog"))
+        with torch.cuda.use_mem_pool(pool):
+            ...  # this region's memory comes from fragscope, logged; the rest stays PyTorch's
+
+    Returns the allocator object MemPool takes (torch.cuda.memory.CUDAPluggableAllocator's). What
+    PyTorch 2.11's MemPool API gives a pool's allocator is the pool's *segments*: PyTorch keeps
+    caching, splitting and best fit inside the pool and calls fragscope for each new segment (2
+    MiB, 20 MiB, or the request rounded to 2 MiB) and when it frees one (empty_cache of a released
+    pool). So the log holds the pool's segment requests and frees, and pool_stats() counts them;
+    tensor-level events of the pool stay in PyTorch's own allocator (observe() logs those, with
+    the pool's id). A segment PyTorch frees stays in fragscope's cache (reused by the pool's next
+    segment request of that size) until pool_empty_cache(). conf and log as for use_allocator();
+    one configuration per process, and not together with use_allocator().
+    """
+    import torch
+
+    if _state.mode == "replace":
+        raise RuntimeError(
+            "fragscope.use_allocator() already makes fragscope every allocation's allocator; a "
+            "pool allocator would add nothing")
+    if _state.pool is not None:
+        return _state.pool.allocator()
+    lib = _load(_ALLOC)
+    if lib.fragscope_configure(_bytes(conf), _bytes(log)) != 0:
+        raise ValueError(lib.fragscope_last_error().decode())
+    pluggable = torch.cuda.memory.CUDAPluggableAllocator(
+        os.path.join(lib_dir(), _ALLOC), "fragscope_malloc", "fragscope_free")
+    _state.pool = pluggable
+    return pluggable.allocator()
+
+
+def pool_stats(device=None):
+    """torch.cuda.memory_stats()-style statistics of the memory fragscope gave a MemPool
+    (pool_allocator()): its segments, as fragscope allocated them."""
+    if _state.pool is None:
+        raise RuntimeError("no fragscope pool allocator: call fragscope.pool_allocator() first")
+    return _replace_stats(_device(device))
+
+
+def pool_empty_cache():
+    """Returns the segments a MemPool gave back to fragscope (pool_allocator()) to the device."""
+    if _state.pool is not None:
+        _load(_ALLOC).fragscope_empty_cache()
+
+
 def observe(log=None, model=None, **job):
     """Logs PyTorch's own allocator into .fslog files (mode 2, observe); no behaviour change.
 
@@ -319,7 +372,7 @@ def record_model(model, *, seq=None, micro_batch=None, mode="training", **job):
 def mark(text):
     """A phase marker ("step 3 / backward") in the logs of every active mode."""
     data = str(text).encode()
-    if _state.mode == "replace":
+    if _state.mode == "replace" or _state.pool is not None:
         _load(_ALLOC).fragscope_mark(data)
     if _state.observing:
         _load(_TORCH).fragscope_torch_observe_mark(data)
@@ -331,7 +384,7 @@ def mark(text):
 def flush():
     """Writes every recorded event to the log files now."""
     ok = True
-    if _state.mode == "replace":
+    if _state.mode == "replace" or _state.pool is not None:
         ok &= _load(_ALLOC).fragscope_flush() == 0
     if _state.observing:
         ok &= _load(_TORCH).fragscope_torch_observe_flush() == 0
