@@ -281,16 +281,16 @@ absl::Status CachingAllocator::OutOfMemoryLocked(uint64_t requested, uint64_t ro
   // only the blocks it counts: those the rules bar, a suffix of the stream's size order.
   const PoolKind kind = PoolFor(rounded);
   // The request's pools (a private pool's when it allocates to one), from their running figures:
-  // an OOM walks no blocks (Note [Running figures] in block_pool.h).
+  // an OOM walks no blocks or segments.
   const PrivatePool* owner = FindPrivatePoolLocked(pool_id);
   const BlockPool& small = owner != nullptr ? owner->small : small_pool_;
   const BlockPool& large = owner != nullptr ? owner->large : large_pool_;
   r.free_cached_bytes = small.free_bytes() + large.free_bytes();
   r.free_cached_fragments = small.size() + large.size();
   r.largest_free_cached_block = std::max(small.LargestSize(), large.LargestSize());
-  r.oversize_rejected_bytes = (kind == PoolKind::kSmall ? small : large)
-                                  .BytesFrom(stream, std::max(rounded, OversizeRejectionFloor(
-                                                                           rounded, options_)));
+  r.oversize_rejected_bytes =
+      (kind == PoolKind::kSmall ? small : large)
+          .BytesFrom(stream, std::max(rounded, OversizeRejectionFloor(rounded, options_)));
   r.pending_free_bytes = pending_free_bytes_;
   // PyTorch's "allocated in private pools": the free cached blocks of every private pool,
   // counted as allocated in its message; fragscope also keeps what they reserve.

@@ -1,5 +1,6 @@
 // CachingAllocator: read-only inspection (snapshot, cache info) and the invariant checker.
 #include <algorithm>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -90,7 +91,7 @@ absl::Status CachingAllocator::CheckInvariants() const {
   size_t free_blocks = 0, active_blocks = 0, unmapped_blocks = 0, stream_use_blocks = 0;
   size_t expandable_segments = 0;
   size_t private_free_blocks = 0;
-  absl::flat_hash_map<const PrivatePool*, int> private_segments;
+  absl::flat_hash_map<const PrivatePool*, std::pair<int, uint64_t>> private_segments;
   const absl::flat_hash_set<const Block*> deferred(deferred_frees_.begin(), deferred_frees_.end());
 
   for (const auto& [base, segment] : segments_) {
@@ -98,7 +99,8 @@ absl::Status CachingAllocator::CheckInvariants() const {
       if (FindPrivatePoolLocked(segment.owner->id) != segment.owner) {
         return Fail("segment 0x%x: its private pool is not in the pool table", base);
       }
-      ++private_segments[segment.owner];
+      ++private_segments[segment.owner].first;
+      private_segments[segment.owner].second += segment.size;
     }
     if (segment.head == nullptr || segment.head->ptr != base || segment.head->prev != nullptr) {
       return Fail("segment 0x%x: head block does not start the segment", base);
@@ -194,10 +196,11 @@ absl::Status CachingAllocator::CheckInvariants() const {
       return Fail("private pool %s: free blocks out of size order", FormatPoolId(id));
     }
     auto count = private_segments.find(pp.get());
-    const int segments = count == private_segments.end() ? 0 : count->second;
-    if (segments != pp->segment_count) {
-      return Fail("private pool %s counts %d segments but owns %d", FormatPoolId(id),
-                  pp->segment_count, segments);
+    const auto [segments, bytes] =
+        count == private_segments.end() ? std::pair<int, uint64_t>{0, 0} : count->second;
+    if (segments != pp->segment_count || bytes != pp->reserved_bytes) {
+      return Fail("private pool %s counts %d segments of %d bytes but owns %d of %d",
+                  FormatPoolId(id), pp->segment_count, pp->reserved_bytes, segments, bytes);
     }
     if (pp->freeable != (pp->use_count == 0)) {
       return Fail("private pool %s: freeable disagrees with use_count %d", FormatPoolId(id),

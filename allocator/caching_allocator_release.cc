@@ -148,6 +148,7 @@ void CachingAllocator::ReleaseBlockLocked(Block* block) {
   if (ABSL_PREDICT_FALSE(block->in_private_pool)) {
     FRAGSCOPE_DCHECK(block->segment->owner->segment_count > 0);
     --block->segment->owner->segment_count;
+    block->segment->owner->reserved_bytes -= block->size;
   }
   AllocatorEvent e = BlockEvent(EventKind::kSegmentFree, *block);
   if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;

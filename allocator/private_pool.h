@@ -25,11 +25,11 @@ struct PrivatePool {
   const BlockPool& Of(PoolKind kind) const { return kind == PoolKind::kSmall ? small : large; }
 
   PoolId id;
-  int use_count = 1;      // PyTorch's use_count: 1 at creation (createOrIncrefPool)
-  int segment_count = 0;  // PyTorch's cudaMalloc_count
+  int use_count = 1;            // PyTorch's use_count: 1 at creation (createOrIncrefPool)
+  int segment_count = 0;        // PyTorch's cudaMalloc_count
   uint64_t reserved_bytes = 0;  // the bytes of its live segments
-  bool freeable = false;  // use_count reached 0 (graph_pools_freeable)
-  bool no_split = false;  // MemPool(no_split=True): blocks are never split
+  bool freeable = false;        // use_count reached 0 (graph_pools_freeable)
+  bool no_split = false;        // MemPool(no_split=True): blocks are never split
   BlockPool small{PoolKind::kSmall};
   BlockPool large{PoolKind::kLarge};
 };

@@ -377,7 +377,7 @@ TEST(HostileTraceTest, ConvertSaysWhichAllocationsTheReplayRefused) {
     json = out;
   }
   // The Chrome trace has the replay's OOMs as instant events.
-  EXPECT_THAT(ReadFile(json), HasSubstr("\"in_trace\": false"));
+  EXPECT_THAT(ReadFile(json), HasSubstr("\"in_trace\":false"));
 }
 
 TEST(HostileOutputTest, ConvertsWriteErrorsCarryTheSystemsReason) {

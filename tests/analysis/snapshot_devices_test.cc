@@ -139,9 +139,10 @@ TEST(SnapshotDevicesTest, ConvertKeepsTheContextAsFslogMarkers) {
   ASSERT_EQ(c.code, 0) << c.err;
   CommandRun d = Fragscope({"dump", log, "--kind", "marker"});
   ASSERT_EQ(d.code, 0) << d.err;
-  EXPECT_THAT(d.out, HasSubstr("\"forward | user_metadata: stage 2\""));
-  EXPECT_THAT(d.out, HasSubstr("\"checkpoint\""));
-  EXPECT_THAT(d.out, HasSubstr("\"user_metadata: stage 3\""));
+  // dump quotes texts as excerpts, in single quotes.
+  EXPECT_THAT(d.out, HasSubstr("'forward | user_metadata: stage 2'"));
+  EXPECT_THAT(d.out, HasSubstr("'checkpoint'"));
+  EXPECT_THAT(d.out, HasSubstr("'user_metadata: stage 3'"));
 }
 
 }  // namespace
