@@ -192,6 +192,9 @@ Block* CachingAllocator::AllocateSegmentLocked(PoolKind pool, PrivatePool* owner
   if (owner != nullptr) {
     ++owner->segment_count;
     owner->reserved_bytes += segment_size;
+    private_pool_reserved_bytes_ += segment_size;
+    peak_private_pool_reserved_bytes_ =
+        std::max(peak_private_pool_reserved_bytes_, private_pool_reserved_bytes_);
   }
 
   Block* block = arena_.New();

@@ -172,6 +172,10 @@ class CachingAllocator {
   // device-free initial guess).
   uint64_t LargestFreeCachedBlock() const;
 
+  // The most bytes reserved at once in private pools (CUDA-graph pools, MemPools), over the
+  // allocator's life.
+  uint64_t PeakPrivatePoolReservedBytes() const;
+
   // Free blocks visited so far by the walks of the pools (releases, garbage collection, the
   // out-of-memory report's oversize figure): for tests that count work instead of timing it.
   uint64_t PoolBlocksWalked() const;
@@ -371,6 +375,9 @@ class CachingAllocator {
   // Bytes of the freed blocks still waiting for stream events (event_count > 0): the OOM report's
   // figure, kept so that the report walks no segments.
   uint64_t pending_free_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes of the segments private pools own, now and at most.
+  uint64_t private_pool_reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t peak_private_pool_reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Set when a memory fraction < 1 is in force.
   std::optional<uint64_t> allowed_maximum_bytes_ ABSL_GUARDED_BY(mu_);
   StatsTracker stats_ ABSL_GUARDED_BY(mu_);

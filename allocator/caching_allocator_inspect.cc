@@ -72,6 +72,11 @@ uint64_t CachingAllocator::LargestFreeCachedBlock() const {
   return largest;
 }
 
+uint64_t CachingAllocator::PeakPrivatePoolReservedBytes() const {
+  Lock lock(&mu_);
+  return peak_private_pool_reserved_bytes_;
+}
+
 uint64_t CachingAllocator::PoolBlocksWalked() const {
   Lock lock(&mu_);
   return small_pool_.blocks_walked() + large_pool_.blocks_walked();

@@ -149,6 +149,7 @@ void CachingAllocator::ReleaseBlockLocked(Block* block) {
     FRAGSCOPE_DCHECK(block->segment->owner->segment_count > 0);
     --block->segment->owner->segment_count;
     block->segment->owner->reserved_bytes -= block->size;
+    private_pool_reserved_bytes_ -= block->size;
   }
   AllocatorEvent e = BlockEvent(EventKind::kSegmentFree, *block);
   if (block->size >= options_.max_split_size_bytes) e.flags |= kEventFlagOversize;

@@ -119,6 +119,7 @@ OrderedJson Sweep(const RankReport& r, const JsonReportOptions& options) {
     c["peak_reserved_bytes"] = s.peak_reserved_bytes;
     c["peak_allocated_bytes"] = s.peak_allocated_bytes;
     c["peak_active_bytes"] = s.peak_active_bytes;
+    c["peak_private_pool_reserved_bytes"] = s.peak_private_pool_reserved_bytes;
     c["utilization"] = Fraction(s.utilization);
     c["device_mallocs"] = s.device_mallocs;
     c["device_frees"] = s.device_frees;

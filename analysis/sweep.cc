@@ -109,6 +109,7 @@ SweepResult RunOne(const TraceOpener& opener, const SweepConfig& config,
   result.peak_reserved_bytes = static_cast<uint64_t>(stats.reserved_bytes[0].peak);
   result.peak_allocated_bytes = static_cast<uint64_t>(stats.allocated_bytes[0].peak);
   result.peak_active_bytes = static_cast<uint64_t>(stats.active_bytes[0].peak);
+  result.peak_private_pool_reserved_bytes = replayer.allocator().PeakPrivatePoolReservedBytes();
   result.utilization = result.peak_reserved_bytes == 0
                            ? 0.0
                            : static_cast<double>(result.peak_active_bytes) /

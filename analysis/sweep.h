@@ -62,6 +62,8 @@ struct SweepResult {
   uint64_t peak_reserved_bytes = 0;
   uint64_t peak_allocated_bytes = 0;
   uint64_t peak_active_bytes = 0;
+  // The most reserved at once in private pools (CUDA graphs, MemPools); 0 without them.
+  uint64_t peak_private_pool_reserved_bytes = 0;
   double utilization = 0.0;  // peak active / peak reserved
   int64_t device_mallocs = 0;
   int64_t device_frees = 0;

@@ -142,8 +142,13 @@ void RenderSweepTable(const std::vector<SweepResult>& results,
   // wider than its column is cut, with a note number ("#1") that the notes below the table give
   // whole, so that every row stays one line and the columns stay aligned.
   constexpr size_t kLabelColumn = 36;
-  out << absl::StrFormat("  %-36s %3s %13s %7s %-16s %8s %7s\n", "configuration", "exp",
-                         "peak reserved", "util", "OOM", "mallocs", "frees");
+  // A column for the private pools (CUDA graphs, MemPools) only when the trace has them.
+  const bool pools = std::any_of(results.begin(), results.end(), [](const SweepResult& r) {
+    return r.peak_private_pool_reserved_bytes > 0;
+  });
+  out << absl::StrFormat("  %-36s %3s %13s %7s %-16s %8s %7s%s\n", "configuration", "exp",
+                         "peak reserved", "util", "OOM", "mallocs", "frees",
+                         pools ? absl::StrFormat(" %13s", "in pools") : "");
   bool fragscope_only = false;
   std::vector<std::string> long_labels;  // note #k is long_labels[k - 1]
   for (size_t i = 0; i < results.size(); ++i) {
@@ -171,9 +176,17 @@ void RenderSweepTable(const std::vector<SweepResult>& results,
     }
     const std::string oom =
         r.first_oom_index.has_value() ? absl::StrFormat("yes, event %d", *r.first_oom_index) : "no";
-    out << absl::StrFormat("%c %-36s %3s %13s %7s %-16s %8d %7d\n", mark, label, exp,
-                           Size(r.peak_reserved_bytes), Percent(r.utilization), oom,
-                           r.device_mallocs, r.device_frees);
+    out << absl::StrFormat(
+        "%c %-36s %3s %13s %7s %-16s %8d %7d%s\n", mark, label, exp, Size(r.peak_reserved_bytes),
+        Percent(r.utilization), oom, r.device_mallocs, r.device_frees,
+        pools ? absl::StrFormat(" %13s", Size(r.peak_private_pool_reserved_bytes)) : "");
+  }
+  if (pools) {
+    Wrapped(out,
+            "in pools: the most reserved at once in private pools (CUDA graphs, MemPools), part of "
+            "peak reserved; each pool reuses only its own blocks, and the settings apply inside "
+            "it too.",
+            "  ");
   }
   for (size_t k = 0; k < long_labels.size(); ++k) {
     out << BreakAtCommas(long_labels[k], absl::StrFormat("  #%d ", k + 1));

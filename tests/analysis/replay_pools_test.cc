@@ -15,6 +15,8 @@
 #include "analysis/fslog_file_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/analysis/command_run.h"
 #include "tests/analysis/replay_verify_util.h"
 #include "tests/testing/status_matchers.h"
 
@@ -180,6 +182,33 @@ TEST(ReplayPoolsTest, RecordedGraphPoolAndGraphTreeSnapshotsVerifyFaithfully) {
     VerifyResult blind = testing::VerifySnapshot(LoadOracle(name, true), kH100Bytes);
     EXPECT_TRUE(blind.divergence.has_value());
   }
+}
+
+// The sweep shows what the private pools held in each row; a setting fragscope does not model
+// inside them (expandable segments) is that row's error, not the sweep's.
+TEST(ReplayPoolsTest, SweepShowsThePrivatePools) {
+  const std::string pickle =
+      std::string(FRAGSCOPE_TEST_DATA_DIR) + "/oracle/pools/graph_pool.pickle";
+  const testing::CommandRun text =
+      testing::Fragscope({"sweep", pickle, "--capacity", std::to_string(kH100Bytes)});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_THAT(text.out, ::testing::HasSubstr("in pools"));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("expandable segments in CUDA-graph pools and MemPools "
+                                             "are not modelled"));
+  const testing::CommandRun json = testing::Fragscope(
+      {"sweep", pickle, "--capacity", std::to_string(kH100Bytes), "--json", "-"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  const nlohmann::json baseline = nlohmann::json::parse(json.out)["sweep"]["configs"][0];
+  EXPECT_TRUE(baseline["is_trace_config"].get<bool>());
+  EXPECT_GT(baseline["peak_private_pool_reserved_bytes"].get<uint64_t>(), 0u);
+  EXPECT_LT(baseline["peak_private_pool_reserved_bytes"].get<uint64_t>(),
+            baseline["peak_reserved_bytes"].get<uint64_t>());
+  // A trace without private pools has no such column.
+  const testing::CommandRun plain = testing::Fragscope(
+      {"sweep", std::string(FRAGSCOPE_TEST_DATA_DIR) + "/oracle/micro_default.pickle", "--capacity",
+       "150109880320"});
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_THAT(plain.out, ::testing::Not(::testing::HasSubstr("in pools")));
 }
 
 TEST(ReplayPoolsTest, DumpShowsThePoolIds) {
