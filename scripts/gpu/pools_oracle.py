@@ -8,6 +8,9 @@ with _record_memory_history (no stacks) + _dump_snapshot and checked with `frags
                  until its graphs are recorded and replayed
   mempool        torch.cuda.MemPool + torch.cuda.use_mem_pool, tensors inside and outside it,
                  the pool dropped and the cache emptied
+  mempool_live   the same up to the drop: the pool and some of its tensors still live at the
+                 dump, so the snapshot's segments say which are the pool's (after the drop and
+                 empty_cache they are gone, and nothing in the trace names the pool)
 
     pools_oracle.py OUT_DIR --fragscope BIN [--only KIND,...] [--dry-run]
     pools_oracle.py record KIND OUT_DIR                                   # child: one trace
@@ -28,7 +31,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-KINDS = ("graph_pool", "compile_ro", "mempool")
+KINDS = ("graph_pool", "compile_ro", "mempool", "mempool_live")
 
 
 def mlp(torch, width=1024):
@@ -72,15 +75,21 @@ def compile_ro(torch):
     del fn, model
 
 
-def mempool(torch):
+def mempool_live(torch):
+    """Returns what must stay alive until the snapshot is dumped."""
     pool = torch.cuda.MemPool()
     outside = [torch.empty(3 << 20, dtype=torch.uint8, device="cuda")]
     with torch.cuda.use_mem_pool(pool):
         inside = [torch.empty((i + 1) << 20, dtype=torch.uint8, device="cuda") for i in range(6)]
         del inside[1::2]
     outside.append(torch.empty(5 << 20, dtype=torch.uint8, device="cuda"))
-    del inside
     torch.cuda.synchronize()
+    return pool, inside, outside
+
+
+def mempool(torch):
+    pool, inside, outside = mempool_live(torch)
+    del inside
     del pool
     torch.cuda.empty_cache()
     del outside
@@ -100,7 +109,7 @@ def record(kind, out_dir):
             return 0
     torch.cuda.init()
     torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=10**6)
-    globals()[kind](torch)
+    alive = globals()[kind](torch)  # noqa: F841 (kept until the dump)
     torch.cuda.memory._dump_snapshot(os.path.join(out_dir, f"{kind}.pickle"))
     torch.cuda.memory._record_memory_history(enabled=None)
     with open(os.path.join(out_dir, f"{kind}.json"), "w") as f:
