@@ -248,6 +248,8 @@ def carry(real_log, out, *, config, seq, micro_batch, program=None, cap_args=(),
 def _parser():
     import argparse
 
+    from .predict_job_flags import add_output_flags, add_step_flags
+
     p = argparse.ArgumentParser(
         prog="python -m fragscope carry",
         description="Carries a real log that ends at an OOM past it with the predicted rest of "
@@ -262,19 +264,8 @@ def _parser():
     p.add_argument("--seq", type=int, required=True)
     p.add_argument("--micro-batch", type=int, required=True)
     p.add_argument("--steps", type=int, default=1, help="steps to predict (the OOM's and before)")
-    p.add_argument("--optimizer", default="adamw",
-                   choices=["adamw", "adamw-fused", "adamw-foreach", "sgd", "none"])
-    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
-    p.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa")
-    p.add_argument("--recompute", action="store_true", help="gradient checkpointing")
-    p.add_argument("--gpu", default="h100-80gb",
-                   help="the job's GPU (its kernels' choices, and its memory unless --capacity)")
-    p.add_argument("--capacity", help="device capacity for the sweep (default: the GPU's)")
-    p.add_argument("--memory-fraction", help="the job's per-process memory fraction")
-    p.add_argument("--allowed", help="... or its cap in bytes")
-    p.add_argument("--conf", default="", help="the job's allocator settings")
-    p.add_argument("--fragscope", help="the fragscope program (default: $FRAGSCOPE_BIN, PATH)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_step_flags(p)
+    add_output_flags(p)
     return p
 
 
@@ -284,29 +275,25 @@ def main(argv):
 
     from .__main__ import _parse_set
     from .predict_device import find_gpu
+    from .predict_job_flags import cap_args, check_cap_flags
 
     parser = _parser()
     args = parser.parse_args(argv)
     try:
         overrides = _parse_set(args.set)
         gpu = find_gpu(args.gpu)
-        if args.memory_fraction is not None and args.allowed is not None:
-            raise ValueError("give --memory-fraction or --allowed, not both")
+        check_cap_flags(args)
         if args.seq < 1 or args.micro_batch < 1 or args.steps < 1:
             raise ValueError("--seq, --micro-batch and --steps must be positive")
     except ValueError as e:
         parser.print_usage(sys.stderr)
         print(f"python -m fragscope carry: error: {e}", file=sys.stderr)
         return 2
-    cap_args = ["--capacity", args.capacity] if args.capacity else ["--gpu", gpu.key]
-    if args.memory_fraction is not None:
-        cap_args += ["--memory-fraction", args.memory_fraction]
-    if args.allowed is not None:
-        cap_args += ["--allowed", args.allowed]
+    device_flags = cap_args(args, gpu)
     try:
         counts, rows = carry(args.real, args.out, config=args.config, seq=args.seq,
                              micro_batch=args.micro_batch, program=args.fragscope,
-                             cap_args=cap_args, conf=args.conf, steps=args.steps,
+                             cap_args=device_flags, conf=args.conf, steps=args.steps,
                              optimizer=args.optimizer, dtype=args.dtype,
                              attention=args.attention, recompute=args.recompute, gpu=gpu.key,
                              overrides=overrides)

@@ -118,6 +118,8 @@ def largest_micro_batch(config, seq, *, program=None, cap_args=(), max_micro_bat
 def _parser():
     import argparse
 
+    from .predict_job_flags import add_output_flags, add_step_flags
+
     p = argparse.ArgumentParser(
         prog="python -m fragscope fit",
         description="The largest micro-batch whose predicted step fits the GPU, fragmentation "
@@ -132,20 +134,9 @@ def _parser():
                    help="steps per prediction (2: the optimizer's states live in the second)")
     p.add_argument("--max-micro-batch", type=int, default=1024)
     p.add_argument("--mode", choices=["training", "inference"], default="training")
-    p.add_argument("--optimizer", default="adamw",
-                   choices=["adamw", "adamw-fused", "adamw-foreach", "sgd", "none"])
-    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
-    p.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa")
-    p.add_argument("--recompute", action="store_true", help="gradient checkpointing")
-    p.add_argument("--gpu", default="h100-80gb",
-                   help="the GPU (its kernels' choices, and its memory unless --capacity)")
-    p.add_argument("--capacity", help="device capacity (default: the GPU's)")
-    p.add_argument("--memory-fraction", help="a per-process memory fraction")
-    p.add_argument("--allowed", help="... or a cap in bytes")
-    p.add_argument("--conf", default="", help="allocator settings (PYTORCH_CUDA_ALLOC_CONF)")
+    add_step_flags(p)
     p.add_argument("--keep", metavar="DIR", help="keep the predicted logs in DIR")
-    p.add_argument("--fragscope", help="the fragscope program (default: $FRAGSCOPE_BIN, PATH)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_output_flags(p)
     return p
 
 
@@ -155,30 +146,26 @@ def main(argv):
 
     from .__main__ import _parse_set
     from .predict_device import find_gpu
+    from .predict_job_flags import cap_args, check_cap_flags
 
     parser = _parser()
     args = parser.parse_args(argv)
     try:
         overrides = _parse_set(args.set)
         gpu = find_gpu(args.gpu)
-        if args.memory_fraction is not None and args.allowed is not None:
-            raise ValueError("give --memory-fraction or --allowed, not both")
+        check_cap_flags(args)
         if args.seq < 1 or args.steps < 1 or args.max_micro_batch < 1:
             raise ValueError("--seq, --steps and --max-micro-batch must be positive")
     except ValueError as e:
         parser.print_usage(sys.stderr)
         print(f"python -m fragscope fit: error: {e}", file=sys.stderr)
         return 2
-    cap_args = ["--capacity", args.capacity] if args.capacity else ["--gpu", gpu.key]
-    if args.memory_fraction is not None:
-        cap_args += ["--memory-fraction", args.memory_fraction]
-    if args.allowed is not None:
-        cap_args += ["--allowed", args.allowed]
+    device_flags = cap_args(args, gpu)
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
     try:
         result = largest_micro_batch(
-            args.config, args.seq, program=args.fragscope, cap_args=cap_args,
+            args.config, args.seq, program=args.fragscope, cap_args=device_flags,
             max_micro_batch=args.max_micro_batch, directory=args.keep, steps=args.steps,
             mode=args.mode, optimizer=args.optimizer, dtype=args.dtype,
             attention=args.attention, recompute=args.recompute, gpu=gpu.key, conf=args.conf,

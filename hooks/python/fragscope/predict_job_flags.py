@@ -1,0 +1,39 @@
+"""The command-line flags of a predicted training step that `python -m fragscope carry` and
+`fit` share (the step's kernels and optimizer, the GPU and its cap), and the fragscope flags
+that replay a log under that cap."""
+
+
+def add_step_flags(p):
+    """The step's own settings and the fragscope program (after each command's shape flags)."""
+    p.add_argument("--optimizer", default="adamw",
+                   choices=["adamw", "adamw-fused", "adamw-foreach", "sgd", "none"])
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
+    p.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa")
+    p.add_argument("--recompute", action="store_true", help="gradient checkpointing")
+    p.add_argument("--gpu", default="h100-80gb",
+                   help="the job's GPU (its kernels' choices, and its memory unless --capacity)")
+    p.add_argument("--capacity", help="device capacity (default: the GPU's)")
+    p.add_argument("--memory-fraction", help="the job's per-process memory fraction")
+    p.add_argument("--allowed", help="... or its cap in bytes")
+    p.add_argument("--conf", default="", help="the job's allocator settings")
+
+
+def add_output_flags(p):
+    p.add_argument("--fragscope", help="the fragscope program (default: $FRAGSCOPE_BIN, PATH)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def check_cap_flags(args):
+    """Raises ValueError for a cap given twice."""
+    if args.memory_fraction is not None and args.allowed is not None:
+        raise ValueError("give --memory-fraction or --allowed, not both")
+
+
+def cap_args(args, gpu):
+    """`fragscope analyze|sweep` flags for the device and cap the flags name."""
+    flags = ["--capacity", args.capacity] if args.capacity else ["--gpu", gpu.key]
+    if args.memory_fraction is not None:
+        flags += ["--memory-fraction", args.memory_fraction]
+    if args.allowed is not None:
+        flags += ["--allowed", args.allowed]
+    return flags
