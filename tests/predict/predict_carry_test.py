@@ -26,16 +26,7 @@ FRACTION_11 = FRACTION_09 / 0.9 * 1.1
 LOGITS = 16 * 1024 * 50257 * 4  # the fp32 logits the job could not allocate
 
 
-def _missing():
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        return f"needs torch and transformers ({e})"
-    lib_dir = os.environ.get("FRAGSCOPE_LIB_DIR", "")
-    if not os.path.isfile(os.path.join(lib_dir, "libfragscope_torch.so")):
-        return "needs libfragscope_torch.so (LibTorch hooks)"
-    return None
+from prerequisites import missing as _missing  # noqa: E402
 
 
 class CarryTest(unittest.TestCase):

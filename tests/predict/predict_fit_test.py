@@ -19,16 +19,7 @@ H100_BYTES = 85017493504
 FRACTION = 0.26854656403068167  # scripts/gpu/model_oom_check.py's cap
 
 
-def _missing():
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        return f"needs torch and transformers ({e})"
-    lib_dir = os.environ.get("FRAGSCOPE_LIB_DIR", "")
-    if not os.path.isfile(os.path.join(lib_dir, "libfragscope_torch.so")):
-        return "needs libfragscope_torch.so (LibTorch hooks)"
-    return None
+from prerequisites import missing as _missing  # noqa: E402
 
 
 class FitTest(unittest.TestCase):

@@ -26,16 +26,7 @@ CONFIG = {"model_type": "mixtral", "hidden_size": HIDDEN, "intermediate_size": I
           "max_position_embeddings": 64, "tie_word_embeddings": False}
 
 
-def _missing():
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        return f"needs torch and transformers ({e})"
-    lib_dir = os.environ.get("FRAGSCOPE_LIB_DIR", "")
-    if not os.path.isfile(os.path.join(lib_dir, "libfragscope_torch.so")):
-        return "needs libfragscope_torch.so (LibTorch hooks)"
-    return None
+from prerequisites import missing as _missing  # noqa: E402
 
 
 class MixtralTest(unittest.TestCase):

@@ -24,16 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(os.path.dirname(HERE), "data")
 
 
-def _missing():
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        return f"needs torch and transformers ({e})"
-    lib_dir = os.environ.get("FRAGSCOPE_LIB_DIR", "")
-    if not os.path.isfile(os.path.join(lib_dir, "libfragscope_torch.so")):
-        return "needs libfragscope_torch.so (LibTorch hooks)"
-    return None
+from prerequisites import missing as _missing  # noqa: E402
 
 
 # The H200 of the oracle traces (tests/data/oracle/env.json) and the H100 of the capacity log.
