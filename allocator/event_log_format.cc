@@ -150,6 +150,7 @@ std::string SerializeFileHeader(const EventLogHeader& header) {
     fixed.reserved_at_open = header.reserved_at_open_bytes;
   }
   if (header.zstd_chunks) fixed.header_flags |= kHeaderFlagZstdChunks;
+  if (!header.records_empty_cache) fixed.header_flags |= kHeaderFlagNoEmptyCacheRecords;
   fixed.pp_size = header.pp_size;
   fixed.tp_size = header.tp_size;
   const std::string_view options = TruncateUtf8(header.allocator_options, kMaxHeaderOptionsBytes);
@@ -245,6 +246,7 @@ absl::StatusOr<EventLogHeader> ParseFileHeader(std::string_view bytes) {
     header.reserved_at_open_bytes = fixed.reserved_at_open;
   }
   header.zstd_chunks = (fixed.header_flags & kHeaderFlagZstdChunks) != 0;
+  header.records_empty_cache = (fixed.header_flags & kHeaderFlagNoEmptyCacheRecords) == 0;
   // Sizes below 0 mean nothing; 0 is "not given".
   header.pp_size = std::max(fixed.pp_size, 0);
   header.tp_size = std::max(fixed.tp_size, 0);

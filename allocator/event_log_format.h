@@ -161,6 +161,9 @@ enum FileHeaderFlag : uint32_t {
   kHeaderFlagOpenMemory = 1u << 0,
   // Chunks may be zstd frames (Note [Compressed chunks]).
   kHeaderFlagZstdChunks = 1u << 1,
+  // The writer does not see empty_cache calls, only the segment frees they make (the observe
+  // mode: PyTorch traces no entry for the call). Readers infer the calls as for snapshots.
+  kHeaderFlagNoEmptyCacheRecords = 1u << 2,
 };
 
 // Note [Compressed chunks] (format 2.3)
@@ -480,6 +483,9 @@ struct EventLogHeader {
   int32_t pp_size = 0;  // 0 = not given
   int32_t tp_size = 0;
   bool zstd_chunks = false;  // the writer may have compressed chunks (Note [Compressed chunks])
+  // false: the log has no empty_cache records, whatever its segment frees show
+  // (kHeaderFlagNoEmptyCacheRecords).
+  bool records_empty_cache = true;
 };
 
 // The header's bytes (FileHeader, options text, padding), with its CRC. Strings longer than

@@ -107,6 +107,8 @@ struct EventLogHeaderInfo {
   // allocator had reserved then, when the caller knows them (Note [Who wrote the log]).
   std::optional<uint64_t> device_free_bytes;
   uint64_t reserved_bytes = 0;
+  // false when the caller cannot see empty_cache calls (kHeaderFlagNoEmptyCacheRecords).
+  bool records_empty_cache = true;
 };
 
 struct EventLogWriterOptions {

@@ -140,6 +140,7 @@ absl::Status EventLogWriter::Init(std::string path, const EventLogHeaderInfo& in
   header_.device_free_at_open_bytes = info.device_free_bytes;
   header_.reserved_at_open_bytes = info.device_free_bytes.has_value() ? info.reserved_bytes : 0;
   header_.zstd_chunks = options.zstd_level > 0;
+  header_.records_empty_cache = info.records_empty_cache;
   header_.start_wall_ns = internal::WallNs();
   header_.start_monotonic_ns = internal::MonotonicNs();
   header_.device_name = info.device_name;

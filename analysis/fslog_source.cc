@@ -294,7 +294,7 @@ void FslogSource::FillInfo() {
     info_.recorded_settings->keys.set();
   }
   info_.start_wall_ns = h.start_wall_ns;
-  info_.records_empty_cache = true;
+  info_.records_empty_cache = h.records_empty_cache;
   info_.records_free_completed = true;
   info_.expandable_segments = info_.settings.ok() && info_.settings->expandable_segments;
   consumed_offset_ = reader_.input_offset();

@@ -64,6 +64,9 @@ TraceObserver::~TraceObserver() = default;
 
 void TraceObserver::AddDevice(int device, EventLogHeaderInfo header, double fraction) {
   const auto index = static_cast<size_t>(device);
+  // PyTorch traces the segment frees of an empty_cache (explicit, or torch.cuda.graph's on
+  // entry), not the call: the replay infers it, as for a snapshot.
+  header.records_empty_cache = false;
   fractions_[index] = 1.0;
   if (options_.has_value() && fraction >= 0.0 && fraction < 1.0) {
     fractions_[index] = fraction;

@@ -6,16 +6,23 @@
 #include <fstream>
 #include <string>
 
+#include "allocator/event_log_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/analysis/command_run.h"
+#include "tests/analysis/trace_builder.h"
+#include "tests/testing/file_contents.h"
 
 namespace fragscope {
 namespace {
 
 using ::fragscope::testing::CommandRun;
 using ::fragscope::testing::Fragscope;
+using ::fragscope::testing::ReadFile;
+using ::fragscope::testing::TempPath;
+using ::fragscope::testing::WriteFile;
+using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 class RecordedGpuLogTest : public ::testing::TestWithParam<const char*> {
@@ -41,6 +48,31 @@ TEST_P(RecordedGpuLogTest, ReplayedPeaksArePyTorchsCounters) {
   EXPECT_EQ(rank["peaks"]["allocated_bytes"], measured["peak_allocated"]);
   EXPECT_EQ(rank["peaks"]["reserved_bytes"], measured["peak_reserved"]);
   EXPECT_EQ(rank["replay"]["allocations"], measured["allocations"]);
+}
+
+// An observe-mode log's header says it records no empty_cache calls (PyTorch traces only their
+// segment frees); the replay then infers them as for a snapshot. The real H100 fragmentation OOM
+// (its retry ladder frees cached segments before the OOM) verifies faithful either way, and dump
+// says so.
+TEST(RecordedGpuLogFlagTest, ALogWithoutEmptyCacheRecordsStillVerifies) {
+  const std::string bytes =
+      ReadFile(std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_fragmentation_oom.fslog");
+  const absl::StatusOr<size_t> size = ParseFileHeaderSize(bytes.substr(0, kFileHeaderBytes));
+  ASSERT_TRUE(size.ok()) << size.status();
+  absl::StatusOr<EventLogHeader> header = ParseFileHeader(bytes.substr(0, *size));
+  ASSERT_TRUE(header.ok()) << header.status();
+  ASSERT_TRUE(header->records_empty_cache);
+  header->records_empty_cache = false;
+  const std::string flagged = SerializeFileHeader(*header);
+  ASSERT_EQ(flagged.size(), *size);
+  const std::string log = TempPath("no_empty_cache.fslog");
+  WriteFile(log, flagged + bytes.substr(*size));
+  const CommandRun verify = Fragscope(
+      {"verify", log, "--memory-fraction", "0.05051862997816944", "--capacity", "85017493504"});
+  EXPECT_EQ(verify.code, 0) << verify.out << verify.err;
+  EXPECT_THAT(verify.out, StartsWith("faithful"));
+  EXPECT_THAT(Fragscope({"dump", log, "--header", "--to", "0"}).out,
+              HasSubstr("empty_cache: not recorded"));
 }
 
 INSTANTIATE_TEST_SUITE_P(TwoTrainingSteps, RecordedGpuLogTest,
