@@ -128,15 +128,13 @@ void BM_Trace(benchmark::State& state) {
     ++i;
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 3);
-  state.counters["ns_per_event"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * 3,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_event"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 3,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   observer.reset();
   std::remove(path.c_str());
 }
-BENCHMARK(BM_Trace)
-    ->ArgNames({"sink", "random"})
-    ->ArgsProduct({{0, 1, 2}, {0, 1}});
+BENCHMARK(BM_Trace)->ArgNames({"sink", "random"})->ArgsProduct({{0, 1, 2}, {0, 1}});
 
 }  // namespace
 }  // namespace fragscope

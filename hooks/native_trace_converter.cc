@@ -6,11 +6,6 @@
 #include "allocator/size_policy.h"
 
 namespace fragscope::hooks {
-namespace {
-
-uint64_t SaturatingSub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
-
-}  // namespace
 
 NativeTraceConverter::NativeTraceConverter(AllocatorOptions options, uint64_t device_total_bytes)
     : options_(std::move(options)), device_total_bytes_(device_total_bytes) {}

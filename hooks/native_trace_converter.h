@@ -81,7 +81,7 @@ class NativeTraceConverter {
         return true;
       case NativeTraceAction::kFreeRequested:
         FillBlockEvent(EventKind::kFreeRequested, entry, event);
-        allocated_bytes_ = allocated_bytes_ > event->bytes ? allocated_bytes_ - event->bytes : 0;
+        allocated_bytes_ = SaturatingSub(allocated_bytes_, event->bytes);
         return true;
       case NativeTraceAction::kFreeCompleted:
         FillBlockEvent(EventKind::kFreeCompleted, entry, event);
@@ -95,6 +95,7 @@ class NativeTraceConverter {
   uint64_t allocated_bytes() const { return allocated_bytes_; }
 
  private:
+  static uint64_t SaturatingSub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
   bool ConvertSegmentOrOom(const NativeTraceEntry& entry, AllocatorEvent* event);
   // Every field of *event for an alloc, free_requested or free_completed entry.
   void FillBlockEvent(EventKind kind, const NativeTraceEntry& entry, AllocatorEvent* event) const {

@@ -107,8 +107,8 @@ absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
     // Open the current device's log now rather than under PyTorch's lock at its first event.
     if (current >= 0 && current < device_count) observer->Log(current);
 
-    TraceObserver* raw =
-        observer.release();  // lives as long as the process: PyTorch keeps the tracker
+    // Lives as long as the process: PyTorch keeps the tracker.
+    TraceObserver* raw = observer.release();
     g_observer = raw;
     c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(
         [raw](const TraceEntry& entry) { raw->OnTrace(entry); });

@@ -72,9 +72,9 @@ void TraceObserver::AddDevice(int device, EventLogHeaderInfo header, double frac
     fractions_[index] = fraction;
     header.allocator_options = ConfWithFraction(header.device_total_bytes, fraction);
   }
-  headers_[index] = std::move(header);
   converters_[index] = std::make_unique<hooks::NativeTraceConverter>(
       options_.value_or(AllocatorOptions{}), header.device_total_bytes);
+  headers_[index] = std::move(header);
 }
 
 EventLogWriter* TraceObserver::Log(int device) {

@@ -237,7 +237,8 @@ class Printer {
                                   Size(h.reserved_at_open_bytes))
                 : std::string("at open: device memory not recorded\n"))
         << (h.zstd_chunks ? "chunks: zstd frames (Note [Compressed chunks])\n" : "")
-        << (h.records_empty_cache ? "" : "empty_cache: not recorded (inferred from segment frees)\n")
+        << (h.records_empty_cache ? ""
+                                  : "empty_cache: not recorded (inferred from segment frees)\n")
         << absl::StrFormat(
                "start: %s (monotonic %d ns)\n",
                absl::FormatTime("%Y-%m-%d %H:%M:%E6S UTC", absl::FromUnixNanos(h.start_wall_ns),

@@ -273,23 +273,12 @@ def main(argv):
     """`python -m fragscope carry`: exit 0 done, 1 the logs could not be carried, 2 usage."""
     import sys
 
-    from .__main__ import _parse_set
-    from .predict_device import find_gpu
-    from .predict_job_flags import cap_args, check_cap_flags
+    from .predict_job_flags import parse
 
-    parser = _parser()
-    args = parser.parse_args(argv)
-    try:
-        overrides = _parse_set(args.set)
-        gpu = find_gpu(args.gpu)
-        check_cap_flags(args)
-        if args.seq < 1 or args.micro_batch < 1 or args.steps < 1:
-            raise ValueError("--seq, --micro-batch and --steps must be positive")
-    except ValueError as e:
-        parser.print_usage(sys.stderr)
-        print(f"python -m fragscope carry: error: {e}", file=sys.stderr)
+    parsed = parse(_parser(), argv, "carry", ("seq", "micro_batch", "steps"))
+    if parsed is None:
         return 2
-    device_flags = cap_args(args, gpu)
+    args, overrides, gpu, device_flags = parsed
     try:
         counts, rows = carry(args.real, args.out, config=args.config, seq=args.seq,
                              micro_batch=args.micro_batch, program=args.fragscope,

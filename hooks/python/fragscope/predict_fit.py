@@ -144,23 +144,12 @@ def main(argv):
     """`python -m fragscope fit`: exit 0 done, 1 a prediction or replay failed, 2 usage."""
     import sys
 
-    from .__main__ import _parse_set
-    from .predict_device import find_gpu
-    from .predict_job_flags import cap_args, check_cap_flags
+    from .predict_job_flags import parse
 
-    parser = _parser()
-    args = parser.parse_args(argv)
-    try:
-        overrides = _parse_set(args.set)
-        gpu = find_gpu(args.gpu)
-        check_cap_flags(args)
-        if args.seq < 1 or args.steps < 1 or args.max_micro_batch < 1:
-            raise ValueError("--seq, --steps and --max-micro-batch must be positive")
-    except ValueError as e:
-        parser.print_usage(sys.stderr)
-        print(f"python -m fragscope fit: error: {e}", file=sys.stderr)
+    parsed = parse(_parser(), argv, "fit", ("seq", "steps", "max_micro_batch"))
+    if parsed is None:
         return 2
-    device_flags = cap_args(args, gpu)
+    args, overrides, gpu, device_flags = parsed
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
     try:

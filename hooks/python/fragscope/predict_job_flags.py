@@ -23,10 +23,29 @@ def add_output_flags(p):
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def check_cap_flags(args):
-    """Raises ValueError for a cap given twice."""
-    if args.memory_fraction is not None and args.allowed is not None:
-        raise ValueError("give --memory-fraction or --allowed, not both")
+def parse(parser, argv, command, positive):
+    """Parses argv for `python -m fragscope COMMAND`: (args, config overrides, the GPU, the replay
+    flags of its cap), or None after a usage error has been printed (exit 2). `positive`: the
+    integer flags' names (argparse dests) that must be at least 1."""
+    import sys
+
+    from .__main__ import _parse_set
+    from .predict_device import find_gpu
+
+    args = parser.parse_args(argv)
+    try:
+        overrides = _parse_set(args.set)
+        gpu = find_gpu(args.gpu)
+        if args.memory_fraction is not None and args.allowed is not None:
+            raise ValueError("give --memory-fraction or --allowed, not both")
+        if any(getattr(args, name) < 1 for name in positive):
+            flags = ["--" + name.replace("_", "-") for name in positive]
+            raise ValueError(f"{', '.join(flags[:-1])} and {flags[-1]} must be positive")
+    except ValueError as e:
+        parser.print_usage(sys.stderr)
+        print(f"python -m fragscope {command}: error: {e}", file=sys.stderr)
+        return None
+    return args, overrides, gpu, cap_args(args, gpu)
 
 
 def cap_args(args, gpu):
