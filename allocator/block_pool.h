@@ -188,7 +188,7 @@ class BlockPool {
       visit(b);
     });
     if (size_ >= kReleasableIndexMinBlocks && 2 * releasable < size_) {
-      releasable_.Enable([this](auto add) { ForEach(add); });
+      releasable_.Enable([this](auto add) { this->ForEach(add); });
     }
   }
   static constexpr size_t kReleasableIndexMinBlocks = 1024;
