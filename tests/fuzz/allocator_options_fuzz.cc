@@ -2,7 +2,8 @@
 //
 // Contract checked on arbitrary bytes: parsing returns options or a kInvalidArgument error with
 // a message (never a crash, a hang or a sanitizer report), and every accepted string round-trips:
-// Parse(Format(o)) reproduces o apart from `source` and `warnings`, and Format is a fixed point.
+// Parse(Format(o)) reproduces o apart from `source`, `warnings` and the keys `given` at their
+// default value (Format leaves defaults out), and Format is a fixed point.
 // Any violation prints the input and aborts.
 //
 // Build: cmake -DCMAKE_CXX_COMPILER=clang++ -DFRAGSCOPE_BUILD_FUZZERS=ON (see CMakeLists.txt).
@@ -49,6 +50,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   AllocatorOptions expected = *options;
   expected.source = text;
   expected.warnings = again->warnings;
+  if ((again->given & ~options->given).any()) {
+    Fail("formatted options name a key the input did not", conf, text);
+  }
+  expected.given = again->given;
   if (!(*again == expected)) {
     Fail("round trip changed the options", conf,
          text + "' -> '" + fragscope::FormatAllocatorOptions(*again));
