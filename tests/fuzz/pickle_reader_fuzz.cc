@@ -5,7 +5,10 @@
 //   - ReadPickle never crashes, hangs or allocates out of proportion to the input;
 //   - whatever it accepts, WritePickle re-encodes (protocols 2 and 4) into bytes that ReadPickle
 //     decodes to an equal value: the reader and the writer agree;
-//   - SnapshotFromPickle on any decoded value never crashes, and an imported snapshot exports.
+//   - SnapshotFromPickle on any decoded value never crashes, and an imported snapshot exports;
+//   - the streaming reader replay uses (ReadPyTorchSnapshotBytesForReplay) never crashes, and
+//     reads what the whole-file reader reads: the same segments and the same typed trace entries
+//     (it drops their frames).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -18,6 +21,24 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fragscope;
   const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const absl::StatusOr<PyTorchSnapshot> whole = ReadPyTorchSnapshotBytes(input, "fuzz");
+  const absl::StatusOr<PyTorchSnapshot> streamed = ReadPyTorchSnapshotBytesForReplay(input, "fuzz");
+  if (whole.ok()) {
+    FRAGSCOPE_CHECK(streamed.ok());
+    FRAGSCOPE_CHECK(streamed->segments.size() == whole->segments.size());
+    FRAGSCOPE_CHECK(streamed->device_traces.size() == whole->device_traces.size());
+    for (size_t d = 0; d < whole->device_traces.size(); ++d) {
+      const auto& a = whole->device_traces[d];
+      const auto& b = streamed->device_traces[d];
+      FRAGSCOPE_CHECK(a.size() == b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        FRAGSCOPE_CHECK(a[i].action == b[i].action && a[i].addr == b[i].addr &&
+                        a[i].size == b[i].size && a[i].stream == b[i].stream &&
+                        a[i].pool_id == b[i].pool_id);
+      }
+    }
+  }
+
   const absl::StatusOr<pickle::PickleValue> value = pickle::ReadPickle(input);
   if (!value.ok()) return 0;
   for (const int protocol : {2, 4}) {
