@@ -7,15 +7,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "allocator/alloc_conf_env.h"
 #include "allocator/event_log_writer.h"
 
 namespace fragscope::hooks {
-
-std::optional<std::string> GetEnv(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
 
 absl::StatusOr<std::string> ExpandDeviceLogPattern(std::string_view pattern, int device) {
   std::string out;
@@ -57,11 +52,11 @@ absl::StatusOr<HookConfig> LoadHookConfig(std::optional<std::string_view> conf,
                                           std::optional<std::string_view> log_pattern) {
   std::optional<std::string> env_conf, env_log;
   if (!conf.has_value()) {
-    env_conf = GetEnv(kAllocConfEnv);
+    env_conf = ProcessEnv(kAllocConfEnv);
     conf = env_conf.has_value() ? std::string_view(*env_conf) : std::string_view();
   }
   if (!log_pattern.has_value()) {
-    env_log = GetEnv(kLogEnv);
+    env_log = ProcessEnv(kLogEnv);
     log_pattern = env_log.has_value() ? std::string_view(*env_log) : std::string_view();
   }
   const char* conf_name = env_conf.has_value() ? kAllocConfEnv : "allocator conf";
@@ -91,7 +86,7 @@ absl::StatusOr<HookConfig> LoadHookConfig(std::optional<std::string_view> conf,
     }
     config.log_pattern = std::string(*log_pattern);
   }
-  if (std::optional<std::string> level = GetEnv(kLogZstdEnv); level.has_value()) {
+  if (std::optional<std::string> level = ProcessEnv(kLogZstdEnv); level.has_value()) {
     int parsed = 0;
     if (!absl::SimpleAtoi(*level, &parsed) || parsed < 0 || parsed > 19) {
       return absl::InvalidArgumentError(

@@ -45,7 +45,4 @@ absl::StatusOr<HookConfig> LoadHookConfig(std::optional<std::string_view> conf,
 // file comment). %p, %r and %% are left for EventLogWriter. Other % uses are kInvalidArgument.
 absl::StatusOr<std::string> ExpandDeviceLogPattern(std::string_view pattern, int device);
 
-// The environment variable's value, or nullopt when unset.
-std::optional<std::string> GetEnv(const char* name);
-
 }  // namespace fragscope::hooks

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "allocator/alloc_conf_env.h"
 #include "allocator/oom_report.h"
 #include "allocator/simulated_backend.h"
 #include "hooks/fragscope_alloc.h"
@@ -70,7 +71,7 @@ void ReportException(const char* function) {
 
 BackendFactory DefaultBackendFactory() {
   return [](int device) -> absl::StatusOr<std::unique_ptr<DeviceBackend>> {
-    if (std::optional<std::string> bytes = GetEnv("FRAGSCOPE_SIMULATED_DEVICE_BYTES")) {
+    if (std::optional<std::string> bytes = ProcessEnv("FRAGSCOPE_SIMULATED_DEVICE_BYTES")) {
       uint64_t capacity = 0;
       if (!absl::SimpleAtoi(*bytes, &capacity) || capacity == 0) {
         return absl::InvalidArgumentError(absl::StrFormat(

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "allocator/alloc_conf_env.h"
 #include "allocator/cuda_backend.h"
 #include "allocator/device_stats.h"
 #include "allocator/memory_summary.h"
@@ -70,7 +71,7 @@ PreloadState* PreloadState::IfCreated() { return g_state.load(std::memory_order_
 
 PreloadState::PreloadState() {
   WatchProcessExit();
-  const std::string mode = GetEnv("FRAGSCOPE_PRELOAD_MODE").value_or("");
+  const std::string mode = ProcessEnv("FRAGSCOPE_PRELOAD_MODE").value_or("");
   if (mode.empty() || mode == "observe") {
     mode_ = PreloadMode::kObserve;
   } else if (mode == "cache") {

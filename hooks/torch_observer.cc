@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "allocator/alloc_conf_env.h"
 #include "allocator/allocator_options.h"
 #include "hooks/hook_config.h"
 #include "hooks/torch_trace_observer.h"
@@ -28,8 +29,8 @@ using hooks::kMaxDevices;
 
 // The allocator options PyTorch parsed at startup, from the same environment variables.
 std::string NativeAllocConf() {
-  if (auto conf = hooks::GetEnv("PYTORCH_CUDA_ALLOC_CONF")) return *conf;
-  return hooks::GetEnv("PYTORCH_ALLOC_CONF").value_or("");
+  std::optional<AllocConfEnv> env = ReadAllocConfEnv(ProcessEnv);
+  return env.has_value() ? std::move(env->value) : std::string();
 }
 
 double NativeMemoryFraction(int device) {
