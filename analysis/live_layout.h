@@ -5,15 +5,18 @@
 // An OOM explanation needs a few totals of the layout (holes, free and reserved bytes, fragmented
 // segments, the private pools' figures), the holes of other streams that would fit the request,
 // and the handful of segments and blocks it names. Building the whole layout for each explanation
-// (CurrentLayout: every segment and block with its origin and phase) made a log of 10^5 OOMs over
-// 10^5 segments cost 1000 whole layouts. Instead the layout is read once, at the first OOM, into
-// ordered indexes (fragmented segments by free bytes, live blocks by size, holes by pool, stream
-// and size) with running totals; from then on each allocator event notes the segment it changed
-// (its address range), and before the next explanation only those segments are read again
+// (CurrentLayout: every segment and block with its origin and phase) would cost, on a log of 10^5
+// OOMs over 10^5 segments, 1000 whole layouts. Instead the layout is read once, at the first OOM,
+// into ordered indexes (fragmented segments by free bytes, live blocks by size, holes by pool,
+// stream and size) with running totals; from then on each allocator event notes the segment it
+// changed (its address range), and before the next explanation only those segments are read again
 // (CachingAllocator::SnapshotSegmentAt) and re-indexed. An explanation therefore costs the blocks
 // of the segments changed since the previous one plus what it reports (its segments' blocks, its
 // pinning blocks, the holes it sums), each O(log segments); origins and phases are looked up for
-// the reported blocks only (Replayer::LiveOrigin). When more events than the layout has segments
+// the reported blocks only (Replayer::LiveOrigin). The unit re-read is the allocator's segment:
+// an expandable segment is one reservation per (pool, stream), so there a change anywhere re-reads
+// all the mapped blocks of that pool and stream (still no origins and no strings, but not what
+// the explanation reports). When more events than the layout has segments
 // (at least kMinNotedChanges) arrive between two explanations, the layout is read whole again:
 // that costs no more than those events did. EvidenceFromLayout over CurrentLayout gives the same
 // evidence (tests/analysis/live_layout_test.cc compares them after every operation of random jobs).
