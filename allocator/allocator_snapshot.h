@@ -46,4 +46,13 @@ struct AllocatorSnapshot {
   std::vector<SegmentInfo> segments;  // address order
 };
 
+// One device allocation (or expandable reservation) of an allocator: its address range and its
+// snapshot, one SegmentInfo per mapped range (one for an ordinary segment, none for a reservation
+// with nothing mapped).
+struct SegmentSnapshot {
+  DevicePtr base = 0;
+  uint64_t size = 0;
+  std::vector<SegmentInfo> segments;  // address order
+};
+
 }  // namespace fragscope

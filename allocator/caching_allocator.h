@@ -167,6 +167,10 @@ class CachingAllocator {
 
   // The segments and their blocks, in address order, with PyTorch's field names and states.
   AllocatorSnapshot Snapshot() const;
+  // The segment that holds `address` (a device allocation or an expandable reservation), as
+  // Snapshot() shows it; nullopt when none does. O(log segments + its blocks): for observers that
+  // keep a layout current from the events' addresses.
+  std::optional<SegmentSnapshot> SnapshotSegmentAt(DevicePtr address) const;
 
   // The size of the largest free cached block on any stream (PyTorch's cacheInfo, without the
   // device-free initial guess).
@@ -200,6 +204,9 @@ class CachingAllocator {
     if (ABSL_PREDICT_FALSE(block.in_private_pool)) return block.segment->owner->Of(block.pool);
     return PoolOf(block.pool);
   }
+  // Appends `segment`'s mapped ranges, as Snapshot() shows them, to `out`.
+  void AppendSegmentInfos(const Segment& segment, std::vector<SegmentInfo>& out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static PoolId PoolIdOf(const Block& block) {
     return ABSL_PREDICT_FALSE(block.in_private_pool) ? block.segment->owner->id : PoolId{};
   }

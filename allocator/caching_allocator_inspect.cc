@@ -1,6 +1,9 @@
 // CachingAllocator: read-only inspection (snapshot, cache info) and the invariant checker.
 #include <algorithm>
+#include <iterator>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -22,44 +25,60 @@ AllocatorSnapshot CachingAllocator::Snapshot() const {
   Lock lock(&mu_);
   AllocatorSnapshot snapshot;
   snapshot.segments.reserve(segments_.size());
-  for (const auto& [base, segment] : segments_) {
-    // An expandable segment shows as one segment per contiguous mapped range, as in PyTorch.
-    SegmentInfo* info = nullptr;
-    for (const Block* b = segment.head; b != nullptr; b = b->next) {
-      if (!b->mapped) {
-        info = nullptr;
-        continue;
-      }
-      if (info == nullptr) {
-        info = &snapshot.segments.emplace_back();
-        info->device = device_;
-        info->address = b->ptr;
-        info->stream = segment.stream;
-        info->segment_type = segment.pool;
-        info->is_expandable = segment.expandable;
-        if (segment.owner != nullptr) info->pool_id = segment.owner->id;
-      }
-      BlockInfo block;
-      block.address = b->ptr;
-      block.size = b->size;
-      if (b->allocated) {
-        block.state = BlockState::kActiveAllocated;
-      } else if (b->event_count > 0 || b->used_on_other_streams) {
-        block.state = BlockState::kActivePendingFree;
-      } else {
-        block.state = BlockState::kInactive;
-      }
-      if (block.state != BlockState::kInactive) {
-        block.requested_size = b->requested_size();
-        info->active_size += b->size;
-        info->requested_size += b->requested_size();
-        if (b->allocated) info->allocated_size += b->size;
-      }
-      info->total_size += b->size;
-      info->blocks.push_back(block);
-    }
-  }
+  for (const auto& [base, segment] : segments_) AppendSegmentInfos(segment, snapshot.segments);
   return snapshot;
+}
+
+std::optional<SegmentSnapshot> CachingAllocator::SnapshotSegmentAt(DevicePtr address) const {
+  Lock lock(&mu_);
+  auto it = segments_.upper_bound(address);
+  if (it == segments_.begin()) return std::nullopt;
+  const Segment& segment = std::prev(it)->second;
+  if (address - segment.base >= segment.size) return std::nullopt;
+  SegmentSnapshot snapshot;
+  snapshot.base = segment.base;
+  snapshot.size = segment.size;
+  AppendSegmentInfos(segment, snapshot.segments);
+  return snapshot;
+}
+
+void CachingAllocator::AppendSegmentInfos(const Segment& segment,
+                                          std::vector<SegmentInfo>& out) const {
+  // An expandable segment shows as one segment per contiguous mapped range, as in PyTorch.
+  SegmentInfo* info = nullptr;
+  for (const Block* b = segment.head; b != nullptr; b = b->next) {
+    if (!b->mapped) {
+      info = nullptr;
+      continue;
+    }
+    if (info == nullptr) {
+      info = &out.emplace_back();
+      info->device = device_;
+      info->address = b->ptr;
+      info->stream = segment.stream;
+      info->segment_type = segment.pool;
+      info->is_expandable = segment.expandable;
+      if (segment.owner != nullptr) info->pool_id = segment.owner->id;
+    }
+    BlockInfo block;
+    block.address = b->ptr;
+    block.size = b->size;
+    if (b->allocated) {
+      block.state = BlockState::kActiveAllocated;
+    } else if (b->event_count > 0 || b->used_on_other_streams) {
+      block.state = BlockState::kActivePendingFree;
+    } else {
+      block.state = BlockState::kInactive;
+    }
+    if (block.state != BlockState::kInactive) {
+      block.requested_size = b->requested_size();
+      info->active_size += b->size;
+      info->requested_size += b->requested_size();
+      if (b->allocated) info->allocated_size += b->size;
+    }
+    info->total_size += b->size;
+    info->blocks.push_back(block);
+  }
 }
 
 uint64_t CachingAllocator::LargestFreeCachedBlock() const {

@@ -18,6 +18,7 @@
 #include "analysis/metrics.h"
 #include "analysis/model_gap.h"
 #include "analysis/model_job.h"
+#include "analysis/oom_collector.h"
 #include "analysis/oom_explainer.h"
 
 namespace fragscope {

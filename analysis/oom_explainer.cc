@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/container/btree_set.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 #include "allocator/size_policy.h"
@@ -13,64 +12,25 @@ namespace {
 std::string Size(uint64_t bytes) { return FormatSize(bytes); }
 
 // The layout's numbers the classification needs.
-void FillLayoutNumbers(const LayoutSummary& layout, OomExplanation& x) {
+void FillLayoutNumbers(const OomLayoutEvidence& layout, OomExplanation& x) {
   x.free_cached_bytes = layout.free_cached_bytes;
   x.holes = layout.holes;
   x.largest_hole = layout.largest_hole;
   x.fragmented_segment_count = layout.fragmented_segments;
-  const PoolKind pool = PoolFor(x.rounded_bytes);
-  // The private pools other than the request's (the default pool is not one).
-  absl::btree_set<PoolId> pools;
-  for (const SegmentMap& m : layout.maps) {
-    if (m.pool_id == x.pool_id || m.pool_id.is_default()) continue;
-    if (pools.insert(m.pool_id).second && m.pool_id.is_graph_pool()) ++x.graph_pool_count;
-    x.private_pool_reserved_bytes += m.size;
-    x.private_pool_free_bytes += m.free_bytes;
-  }
-  x.private_pool_count = pools.size();
-  for (const SegmentMap& m : layout.maps) {
-    if (m.stream == x.stream || m.pool != pool || m.pool_id != x.pool_id) continue;
-    for (const MapBlock& b : m.blocks) {
-      if (b.state == MapBlockState::kFree && b.size >= x.rounded_bytes) {
-        x.other_stream_fitting_bytes += b.size;
-      }
-    }
-  }
+  x.private_pool_count = layout.private_pool_count;
+  x.graph_pool_count = layout.graph_pool_count;
+  x.private_pool_reserved_bytes = layout.private_pool_reserved_bytes;
+  x.private_pool_free_bytes = layout.private_pool_free_bytes;
+  x.other_stream_fitting_bytes = layout.other_stream_fitting_bytes;
 }
 
-// The fragmented segments and the live blocks that pin them.
-void FillPinning(const LayoutSummary& layout, OomExplanation& x) {
-  std::vector<const SegmentMap*> fragmented;
-  for (const SegmentMap& m : layout.maps) {
-    if (m.fragmented()) fragmented.push_back(&m);
-  }
-  std::sort(fragmented.begin(), fragmented.end(), [](const SegmentMap* a, const SegmentMap* b) {
-    return a->free_bytes != b->free_bytes ? a->free_bytes > b->free_bytes : a->address < b->address;
-  });
-  std::vector<PinningBlock> pinning;
-  auto add_live = [&](const SegmentMap& m) {
-    for (const MapBlock& b : m.blocks) {
-      if (b.state == MapBlockState::kFree) continue;
-      pinning.push_back(PinningBlock{b.address, m.address, b.size, b.requested_bytes,
-                                     b.state == MapBlockState::kPendingFree, b.origin, b.phase});
-    }
-  };
-  for (size_t i = 0; i < fragmented.size() && i < OomExplanation::kMaxSegments; ++i) {
-    const SegmentMap& m = *fragmented[i];
-    uint64_t live = 0;
-    for (const MapBlock& b : m.blocks) live += b.state != MapBlockState::kFree ? 1u : 0u;
-    x.fragmented.push_back({m.address, m.size, m.free_bytes, m.holes, m.largest_hole, live});
-    add_live(m);
-  }
-  if (x.cause == OomCause::kCapacity || fragmented.empty()) {
-    pinning.clear();  // what holds the memory: the largest live blocks anywhere
-    for (const SegmentMap& m : layout.maps) add_live(m);
-  }
-  std::sort(pinning.begin(), pinning.end(), [](const PinningBlock& a, const PinningBlock& b) {
-    return a.size != b.size ? a.size > b.size : a.address < b.address;
-  });
-  if (pinning.size() > OomExplanation::kMaxPinning) pinning.resize(OomExplanation::kMaxPinning);
-  x.pinning = std::move(pinning);
+// The fragmented segments and the live blocks that pin them; for a capacity OOM, or with no
+// fragmented segment, what holds the memory: the largest live blocks anywhere.
+void FillPinning(const OomLayoutEvidence& layout, OomExplanation& x) {
+  x.fragmented = layout.fragmented;
+  x.pinning = x.cause == OomCause::kCapacity || layout.fragmented.empty()
+                  ? layout.largest_live
+                  : layout.fragmented_pinning;
 }
 
 void Classify(OomExplanation& x) {
@@ -254,7 +214,22 @@ bool ServedByReplacedSettings(const ReplayOom& oom, const OomReplayContext& cont
          !MissingJobLimit(*oom.event, context);
 }
 
+OomRequest RequestOf(const ReplayOom& oom, const OomReplayContext& context) {
+  const TraceEvent& e = *oom.event;
+  return OomRequest{
+      .pool_id = e.pool_id,
+      .stream = e.stream,
+      .rounded_bytes = oom.in_replay
+                           ? oom.report.rounded_bytes
+                           : SizesOfFailedRequest(e, context.trace_options).rounded_bytes};
+}
+
 OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
+                          const std::string& phase, const OomReplayContext& context) {
+  return ExplainOom(oom, EvidenceFromLayout(layout, RequestOf(oom, context)), phase, context);
+}
+
+OomExplanation ExplainOom(const ReplayOom& oom, const OomLayoutEvidence& layout,
                           const std::string& phase, const OomReplayContext& context) {
   const uint64_t capacity_bytes = context.capacity_bytes;
   OomExplanation x;
@@ -465,17 +440,6 @@ int64_t HeadroomBytes(const OomExplanation& x) {
 
 bool AtCap(int64_t headroom, uint64_t available_bytes) {
   return static_cast<double>(headroom) < kAtCapShare * static_cast<double>(available_bytes);
-}
-
-void OomCollector::OnOom(const ReplayOom& oom) {
-  ++total_;
-  if (explanations_.size() >= kMaxExplanations) return;
-  LayoutSummary layout = CurrentLayout(replayer_);
-  OomExplanation x = ExplainOom(oom, layout, replayer_.current_phase(), context_);
-  x.headroom_bytes = HeadroomBytes(x);
-  x.at_cap = AtCap(x.headroom_bytes, x.available_bytes);
-  if (explanations_.size() < kMaxMaps) x.layout = std::move(layout);
-  explanations_.push_back(std::move(x));
 }
 
 }  // namespace fragscope

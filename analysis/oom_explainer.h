@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/oom_layout_evidence.h"
 #include "analysis/replay.h"
 #include "analysis/segment_map.h"
 
@@ -57,25 +58,6 @@ enum class PolicyRule : uint8_t { kNone, kPendingFree, kOversizeRule, kOtherStre
 std::string_view OomCauseName(OomCause cause);
 // "", "pending_free", "oversize_rule", "other_stream".
 std::string_view PolicyRuleName(PolicyRule rule);
-
-struct PinningBlock {
-  DevicePtr address = 0;
-  DevicePtr segment = 0;
-  uint64_t size = 0;
-  uint64_t requested_bytes = 0;
-  bool pending_free = false;
-  BlockOrigin origin;
-  std::string phase;
-};
-
-struct FragmentedSegment {
-  DevicePtr address = 0;
-  uint64_t size = 0;
-  uint64_t free_bytes = 0;
-  uint64_t holes = 0;
-  uint64_t largest_hole = 0;
-  uint64_t live_blocks = 0;
-};
 
 struct OomExplanation {
   uint64_t event_index = 0;
@@ -135,8 +117,8 @@ struct OomExplanation {
   // settings record (OomReplayContext::CapRaised): more room, not better settings, served it.
   bool cap_raised = false;
 
-  static constexpr size_t kMaxSegments = 5;
-  static constexpr size_t kMaxPinning = 12;
+  static constexpr size_t kMaxSegments = kMaxFragmentedSegments;
+  static constexpr size_t kMaxPinning = kMaxPinningBlocks;
 };
 
 // Note [Headroom at an OOM] (job_verdict.h): below this share of what the job may use, the room
@@ -200,30 +182,16 @@ bool RefusedUnderUnrecordedCap(const TraceEvent& oom_event, const AllocatorOptio
 // had more room than them (CapRaised).
 bool ServedByReplacedSettings(const ReplayOom& oom, const OomReplayContext& context);
 
-// Classifies `oom` from the layout right after it.
+// The request `oom` failed, as the explanation reads the layout for it: the replay's rounded size
+// when the replay failed too, else the trace's (SizesOfFailedRequest).
+OomRequest RequestOf(const ReplayOom& oom, const OomReplayContext& context);
+
+// Classifies `oom` from the layout right after it: `evidence` is the layout's for
+// RequestOf(oom, context).
+OomExplanation ExplainOom(const ReplayOom& oom, const OomLayoutEvidence& evidence,
+                          const std::string& phase, const OomReplayContext& context);
+// The same from a whole layout (EvidenceFromLayout).
 OomExplanation ExplainOom(const ReplayOom& oom, const LayoutSummary& layout,
                           const std::string& phase, const OomReplayContext& context);
-
-// Collects an explanation for every OOM of a replay (the trace's and the replay's own), with
-// full segment maps for the first kMaxMaps.
-class OomCollector final : public ReplayHooks {
- public:
-  static constexpr size_t kMaxMaps = 8;
-  static constexpr size_t kMaxExplanations = 1000;
-
-  OomCollector(Replayer& replayer, OomReplayContext context)
-      : replayer_(replayer), context_(context) {}
-  uint32_t callbacks() const override { return kHookOom; }
-  void OnOom(const ReplayOom& oom) override;
-
-  std::vector<OomExplanation>& explanations() { return explanations_; }
-  uint64_t total() const { return total_; }
-
- private:
-  Replayer& replayer_;
-  OomReplayContext context_;
-  std::vector<OomExplanation> explanations_;
-  uint64_t total_ = 0;
-};
 
 }  // namespace fragscope

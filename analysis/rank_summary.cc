@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "analysis/hook_list.h"
 #include "analysis/metrics.h"
+#include "analysis/oom_collector.h"
 #include "analysis/oom_explainer.h"
 #include "analysis/rank_inputs.h"
 #include "analysis/replay.h"

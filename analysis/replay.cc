@@ -265,6 +265,7 @@ void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
   if (ptr.ok()) {
     live.ours = *ptr;
     phases_.Ref(current_phase_);
+    if (ABSL_PREDICT_FALSE(origins_indexed_)) trace_address_of_[*ptr] = event.ptr;
   } else {
     AllocationFailed(event, ptr.status(), hooks);
   }
@@ -344,6 +345,21 @@ absl::flat_hash_map<DevicePtr, BlockOrigin> Replayer::LiveBlockOrigins() const {
     if (live.ours != 0 && live.pending_stream == 0) origins.emplace(live.ours, live.origin);
   });
   return origins;
+}
+
+std::optional<BlockOrigin> Replayer::LiveOrigin(DevicePtr ours) {
+  if (!origins_indexed_) {
+    origins_indexed_ = true;
+    trace_address_of_.reserve(live_.size());
+    live_.ForEach([this](DevicePtr trace, const LiveBlock& live) {
+      if (live.ours != 0 && live.pending_stream == 0) trace_address_of_.emplace(live.ours, trace);
+    });
+  }
+  auto it = trace_address_of_.find(ours);
+  if (it == trace_address_of_.end()) return std::nullopt;
+  const LiveBlock* live = live_.Find(it->second);
+  if (live == nullptr || live->ours != ours || live->pending_stream != 0) return std::nullopt;
+  return live->origin;
 }
 
 }  // namespace fragscope

@@ -260,6 +260,10 @@ class Replayer {
   const std::string& current_phase() const { return PhaseText(current_phase_); }
   // Origins of the live blocks, by the replay's (allocator's) address. O(live blocks).
   absl::flat_hash_map<DevicePtr, BlockOrigin> LiveBlockOrigins() const;
+  // The origin of the live block at the replay's address `ours`, as LiveBlockOrigins() has it
+  // (nullopt where it has none). The first call indexes the live blocks by that address
+  // (O(live blocks)); the replay keeps the index from then on, and each call is O(1).
+  std::optional<BlockOrigin> LiveOrigin(DevicePtr ours);
 
  private:
   struct LiveBlock {
@@ -380,6 +384,11 @@ class Replayer {
 
   // Live blocks by the trace's address (any address, 0 included).
   AddressMap<LiveBlock, /*kZeroKey=*/true> live_;
+  // Once LiveOrigin was called: the trace's address of the block each allocation of the replay
+  // returned, by the replay's address (checked against live_ at each lookup, so an entry of a
+  // block since freed or replaced is never taken for the block now there).
+  bool origins_indexed_ = false;
+  absl::flat_hash_map<DevicePtr, DevicePtr> trace_address_of_;
 
   // Note [Stream-ordered frees in a replay].
   StreamId next_pseudo_stream_ = 0;

@@ -39,6 +39,10 @@ void Replayer::ApplyFreeRequested(const TraceEvent& event) {
   if (deferred) DeferFree(live);
   absl::Status status = allocator_->Free(live.ours);
   if (!status.ok()) FreeFailed(event, status);
+  if (ABSL_PREDICT_FALSE(origins_indexed_)) {
+    auto it = trace_address_of_.find(live.ours);
+    if (it != trace_address_of_.end() && it->second == event.ptr) trace_address_of_.erase(it);
+  }
   if (!live.origin.before_trace) phases_.Unref(live.origin.phase);
   if (!deferred) {
     live_.EraseFound(found);  // (the last use of `live`)

@@ -31,6 +31,7 @@
 #include "analysis/fslog_source.h"
 #include "analysis/hook_list.h"
 #include "analysis/metrics.h"
+#include "analysis/oom_collector.h"
 #include "analysis/oom_explainer.h"
 #include "analysis/replay.h"
 #include "analysis/sweep.h"
