@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from . import predict_reductions
+from .predict_device import current_stream_handle
 
 aten = torch.ops.aten
 
@@ -263,7 +264,7 @@ class Recorder(TorchDispatchMode):
             out, scratch = grouped_mm(self.gpu, args, kwargs)
         if out is None:
             out = func(*args, **kwargs)
-        stream = 0
+        stream = current_stream_handle()
         if func is aten._scaled_dot_product_flash_attention.default:
             self._flash_forward(args, kwargs, out, stream)
             return out
