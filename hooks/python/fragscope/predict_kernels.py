@@ -238,6 +238,14 @@ def flash_backward_scratch_bytes(query):
 _OUTPUT_ORDER = {aten.native_dropout.default: (1, 0)}
 
 
+def _wraps_tensors(args, kwargs):
+    """Whether an argument is a traceable wrapper subclass (DTensor)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    return any(isinstance(a, torch.Tensor) and is_traceable_wrapper_subclass(a)
+               for a in tree_flatten((args, kwargs))[0])
+
+
 class Recorder(TorchDispatchMode):
     """Allocates every new CUDA storage an op produces, plus the kernels' workspaces."""
 
@@ -254,6 +262,11 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if _wraps_tensors(args, kwargs):
+            # A tensor subclass that wraps others (DTensor: FSDP2's sharded parameters) holds no
+            # memory of its own: NotImplemented lets its dispatch run, with this mode on the
+            # stack, the op on the local tensors, which allocate.
+            return NotImplemented
         if func is aten._fused_sdp_choice.default:
             return sdp_choice(self.gpu, args, kwargs)
         scratch = 0
