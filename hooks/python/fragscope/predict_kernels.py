@@ -238,6 +238,12 @@ def flash_backward_scratch_bytes(query):
 _OUTPUT_ORDER = {aten.native_dropout.default: (1, 0)}
 
 
+# Ops run only to learn their outputs' metadata (DTensor's sharding propagation runs the op on
+# fake tensors of the global shape) allocate nothing on the GPU: the Recorder lets them through
+# while this thread's depth is positive (predict_parallel.py).
+metadata_only = threading.local()
+
+
 def _wraps_tensors(args, kwargs):
     """Whether an argument is a traceable wrapper subclass (DTensor)."""
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
@@ -262,6 +268,8 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if getattr(metadata_only, "depth", 0):
+            return func(*args, **kwargs)
         if _wraps_tensors(args, kwargs):
             # A tensor subclass that wraps others (DTensor: FSDP2's sharded parameters) holds no
             # memory of its own: NotImplemented lets its dispatch run, with this mode on the

@@ -73,11 +73,35 @@ def fake_process_group(rank_job):
         with unset_fake_temporarily():
             mesh = init_device_mesh("cuda", (rank_job.world_size,))
         _fully_shard._init_default_mesh = lambda mesh_dim_names=None: mesh
-        with _ddp_on_the_fake_group():
+        with _ddp_on_the_fake_group(), _dtensor_metadata_allocates_nothing():
             yield mesh
     finally:
         _fully_shard._init_default_mesh = original_default_mesh
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _dtensor_metadata_allocates_nothing():
+    """DTensor learns an op's output metadata by running it on fake tensors of the global shape
+    (ShardingPropagator._propagate_tensor_meta_non_cached); on the GPU that allocates nothing."""
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+
+    from .predict_kernels import metadata_only
+
+    original = ShardingPropagator._propagate_tensor_meta_non_cached
+
+    def propagate(propagator, op_schema):
+        metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
+        try:
+            return original(propagator, op_schema)
+        finally:
+            metadata_only.depth -= 1
+
+    ShardingPropagator._propagate_tensor_meta_non_cached = propagate
+    try:
+        yield
+    finally:
+        ShardingPropagator._propagate_tensor_meta_non_cached = original
 
 
 @contextlib.contextmanager
