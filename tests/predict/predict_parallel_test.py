@@ -9,10 +9,11 @@ torch.distributed and its fake process group), transformers or libfragscope_torc
     all-gather output of each block (a quarter of, and all of, the block's bf16 bytes) come from
     a side stream, its unsharded parameters from the default stream, its reduce-scatter output
     (fp32) from another side stream; the peak is lower than at world size 1.
-  - DdpTest: the same model under DistributedDataParallel at world size 2, rank 1: one bucket of
-    all the parameters at construction, rebuilt before the second step into a first bucket of
+  - DdpTest: the same model under DistributedDataParallel at world size 2, rank 1: the
+    broadcast buffer of all the parameters and one bucket of them at construction, rebuilt before the second step into a first bucket of
     about 1 MiB and the rest (25 MiB cap); an explicit cap of 0.25 MiB makes more buckets.
-  - OwnModelTest: a model and step of one's own, predict(parallel="fsdp2", make_optimizer=...).
+  - OwnModelTest: a model and step of one's own, predict(parallel="fsdp2", make_optimizer=...),
+    and a model function that wraps its model in DDP itself (parallel=None, world size 2).
   - ErrorTest: a bad world size or rank is a usage error (exit 2) of `python -m fragscope
     predict`, and a PredictionError of the API.
 """
@@ -175,8 +176,15 @@ class DdpTest(unittest.TestCase):
 
     def test_buckets(self):
         prediction, events = predict_gpt2("ddp_2", parallel="ddp", world_size=2, rank=1)
-        init = [size for size, _ in allocations(events, "init / weights")]
-        self.assertIn(4 * PARAMS, init)  # the first iteration's one bucket
+        # At construction: _sync_module_states' flattened broadcast buffer (freed there), then
+        # the first iteration's one bucket, freed when the buckets are rebuilt.
+        whole = [e for e in events if e[0] == "alloc" and e[2] == 4 * PARAMS]
+        self.assertEqual([e[1] for e in whole], ["init / weights"] * 2)
+        freed = []
+        for i, e in enumerate(events):
+            if e in whole:
+                freed.append(next(f[1] for f in events[i + 1:] if f[0] == "free" and f[2] == e[4]))
+        self.assertEqual(freed, ["init / weights", "step 1 / forward"])
         buckets = self.buckets(events)
         print(f"DDP buckets after the rebuild: {buckets}")
         self.assertEqual(sum(buckets), 4 * PARAMS)
@@ -233,6 +241,27 @@ class OwnModelTest(unittest.TestCase):
         self.assertEqual(kept_bytes(events, "step 0", "step 1", below=MIB), depth * layer // 2)
 
 
+    def test_ddp_made_by_the_model_function(self):
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+
+        from fragscope import predict
+
+        width = 512
+
+        def step(model, index):
+            model(torch.randn(4, width, device="cuda")).sum().backward()
+
+        log = os.path.join(tempfile.mkdtemp(), "own_ddp.fslog")
+        prediction, events = record(lambda: predict(
+            lambda: DistributedDataParallel(torch.nn.Linear(width, width).cuda()), step, log,
+            steps=1, world_size=2, rank=1))
+        params = 4 * (width * width + width)
+        # The broadcast buffer and the first iteration's bucket: the model's own DDP ran on the
+        # fake group.
+        self.assertEqual([size for size, _ in allocations(events, "init")].count(params), 2)
+
+
 class ErrorTest(unittest.TestCase):
     def run_cli(self, *flags):
         env = dict(os.environ)
@@ -246,7 +275,9 @@ class ErrorTest(unittest.TestCase):
                               "rank must be an integer in [0, 4)"),
                              (["--parallel", "ddp", "--world-size", "0"], "world_size"),
                              (["--world-size", "2"], "needs parallel"),
-                             (["--parallel", "fsdp2", "--bucket-cap-mb", "4"], "applies to parallel='ddp' only")):
+                             (["--parallel", "fsdp2", "--bucket-cap-mb", "4"],
+                              "applies to parallel='ddp' only"),
+                             (["--parallel", "ddp", "--mode", "inference"], "training steps")):
             result = self.run_cli(*flags)
             self.assertEqual(result.returncode, 2, (flags, result.stderr))
             self.assertIn(words, result.stderr)

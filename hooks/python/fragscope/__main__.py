@@ -89,6 +89,8 @@ def rank_options(args, wrap_required=True):
     from .predict_parallel import job
 
     job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required)
+    if args.parallel and getattr(args, "mode", "training") != "training":
+        raise ValueError("--parallel predicts training steps (--mode training)")
     return {"parallel": args.parallel, "world_size": args.world_size, "rank": args.rank,
             "bucket_cap_mb": args.bucket_cap_mb}
 

@@ -6,7 +6,8 @@ no-op on the caller's tensors: what the rank allocates for its collectives is wh
 allocate themselves, through the caching allocator, and the prediction records it as on the GPU:
 FSDP2's copy-in buffer and all-gather output (on its all-gather copy-in stream), the unsharded
 parameters it frees and reallocates (UntypedStorage.resize_), its reduce-scatter input and output
-(on its reduce-scatter stream); DDP's gradient buckets (C++ Reducer). NCCL's own buffers (its
+(the output on its reduce-scatter stream); DDP's broadcast buffer and gradient buckets (its C++
+Reducer). NCCL's own buffers (its
 communicators' channels, ncclMemAlloc) are no caching-allocator allocations and are not recorded.
 """
 
