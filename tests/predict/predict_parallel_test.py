@@ -10,8 +10,9 @@ torch.distributed and its fake process group), transformers or libfragscope_torc
     a side stream, its unsharded parameters from the default stream, its reduce-scatter output
     (fp32) from another side stream; the peak is lower than at world size 1.
   - DdpTest: the same model under DistributedDataParallel at world size 2, rank 1: the
-    broadcast buffer of all the parameters and one bucket of them at construction, rebuilt before the second step into a first bucket of
-    about 1 MiB and the rest (25 MiB cap); an explicit cap of 0.25 MiB makes more buckets.
+    broadcast buffer of all the parameters and one bucket of them at construction, the bucket
+    rebuilt before the second step into a first bucket of about 1 MiB and the rest (25 MiB cap);
+    an explicit cap of 0.25 MiB makes more buckets.
   - OwnModelTest: a model and step of one's own, predict(parallel="fsdp2", make_optimizer=...),
     and a model function that wraps its model in DDP itself (parallel=None, world size 2).
   - ErrorTest: a bad world size or rank is a usage error (exit 2) of `python -m fragscope
