@@ -8,7 +8,8 @@ torch.distributed and its fake process group), transformers or libfragscope_torc
     optimizer states at world size 4 are a quarter of world size 1's; rank 3's copy-in buffer and
     all-gather output of each block (a quarter of, and all of, the block's bf16 bytes) come from
     a side stream, its unsharded parameters from the default stream, its reduce-scatter output
-    (fp32) from another side stream; the peak is lower than at world size 1.
+    (fp32) from another side stream; the peak is lower than at world size 1; the log's header
+    names rank 3 (`fragscope analyze`).
   - DdpTest: the same model under DistributedDataParallel at world size 2, rank 1: the
     broadcast buffer of all the parameters and one bucket of them at construction, the bucket
     rebuilt before the second step into a first bucket of about 1 MiB and the rest (25 MiB cap);
@@ -160,6 +161,14 @@ class Fsdp2Test(unittest.TestCase):
               f"{self.four.peak_allocated}")
         self.assertLess(self.four.peak_allocated, self.one.peak_allocated)
         self.assertEqual(self.four.rank_job.rank, 3)
+
+    def test_log_names_the_rank(self):
+        report = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", self.four.log, "--gpu",
+                                 "h100-80gb", "--no-sweep", "--no-summary"],
+                                capture_output=True, text=True)
+        self.assertEqual(report.returncode, 0, report.stderr)
+        self.assertIn("rank 3)", report.stdout.splitlines()[0])
+        self.assertIn("Out of memory: none", report.stdout)
 
 
 class DdpTest(unittest.TestCase):

@@ -13,6 +13,7 @@ communicators' channels, ncclMemAlloc) are no caching-allocator allocations and 
 
 import collections
 import contextlib
+import os
 
 from .predict_capture import PredictionError
 
@@ -69,6 +70,11 @@ def fake_process_group(rank_job):
     dist.init_process_group("fake", store=FakeStore(), rank=rank_job.rank,
                             world_size=rank_job.world_size)
     original_default_mesh = _fully_shard._init_default_mesh
+    # The log's header takes its rank and world size from these when it opens (at the first
+    # allocation), as in a job started by torchrun.
+    saved_env = {name: os.environ.get(name) for name in ("RANK", "WORLD_SIZE")}
+    os.environ["RANK"] = str(rank_job.rank)
+    os.environ["WORLD_SIZE"] = str(rank_job.world_size)
     try:
         # The mesh's rank map is a CPU tensor that the fake mode would make data-less.
         with unset_fake_temporarily():
@@ -78,6 +84,11 @@ def fake_process_group(rank_job):
             yield mesh
     finally:
         _fully_shard._init_default_mesh = original_default_mesh
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         dist.destroy_process_group()
 
 
