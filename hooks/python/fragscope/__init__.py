@@ -12,6 +12,7 @@
 
     fragscope.predict(make_model, step, log="/tmp/pred.fslog")   # no GPU: predict the job
     fragscope.predict_hf("config.json", "/tmp/pred.fslog", seq=2048, micro_batch=4)
+    fragscope.predict_hf(..., parallel="fsdp2", world_size=8, rank=3)  # one rank of FSDP2/DDP
 
 The shared libraries are found in $FRAGSCOPE_LIB_DIR, else inside this package (fragscope/lib/,
 where `pip install` puts them), else in a build directory of the source tree (build*/hooks/). No

@@ -5,6 +5,7 @@ python -m fragscope fit ...: the largest micro-batch that fits, fragmentation in
     python -m fragscope predict --config gpt2 --seq 1024 --micro-batch 16 --out pred.fslog
     python -m fragscope predict --config config.json --set num_hidden_layers=80 ...
     python -m fragscope predict --model-fn mymod:make --step-fn mymod:step --steps 2 --out p.fslog
+    python -m fragscope predict --config gpt2 ... --parallel fsdp2 --world-size 8 --rank 3 ...
 
 Then: fragscope analyze|sweep pred.fslog --gpu h100-80gb. Exit status: 0 done, 1 the prediction
 failed (the message names what), 2 a usage error.
@@ -60,11 +61,38 @@ def _parser():
     p.add_argument("--recompute", action="store_true", help="gradient checkpointing")
     p.add_argument("--model-fn", help="MODULE:FUNCTION building the model (instead of --config)")
     p.add_argument("--step-fn", help="MODULE:FUNCTION(state, index) running one step")
+    p.add_argument("--optimizer-fn",
+                   help="MODULE:FUNCTION(model) making the optimizer after --parallel wraps the "
+                   "model (the step then gets (model, optimizer))")
     p.add_argument("--steps", type=int, default=1)
     p.add_argument("--gpu", default="h100-80gb", help="the GPU whose kernels' choices to make")
     p.add_argument("--conf", default="", help="allocator settings (PYTORCH_CUDA_ALLOC_CONF)")
     p.add_argument("--json", action="store_true", help="print the phases as JSON")
+    add_rank_flags(p)
     return p
+
+
+def add_rank_flags(p):
+    """One rank of a data-parallel job (predict_parallel.py)."""
+    p.add_argument("--parallel", choices=["fsdp2", "ddp"],
+                   help="wrap the model in FSDP2 (fully_shard per block and root) or DDP")
+    p.add_argument("--world-size", type=int, default=1,
+                   help="the job's number of GPUs (a fake process group)")
+    p.add_argument("--rank", type=int, default=0, help="the rank to predict")
+    p.add_argument("--bucket-cap-mb", type=float,
+                   help="DDP's bucket cap (default: DDP's, 25 MiB after a first 1 MiB bucket)")
+
+
+def rank_options(args, wrap_required=True):
+    """predict_hf's (and predict's) keyword arguments for the rank flags; ValueError names a bad
+    value. `wrap_required`: a world size above 1 needs --parallel (the standard loop)."""
+    from .predict_parallel import job
+
+    job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required)
+    if args.parallel and getattr(args, "mode", "training") != "training":
+        raise ValueError("--parallel predicts training steps (--mode training)")
+    return {"parallel": args.parallel, "world_size": args.world_size, "rank": args.rank,
+            "bucket_cap_mb": args.bucket_cap_mb}
 
 
 def main(argv=None):
@@ -89,11 +117,16 @@ def main(argv=None):
             raise ValueError("give --config, or --model-fn and --step-fn")
         if args.steps < 1:
             raise ValueError("--steps must be positive")
+        ranks = rank_options(args, wrap_required=bool(args.config))
+        if args.optimizer_fn and not (args.model_fn and args.parallel):
+            raise ValueError("--optimizer-fn goes with --model-fn and --parallel")
         from .predict_device import find_gpu
 
         find_gpu(args.gpu)
         make = _function(args.model_fn, "--model-fn") if args.model_fn else None
         step = _function(args.step_fn, "--step-fn") if args.step_fn else None
+        make_optimizer = _function(args.optimizer_fn, "--optimizer-fn") if args.optimizer_fn \
+            else None
     except (ValueError, ImportError, AttributeError) as e:
         parser.print_usage(sys.stderr)
         print(f"python -m fragscope predict: error: {e}", file=sys.stderr)
@@ -108,21 +141,25 @@ def main(argv=None):
                                 steps=args.steps, mode=args.mode, optimizer=args.optimizer,
                                 dtype=args.dtype, attention=args.attention,
                                 recompute=args.recompute, gpu=args.gpu, conf=args.conf,
-                                overrides=overrides)
+                                overrides=overrides, **ranks)
         else:
             result = predict(make, step, args.out, steps=args.steps, gpu=args.gpu,
-                             conf=args.conf)
+                             conf=args.conf, make_optimizer=make_optimizer, **ranks)
     except (PredictionError, OSError) as e:
         print(f"python -m fragscope predict: {e}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"log": args.out, "gpu": result.gpu.key,
+        print(json.dumps({"log": args.out, "gpu": result.gpu.key, "parallel": args.parallel,
+                          "world_size": args.world_size, "rank": args.rank,
                           "peak_allocated_bytes": result.peak_allocated,
                           "peak_reserved_bytes": result.peak_reserved,
                           "phases": [vars(p) for p in result.phases]}, indent=1))
     else:
         print(f"predicted {result.allocations} allocations into {args.out} "
               f"(kernels as on {result.gpu.name})")
+        if args.world_size > 1 or args.parallel:
+            how = args.parallel or "wrapped by the model function"
+            print(f"  rank {args.rank} of {args.world_size} ({how}, fake process group)")
         for p in result.phases:
             print(f"  {p.marker:28} {p.allocations:7} allocations   peak allocated "
                   f"{p.peak_allocated / GIB:8.3f} GiB   reserved {p.peak_reserved / GIB:8.3f} GiB")

@@ -20,7 +20,7 @@ import os
 import weakref
 
 from . import _ALLOC, _TORCH, _load, lib_dir
-from .predict_device import find_gpu, simulated_cuda
+from .predict_device import current_stream_handle, find_gpu, simulated_cuda
 
 __all__ = ["Prediction", "capture", "predict", "PredictionError"]
 
@@ -83,7 +83,8 @@ class _Session:
             raise PredictionError(self.lib.fragscope_last_error().decode())
         _Session.generation += 1
         self.generation = _Session.generation
-        self.live = {}  # storage key -> device pointer
+        self.live = {}  # storage key -> device pointer, while it holds memory
+        self.watched = set()  # keys of the CUDA storages seen, whose death frees their memory
         self.allocations = 0
         self.open = True
 
@@ -108,16 +109,27 @@ class _Session:
         """Allocates a storage seen for the first time (`size` bytes: default its own); frees it
         when it dies."""
         key = storage._cdata
-        if key in self.live:
+        if key in self.watched:
             return
         size = storage.nbytes() if size is None else size
-        if size == 0:
-            return
-        ptr = self.malloc(size, stream)
-        self.live[key] = ptr
+        self.watched.add(key)
         weakref.finalize(storage, self._storage_died, key)
+        if size:
+            self.live[key] = self.malloc(size, stream)
+
+    def resize(self, storage, size, stream=0):
+        """A tracked storage resized to `size` bytes, as resize_bytes_cuda does it: a block of the
+        new size from the current stream, then the old block freed; size 0 only frees. FSDP2
+        frees and reallocates its unsharded parameters this way (free_storage, alloc_storage)."""
+        key = storage._cdata
+        old = self.live.pop(key, None)
+        if size:
+            self.live[key] = self.malloc(size, stream)
+        if old is not None:
+            self.free(old)
 
     def _storage_died(self, key):
+        self.watched.discard(key)
         ptr = self.live.pop(key, None)
         if ptr is not None:
             self.free(ptr)
@@ -227,7 +239,7 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
         with simulated_cuda(target, session.stats, session.empty_cache):
             fake = _FakeMode(allow_non_fake_inputs=True)
             with fake, _swappable_parameters(fake), _foreach_takes_fake_tensors(), \
-                    Recorder(session, target):
+                    _resizable_storages(session), Recorder(session, target):
                 yield prediction, mark
                 import gc
 
@@ -238,6 +250,27 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
         close_phase()
         prediction.allocations = session.allocations
         session.close()
+
+
+@contextlib.contextmanager
+def _resizable_storages(session):
+    """UntypedStorage.resize_ of a CUDA storage reallocates on the GPU but only changes a fake
+    tensor's (meta) storage size, below the dispatcher: the allocator sees it here."""
+    import torch
+
+    original = torch.UntypedStorage.resize_
+
+    def resize_(storage, size):
+        result = original(storage, size)
+        if storage._cdata in session.watched:
+            session.resize(storage, int(size), current_stream_handle())
+        return result
+
+    torch.UntypedStorage.resize_ = resize_
+    try:
+        yield
+    finally:
+        torch.UntypedStorage.resize_ = original
 
 
 @contextlib.contextmanager
@@ -280,25 +313,50 @@ def _foreach_takes_fake_tensors():
             types.remove(FakeTensor)
 
 
-def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None):
-    """Predicts `steps` calls of step(model, index) after make_model() on the simulated `gpu`.
+def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None, world_size=1, rank=0,
+            parallel=None, bucket_cap_mb=None, blocks=None, make_optimizer=None):
+    """Predicts `steps` calls of step(state, index) after make_model() on the simulated `gpu`.
 
     make_model() builds the model (and whatever state the steps keep) on device "cuda"; its
     result is passed to each step. Markers "init" and "step N" delimit the phases; a step may
     call fragscope.predict_capture.current_mark(text) for finer ones. Returns a Prediction.
+
+    Rank `rank` of a job of `world_size` GPUs (predict_parallel.py) runs under torch's fake
+    process group. parallel="fsdp2" or "ddp": make_model() returns the nn.Module, which is
+    wrapped (fsdp2: fully_shard on each of `blocks`, default the transformer blocks, then on the
+    root; ddp: DistributedDataParallel, `bucket_cap_mb`), and the state is the wrapped module, or
+    (module, make_optimizer(module)) with `make_optimizer`. parallel=None with world_size > 1:
+    make_model() wraps the model itself (its own fully_shard or DDP calls run on the fake group).
     """
+    from . import predict_parallel
+
+    try:
+        rank_job = predict_parallel.job(parallel, world_size, rank, bucket_cap_mb)
+    except ValueError as e:
+        raise PredictionError(str(e)) from e
+    if make_optimizer is not None and parallel is None:
+        raise PredictionError("make_optimizer goes with parallel='fsdp2' or 'ddp'")
     with capture(log, gpu=gpu, conf=conf) as (prediction, mark):
         global current_mark
         current_mark = mark
         try:
-            mark("init")
-            model = make_model()
-            for index in range(steps):
-                mark(f"step {index}")
-                step(model, index)
-            del model
+            with contextlib.ExitStack() as stack:
+                mesh = None
+                if rank_job is not None:
+                    mesh = stack.enter_context(predict_parallel.fake_process_group(rank_job))
+                mark("init")
+                state = make_model()
+                if rank_job is not None and rank_job.parallel is not None:
+                    state = predict_parallel.wrap(state, rank_job, mesh, blocks)
+                    if make_optimizer is not None:
+                        state = (state, make_optimizer(state))
+                for index in range(steps):
+                    mark(f"step {index}")
+                    step(state, index)
+                del state
         finally:
             current_mark = _no_mark
+    prediction.rank_job = rank_job
     return prediction
 
 

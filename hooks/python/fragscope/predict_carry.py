@@ -285,7 +285,7 @@ def main(argv):
                              cap_args=device_flags, conf=args.conf, steps=args.steps,
                              optimizer=args.optimizer, dtype=args.dtype,
                              attention=args.attention, recompute=args.recompute, gpu=gpu.key,
-                             overrides=overrides)
+                             overrides=overrides, **args.rank_options)
     except (CarryError, OSError) as e:
         print(f"python -m fragscope carry: {e}", file=sys.stderr)
         return 1

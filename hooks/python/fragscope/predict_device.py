@@ -2,13 +2,16 @@
 API answering as that GPU would while a prediction runs, on a machine without one.
 
 Only what a training or inference step asks of torch.cuda is answered (availability, the device's
-properties, the current device and stream, seeds and RNG states, synchronization, memory
+properties, the current device and streams (each thread's current stream, side streams with their
+own handles), seeds and RNG states, synchronization, memory
 statistics from fragscope's allocator). The C++ side (the autograd engine's questions) is
 hooks/torch_predict_device.cc. Everything is restored when the prediction ends.
 """
 
 import collections
 import contextlib
+import itertools
+import threading
 import types
 
 # name: (torch device name, total_memory bytes, compute capability, multiprocessors). The memory
@@ -37,14 +40,16 @@ def find_gpu(name):
 
 
 class _Stream:
-    """torch.cuda.Stream's stand-in: the one stream of the simulated device (handle 0)."""
+    """torch.cuda.Stream's stand-in. The default stream has handle 0; each stream made during a
+    prediction gets the next handle, which the allocations made while it is current carry (the
+    caching allocator keeps a pool per stream)."""
 
-    cuda_stream = 0
+    _handles = itertools.count(1)
     device_index = 0
-    priority = 0
 
-    def __init__(self, *args, **kwargs):
-        pass
+    def __init__(self, device=None, priority=0, _handle=None, **kwargs):
+        self.cuda_stream = next(_Stream._handles) if _handle is None else _handle
+        self.priority = priority
 
     @property
     def device(self):
@@ -68,16 +73,48 @@ class _Stream:
         return True
 
     def __eq__(self, other):
-        return isinstance(other, _Stream)
+        return isinstance(other, _Stream) and other.cuda_stream == self.cuda_stream
 
     def __hash__(self):
-        return 0
+        return self.cuda_stream
 
     def __enter__(self):
+        self._context = stream(self)
+        self._context.__enter__()
         return self
 
     def __exit__(self, *exc):
-        return False
+        return self._context.__exit__(*exc)
+
+
+DEFAULT_STREAM = _Stream(_handle=0)
+
+# The current stream of each thread, as CUDA's is per thread (the autograd engine's device thread
+# starts on the default stream).
+_current = threading.local()
+
+
+def current_stream(device=None):
+    return getattr(_current, "stream", DEFAULT_STREAM)
+
+
+def current_stream_handle():
+    """The handle of this thread's current stream on the simulated device (0: the default)."""
+    return current_stream().cuda_stream
+
+
+@contextlib.contextmanager
+def stream(s=None):
+    """torch.cuda.stream(s): `s` is this thread's current stream inside (None: unchanged)."""
+    if s is None:
+        yield
+        return
+    previous = current_stream()
+    _current.stream = s
+    try:
+        yield
+    finally:
+        _current.stream = previous
 
 
 class _Event:
@@ -112,7 +149,6 @@ def simulated_cuda(gpu, stats, empty_cache):
         minor=gpu.capability[1], multi_processor_count=gpu.multiprocessors, is_integrated=False,
         is_multi_gpu_board=False, L2_cache_size=50 << 20, gcnArchName="", uuid="simulated",
         warp_size=32, max_threads_per_multi_processor=2048)
-    stream = _Stream()
     rng_state = torch.zeros(16, dtype=torch.uint8)
 
     def stat(key):
@@ -146,9 +182,10 @@ def simulated_cuda(gpu, stats, empty_cache):
         (cuda, "set_rng_state", lambda state, device="cuda": None),
         (cuda, "get_rng_state_all", lambda: [rng_state.clone()]),
         (cuda, "set_rng_state_all", lambda states: None),
-        (cuda, "current_stream", lambda device=None: stream),
-        (cuda, "default_stream", lambda device=None: stream),
-        (cuda, "stream", lambda s=None: contextlib.nullcontext()),
+        (cuda, "current_stream", current_stream),
+        (cuda, "default_stream", lambda device=None: DEFAULT_STREAM),
+        (cuda, "set_stream", lambda s: setattr(_current, "stream", s)),
+        (cuda, "stream", stream),
         (cuda, "Stream", _Stream),
         (cuda, "Event", _Event),
         (cuda, "mem_get_info", mem_get_info),
@@ -159,8 +196,11 @@ def simulated_cuda(gpu, stats, empty_cache):
         (cuda, "max_memory_reserved", stat("reserved_bytes.all.peak")),
         (cuda, "memory_stats", lambda device=None: dict(stats())),
         (amp_common, "amp_definitely_not_available", lambda: False),
+        # The accelerator FSDP2's default device mesh and torch.accelerator name.
+        (torch._C, "_get_accelerator", lambda: torch.device("cuda")),
     ]
     saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    _Stream._handles = itertools.count(1)  # each prediction numbers its side streams from 1
     try:
         for obj, name, value in patches:
             setattr(obj, name, value)

@@ -158,7 +158,7 @@ def main(argv):
             max_micro_batch=args.max_micro_batch, directory=args.keep, steps=args.steps,
             mode=args.mode, optimizer=args.optimizer, dtype=args.dtype,
             attention=args.attention, recompute=args.recompute, gpu=gpu.key, conf=args.conf,
-            overrides=overrides)
+            overrides=overrides, **args.rank_options)
     except (FitError, CarryError, OSError) as e:
         print(f"python -m fragscope fit: {e}", file=sys.stderr)
         return 1

@@ -5,6 +5,10 @@ The loop is the one scripts/gpu/model_oom_check.py runs: the model built on the 
 token ids of micro_batch x seq, bf16 (or fp16) autocast, loss = model(input_ids, labels).loss,
 backward, the optimizer's step, zero_grad(set_to_none=True); markers "step N / forward",
 "step N / backward", "step N / optimizer". Inference: the forward under torch.no_grad().
+One rank of an FSDP2 or DDP job (predict_parallel.py): the model is built on the device and
+wrapped after gradient checkpointing, before the optimizer; under FSDP2 bf16/fp16 is its
+MixedPrecisionPolicy (parameters all-gathered in that dtype, gradients reduced in fp32) instead
+of autocast, as torchtitan trains.
 """
 
 import json
@@ -58,11 +62,18 @@ def _write_model_record(config, job):
 
 def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optimizer="adamw",
                dtype="bf16", attention="sdpa", recompute=False, gpu="h100-80gb", conf=None,
-               lr=1e-4, overrides=None, journal=None):
+               lr=1e-4, overrides=None, journal=None, world_size=1, rank=0, parallel=None,
+               bucket_cap_mb=None):
     """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
-    `journal`: predict_capture.capture)."""
+    `journal`: predict_capture.capture). `micro_batch` is per rank; world_size, rank, parallel
+    ("fsdp2", "ddp") and bucket_cap_mb (ddp): the rank of a data-parallel job
+    (predict_parallel.py)."""
+    import contextlib
+
     import torch
     from transformers import AutoModelForCausalLM
+
+    from . import predict_parallel
 
     if mode not in ("training", "inference"):
         raise PredictionError(f"mode must be training or inference, not {mode!r}")
@@ -72,24 +83,43 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         raise PredictionError(f"dtype must be one of {', '.join(DTYPES)}")
     if seq < 1 or micro_batch < 1 or steps < 1:
         raise PredictionError("seq, micro_batch and steps must be positive")
+    try:
+        rank_job = predict_parallel.job(parallel, world_size, rank, bucket_cap_mb,
+                                        wrap_required=True)
+    except ValueError as e:
+        raise PredictionError(str(e)) from e
+    if rank_job is not None and mode != "training":
+        raise PredictionError(f"parallel={parallel!r} predicts training steps, not {mode}")
     cfg = load_config(config, overrides)
     autocast_dtype = getattr(torch, DTYPES[dtype]) if DTYPES[dtype] else None
+    # FSDP2 computes in the dtype its MixedPrecisionPolicy all-gathers, without autocast.
+    param_dtype = None
+    if rank_job is not None and rank_job.parallel == "fsdp2":
+        param_dtype, autocast_dtype = autocast_dtype, None
     job = {"mode": mode, "seq": seq, "micro_batch": micro_batch, "dtype": dtype,
            "optimizer": optimizer if mode == "training" else None, "attention": attention,
            "recompute": "full" if recompute else "none",
            "activations": "torch-autocast" if autocast_dtype else None}
-    with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark):
+    with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark), \
+            contextlib.ExitStack() as ranks:
+        mesh = None
+        if rank_job is not None:
+            mesh = ranks.enter_context(predict_parallel.fake_process_group(rank_job))
         mark("init / weights")
         torch.manual_seed(0)
         with torch.device("cuda"):
             model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attention)
-        _write_model_record(cfg, job)
+        if rank_job is None:
+            # The record's job has no data-parallel layout: a rank's shard is not described.
+            _write_model_record(cfg, job)
         opt = None
         if mode == "training":
             model.train()
             if recompute:
                 model.gradient_checkpointing_enable(
                     gradient_checkpointing_kwargs={"use_reentrant": False})
+            if rank_job is not None:
+                model = predict_parallel.wrap(model, rank_job, mesh, param_dtype=param_dtype)
             if optimizer.startswith("adamw"):
                 flags = {"adamw-fused": {"fused": True}, "adamw-foreach": {"foreach": True}}
                 opt = torch.optim.AdamW(model.parameters(), lr=lr, **flags.get(optimizer, {}))
@@ -120,4 +150,5 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         del model, opt
     prediction.config = cfg
     prediction.job = job
+    prediction.rank_job = rank_job
     return prediction

@@ -1,5 +1,6 @@
 """The command-line flags of a predicted training step that `python -m fragscope carry` and
-`fit` share (the step's kernels and optimizer, the GPU and its cap), and the fragscope flags
+`fit` share (the step's kernels and optimizer, the rank of a data-parallel job, the GPU and its
+cap), and the fragscope flags
 that replay a log under that cap."""
 
 
@@ -16,6 +17,9 @@ def add_step_flags(p):
     p.add_argument("--memory-fraction", help="the job's per-process memory fraction")
     p.add_argument("--allowed", help="... or its cap in bytes")
     p.add_argument("--conf", default="", help="the job's allocator settings")
+    from .__main__ import add_rank_flags
+
+    add_rank_flags(p)
 
 
 def add_output_flags(p):
@@ -29,7 +33,7 @@ def parse(parser, argv, command, positive):
     integer flags' names (argparse dests) that must be at least 1."""
     import sys
 
-    from .__main__ import _parse_set
+    from .__main__ import _parse_set, rank_options
     from .predict_device import find_gpu
 
     args = parser.parse_args(argv)
@@ -41,6 +45,7 @@ def parse(parser, argv, command, positive):
         if any(getattr(args, name) < 1 for name in positive):
             flags = ["--" + name.replace("_", "-") for name in positive]
             raise ValueError(f"{', '.join(flags[:-1])} and {flags[-1]} must be positive")
+        args.rank_options = rank_options(args)
     except ValueError as e:
         parser.print_usage(sys.stderr)
         print(f"python -m fragscope {command}: error: {e}", file=sys.stderr)

@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from . import predict_reductions
+from .predict_device import current_stream_handle
 
 aten = torch.ops.aten
 
@@ -237,6 +238,20 @@ def flash_backward_scratch_bytes(query):
 _OUTPUT_ORDER = {aten.native_dropout.default: (1, 0)}
 
 
+# Ops run only to learn their outputs' metadata (DTensor's sharding propagation runs the op on
+# fake tensors of the global shape) allocate nothing on the GPU: the Recorder lets them through
+# while this thread's depth is positive (predict_parallel.py).
+metadata_only = threading.local()
+
+
+def _wraps_tensors(args, kwargs):
+    """Whether an argument is a traceable wrapper subclass (DTensor)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    return any(isinstance(a, torch.Tensor) and is_traceable_wrapper_subclass(a)
+               for a in tree_flatten((args, kwargs))[0])
+
+
 class Recorder(TorchDispatchMode):
     """Allocates every new CUDA storage an op produces, plus the kernels' workspaces."""
 
@@ -253,6 +268,13 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if getattr(metadata_only, "depth", 0):
+            return func(*args, **kwargs)
+        if _wraps_tensors(args, kwargs):
+            # A tensor subclass that wraps others (DTensor: FSDP2's sharded parameters) holds no
+            # memory of its own: NotImplemented lets its dispatch run, with this mode on the
+            # stack, the op on the local tensors, which allocate.
+            return NotImplemented
         if func is aten._fused_sdp_choice.default:
             return sdp_choice(self.gpu, args, kwargs)
         scratch = 0
@@ -263,7 +285,7 @@ class Recorder(TorchDispatchMode):
             out, scratch = grouped_mm(self.gpu, args, kwargs)
         if out is None:
             out = func(*args, **kwargs)
-        stream = 0
+        stream = current_stream_handle()
         if func is aten._scaled_dot_product_flash_attention.default:
             self._flash_forward(args, kwargs, out, stream)
             return out

@@ -1,0 +1,262 @@
+"""One rank of a data-parallel job in fragscope.predict: FSDP2 (fully_shard) or DDP under torch's
+fake process group, for world size N and rank r.
+
+The fake process group (torch.testing._internal.distributed.fake_pg) runs every collective as a
+no-op on the caller's tensors: what the rank allocates for its collectives is what FSDP2 and DDP
+allocate themselves, through the caching allocator, and the prediction records it as on the GPU:
+FSDP2's copy-in buffer and all-gather output (on its all-gather copy-in stream), the unsharded
+parameters it frees and reallocates (UntypedStorage.resize_), its reduce-scatter input and output
+(the output on its reduce-scatter stream); DDP's broadcast buffer and gradient buckets (its C++
+Reducer). NCCL's own buffers (its
+communicators' channels, ncclMemAlloc) are no caching-allocator allocations and are not recorded.
+"""
+
+import collections
+import contextlib
+import os
+
+from .predict_capture import PredictionError
+
+PARALLEL = ("fsdp2", "ddp")
+
+Job = collections.namedtuple("Job", "parallel world_size rank bucket_cap_mb")
+
+
+def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=False):
+    """The checked rank of a data-parallel job, or None for a single-GPU job (world size 1 and no
+    `parallel`). ValueError names the bad value. `wrap_required`: a world size above 1 needs
+    `parallel` (the standard loop has no other way to use the ranks)."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive integer, not {world_size!r}")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(f"rank must be an integer in [0, {world_size}) for world_size "
+                         f"{world_size}, not {rank!r}")
+    if parallel is not None and parallel not in PARALLEL:
+        raise ValueError(f"parallel must be one of {', '.join(PARALLEL)}, not {parallel!r}")
+    if bucket_cap_mb is not None:
+        if parallel != "ddp":
+            raise ValueError("bucket_cap_mb applies to parallel='ddp' only")
+        if not isinstance(bucket_cap_mb, (int, float)) or not bucket_cap_mb > 0:
+            raise ValueError(f"bucket_cap_mb must be positive, not {bucket_cap_mb!r}")
+    if wrap_required and world_size > 1 and parallel is None:
+        raise ValueError(f"world_size {world_size} needs parallel='fsdp2' or 'ddp'")
+    if parallel is None and world_size == 1:
+        return None
+    # None keeps DDP's default: 25 MiB buckets after a first one of 1 MiB (an explicit cap is
+    # also the first bucket's).
+    return Job(parallel, world_size, rank, None if bucket_cap_mb is None else float(bucket_cap_mb))
+
+
+@contextlib.contextmanager
+def fake_process_group(rank_job):
+    """The default process group is torch's fake one for `rank_job` (a Job) while the body runs,
+    inside a capture (the simulated device). Yields the world's 1-D CUDA device mesh, which
+    fully_shard without a mesh also uses."""
+    import torch.distributed as dist
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp._fully_shard import _fully_shard
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+    except ImportError as e:
+        raise PredictionError(f"predicting a rank needs torch.distributed with its fake process "
+                              f"group: {e}") from e
+    if not dist.is_available():
+        raise PredictionError("predicting a rank needs torch.distributed (not in this torch)")
+    if dist.is_initialized():
+        raise PredictionError("a process group is already initialized in this process: the "
+                              "prediction of a rank starts its own (fake) one")
+    dist.init_process_group("fake", store=FakeStore(), rank=rank_job.rank,
+                            world_size=rank_job.world_size)
+    original_default_mesh = _fully_shard._init_default_mesh
+    # The log's header takes its rank and world size from these when it opens (at the first
+    # allocation), as in a job started by torchrun.
+    saved_env = {name: os.environ.get(name) for name in ("RANK", "WORLD_SIZE")}
+    os.environ["RANK"] = str(rank_job.rank)
+    os.environ["WORLD_SIZE"] = str(rank_job.world_size)
+    try:
+        # The mesh's rank map is a CPU tensor that the fake mode would make data-less.
+        with unset_fake_temporarily():
+            mesh = init_device_mesh("cuda", (rank_job.world_size,))
+        _fully_shard._init_default_mesh = lambda mesh_dim_names=None: mesh
+        with _ddp_on_the_fake_group(), _dtensor_metadata_allocates_nothing():
+            yield mesh
+    finally:
+        _fully_shard._init_default_mesh = original_default_mesh
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _dtensor_metadata_allocates_nothing():
+    """DTensor learns an op's output metadata by running it on fake tensors of the global shape
+    (ShardingPropagator._propagate_tensor_meta_non_cached); on the GPU that allocates nothing."""
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+
+    from .predict_kernels import metadata_only
+
+    original = ShardingPropagator._propagate_tensor_meta_non_cached
+
+    def propagate(propagator, op_schema):
+        metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
+        try:
+            return original(propagator, op_schema)
+        finally:
+            metadata_only.depth -= 1
+
+    ShardingPropagator._propagate_tensor_meta_non_cached = propagate
+    try:
+        yield
+    finally:
+        ShardingPropagator._propagate_tensor_meta_non_cached = original
+
+
+@contextlib.contextmanager
+def _ddp_on_the_fake_group():
+    """What DistributedDataParallel needs on the fake group and without a GPU; none of it changes
+    what the rank allocates:
+      - its check that every rank has the same parameter shapes reads data back to the CPU
+        (_verify_param_shapes makes its one device allocation instead);
+      - its Reducer times the first ten iterations with CUDA events, which a machine without a
+        GPU refuses: prepare_for_forward (which counts the iteration and so turns the timing on)
+        does nothing, and the count stays at zero;
+      - its bucket rebuild before the second iteration (buckets in the order the gradients were
+        ready, the first 1 MiB by default) writes and reads the bucket indices on the CPU: CPU
+        tensors are real there (_RealCpuTensors), its device tensors and new buckets fake;
+      - the fake group's allreduce completes a future without a value, which the Reducer rejects:
+        a comm hook returns the bucket, as NCCL's in-place allreduce does."""
+    from torch._C._distributed_c10d import Reducer
+    from torch.nn.parallel import DistributedDataParallel, distributed
+
+    original_init = DistributedDataParallel.__init__
+
+    def init(ddp, *args, **kwargs):
+        original_init(ddp, *args, **kwargs)
+        ddp.register_comm_hook(None, _allreduce_in_place)
+
+    original_rebuild = Reducer._rebuild_buckets
+
+    def rebuild_buckets(reducer):
+        with _RealCpuTensors():
+            return original_rebuild(reducer)
+
+    patches = [(distributed, "_verify_param_shape_across_processes", _verify_param_shapes),
+               (Reducer, "prepare_for_forward", lambda reducer: None),
+               (Reducer, "_rebuild_buckets", rebuild_buckets),
+               (DistributedDataParallel, "__init__", init)]
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    try:
+        for obj, name, value in patches:
+            setattr(obj, name, value)
+        yield
+    finally:
+        for obj, name, value in saved:
+            setattr(obj, name, value)
+
+
+def _real_cpu_tensors_mode():
+    import torch
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class RealCpuTensors(TorchDispatchMode):
+        """Factory ops that make CPU tensors run without the fake mode, so that C++ code can
+        read them back."""
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            device = kwargs.get("device")
+            if (torch.Tag.nondeterministic_seeded not in func.tags and not any(
+                    isinstance(a, torch.Tensor) for a in args)
+                    and (device is None or torch.device(device).type == "cpu")):
+                with unset_fake_temporarily():
+                    return func(*args, **kwargs)
+            return func(*args, **kwargs)
+
+    return RealCpuTensors()
+
+
+class _RealCpuTensors:
+    def __enter__(self):
+        self.mode = _real_cpu_tensors_mode()
+        self.mode.__enter__()
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
+def _allreduce_in_place(state, bucket):
+    import torch
+
+    future = torch.futures.Future()
+    future.set_result(bucket.buffer())
+    return future
+
+
+def transformer_blocks(model):
+    """The modules FSDP2 shards one by one: a Hugging Face model's blocks (the classes its
+    _no_split_modules names), else the items of the model's longest nn.ModuleList."""
+    import torch
+
+    names = set(getattr(model, "_no_split_modules", None) or [])
+    blocks = [m for m in model.modules() if type(m).__name__ in names]
+    if blocks:
+        return blocks
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    return list(max(lists, key=len)) if lists else []
+
+
+def mixed_precision(param_dtype):
+    """FSDP2's MixedPrecisionPolicy of the standard recipe (torchtitan): parameters all-gathered
+    and computed in `param_dtype`, gradients reduced in fp32; None for fp32 training."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if param_dtype is None:
+        return None
+    return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+
+
+def _verify_param_shapes(process_group, tensors, logger=None):
+    """DDP's check that every rank has the same parameter shapes (C++
+    verify_params_across_processes) reads its metadata back to the CPU, which a fake tensor
+    cannot: its one device allocation, the shapes (two int64 per dimension) broadcast from
+    rank 0 and freed at return, is made here."""
+    import torch
+
+    count = sum(2 * t.dim() for t in tensors)
+    if count:
+        torch.empty(count, dtype=torch.long, device=tensors[0].device)
+
+
+def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
+    """`model` (on the simulated device) made one rank of `rank_job`: fsdp2: fully_shard on each
+    block (`blocks`, default transformer_blocks(model)) and then on the root, with
+    mixed_precision(param_dtype); ddp: DistributedDataParallel with the job's bucket cap.
+    Returns the module the steps call."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise PredictionError(f"parallel={rank_job.parallel!r} wraps an nn.Module; the model "
+                              f"function returned {type(model).__name__}")
+    if rank_job.parallel == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, bucket_cap_mb=rank_job.bucket_cap_mb)  # None: 25
+    from torch.distributed.fsdp import fully_shard
+
+    policy = mixed_precision(param_dtype)
+    options = {"mesh": mesh} if policy is None else {"mesh": mesh, "mp_policy": policy}
+    blocks = transformer_blocks(model) if blocks is None else list(blocks)
+    if not blocks:
+        raise PredictionError("fsdp2: the model has no transformer blocks to shard (no "
+                              "_no_split_modules, no nn.ModuleList): pass blocks")
+    for block in blocks:
+        fully_shard(block, **options)
+    fully_shard(model, **options)
+    return model
