@@ -175,8 +175,12 @@ def main(argv):
               f"{t['peak_reserved_bytes'] / GIB:8.2f} GiB  {outcome}")
     more = " (the --max-micro-batch; larger ones were not tried)" if result["limited_by_max"] \
         else ""
+    estimated = result["estimated"]
+    estimator = (f"the estimator's: {estimated}" if estimated is not None else
+                 "the estimator gives none (the traces carry no model record"
+                 + (": a rank of a parallel job has none)" if args.parallel else ")"))
     print(f"largest micro-batch that fits, fragmentation included: {result['largest']}{more}; "
-          f"the estimator's: {result['estimated']}")
+          f"{estimator}")
     terms = result.get("terms")
     if terms:
         print(f"the estimator's terms beside the predicted trace of micro-batch "
