@@ -1,4 +1,6 @@
 // Inverse questions: every answer fits and the next value does not.
+#include <ostream>
+
 #include "gtest/gtest.h"
 #include "tests/estimator/example_models.h"
 
@@ -29,6 +31,8 @@ struct TrainingSearch {
   absl::StatusOr<int64_t> (*search)(const ModelSpec&, const TrainingConfig&, double);
   int64_t TrainingConfig::*setting;
 };
+
+void PrintTo(const TrainingSearch& search, std::ostream* os) { *os << search.name; }
 
 class LargestTrainingValueTest : public ::testing::TestWithParam<TrainingSearch> {};
 
