@@ -30,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "allocator/format_size.h"
 #include "bench/gpu_allocator.h"
+#include "bench/gpu_bench_main.h"
 #include "bench/gpu_workloads.h"
 #include "estimator/json_document.h"
 
@@ -324,18 +325,7 @@ int Run(const Flags& flags, const std::string& command) {
 }  // namespace fragscope::bench
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help") {
-      std::cout << fragscope::bench::kUsage;
-      return 0;
-    }
-  }
-  fragscope::bench::Flags flags;
-  std::string error;
-  if (!fragscope::bench::ParseFlags(argc, argv, &flags, &error)) {
-    std::cerr << "gpu_allocator_comparison: " << error << "\n\n" << fragscope::bench::kUsage;
-    return 2;
-  }
-  std::vector<std::string> args(argv, argv + argc);
-  return fragscope::bench::Run(flags, absl::StrJoin(args, " "));
+  return fragscope::bench::GpuBenchMain(argc, argv, "gpu_allocator_comparison",
+                                        fragscope::bench::kUsage, fragscope::bench::ParseFlags,
+                                        fragscope::bench::Run);
 }

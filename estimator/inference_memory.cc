@@ -1,5 +1,7 @@
 #include "estimator/inference_memory.h"
 
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -106,20 +108,14 @@ absl::StatusOr<MemoryEstimate> EstimateInference(const ModelSpec& spec,
   for (Term& term : DeviceOverheadTerms(config.overheads))
     estimate.terms.push_back(std::move(term));
 
-  for (Term& term : ParameterCountTerms(spec, count)) {
+  for (Term& term : ParameterQuantities(spec, count, shard)) {
     estimate.quantities.push_back(std::move(term));
   }
-  estimate.quantities.push_back(Term{"parameters_on_gpu", "parameters on this GPU (stage 0)",
-                                     shard.total(), Unit::kCount, Placement::kDevice, shard.formula,
-                                     shard.values,
-                                     "Megatron theoretical_memory_usage.py sharding rules"});
   if (spec.has_architecture() && spec.kv_heads() < layout.tp) {
     estimate.notes.push_back("tp exceeds num_kv_heads: each rank holds one replicated KV head");
   }
-  if (spec.max_positions > 0 && config.context > spec.max_positions) {
-    estimate.notes.push_back(absl::StrCat("context ", config.context, " is past the model's ",
-                                          spec.max_positions,
-                                          " learned positions: it cannot run at that length"));
+  if (std::optional<std::string> note = PastPositionsNote(spec, "context", config.context)) {
+    estimate.notes.push_back(*std::move(note));
   }
   return estimate;
 }

@@ -41,16 +41,29 @@ absl::StatusOr<int64_t> LargestFitting(
   return fits;
 }
 
-absl::StatusOr<double> TrainingBytes(const ModelSpec& spec, const TrainingConfig& config) {
+absl::StatusOr<double> DeviceBytes(const ModelSpec& spec, const TrainingConfig& config) {
   FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const MemoryEstimate estimate,
                                        EstimateTraining(spec, config));
   return estimate.DeviceBytes();
 }
 
-absl::StatusOr<double> InferenceBytes(const ModelSpec& spec, const InferenceConfig& config) {
+absl::StatusOr<double> DeviceBytes(const ModelSpec& spec, const InferenceConfig& config) {
   FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const MemoryEstimate estimate,
                                        EstimateInference(spec, config));
   return estimate.DeviceBytes();
+}
+
+// Largest value of `config.*field` that fits, the other settings fixed.
+template <typename Config>
+absl::StatusOr<int64_t> LargestFittingField(const ModelSpec& spec, const Config& config,
+                                            int64_t Config::*field, double capacity) {
+  return LargestFitting(
+      [&](int64_t value) {
+        Config c = config;
+        c.*field = value;
+        return DeviceBytes(spec, c);
+      },
+      capacity);
 }
 
 int64_t& Dimension(ParallelLayout& layout, ScaleDimension dimension) {
@@ -65,21 +78,39 @@ int64_t& Dimension(ParallelLayout& layout, ScaleDimension dimension) {
   return layout.dp;
 }
 
-// Smallest value of `dimension` (others fixed) whose layout fits. `estimate` returns the device
-// bytes of a layout, or a validation error (that candidate is skipped). dp is bisected (ZeRO
-// memory never grows with dp); tp and pp are scanned upwards to `limit`.
-absl::StatusOr<GpuCountResult> SmallestCount(
-    ParallelLayout base, ScaleDimension dimension, double capacity, int64_t max_gpus, int64_t limit,
-    const std::function<absl::StatusOr<double>(const ParallelLayout&)>& estimate) {
+// Upper bound for a scanned dimension: tp <= heads, pp <= layers.
+int64_t DimensionLimit(const ModelSpec& spec, ScaleDimension dimension) {
+  if (!spec.has_architecture()) return int64_t{1} << 20;
+  switch (dimension) {
+    case ScaleDimension::kTensorParallel:
+      return spec.num_heads;
+    case ScaleDimension::kPipelineParallel:
+      return spec.num_layers;
+    case ScaleDimension::kDataParallel:
+      break;
+  }
+  return int64_t{1} << 20;
+}
+
+// Smallest value of `dimension` (others fixed) whose layout fits, after checking `config` itself.
+// A candidate layout the configuration refuses (a validation error) is skipped. dp is bisected
+// (ZeRO memory never grows with dp); tp and pp are scanned upwards to DimensionLimit.
+template <typename Config>
+absl::StatusOr<GpuCountResult> SmallestCount(const ModelSpec& spec, const Config& config,
+                                             ScaleDimension dimension, double capacity,
+                                             int64_t max_gpus) {
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(DeviceBytes(spec, config).status());
+  ParallelLayout base = config.layout;
   GpuCountResult result;
   const int64_t step = dimension == ScaleDimension::kDataParallel ? base.ep : 1;
   Dimension(base, dimension) = step;
   const int64_t others = base.gpus() / step;
-  const int64_t max_value = std::min(limit, max_gpus / others);
+  const int64_t max_value = std::min(DimensionLimit(spec, dimension), max_gpus / others);
   auto try_value = [&](int64_t value) -> absl::StatusOr<double> {
-    ParallelLayout layout = base;
-    Dimension(layout, dimension) = value;
-    return estimate(layout);
+    Config c = config;
+    c.layout = base;
+    Dimension(c.layout, dimension) = value;
+    return DeviceBytes(spec, c);
   };
   auto accept = [&](int64_t value, double bytes) {
     result.found = true;
@@ -117,76 +148,32 @@ absl::StatusOr<GpuCountResult> SmallestCount(
   return result;
 }
 
-// Upper bound for a scanned dimension: tp <= heads, pp <= layers.
-int64_t DimensionLimit(const ModelSpec& spec, ScaleDimension dimension) {
-  if (!spec.has_architecture()) return int64_t{1} << 20;
-  switch (dimension) {
-    case ScaleDimension::kTensorParallel:
-      return spec.num_heads;
-    case ScaleDimension::kPipelineParallel:
-      return spec.num_layers;
-    case ScaleDimension::kDataParallel:
-      break;
-  }
-  return int64_t{1} << 20;
-}
-
 }  // namespace
 
 absl::StatusOr<int64_t> LargestMicroBatch(const ModelSpec& spec, const TrainingConfig& config,
                                           double capacity_bytes) {
-  return LargestFitting(
-      [&](int64_t value) {
-        TrainingConfig c = config;
-        c.micro_batch = value;
-        return TrainingBytes(spec, c);
-      },
-      capacity_bytes);
+  return LargestFittingField(spec, config, &TrainingConfig::micro_batch, capacity_bytes);
 }
 
 absl::StatusOr<int64_t> LargestSequence(const ModelSpec& spec, const TrainingConfig& config,
                                         double capacity_bytes) {
-  return LargestFitting(
-      [&](int64_t value) {
-        TrainingConfig c = config;
-        c.seq_len = value;
-        return TrainingBytes(spec, c);
-      },
-      capacity_bytes);
+  return LargestFittingField(spec, config, &TrainingConfig::seq_len, capacity_bytes);
 }
 
 absl::StatusOr<int64_t> LargestInferenceBatch(const ModelSpec& spec, const InferenceConfig& config,
                                               double capacity_bytes) {
-  return LargestFitting(
-      [&](int64_t value) {
-        InferenceConfig c = config;
-        c.batch = value;
-        return InferenceBytes(spec, c);
-      },
-      capacity_bytes);
+  return LargestFittingField(spec, config, &InferenceConfig::batch, capacity_bytes);
 }
 
 absl::StatusOr<int64_t> LargestContext(const ModelSpec& spec, const InferenceConfig& config,
                                        double capacity_bytes) {
-  return LargestFitting(
-      [&](int64_t value) {
-        InferenceConfig c = config;
-        c.context = value;
-        return InferenceBytes(spec, c);
-      },
-      capacity_bytes);
+  return LargestFittingField(spec, config, &InferenceConfig::context, capacity_bytes);
 }
 
 absl::StatusOr<GpuCountResult> SmallestGpuCount(const ModelSpec& spec, const TrainingConfig& config,
                                                 double capacity_bytes, ScaleDimension dimension,
                                                 int64_t max_gpus) {
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(TrainingBytes(spec, config).status());
-  return SmallestCount(config.layout, dimension, capacity_bytes, max_gpus,
-                       DimensionLimit(spec, dimension), [&](const ParallelLayout& layout) {
-                         TrainingConfig c = config;
-                         c.layout = layout;
-                         return TrainingBytes(spec, c);
-                       });
+  return SmallestCount(spec, config, dimension, capacity_bytes, max_gpus);
 }
 
 absl::StatusOr<GpuCountResult> SmallestGpuCountForInference(const ModelSpec& spec,
@@ -198,13 +185,7 @@ absl::StatusOr<GpuCountResult> SmallestGpuCountForInference(const ModelSpec& spe
     return absl::InvalidArgumentError(
         "scale = dp: data-parallel replicas do not reduce inference memory; scale tp or pp");
   }
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(InferenceBytes(spec, config).status());
-  return SmallestCount(config.layout, dimension, capacity_bytes, max_gpus,
-                       DimensionLimit(spec, dimension), [&](const ParallelLayout& layout) {
-                         InferenceConfig c = config;
-                         c.layout = layout;
-                         return InferenceBytes(spec, c);
-                       });
+  return SmallestCount(spec, config, dimension, capacity_bytes, max_gpus);
 }
 
 }  // namespace fragscope::estimator

@@ -122,6 +122,13 @@ absl::Status RequireArchitecture(const ModelSpec& spec, absl::string_view purpos
       spec.name, "' is a bare parameter_count; use a preset or a JSON spec"));
 }
 
+std::optional<std::string> PastPositionsNote(const ModelSpec& spec, absl::string_view what,
+                                             int64_t tokens) {
+  if (spec.max_positions <= 0 || tokens <= spec.max_positions) return std::nullopt;
+  return absl::StrCat(what, " ", tokens, " is past the model's ", spec.max_positions,
+                      " learned positions: it cannot run at that length");
+}
+
 absl::string_view NormKindName(NormKind kind) {
   return kind == NormKind::kRmsNorm ? "rmsnorm" : "layernorm";
 }

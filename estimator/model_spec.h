@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -85,6 +86,11 @@ absl::Status ValidateModelSpec(const ModelSpec& spec);
 // Returns an error naming num_layers when the spec has no architecture; `purpose` says what needed
 // it ("activations", "the KV cache").
 absl::Status RequireArchitecture(const ModelSpec& spec, absl::string_view purpose);
+
+// The estimate's note when `tokens` (the `what`, "seq" or "context") is past the model's learned
+// positions, or nullopt when the model has no such limit or is within it.
+std::optional<std::string> PastPositionsNote(const ModelSpec& spec, absl::string_view what,
+                                             int64_t tokens);
 
 absl::string_view NormKindName(NormKind kind);
 absl::string_view PositionKindName(PositionKind kind);

@@ -8,11 +8,13 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 
 #include "estimator/json_value.h"
 #include "estimator/model_presets.h"
@@ -80,52 +82,88 @@ absl::StatusOr<std::string> ReadString(const Json& value, absl::string_view key)
   return value.get<std::string>();
 }
 
-// Applies an integer key if present; `offset` is added (OPT's position offset of 2).
-absl::Status MaybeInteger(const Json& object, absl::string_view key, int64_t& field,
-                          int64_t offset = 0) {
-  const Json* value = Find(object, key);
-  if (value == nullptr || value->is_null()) return absl::OkStatus();
-  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const int64_t parsed, ReadInteger(*value, key));
-  field = parsed + offset;
+// Reads one value into a member of its type. A null integer or boolean counts as absent (Hugging
+// Face configs write null for "the class default"); the enumerations are strings.
+absl::Status ReadInto(const Json& value, absl::string_view key, int64_t& field) {
+  if (value.is_null()) return absl::OkStatus();
+  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(field, ReadInteger(value, key));
   return absl::OkStatus();
 }
 
-absl::Status MaybeBool(const Json& object, absl::string_view key, bool& field) {
-  const Json* value = Find(object, key);
-  if (value == nullptr || value->is_null()) return absl::OkStatus();
-  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(field, ReadBool(*value, key));
+absl::Status ReadInto(const Json& value, absl::string_view key, bool& field) {
+  if (value.is_null()) return absl::OkStatus();
+  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(field, ReadBool(value, key));
   return absl::OkStatus();
 }
+
+absl::Status ReadInto(const Json& value, absl::string_view key, NormKind& field) {
+  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string text, ReadString(value, key));
+  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(field, ParseNormKind(text, key));
+  return absl::OkStatus();
+}
+
+absl::Status ReadInto(const Json& value, absl::string_view key, PositionKind& field) {
+  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string text, ReadString(value, key));
+  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(field, ParsePositionKind(text, key));
+  return absl::OkStatus();
+}
+
+// Reads `key` of `object` into `field` if the key is there.
+template <typename T>
+absl::Status MaybeRead(const Json& object, absl::string_view key, T& field) {
+  const Json* value = Find(object, key);
+  return value == nullptr ? absl::OkStatus() : ReadInto(*value, key, field);
+}
+
+// A key of a spec file and the ModelSpec member it sets.
+struct SpecKey {
+  const char* key;
+  std::variant<int64_t ModelSpec::*, bool ModelSpec::*, NormKind ModelSpec::*,
+               PositionKind ModelSpec::*>
+      member;
+};
+
+// Reads the keys `object` has into `spec`, in the order listed (the first bad one is reported).
+absl::Status ReadKeys(const Json& object, absl::Span<const SpecKey> keys, ModelSpec& spec) {
+  for (const SpecKey& k : keys) {
+    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
+        std::visit([&](auto member) { return MaybeRead(object, k.key, spec.*member); }, k.member));
+  }
+  return absl::OkStatus();
+}
+
+// fragscope's own schema: "name", "base", then these, each named as its ModelSpec member.
+const SpecKey kOwnSchemaKeys[] = {{"num_layers", &ModelSpec::num_layers},
+                                  {"hidden_size", &ModelSpec::hidden_size},
+                                  {"num_heads", &ModelSpec::num_heads},
+                                  {"num_kv_heads", &ModelSpec::num_kv_heads},
+                                  {"head_dim", &ModelSpec::head_dim},
+                                  {"ffn_size", &ModelSpec::ffn_size},
+                                  {"gated_mlp", &ModelSpec::gated_mlp},
+                                  {"vocab_size", &ModelSpec::vocab_size},
+                                  {"tied_embeddings", &ModelSpec::tied_embeddings},
+                                  {"norm", &ModelSpec::norm},
+                                  {"linear_biases", &ModelSpec::linear_biases},
+                                  {"position_embedding", &ModelSpec::position_embedding},
+                                  {"max_positions", &ModelSpec::max_positions},
+                                  {"embedding_norm", &ModelSpec::embedding_norm},
+                                  {"num_experts", &ModelSpec::num_experts},
+                                  {"experts_top_k", &ModelSpec::experts_top_k},
+                                  {"moe_ffn_size", &ModelSpec::moe_ffn_size},
+                                  {"parameter_count", &ModelSpec::parameter_count},
+                                  {"fused_qkv", &ModelSpec::fused_qkv},
+                                  {"python_gelu", &ModelSpec::python_gelu}};
 
 absl::StatusOr<ModelSpec> FromOwnSchema(const Json& root) {
-  static const char* const kKeys[] = {"name",
-                                      "base",
-                                      "num_layers",
-                                      "hidden_size",
-                                      "num_heads",
-                                      "num_kv_heads",
-                                      "head_dim",
-                                      "ffn_size",
-                                      "gated_mlp",
-                                      "vocab_size",
-                                      "tied_embeddings",
-                                      "norm",
-                                      "linear_biases",
-                                      "position_embedding",
-                                      "max_positions",
-                                      "embedding_norm",
-                                      "num_experts",
-                                      "experts_top_k",
-                                      "moe_ffn_size",
-                                      "parameter_count",
-                                      "fused_qkv",
-                                      "python_gelu"};
   for (const auto& [key, value] : root.items()) {
-    bool known = false;
-    for (const char* k : kKeys) known = known || key == k;
+    bool known = key == "name" || key == "base";
+    for (const SpecKey& k : kOwnSchemaKeys) known = known || key == k.key;
     if (!known) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown field ", Quoted(key), " (known fields: ", absl::StrJoin(kKeys, ", "), ")"));
+          "unknown field ", Quoted(key), " (known fields: name, base, ",
+          absl::StrJoin(kOwnSchemaKeys, ", ",
+                        [](std::string* out, const SpecKey& k) { absl::StrAppend(out, k.key); }),
+          ")"));
     }
   }
   ModelSpec spec;
@@ -140,34 +178,7 @@ absl::StatusOr<ModelSpec> FromOwnSchema(const Json& root) {
   if (const Json* name = Find(root, "name")) {
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec.name, ReadString(*name, "name"));
   }
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_layers", spec.num_layers));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "hidden_size", spec.hidden_size));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_heads", spec.num_heads));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_kv_heads", spec.num_kv_heads));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "head_dim", spec.head_dim));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "ffn_size", spec.ffn_size));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "gated_mlp", spec.gated_mlp));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "vocab_size", spec.vocab_size));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "tied_embeddings", spec.tied_embeddings));
-  if (const Json* norm = Find(root, "norm")) {
-    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string text, ReadString(*norm, "norm"));
-    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec.norm, ParseNormKind(text, "norm"));
-  }
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "linear_biases", spec.linear_biases));
-  if (const Json* position = Find(root, "position_embedding")) {
-    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string text,
-                                         ReadString(*position, "position_embedding"));
-    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec.position_embedding,
-                                         ParsePositionKind(text, "position_embedding"));
-  }
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "max_positions", spec.max_positions));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "embedding_norm", spec.embedding_norm));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_experts", spec.num_experts));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "experts_top_k", spec.experts_top_k));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "moe_ffn_size", spec.moe_ffn_size));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "parameter_count", spec.parameter_count));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "fused_qkv", spec.fused_qkv));
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "python_gelu", spec.python_gelu));
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ReadKeys(root, kOwnSchemaKeys, spec));
   if (spec.name.empty()) spec.name = "custom";
   return spec;
 }
@@ -185,12 +196,13 @@ absl::StatusOr<ModelSpec> FromHuggingFace(const Json& root, const std::string& m
     spec.position_embedding = PositionKind::kRotary;
     spec.tied_embeddings = false;
     spec.linear_biases = false;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_hidden_layers", spec.num_layers));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "hidden_size", spec.hidden_size));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_attention_heads", spec.num_heads));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
-        MaybeInteger(root, "num_key_value_heads", spec.num_kv_heads));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "head_dim", spec.head_dim));
+    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ReadKeys(root,
+                                                 {{"num_hidden_layers", &ModelSpec::num_layers},
+                                                  {"hidden_size", &ModelSpec::hidden_size},
+                                                  {"num_attention_heads", &ModelSpec::num_heads},
+                                                  {"num_key_value_heads", &ModelSpec::num_kv_heads},
+                                                  {"head_dim", &ModelSpec::head_dim}},
+                                                 spec));
     // Without it, transformers uses the config class's default (11008 for llama, 14336 for
     // mistral and mixtral), right only for the model it was taken from: ask rather than guess.
     if (const Json* ffn = Find(root, "intermediate_size"); ffn == nullptr || ffn->is_null()) {
@@ -199,33 +211,39 @@ absl::StatusOr<ModelSpec> FromHuggingFace(const Json& root, const std::string& m
           " config (transformers would use its class default, which fits one model size "
           "only); add the model's own value"));
     }
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "intermediate_size", spec.ffn_size));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "vocab_size", spec.vocab_size));
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
-        MaybeBool(root, "tie_word_embeddings", spec.tied_embeddings));
+        ReadKeys(root,
+                 {{"intermediate_size", &ModelSpec::ffn_size},
+                  {"vocab_size", &ModelSpec::vocab_size},
+                  {"tie_word_embeddings", &ModelSpec::tied_embeddings}},
+                 spec));
     bool attention_bias = false;
     bool mlp_bias = false;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "attention_bias", attention_bias));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "mlp_bias", mlp_bias));
+    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeRead(root, "attention_bias", attention_bias));
+    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeRead(root, "mlp_bias", mlp_bias));
     if (attention_bias != mlp_bias) {
       return absl::InvalidArgumentError(
           "attention_bias/mlp_bias: biases on only some linear layers are not modelled; write "
           "the spec in fragscope's own schema");
     }
     spec.linear_biases = attention_bias;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_local_experts", spec.num_experts));
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
-        MaybeInteger(root, "num_experts_per_tok", spec.experts_top_k));
+        ReadKeys(root,
+                 {{"num_local_experts", &ModelSpec::num_experts},
+                  {"num_experts_per_tok", &ModelSpec::experts_top_k}},
+                 spec));
     if (spec.num_experts == 0) spec.experts_top_k = 0;
   } else if (model_type == "gpt2") {
     spec.vocab_size = 50257;
     spec.max_positions = 1024;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "n_layer", spec.num_layers));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "n_embd", spec.hidden_size));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "n_head", spec.num_heads));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "n_inner", spec.ffn_size));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "n_positions", spec.max_positions));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "vocab_size", spec.vocab_size));
+    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ReadKeys(root,
+                                                 {{"n_layer", &ModelSpec::num_layers},
+                                                  {"n_embd", &ModelSpec::hidden_size},
+                                                  {"n_head", &ModelSpec::num_heads},
+                                                  {"n_inner", &ModelSpec::ffn_size},
+                                                  {"n_positions", &ModelSpec::max_positions},
+                                                  {"vocab_size", &ModelSpec::vocab_size}},
+                                                 spec));
     // transformers' GPT2Attention projects q, k, v with one c_attn; its default activation
     // "gelu_new" is a Python tanh GeLU.
     spec.fused_qkv = true;
@@ -235,17 +253,24 @@ absl::StatusOr<ModelSpec> FromHuggingFace(const Json& root, const std::string& m
     }
     spec.python_gelu = activation == "gelu_new";
   } else if (model_type == "opt") {
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_hidden_layers", spec.num_layers));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "hidden_size", spec.hidden_size));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "num_attention_heads", spec.num_heads));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "ffn_dim", spec.ffn_size));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "vocab_size", spec.vocab_size));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
-        MaybeInteger(root, "max_position_embeddings", spec.max_positions, /*offset=*/2));
+    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ReadKeys(root,
+                                                 {{"num_hidden_layers", &ModelSpec::num_layers},
+                                                  {"hidden_size", &ModelSpec::hidden_size},
+                                                  {"num_attention_heads", &ModelSpec::num_heads},
+                                                  {"ffn_dim", &ModelSpec::ffn_size},
+                                                  {"vocab_size", &ModelSpec::vocab_size}},
+                                                 spec));
+    // OPT's learned position table has 2 rows more than max_position_embeddings.
+    if (const Json* positions = Find(root, "max_position_embeddings");
+        positions != nullptr && !positions->is_null()) {
+      FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const int64_t rows,
+                                           ReadInteger(*positions, "max_position_embeddings"));
+      spec.max_positions = rows + 2;
+    }
     int64_t projection = spec.hidden_size;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeInteger(root, "word_embed_proj_dim", projection));
+    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeRead(root, "word_embed_proj_dim", projection));
     bool pre_norm = true;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeBool(root, "do_layer_norm_before", pre_norm));
+    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeRead(root, "do_layer_norm_before", pre_norm));
     if (projection != spec.hidden_size || !pre_norm) {
       return absl::InvalidArgumentError(
           "word_embed_proj_dim/do_layer_norm_before: OPT variants with projected embeddings or "

@@ -130,4 +130,13 @@ ParameterShard ShardParameters(const ModelSpec& spec, const ParameterCount& coun
   return shard;
 }
 
+std::vector<Term> ParameterQuantities(const ModelSpec& spec, const ParameterCount& count,
+                                      const ParameterShard& shard) {
+  std::vector<Term> quantities = ParameterCountTerms(spec, count);
+  quantities.push_back(Term{"parameters_on_gpu", "parameters on this GPU (stage 0)", shard.total(),
+                            Unit::kCount, Placement::kDevice, shard.formula, shard.values,
+                            "Megatron theoretical_memory_usage.py sharding rules"});
+  return quantities;
+}
+
 }  // namespace fragscope::estimator

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -66,5 +67,10 @@ struct ParameterShard {
 //   REQUIRES: ValidateParallelLayout(layout, spec, ...) is OK.
 ParameterShard ShardParameters(const ModelSpec& spec, const ParameterCount& count,
                                const ParallelLayout& layout);
+
+// An estimate's parameter quantities: the model's counts (ParameterCountTerms), then the
+// parameters on this GPU.
+std::vector<Term> ParameterQuantities(const ModelSpec& spec, const ParameterCount& count,
+                                      const ParameterShard& shard);
 
 }  // namespace fragscope::estimator

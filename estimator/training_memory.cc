@@ -1,5 +1,6 @@
 #include "estimator/training_memory.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -318,21 +319,15 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   } else {
     estimate.notes.push_back("activations not included (model states only)");
   }
-  if (spec.max_positions > 0 && config.seq_len > spec.max_positions) {
-    estimate.notes.push_back(absl::StrCat("seq ", config.seq_len, " is past the model's ",
-                                          spec.max_positions,
-                                          " learned positions: it cannot run at that length"));
+  if (std::optional<std::string> note = PastPositionsNote(spec, "seq", config.seq_len)) {
+    estimate.notes.push_back(*std::move(note));
   }
   for (Term& term : DeviceOverheadTerms(config.overheads))
     estimate.terms.push_back(std::move(term));
 
-  for (Term& term : ParameterCountTerms(spec, count)) {
+  for (Term& term : ParameterQuantities(spec, count, shard)) {
     estimate.quantities.push_back(std::move(term));
   }
-  estimate.quantities.push_back(Term{"parameters_on_gpu", "parameters on this GPU (stage 0)",
-                                     shard.total(), Unit::kCount, Placement::kDevice, shard.formula,
-                                     shard.values,
-                                     "Megatron theoretical_memory_usage.py sharding rules"});
   if (layout.pp > 1) {
     estimate.notes.push_back(
         "pipeline stage 0 is reported (embedding + the most micro-batches in flight); the last "

@@ -72,6 +72,7 @@ reported in full, after a table of the devices (--device N analyzes one).)",
            {{"--no-sweep", "", "skip the settings sweep"}},
            kSweepFlags,
            {{"--no-summary", "", "omit PyTorch's memory_summary() table"}}}),
+      .positional = {.min = 1, .error = "no trace given"},
   };
   return spec;
 }
@@ -79,17 +80,9 @@ reported in full, after a table of the devices (--device N analyzes one).)",
 }  // namespace
 
 int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
-  if (!flags.ok()) {
-    return UsageError(err, "analyze", flags.status().message());
-  }
-  if (flags->help) {
-    out << HelpText(Command());
-    return 0;
-  }
-  if (flags->positional.empty()) {
-    return UsageError(err, "analyze", "no trace given");
-  }
+  int exit_code = 0;
+  const std::optional<ParsedFlags> flags = ParseCommandFlags(args, Command(), out, err, &exit_code);
+  if (!flags) return exit_code;
   AnalysisOptions options;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
     return UsageError(err, "analyze", s.message());

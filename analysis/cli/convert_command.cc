@@ -4,6 +4,7 @@
 // even when the input had none (an RMM CSV). For a trace that `fragscope verify` finds faithful
 // (any .fslog written by fragscope, PyTorch's own snapshots) they are the trace's own decisions.
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -52,6 +53,7 @@ reproduce (the job ran under a cap or on a device the trace does not record: giv
       .flags =
           Flags({{{"--to", "FORMAT", "fslog, pickle or chrome (default: from OUT's extension)"}},
                  kTraceFlags}),
+      .positional = {.min = 2, .max = 2, .error = "expected IN and OUT"},
   };
   return spec;
 }
@@ -201,17 +203,9 @@ std::vector<ExportSegment> ToExport(const LayoutSummary& layout) {
 }  // namespace
 
 int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
-  if (!flags.ok()) {
-    return UsageError(err, "convert", flags.status().message());
-  }
-  if (flags->help) {
-    out << HelpText(Command());
-    return 0;
-  }
-  if (flags->positional.size() != 2) {
-    return UsageError(err, "convert", "expected IN and OUT");
-  }
+  int exit_code = 0;
+  const std::optional<ParsedFlags> flags = ParseCommandFlags(args, Command(), out, err, &exit_code);
+  if (!flags) return exit_code;
   const std::string& in = flags->positional[0];
   const std::string& out_path = flags->positional[1];
   // Writing OUT truncates it while IN is still being read: never the same file.

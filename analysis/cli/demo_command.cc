@@ -101,14 +101,10 @@ std::string AllSteps(int n) {
 
 int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_stream,
                    std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
-  if (!flags.ok()) {
-    return UsageError(err, "demo", flags.status().message());
-  }
-  if (flags->help) {
-    stdout_stream << HelpText(Command());
-    return 0;
-  }
+  int exit_code = 0;
+  const std::optional<ParsedFlags> flags =
+      ParseCommandFlags(args, Command(), stdout_stream, err, &exit_code);
+  if (!flags) return exit_code;
   // `--json -`: stdout carries the JSON report alone; the demo's text goes nowhere.
   JsonOutput json_output(flags->Get("--json"), stdout_stream);
   std::ostream& out = json_output.text();

@@ -256,12 +256,9 @@ class Printer {
 }  // namespace
 
 int RunDumpCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
-  if (!flags.ok()) return UsageError(err, "dump", flags.status().message());
-  if (flags->help) {
-    out << HelpText(Command());
-    return 0;
-  }
+  int exit_code = 0;
+  const std::optional<ParsedFlags> flags = ParseCommandFlags(args, Command(), out, err, &exit_code);
+  if (!flags) return exit_code;
   DumpOptions options;
   if (const std::string error = ApplyFlags(*flags, &options); !error.empty()) {
     return UsageError(err, "dump", error);

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <deque>
 #include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "analysis/cli/usage_error.h"
 
 namespace fragscope::cli {
 namespace {
@@ -198,6 +200,27 @@ std::string HelpText(const CommandSpec& command) {
     return RenderHelp(*a, command);
   });
   return app->help();
+}
+
+std::optional<ParsedFlags> ParseCommandFlags(const std::vector<std::string>& args,
+                                             const CommandSpec& command, std::ostream& out,
+                                             std::ostream& err, int* exit_code) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, command);
+  if (!flags.ok()) {
+    *exit_code = UsageError(err, command.name, flags.status().message());
+    return std::nullopt;
+  }
+  if (flags->help) {
+    out << HelpText(command);
+    *exit_code = 0;
+    return std::nullopt;
+  }
+  const size_t given = flags->positional.size();
+  if (given < command.positional.min || given > command.positional.max) {
+    *exit_code = UsageError(err, command.name, Abseil(command.positional.error));
+    return std::nullopt;
+  }
+  return *std::move(flags);
 }
 
 }  // namespace fragscope::cli

@@ -10,7 +10,10 @@
 // commands built into small test binaries on their own (dump, estimate) use it too.
 #pragma once
 
+#include <limits>
 #include <map>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,12 +29,20 @@ struct FlagSpec {
   std::string_view group = {};  // the heading it is listed under in --help ("": none)
 };
 
+// How many positional arguments a command takes, and its usage error for another number.
+struct PositionalSpec {
+  size_t min = 0;
+  size_t max = std::numeric_limits<size_t>::max();
+  std::string_view error = {};
+};
+
 struct CommandSpec {
-  std::string_view name;         // "analyze"
-  std::string_view synopsis;     // after "usage: fragscope NAME "; '\n' continues it
-  std::string_view description;  // the paragraphs between the usage line and the flags
-  std::vector<FlagSpec> flags;   // in --help order; groups in order of first appearance
-  std::string_view footer = {};  // a paragraph after the flags
+  std::string_view name;           // "analyze"
+  std::string_view synopsis;       // after "usage: fragscope NAME "; '\n' continues it
+  std::string_view description;    // the paragraphs between the usage line and the flags
+  std::vector<FlagSpec> flags;     // in --help order; groups in order of first appearance
+  std::string_view footer = {};    // a paragraph after the flags
+  PositionalSpec positional = {};  // checked by ParseCommandFlags
 };
 
 struct ParsedFlags {
@@ -53,6 +64,14 @@ absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
 // The command's --help page: "usage: fragscope NAME SYNOPSIS", the description, the flags (one
 // entry each, grouped, their help aligned in one column and wrapped at 100 columns), the footer.
 std::string HelpText(const CommandSpec& command);
+
+// What every command does first: parses `args` for `command`; --help prints the help to `out`; a
+// bad flag, or a number of positional arguments outside the command's, a usage error to `err`
+// (UsageError). Returns the flags, or nullopt when the command ends now, with `*exit_code` set
+// (0 after --help, 2 after a usage error).
+std::optional<ParsedFlags> ParseCommandFlags(const std::vector<std::string>& args,
+                                             const CommandSpec& command, std::ostream& out,
+                                             std::ostream& err, int* exit_code);
 
 // Concatenation of flag lists (shared lists such as the trace flags, and a command's own).
 std::vector<FlagSpec> Flags(std::initializer_list<std::vector<FlagSpec>> lists);

@@ -1,6 +1,7 @@
 // `fragscope merge`: the cross-rank report (cross_rank.h) from the summaries `fragscope
 // summarize` wrote.
 #include <limits>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "analysis/cli/output_file.h"
@@ -28,6 +29,7 @@ on its trace.)txt",
                  "write the report as JSON (schema: analysis/CROSS_RANK_SCHEMA.md)"},
                 {"--html", "OUT", "write a self-contained HTML page with a chart of the ranks"},
                 {"--threads", "N", "summaries read at once (default: one per core)"}},
+      .positional = {.min = 1, .error = "no summary given"},
   };
   return spec;
 }
@@ -35,13 +37,9 @@ on its trace.)txt",
 }  // namespace
 
 int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
-  if (!flags.ok()) return UsageError(err, "merge", flags.status().message());
-  if (flags->help) {
-    out << HelpText(Command());
-    return 0;
-  }
-  if (flags->positional.empty()) return UsageError(err, "merge", "no summary given");
+  int exit_code = 0;
+  const std::optional<ParsedFlags> flags = ParseCommandFlags(args, Command(), out, err, &exit_code);
+  if (!flags) return exit_code;
   int threads = 0;
   if (const std::string* t = flags->Get("--threads")) {
     absl::StatusOr<uint64_t> n = ParseCount(*t, "--threads");

@@ -1,6 +1,7 @@
 // `fragscope summarize`: each trace reduced to its rank summary (rank_summary.h), to be merged
 // with the other ranks' by `fragscope merge`.
 #include <sys/stat.h>
+#include <optional>
 
 #include <filesystem>
 #include <limits>
@@ -47,6 +48,7 @@ A snapshot pickle or RMM CSV records no rank: it is read from the file name ("ra
                  kTraceFlags}),
       .footer =
           R"txt(Without --json or --out-dir, one line per trace is printed and nothing is written.)txt",
+      .positional = {.min = 1, .error = "no trace given"},
   };
   return spec;
 }
@@ -84,13 +86,9 @@ absl::Status CheckNoOutputIsAnInput(const std::vector<std::string>& inputs,
 
 int RunSummarizeCommand(const std::vector<std::string>& args, std::ostream& out,
                         std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
-  if (!flags.ok()) return UsageError(err, "summarize", flags.status().message());
-  if (flags->help) {
-    out << HelpText(Command());
-    return 0;
-  }
-  if (flags->positional.empty()) return UsageError(err, "summarize", "no trace given");
+  int exit_code = 0;
+  const std::optional<ParsedFlags> flags = ParseCommandFlags(args, Command(), out, err, &exit_code);
+  if (!flags) return exit_code;
   AnalysisOptions options;
   options.run_sweep = false;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {

@@ -1,4 +1,5 @@
 // `fragscope sweep`: the same trace under a grid of allocator settings, in parallel.
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +40,7 @@ into an unlinked temporary file, and replayed from there.)txt",
                  {{"--json", "OUT",
                    "write the sweep as JSON (schema fragscope.sweep: analysis/REPORT_SCHEMA.md); "
                    "OUT -: to stdout, instead of the table"}}}),
+      .positional = {.min = 1, .max = 1, .error = "expected exactly one trace"},
   };
   return spec;
 }
@@ -46,17 +48,9 @@ into an unlinked temporary file, and replayed from there.)txt",
 }  // namespace
 
 int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
-  if (!flags.ok()) {
-    return UsageError(err, "sweep", flags.status().message());
-  }
-  if (flags->help) {
-    out << HelpText(Command());
-    return 0;
-  }
-  if (flags->positional.size() != 1) {
-    return UsageError(err, "sweep", "expected exactly one trace");
-  }
+  int exit_code = 0;
+  const std::optional<ParsedFlags> flags = ParseCommandFlags(args, Command(), out, err, &exit_code);
+  if (!flags) return exit_code;
   AnalysisOptions options;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
     return UsageError(err, "sweep", s.message());

@@ -1,6 +1,7 @@
 // `fragscope verify`: replays a trace's alloc/free sequence through fragscope's allocator and
 // compares every allocator decision with the trace's own (fidelity_check.h).
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -40,6 +41,7 @@ cap).
 Nor do they record the device's memory, which sizes expandable segments' address reservations
 (9/8 of it each): for a trace that used expandable segments, pass --capacity.)txt",
       .flags = kTraceFlags,
+      .positional = {.min = 1, .max = 1, .error = "expected exactly one trace"},
   };
   return spec;
 }
@@ -160,17 +162,9 @@ int VerifyTrace(const TraceOpener& opener, const AnalysisOptions& options, std::
 }  // namespace
 
 int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(args, Command());
-  if (!flags.ok()) {
-    return UsageError(err, "verify", flags.status().message());
-  }
-  if (flags->help) {
-    out << HelpText(Command());
-    return 0;
-  }
-  if (flags->positional.size() != 1) {
-    return UsageError(err, "verify", "expected exactly one trace");
-  }
+  int exit_code = 0;
+  const std::optional<ParsedFlags> flags = ParseCommandFlags(args, Command(), out, err, &exit_code);
+  if (!flags) return exit_code;
   AnalysisOptions options;
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
     return UsageError(err, "verify", s.message());

@@ -9,13 +9,9 @@
 #include "gtest/gtest.h"
 #include "tests/allocator/allocator_options_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::DivisionsAtMB;
-using ::fragscope::testing::kMB;
-using ::fragscope::testing::ParseError;
-using ::fragscope::testing::ParseOk;
 using ::testing::HasSubstr;
 
 TEST(AllocatorOptionsTest, GreaterThanListedFirstFillsFromIntervalOne) {
@@ -89,4 +85,4 @@ TEST(AllocatorOptionsTest, RoundupPower2DivisionsForIndexesByLog2OfTheSize) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

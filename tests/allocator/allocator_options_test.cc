@@ -11,13 +11,9 @@
 #include "gtest/gtest.h"
 #include "tests/allocator/allocator_options_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::DivisionsAtMB;
-using ::fragscope::testing::kMB;
-using ::fragscope::testing::ParseError;
-using ::fragscope::testing::ParseOk;
 using ::testing::HasSubstr;
 
 // --- Defaults and the source string ------------------------------------------------------------
@@ -161,4 +157,4 @@ TEST(AllocatorOptionsTest, PerProcessMemoryFractionMustBeInClosedUnitInterval) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -11,13 +11,9 @@
 #include "gtest/gtest.h"
 #include "tests/allocator/allocator_options_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::ExpectRoundTrip;
-using ::fragscope::testing::kMB;
-using ::fragscope::testing::ParseError;
-using ::fragscope::testing::ParseOk;
 using ::testing::HasSubstr;
 
 TEST(AllocatorOptionsTest, GarbageCollectionThresholdMustBeInOpenUnitInterval) {
@@ -153,4 +149,4 @@ TEST(AllocatorOptionsTest, PlacementIsAFragscopeExtension) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -13,26 +13,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"
+#include "tests/analysis/fragmented_oom_log.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::CommandRun;
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::TempPath;
-using ::fragscope::testing::TraceBuilder;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
 std::string FragmentedLog(int32_t rank = 0, int32_t world_size = 0) {
-  TraceBuilder t(64 * kMiB, "", "rank.fslog", rank, world_size);
-  std::vector<DevicePtr> blocks;
-  for (int i = 0; i < 8; ++i) blocks.push_back(t.Alloc(5 * kMiB));
-  for (int i : {0, 2, 4, 6}) t.Free(blocks[static_cast<size_t>(i)]);
-  t.AllocExpectOom(25 * kMiB);
-  return t.Finish();
+  return FragmentedOomLog({.name = "rank.fslog", .rank = rank, .world_size = world_size});
 }
 
 std::string QuietLog(int32_t rank = 0, int32_t world_size = 0) {
@@ -705,4 +697,4 @@ TEST(AnalysisCommandsTest, RealH100Gpt2OomIsACapacityProblemByTheModel) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

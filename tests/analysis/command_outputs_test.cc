@@ -11,20 +11,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"
+#include "tests/analysis/fragmented_oom_log.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/file_contents.h"
 #include "tests/testing/status_matchers.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::TempPath;
-using ::fragscope::testing::TraceBuilder;
 using ::testing::HasSubstr;
-
-using ::fragscope::testing::ReadFile;
-using ::fragscope::testing::WriteFile;
 
 // No temporary of this process beside `path` (output_file.h names them).
 bool NoTemporaryBeside(const std::string& path) {
@@ -37,15 +32,6 @@ bool NoTemporaryBeside(const std::string& path) {
     }
   }
   return true;
-}
-
-std::string OomLog() {
-  TraceBuilder t(64 * kMiB, "", "oom.fslog");
-  std::vector<DevicePtr> blocks;
-  for (int i = 0; i < 8; ++i) blocks.push_back(t.Alloc(5 * kMiB));
-  for (int i : {0, 2, 4, 6}) t.Free(blocks[static_cast<size_t>(i)]);
-  t.AllocExpectOom(25 * kMiB);
-  return t.Finish();
 }
 
 TEST(OutputFileTest, WritesBesideThePathAndRenamesOnCommit) {
@@ -95,7 +81,7 @@ TEST(OutputFileTest, WriteErrorsNameThePathAndTheReason) {
 }
 
 TEST(CommandOutputsTest, AFailedConvertLeavesTheExistingOutputAlone) {
-  const std::string log = OomLog();
+  const std::string log = FragmentedOomLog({.name = "oom.fslog"});
   std::string damaged = ReadFile(log);
   damaged[damaged.size() / 2] ^= 0x5a;  // inside a chunk: a CRC error halfway through
   const std::string bad = TempPath("damaged.fslog");
@@ -113,7 +99,7 @@ TEST(CommandOutputsTest, AFailedConvertLeavesTheExistingOutputAlone) {
 
 TEST(CommandOutputsTest, AFullDiskIsAnErrorNotASuccess) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  const std::string log = OomLog();
+  const std::string log = FragmentedOomLog({.name = "oom.fslog"});
   const std::vector<std::vector<std::string>> runs = {
       {"analyze", log, "--no-sweep", "--json", "/dev/full"},
       {"analyze", log, "--no-sweep", "--html", "/dev/full"},
@@ -139,7 +125,7 @@ TEST(CommandOutputsTest, AnOutputThatCannotBeCreatedIsAnError) {
 }
 
 TEST(CommandOutputsTest, TwoOutputsNeverNameOneFile) {
-  const std::string log = OomLog();
+  const std::string log = FragmentedOomLog({.name = "oom.fslog"});
   const std::string report = TempPath("report.out");
   const std::string same = std::filesystem::path(report).parent_path().string() + "/./" +
                            std::filesystem::path(report).filename().string();
@@ -170,7 +156,7 @@ TEST(CommandOutputsTest, TheDemosWorkingLogIsGoneOnEveryWayOut) {
 }
 
 TEST(CommandOutputsTest, TornAndEmptyLogsAreReportedBySweepAndConvert) {
-  const std::string log = OomLog();
+  const std::string log = FragmentedOomLog({.name = "oom.fslog"});
   const std::string torn = TempPath("torn.fslog");
   WriteFile(torn, ReadFile(log).substr(0, 1000));  // the header and a piece of the first chunk
   const std::string out = TempPath("torn.json");
@@ -185,12 +171,13 @@ TEST(CommandOutputsTest, TornAndEmptyLogsAreReportedBySweepAndConvert) {
 }
 
 TEST(CommandOutputsTest, SweepTagsTheConfBaselineAsSuch) {
-  const auto r = Fragscope({"sweep", OomLog(), "--conf", "max_split_size_mb:20",
-                            "--max-split-size-mb", "0", "--expandable-segments", "False"});
+  const auto r =
+      Fragscope({"sweep", FragmentedOomLog({.name = "oom.fslog"}), "--conf", "max_split_size_mb:20",
+                 "--max-split-size-mb", "0", "--expandable-segments", "False"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("max_split_size_mb:20 [--conf]"));
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("[trace]")));
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

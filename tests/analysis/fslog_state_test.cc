@@ -15,13 +15,9 @@
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::EncodedSample;
-using ::fragscope::testing::LogBuilder;
-using ::fragscope::testing::SampleHeader;
-using ::fragscope::testing::TempPath;
 using ::testing::HasSubstr;
 
 constexpr DevicePtr kSeg = 0x7f0000000000;
@@ -73,7 +69,7 @@ TEST(FslogStateTest, WriterAndSourceRoundTripTheStateAndNumberEventsAfterIt) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<FslogFileWriter> writer,
                        FslogFileWriter::Open(path, SampleHeader()));
   writer->AppendState(state);
-  AllocatorEvent alloc = testing::SampleEvent(EventKind::kAlloc, 3);  // device 3
+  AllocatorEvent alloc = SampleEvent(EventKind::kAlloc, 3);  // device 3
   writer->Append(alloc, 5);
   ASSERT_OK(writer->Close());
   EXPECT_EQ(writer->records(), 5u);
@@ -206,4 +202,4 @@ TEST(FslogStateTest, StateAfterTheFirstEventIsAnError) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

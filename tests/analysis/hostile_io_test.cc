@@ -22,20 +22,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"
+#include "tests/analysis/fragmented_oom_log.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/file_contents.h"
 #include "tests/testing/status_matchers.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::TempPath;
-using ::fragscope::testing::TraceBuilder;
 using ::testing::HasSubstr;
-
-using ::fragscope::testing::ReadFile;
-using ::fragscope::testing::WriteFile;
 
 // Names in `path`'s directory that start with `path`'s file name followed by `suffix`.
 int CountBeside(const std::string& path, const std::string& suffix) {
@@ -47,18 +42,9 @@ int CountBeside(const std::string& path, const std::string& suffix) {
   return n;
 }
 
-std::string SmallLog() {
-  TraceBuilder t(64 * kMiB, "", "small.fslog");
-  std::vector<DevicePtr> blocks;
-  for (int i = 0; i < 8; ++i) blocks.push_back(t.Alloc(5 * kMiB));
-  for (int i : {0, 2, 4, 6}) t.Free(blocks[static_cast<size_t>(i)]);
-  t.AllocExpectOom(25 * kMiB);
-  return t.Finish();
-}
-
 // The reproducer: a link planted at the name a run's temporary once had.
 TEST(HostileOutputTest, ALinkPlantedAtATemporaryNameIsNotFollowed) {
-  const std::string log = SmallLog();
+  const std::string log = FragmentedOomLog({.name = "small.fslog"});
   const std::string victim = TempPath("victim");
   const std::string out = TempPath("out.json");
   WriteFile(victim, "the victim's content");
@@ -157,8 +143,8 @@ TEST(HostileOutputTest, SeveralOutputsAreWrittenAllOrNone) {
   EXPECT_EQ(ReadFile(json), "the earlier report");
   EXPECT_EQ(CountBeside(json, ".fragscope-tmp."), 0);
   // The reproducer: --html into a missing directory after --json.
-  const auto r = Fragscope(
-      {"analyze", SmallLog(), "--no-sweep", "--json", json, "--html", "/nonexistent-dir/r.html"});
+  const auto r = Fragscope({"analyze", FragmentedOomLog({.name = "small.fslog"}), "--no-sweep",
+                            "--json", json, "--html", "/nonexistent-dir/r.html"});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(ReadFile(json), "the earlier report");
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("JSON report:")));
@@ -166,7 +152,7 @@ TEST(HostileOutputTest, SeveralOutputsAreWrittenAllOrNone) {
 
 // Runs `fragscope ARGS` with `bytes` arriving through a pipe, whose read end the arguments name
 // as "{}" (or standard input, for "-").
-testing::CommandRun RunWithPipe(std::vector<std::string> args, const std::string& bytes) {
+CommandRun RunWithPipe(std::vector<std::string> args, const std::string& bytes) {
   int fds[2];
   EXPECT_EQ(pipe(fds), 0);
   std::thread writer([&] {
@@ -186,7 +172,7 @@ testing::CommandRun RunWithPipe(std::vector<std::string> args, const std::string
       dup2(fds[0], STDIN_FILENO);
     }
   }
-  testing::CommandRun r = Fragscope(args);
+  CommandRun r = Fragscope(args);
   close(fds[0]);
   if (saved_stdin >= 0) {
     dup2(saved_stdin, STDIN_FILENO);
@@ -197,7 +183,7 @@ testing::CommandRun RunWithPipe(std::vector<std::string> args, const std::string
 }
 
 TEST(StreamInputTest, EveryTraceCommandReadsAPipe) {
-  const std::string log = SmallLog();
+  const std::string log = FragmentedOomLog({.name = "small.fslog"});
   const std::string bytes = ReadFile(log);
   const auto file = Fragscope({"analyze", log, "--no-sweep"});
   ASSERT_EQ(file.code, 0) << file.err;
@@ -224,7 +210,7 @@ TEST(StreamInputTest, EveryTraceCommandReadsAPipe) {
 }
 
 TEST(StreamInputTest, AFifoIsReadAsAStream) {
-  const std::string bytes = ReadFile(SmallLog());
+  const std::string bytes = ReadFile(FragmentedOomLog({.name = "small.fslog"}));
   const std::string fifo = TempPath("trace.fifo");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   std::thread writer([&] { WriteFile(fifo, bytes); });
@@ -246,7 +232,7 @@ TEST(StreamInputTest, AStreamThatIsNoTraceIsRefusedAtOnce) {
 
 // Values accepted silently before: now refused as usage errors, naming the flag and value.
 TEST(HostileFlagsTest, ZeroThreadsAndAZeroFractionAreRefused) {
-  const std::string log = SmallLog();
+  const std::string log = FragmentedOomLog({.name = "small.fslog"});
   const auto threads = Fragscope({"analyze", log, "--threads", "0"});
   EXPECT_EQ(threads.code, 2);
   EXPECT_THAT(threads.err, HasSubstr("--threads 0: expected 1 to"));
@@ -381,7 +367,7 @@ TEST(HostileTraceTest, ConvertSaysWhichAllocationsTheReplayRefused) {
 }
 
 TEST(HostileOutputTest, ConvertsWriteErrorsCarryTheSystemsReason) {
-  const std::string log = SmallLog();
+  const std::string log = FragmentedOomLog({.name = "small.fslog"});
   const auto missing = Fragscope({"convert", log, "/nonexistent-dir/out.fslog"});
   EXPECT_EQ(missing.code, 1);
   EXPECT_THAT(missing.err,
@@ -414,4 +400,4 @@ TEST(HostileTextTest, AnotherBackendInTheTracesSettingsNamesTheFile) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

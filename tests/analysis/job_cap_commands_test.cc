@@ -9,12 +9,9 @@
 #include "tests/analysis/command_run.h"
 #include "tests/analysis/trace_builder.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::CommandRun;
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::TempPath;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -179,4 +176,4 @@ TEST(JobCapCommandsTest, FlagCapAboveTheRecordedCapIsNotAFix) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -12,12 +12,9 @@
 #include "tests/analysis/command_run.h"
 #include "tests/analysis/trace_builder.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::CommandRun;
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::TraceBuilder;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -189,4 +186,4 @@ TEST(JobVerdictTest, TheDemoSetsItsJobAgainstItsModel) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -3,30 +3,18 @@
 // file after the text.
 #include <filesystem>
 #include <string>
-#include <vector>
 
 #include "estimator/json_value.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"
+#include "tests/analysis/fragmented_oom_log.h"
 #include "tests/analysis/trace_builder.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::TempPath;
-using ::fragscope::testing::TraceBuilder;
 using ::testing::HasSubstr;
-
-std::string OomLog() {
-  TraceBuilder t(64 * kMiB, "", "stdout.fslog");
-  std::vector<DevicePtr> blocks;
-  for (int i = 0; i < 8; ++i) blocks.push_back(t.Alloc(5 * kMiB));
-  for (int i : {0, 2, 4, 6}) t.Free(blocks[static_cast<size_t>(i)]);
-  t.AllocExpectOom(25 * kMiB);
-  return t.Finish();
-}
 
 // The schema of the JSON document that is all of `out`, or "" (with a failure) if it is not one.
 std::string SchemaOf(const std::string& out) {
@@ -37,7 +25,7 @@ std::string SchemaOf(const std::string& out) {
 }
 
 TEST(JsonStdoutTest, DashWritesTheDocumentAloneToStdout) {
-  const std::string log = OomLog();
+  const std::string log = FragmentedOomLog({.name = "stdout.fslog"});
   auto r = Fragscope({"analyze", log, "--max-split-size-mb", "0", "--json", "-"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(SchemaOf(r.out), "fragscope.analysis");
@@ -52,7 +40,8 @@ TEST(JsonStdoutTest, DashWritesTheDocumentAloneToStdout) {
 
 TEST(JsonStdoutTest, APathStillGetsTheFileAndStdoutTheText) {
   const std::string path = TempPath("analyze.json");
-  const auto r = Fragscope({"analyze", OomLog(), "--no-sweep", "--json", path});
+  const auto r = Fragscope(
+      {"analyze", FragmentedOomLog({.name = "stdout.fslog"}), "--no-sweep", "--json", path});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("Out of memory: 1 OOM"));
   EXPECT_THAT(r.out, HasSubstr("JSON report: " + path));
@@ -60,4 +49,4 @@ TEST(JsonStdoutTest, APathStillGetsTheFileAndStdoutTheText) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

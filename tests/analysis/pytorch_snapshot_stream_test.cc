@@ -11,14 +11,9 @@
 #include "gtest/gtest.h"
 #include "tests/analysis/pickle_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::D;
-using ::fragscope::testing::DataPath;
-using ::fragscope::testing::I;
-using ::fragscope::testing::L;
-using ::fragscope::testing::S;
 using pickle::PickleValue;
 using ::testing::HasSubstr;
 
@@ -163,4 +158,4 @@ TEST(PyTorchSnapshotStreamTest, NamesTheEntryOfABadField) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -12,15 +12,9 @@
 #include "gtest/gtest.h"
 #include "tests/analysis/pickle_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::D;
-using ::fragscope::testing::DataPath;
-using ::fragscope::testing::I;
-using ::fragscope::testing::L;
-using ::fragscope::testing::S;
-using ::fragscope::testing::T;
 using pickle::PickleValue;
 using ::testing::HasSubstr;
 
@@ -347,4 +341,4 @@ TEST(PyTorchSnapshotTest, ImportsA211SnapshotAtProtocol5) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -14,13 +14,9 @@
 #include "tests/analysis/command_run.h"
 #include "tests/analysis/rank_logs_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::CommandRun;
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::FreshDir;
-using ::fragscope::testing::WriteRankLogs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -180,4 +176,4 @@ TEST(RankCommandsTest, SnapshotGetsItsRankFromTheFlag) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -14,14 +14,9 @@
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/file_contents.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::CommandRun;
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::ReadFile;
-using ::fragscope::testing::TempPath;
-using ::fragscope::testing::WriteFile;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -80,4 +75,4 @@ INSTANTIATE_TEST_SUITE_P(TwoTrainingSteps, RecordedGpuLogTest,
                                            "h100_mistral_gqa_two_steps"));
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -18,17 +18,8 @@
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
-
-using ::fragscope::testing::Describe;
-using ::fragscope::testing::ExpectSameStats;
-using ::fragscope::testing::MakeSnapshot;
-using ::fragscope::testing::SnapshotRecorder;
-using ::fragscope::testing::TraceBuilder;
-using ::fragscope::testing::VerifyFile;
-using ::fragscope::testing::VerifyResult;
-using ::fragscope::testing::VerifySnapshot;
 
 constexpr uint64_t kCapacity = 600 * kMiB;
 
@@ -204,4 +195,4 @@ TEST(ReplayExpandableTest, FoldedFreesReplayAsTheirPairs) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -23,18 +23,9 @@
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::Describe;
-using ::fragscope::testing::ExpectSameStats;
-using ::fragscope::testing::MakeSnapshot;
-using ::fragscope::testing::SnapshotRecorder;
-using ::fragscope::testing::TraceBuilder;
-using ::fragscope::testing::Verify;
-using ::fragscope::testing::VerifyFile;
-using ::fragscope::testing::VerifyResult;
-using ::fragscope::testing::VerifySnapshot;
 using ::testing::HasSubstr;
 
 constexpr StreamId kSide = 0x51de;
@@ -286,4 +277,4 @@ TEST(ReplayExpandableTest, StateBeforeTheTraceIsReportedNotRebuilt) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -21,13 +21,9 @@
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::EncodedSample;
-using ::fragscope::testing::FileBytes;
-using ::fragscope::testing::LogBuilder;
-using ::fragscope::testing::TraceBuilder;
 using ::testing::HasSubstr;
 
 constexpr FslogReading kBothWays[] = {FslogReading::kCallingThread,
@@ -166,7 +162,7 @@ TEST(ReplayReadingTest, BackgroundReaderDeliversTheSameEvents) {
 // Note [Combined free records]: one record, two events, on both reading paths, with the
 // reader's numbering (a combined record at a chunk's end, then a gap).
 TEST(ReplayReadingTest, CombinedFreeRecordIsTwoEventsBothWays) {
-  const testing::CombinedFreeSample free = testing::MakeCombinedFree(7, 1'000'000'500);
+  const CombinedFreeSample free = MakeCombinedFree(7, 1'000'000'500);
   LogBuilder builder;  // device 3: the samples with seeds 3, 7 and 11 are on it
   builder.AddChunk({EncodedSample(EventKind::kAlloc, 3), free.record}, 0);
   builder.AddChunk({EncodedSample(EventKind::kAlloc, 7)}, 2);
@@ -378,4 +374,4 @@ TEST(ReplayReadingTest, AutoUsesAThreadOnlyWhenACoreIsFree) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -7,34 +7,24 @@
 #include <optional>
 #include <sstream>
 
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "analysis/analyzer.h"
 #include "analysis/html_report.h"
 #include "analysis/json_report.h"
 #include "analysis/text_report.h"
 #include "gtest/gtest.h"
-#include "tests/analysis/trace_builder.h"
+#include "tests/analysis/fragmented_oom_log.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope {
 namespace {
 
-using ::fragscope::testing::TraceBuilder;
+using ::fragscope::testing::FragmentedOomLog;
 
-// The fragmentation scenario of oom_explainer_test.cc, with markers, a sweep and --at; replayed
+// The fragmentation OOM with markers (fragmented_oom_log.h), with a sweep and --at; replayed
 // on `capacity_bytes` instead of the trace's 64 MiB when given.
 AnalysisReport ScenarioReport(std::optional<uint64_t> capacity_bytes = std::nullopt) {
-  TraceBuilder t(64 * kMiB);
-  std::vector<DevicePtr> blocks;
-  for (int i = 0; i < 8; ++i) {
-    t.Mark(absl::StrFormat("step 0 / layer %d", i));
-    blocks.push_back(t.Alloc(5 * kMiB));
-  }
-  for (int i : {0, 2, 4, 6}) t.Free(blocks[static_cast<size_t>(i)]);
-  t.Mark("step 1 / forward");
-  t.AllocExpectOom(25 * kMiB);
-  const std::string path = t.Finish();
+  const std::string path = FragmentedOomLog({.marked = true});
   AnalysisOptions options;
   options.threads = 2;
   options.at_index = 10;

@@ -15,12 +15,9 @@
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::CommandRun;
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::TempPath;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -145,4 +142,4 @@ TEST(SettingsCheckTest, AnalyzeReportsItInTextAndJson) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

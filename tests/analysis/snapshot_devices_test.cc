@@ -14,12 +14,9 @@
 #include "tests/analysis/command_run.h"
 #include "tests/analysis/trace_builder.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::CommandRun;
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::TempPath;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -146,4 +143,4 @@ TEST(SnapshotDevicesTest, ConvertKeepsTheContextAsFslogMarkers) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -14,13 +14,9 @@
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/unwrapped.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
 
-using ::fragscope::testing::Unwrapped;
-
-using ::fragscope::testing::Fragscope;
-using ::fragscope::testing::TempPath;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -74,4 +70,4 @@ TEST(UnrecordedSettingsTest, VerifyOfAGarbageCollectingSnapshotWithoutItsCapSays
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

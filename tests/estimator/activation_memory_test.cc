@@ -1,6 +1,7 @@
 // Activations: Korthikanti et al. Table 2 on GPT-3 (reference 8.2), the Ultra-Scale Playbook's
 // plot values, and the pipeline factors.
 #include "gtest/gtest.h"
+#include "tests/estimator/example_models.h"
 
 #include "estimator/activation_memory.h"
 #include "estimator/model_presets.h"
@@ -8,6 +9,8 @@
 
 namespace fragscope::estimator {
 namespace {
+
+using ::fragscope::testing::BareModel;
 
 double PerLayerMiB(int64_t tp, bool sp, Recompute recompute, bool flash = false,
                    bool dropout = true) {
@@ -119,9 +122,7 @@ TEST(ActivationMemoryTest, FullRecomputeReportsOneLayerWorkingSet) {
 }
 
 TEST(ActivationMemoryTest, BareCountHasNoActivations) {
-  ModelSpec spec;
-  spec.name = "bare";
-  spec.parameter_count = 1000;
+  const ModelSpec spec = BareModel(1000);
   absl::StatusOr<std::vector<Term>> terms = ActivationTerms(spec, TrainingConfig());
   ASSERT_FALSE(terms.ok());
   EXPECT_NE(std::string(terms.status().message()).find("num_layers"), std::string::npos);

@@ -4,37 +4,17 @@
 // per-batch and per-sequence prefill; --json PATH writes a file and --json - stdout alone.
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/estimator/estimate_run.h"
 #include "tests/testing/unwrapped.h"
 
-#include "analysis/cli/estimate_command.h"
 #include "estimator/json_value.h"
 
-namespace fragscope::cli {
+namespace fragscope::testing {
 namespace {
-
-using ::fragscope::testing::Unwrapped;
-
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result RunEstimate(const std::vector<std::string>& args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  const int code = RunEstimateCommand(args, out, err);
-  return {code, out.str(), err.str()};
-}
-
-bool Contains(const std::string& text, const std::string& piece) {
-  return text.find(piece) != std::string::npos;
-}
 
 nlohmann::json ParsedJson(const std::string& text) {
   absl::StatusOr<nlohmann::json> json = estimator::ParseJson(text);
@@ -43,7 +23,7 @@ nlohmann::json ParsedJson(const std::string& text) {
 }
 
 TEST(EstimateAssumptionsTest, HeaderStatesFlashAttentionAndDropout) {
-  Result r = RunEstimate({"--preset", "llama-2-7b", "--train"});
+  EstimateResult r = RunEstimate({"--preset", "llama-2-7b", "--train"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(Contains(Unwrapped(r.out),
                        "activations (korthikanti model): recompute none, flash "
@@ -63,8 +43,8 @@ TEST(EstimateAssumptionsTest, HeaderStatesFlashAttentionAndDropout) {
 }
 
 TEST(EstimateAssumptionsTest, JsonCarriesTheAssumptionsAsFields) {
-  Result r = RunEstimate({"--preset", "gpt2", "--train", "--flash-attention", "--activation-model",
-                          "torch-autocast", "--json", "-"});
+  EstimateResult r = RunEstimate({"--preset", "gpt2", "--train", "--flash-attention",
+                                  "--activation-model", "torch-autocast", "--json", "-"});
   ASSERT_EQ(r.code, 0) << r.err;
   nlohmann::json json = ParsedJson(r.out);
   ASSERT_TRUE(json.contains("activations")) << r.out;
@@ -90,7 +70,7 @@ TEST(EstimateAssumptionsTest, AutocastUnderLoraSaysItHasNoMeasuredBasis) {
   const std::vector<std::string> qlora = {
       "--preset",          "llama-2-7b",         "--train",       "--lora-rank", "16", "--qlora",
       "--flash-attention", "--activation-model", "torch-autocast"};
-  Result r = RunEstimate(qlora);
+  EstimateResult r = RunEstimate(qlora);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(Contains(Unwrapped(r.out),
                        "note: activation-model torch-autocast has no measured basis with "
@@ -131,8 +111,9 @@ TEST(EstimateAssumptionsTest, AutocastUnderLoraSaysItHasNoMeasuredBasis) {
 
 // Recompute under torch-autocast (QLoRA's usual set-up) is refused with the reason, exit 2.
 TEST(EstimateAssumptionsTest, AutocastWithRecomputeIsRefusedWithTheReason) {
-  Result r = RunEstimate({"--preset", "llama-2-7b", "--train", "--lora-rank", "16", "--qlora",
-                          "--activation-model", "torch-autocast", "--recompute", "full"});
+  EstimateResult r =
+      RunEstimate({"--preset", "llama-2-7b", "--train", "--lora-rank", "16", "--qlora",
+                   "--activation-model", "torch-autocast", "--recompute", "full"});
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(r.out.empty()) << r.out;
   for (const char* piece : {"torch-autocast with recompute full is not modelled",
@@ -149,8 +130,8 @@ TEST(EstimateAssumptionsTest, AutocastWithRecomputeIsRefusedWithTheReason) {
 // per-batch and the per-sequence figure are printed, and the second is 1/b of the first when
 // the prefill is compute-bound.
 TEST(EstimateAssumptionsTest, InferenceTimingNamesPerBatchAndPerSequencePrefill) {
-  Result r = RunEstimate({"--preset", "llama-2-7b", "--dtype", "fp16", "--context", "4096",
-                          "--batch", "4", "--gpu", "a100-80gb"});
+  EstimateResult r = RunEstimate({"--preset", "llama-2-7b", "--dtype", "fp16", "--context", "4096",
+                                  "--batch", "4", "--gpu", "a100-80gb"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out,
                        "prefill time per batch (4 x 4096 tokens: each sequence's time to "
@@ -184,7 +165,7 @@ TEST(EstimateAssumptionsTest, InferenceTimingNamesPerBatchAndPerSequencePrefill)
 TEST(EstimateAssumptionsTest, JsonTakesAPathOrDashForStdout) {
   const std::string path = ::testing::TempDir() + "/fragscope_estimate.json";
   std::remove(path.c_str());
-  Result r = RunEstimate({"--preset", "gpt2", "--train", "--json", path});
+  EstimateResult r = RunEstimate({"--preset", "gpt2", "--train", "--json", path});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "total on GPU")) << r.out;
   EXPECT_TRUE(Contains(r.out, "JSON report: " + path)) << r.out;
@@ -206,4 +187,4 @@ TEST(EstimateAssumptionsTest, JsonTakesAPathOrDashForStdout) {
 }
 
 }  // namespace
-}  // namespace fragscope::cli
+}  // namespace fragscope::testing

@@ -3,35 +3,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
+#include "tests/estimator/estimate_run.h"
 
-#include "analysis/cli/estimate_command.h"
 #include "estimator/json_value.h"
 
-namespace fragscope::cli {
+namespace fragscope::testing {
 namespace {
-
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result RunEstimate(std::vector<std::string> args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  const int code = RunEstimateCommand(args, out, err);
-  return {code, out.str(), err.str()};
-}
-
-bool Contains(const std::string& text, const std::string& piece) {
-  return text.find(piece) != std::string::npos;
-}
 
 const std::vector<std::string> kIssueExample = {
     "--preset", "llama-2-13b",   "--train", "--optimizer", "adamw",     "--precision",
@@ -40,7 +22,7 @@ const std::vector<std::string> kIssueExample = {
     "h100-80gb"};
 
 TEST(EstimateCommandTest, IssueExamplePrintsTableAndVerdict) {
-  const Result r = RunEstimate(kIssueExample);
+  const EstimateResult r = RunEstimate(kIssueExample);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(r.err.empty());
   for (const char* piece : {"llama-2-13b", "ZeRO-1", "bytes", "GiB", "share", "weights (bf16)",
@@ -55,11 +37,11 @@ TEST(EstimateCommandTest, ALengthPastLearnedPositionsIsFlagged) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--preset", "gpt2-small", "--train", "--seq", "4096"},
         std::vector<std::string>{"--preset", "gpt2-small", "--context", "2048"}}) {
-    const Result r = RunEstimate(args);
+    const EstimateResult r = RunEstimate(args);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(Contains(r.out, "is past the model's 1024 learned positions")) << r.out;
   }
-  const Result ok = RunEstimate({"--preset", "gpt2-small", "--train", "--seq", "1024"});
+  const EstimateResult ok = RunEstimate({"--preset", "gpt2-small", "--train", "--seq", "1024"});
   EXPECT_FALSE(Contains(ok.out, "learned positions")) << ok.out;
 }
 
@@ -67,7 +49,7 @@ TEST(EstimateCommandTest, JsonIsMachineReadable) {
   std::vector<std::string> args = kIssueExample;
   args.push_back("--json");
   args.push_back("-");
-  const Result r = RunEstimate(args);
+  const EstimateResult r = RunEstimate(args);
   ASSERT_EQ(r.code, 0) << r.err;
   absl::StatusOr<nlohmann::json> json = estimator::ParseJson(r.out);
   ASSERT_TRUE(json.ok()) << json.status() << "\n" << r.out;
@@ -78,7 +60,7 @@ TEST(EstimateCommandTest, JsonIsMachineReadable) {
 TEST(EstimateCommandTest, ExplainPrintsFormulasAndSources) {
   std::vector<std::string> args = kIssueExample;
   args.push_back("--explain");
-  const Result r = RunEstimate(args);
+  const EstimateResult r = RunEstimate(args);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "formula:"));
   EXPECT_TRUE(Contains(r.out, "values:"));
@@ -88,7 +70,7 @@ TEST(EstimateCommandTest, ExplainPrintsFormulasAndSources) {
 }
 
 TEST(EstimateCommandTest, HelpAndLists) {
-  Result r = RunEstimate({"--help"});
+  EstimateResult r = RunEstimate({"--help"});
   EXPECT_EQ(r.code, 0);
   EXPECT_TRUE(Contains(r.out, "usage: fragscope estimate"));
   r = RunEstimate({"--list-presets"});
@@ -101,8 +83,8 @@ TEST(EstimateCommandTest, HelpAndLists) {
 }
 
 TEST(EstimateCommandTest, InferenceWithRoofline) {
-  const Result r = RunEstimate({"--preset", "llama-2-7b", "--dtype", "fp16", "--context", "4096",
-                                "--batch", "4", "--gpu", "a100-80gb"});
+  const EstimateResult r = RunEstimate({"--preset", "llama-2-7b", "--dtype", "fp16", "--context",
+                                        "4096", "--batch", "4", "--gpu", "a100-80gb"});
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* piece : {"KV cache", "overhead (1.2x rule on weights)", "prefill time",
                             "decode time per output token"}) {
@@ -111,7 +93,7 @@ TEST(EstimateCommandTest, InferenceWithRoofline) {
 }
 
 TEST(EstimateCommandTest, BareParameterCount) {
-  const Result r = RunEstimate({"--params", "70B", "--dtype", "fp16", "--context", "0"});
+  const EstimateResult r = RunEstimate({"--params", "70B", "--dtype", "fp16", "--context", "0"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "140,000,000,000"));
   EXPECT_TRUE(Contains(r.out, "28,000,000,000"));
@@ -131,7 +113,7 @@ TEST(EstimateCommandTest, TextFitsOneHundredColumns) {
       {"--params", "7e9", "--train", "--gpu", "h100"},
       {"--help"}};
   for (const std::vector<std::string>& args : runs) {
-    const Result r = RunEstimate(args);
+    const EstimateResult r = RunEstimate(args);
     ASSERT_EQ(r.code, 0) << r.err;
     size_t start = 0;
     while (start < r.out.size()) {
@@ -141,13 +123,13 @@ TEST(EstimateCommandTest, TextFitsOneHundredColumns) {
     }
   }
   // A wrapped line goes on under the text after its label.
-  const Result r = RunEstimate(explain);
+  const EstimateResult r = RunEstimate(explain);
   EXPECT_TRUE(Contains(r.out, "\n    formula: ")) << r.out;
   EXPECT_TRUE(Contains(r.out, "GPU h100-80gb (")) << r.out;
 }
 
 TEST(EstimateCommandTest, SolveMaxBatchAndMinGpus) {
-  Result r =
+  EstimateResult r =
       RunEstimate({"--preset", "llama-2-13b", "--train", "--zero", "3", "--dp", "8", "--seq",
                    "4096", "--recompute", "selective", "--gpu", "h100", "--solve", "max-batch"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -175,7 +157,7 @@ TEST(EstimateCommandTest, SolveMaxBatchAndMinGpus) {
 // Every usage error: exit code 2, a message naming the flag and the value, nothing on stdout.
 void ExpectUsageError(const std::vector<std::string>& args,
                       std::initializer_list<std::string> pieces) {
-  const Result r = RunEstimate(args);
+  const EstimateResult r = RunEstimate(args);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(r.out.empty()) << r.out;
   for (const std::string& piece : pieces) {
@@ -186,7 +168,7 @@ void ExpectUsageError(const std::vector<std::string>& args,
 // --params alone: the model states are estimated; activations and the KV cache, which need the
 // architecture, are left out and a note says so. A flag that asks for them is an error instead.
 TEST(EstimateCommandTest, BareParameterCountAloneLeavesOutWhatNeedsTheArchitecture) {
-  Result r = RunEstimate({"--params", "7e9", "--train"});
+  EstimateResult r = RunEstimate({"--params", "7e9", "--train"});
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* piece : {"weights (bf16)", "gradients", "optimizer states (adamw",
                             "note: activations not estimated: --params alone is a bare parameter "
@@ -287,8 +269,9 @@ TEST(EstimateCommandTest, BadModelJsonNamesFileFieldAndPosition) {
 }
 
 TEST(EstimateCommandTest, TorchAutocastActivationModel) {
-  const Result r = RunEstimate({"--preset", "gpt2", "--train", "--seq", "512", "--micro-batch", "8",
-                                "--flash-attention", "--activation-model", "torch-autocast"});
+  const EstimateResult r =
+      RunEstimate({"--preset", "gpt2", "--train", "--seq", "512", "--micro-batch", "8",
+                   "--flash-attention", "--activation-model", "torch-autocast"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "activations (torch-autocast model)")) << r.out;
   EXPECT_TRUE(Contains(r.out, "loss backward")) << r.out;
@@ -301,4 +284,4 @@ TEST(EstimateCommandTest, TorchAutocastActivationModel) {
 }
 
 }  // namespace
-}  // namespace fragscope::cli
+}  // namespace fragscope::testing

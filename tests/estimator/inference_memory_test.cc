@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/estimator/example_models.h"
 
 #include "estimator/gpu_presets.h"
 #include "estimator/inference_memory.h"
@@ -14,6 +15,8 @@
 
 namespace fragscope::estimator {
 namespace {
+
+using ::fragscope::testing::BareModel;
 
 TEST(InferenceMemoryTest, KvCacheBytesPerTokenOfReferenceSection5) {
   const ParallelLayout one;
@@ -64,9 +67,7 @@ TEST(InferenceMemoryTest, OverheadRuleIsItsOwnLine) {
 }
 
 TEST(InferenceMemoryTest, WeightDtypes) {
-  ModelSpec bare;
-  bare.name = "bare";
-  bare.parameter_count = 1000;
+  const ModelSpec bare = BareModel(1000);
   InferenceConfig config;
   config.context = 0;
   for (const auto& [dtype, bytes] : {std::pair{DType::kFp32, 4000.0},
@@ -106,9 +107,7 @@ TEST(InferenceMemoryTest, BatchAndContextBeyondTheLimitAreErrorsAndTheLimitIsFin
 }
 
 TEST(InferenceMemoryTest, BareCountNeedsContextZero) {
-  ModelSpec bare;
-  bare.name = "bare";
-  bare.parameter_count = 1000;
+  const ModelSpec bare = BareModel(1000);
   absl::StatusOr<MemoryEstimate> estimate = EstimateInference(bare, InferenceConfig());
   ASSERT_FALSE(estimate.ok());
   EXPECT_NE(std::string(estimate.status().message()).find("--context 0"), std::string::npos);

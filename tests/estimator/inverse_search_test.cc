@@ -1,5 +1,8 @@
 // Inverse questions: every answer fits and the next value does not.
+#include <ostream>
+
 #include "gtest/gtest.h"
+#include "tests/estimator/example_models.h"
 
 #include "estimator/gpu_presets.h"
 #include "estimator/inverse_search.h"
@@ -15,40 +18,43 @@ double TrainingBytes(const ModelSpec& spec, const TrainingConfig& config) {
   return estimate->DeviceBytes();
 }
 
+// The README's example under ZeRO-3.
 TrainingConfig Llama13bOnEight() {
-  TrainingConfig config;
-  config.layout.dp = 8;
+  TrainingConfig config = ::fragscope::testing::ReadmeExampleTraining();
   config.zero_stage = 3;
-  config.seq_len = 4096;
-  config.recompute = Recompute::kSelective;
   return config;
 }
 
-TEST(InverseSearchTest, LargestMicroBatchIsTight) {
+// A largest-value search of training and the setting it sizes.
+struct TrainingSearch {
+  const char* name;
+  absl::StatusOr<int64_t> (*search)(const ModelSpec&, const TrainingConfig&, double);
+  int64_t TrainingConfig::*setting;
+};
+
+void PrintTo(const TrainingSearch& search, std::ostream* os) { *os << search.name; }
+
+class LargestTrainingValueTest : public ::testing::TestWithParam<TrainingSearch> {};
+
+TEST_P(LargestTrainingValueTest, IsTight) {
+  const TrainingSearch& p = GetParam();
   const ModelSpec spec = *FindModelPreset("llama-2-13b");
   const double capacity = FindGpuPreset("h100-80gb")->memory_bytes;
   TrainingConfig config = Llama13bOnEight();
-  absl::StatusOr<int64_t> best = LargestMicroBatch(spec, config, capacity);
+  absl::StatusOr<int64_t> best = p.search(spec, config, capacity);
   ASSERT_TRUE(best.ok()) << best.status();
   ASSERT_GT(*best, 0);
-  config.micro_batch = *best;
+  config.*p.setting = *best;
   EXPECT_LE(TrainingBytes(spec, config), capacity);
-  config.micro_batch = *best + 1;
+  config.*p.setting = *best + 1;
   EXPECT_GT(TrainingBytes(spec, config), capacity);
 }
 
-TEST(InverseSearchTest, LargestSequenceIsTight) {
-  const ModelSpec spec = *FindModelPreset("llama-2-13b");
-  const double capacity = FindGpuPreset("h100-80gb")->memory_bytes;
-  TrainingConfig config = Llama13bOnEight();
-  absl::StatusOr<int64_t> best = LargestSequence(spec, config, capacity);
-  ASSERT_TRUE(best.ok()) << best.status();
-  ASSERT_GT(*best, 0);
-  config.seq_len = *best;
-  EXPECT_LE(TrainingBytes(spec, config), capacity);
-  config.seq_len = *best + 1;
-  EXPECT_GT(TrainingBytes(spec, config), capacity);
-}
+INSTANTIATE_TEST_SUITE_P(
+    InverseSearchTest, LargestTrainingValueTest,
+    ::testing::Values(TrainingSearch{"MicroBatch", LargestMicroBatch, &TrainingConfig::micro_batch},
+                      TrainingSearch{"Sequence", LargestSequence, &TrainingConfig::seq_len}),
+    [](const ::testing::TestParamInfo<TrainingSearch>& info) { return info.param.name; });
 
 TEST(InverseSearchTest, ZeroWhenNothingFits) {
   TrainingConfig config;  // ZeRO-0: 18 B/param of 175 B parameters on one GPU

@@ -3,12 +3,15 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/estimator/example_models.h"
 
 #include "estimator/model_presets.h"
 #include "estimator/parameter_count.h"
 
 namespace fragscope::estimator {
 namespace {
+
+using ::fragscope::testing::BareModel;
 
 int64_t PresetCount(const std::string& name) {
   absl::StatusOr<ModelSpec> spec = FindModelPreset(name);
@@ -106,9 +109,7 @@ TEST(ParameterCountTest, SpecsBeyondTheParameterLimitAreErrors) {
   wide.num_heads = 1;
   EXPECT_FALSE(CountParameters(wide).ok());
 
-  ModelSpec bare;
-  bare.name = "bare";
-  bare.parameter_count = int64_t{9'000'000'000'000'001};
+  ModelSpec bare = BareModel(int64_t{9'000'000'000'000'001});
   status = CountParameters(bare).status();
   EXPECT_NE(std::string(status.message()).find("parameter_count = 9000000000000001"),
             std::string::npos)

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/estimator/example_models.h"
 
 #include "estimator/gpu_presets.h"
 #include "estimator/json_value.h"
@@ -13,14 +14,11 @@
 namespace fragscope::estimator {
 namespace {
 
+using ::fragscope::testing::ReadmeExampleTraining;
+
 Report TrainingReport() {
-  TrainingConfig config;
-  config.layout.dp = 8;
-  config.zero_stage = 1;
-  config.seq_len = 4096;
-  config.recompute = Recompute::kSelective;
   Report report;
-  report.estimate = *EstimateTraining(*FindModelPreset("llama-2-13b"), config);
+  report.estimate = *EstimateTraining(*FindModelPreset("llama-2-13b"), ReadmeExampleTraining());
   report.has_gpu = true;
   report.gpu = *FindGpuPreset("h100-80gb");
   return report;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/estimator/example_models.h"
 
 #include "estimator/activation_memory.h"
 #include "estimator/gpu_presets.h"
@@ -17,12 +18,7 @@
 namespace fragscope::estimator {
 namespace {
 
-ModelSpec Bare(int64_t params) {
-  ModelSpec spec;
-  spec.name = "bare";
-  spec.parameter_count = params;
-  return spec;
-}
+using ::fragscope::testing::BareModel;
 
 double WeightsBytes(const ModelSpec& spec, DType dtype) {
   InferenceConfig config;
@@ -56,8 +52,8 @@ double LayerActivationsTimesL(const ModelSpec& spec, int64_t seq, int64_t batch,
 
 TEST(SeedExamplesTest, LlamaSixBWeights) {
   // Seed 003: "LLaMA-6B" fp32 24 GB, int8 6 GB. Arithmetic right; no such model exists.
-  EXPECT_EQ(WeightsBytes(Bare(6000000000), DType::kFp32), 24e9);
-  EXPECT_EQ(WeightsBytes(Bare(6000000000), DType::kInt8), 6e9);
+  EXPECT_EQ(WeightsBytes(BareModel(6000000000), DType::kFp32), 24e9);
+  EXPECT_EQ(WeightsBytes(BareModel(6000000000), DType::kInt8), 6e9);
   // LLaMA-7B really has 6.74 B parameters: 26.95 GB and 6.74 GB.
   const ModelSpec llama = *FindModelPreset("llama-2-7b");
   EXPECT_NEAR(WeightsBytes(llama, DType::kFp32) / kGB, 26.95, 0.005);
@@ -75,8 +71,8 @@ double MegatronStates(const ModelSpec& spec) {
 
 TEST(SeedExamplesTest, MegatronEighteenBytesOnThirteenB) {
   // Seed 001: 13 B x 18 = 234 GB (217.9 GiB); the exact Llama-2-13B count gives 234.3 GB.
-  EXPECT_EQ(MegatronStates(Bare(13000000000)), 234e9);
-  EXPECT_NEAR(MegatronStates(Bare(13000000000)) / kGiB, 217.9, 0.05);
+  EXPECT_EQ(MegatronStates(BareModel(13000000000)), 234e9);
+  EXPECT_NEAR(MegatronStates(BareModel(13000000000)) / kGiB, 217.9, 0.05);
   EXPECT_NEAR(MegatronStates(*FindModelPreset("llama-2-13b")) / kGB, 234.3, 0.05);
 }
 
@@ -135,7 +131,7 @@ TEST(SeedExamplesTest, SeventyBInferenceTimesOnePointTwo) {
     absl::StatusOr<MemoryEstimate> e = EstimateInference(spec, config);
     return e->Find("weights")->value + e->Find("overhead_rule")->value;
   };
-  EXPECT_EQ(rule(Bare(70000000000)), 168e9);
+  EXPECT_EQ(rule(BareModel(70000000000)), 168e9);
   EXPECT_NEAR(rule(*FindModelPreset("llama-2-70b")) / kGB, 165.5, 0.05);
 }
 
@@ -176,20 +172,21 @@ double TimingTerm(const ModelSpec& spec, const GpuSpec& gpu, const std::string& 
 TEST(SeedExamplesTest, TpotOnA100) {
   // Seed 004: TPOT = 14e9 B / 1.5e12 B/s = 9.33 ms (right); exact P -> 8.98 ms; 2,039 GB/s
   // (A100-80GB) -> 6.9 ms.
-  EXPECT_NEAR(TimingTerm(Bare(7000000000), SeedA100(), "decode_seconds") * 1e3, 9.33, 0.005);
-  ModelSpec exact_count = Bare(6738415616);
+  EXPECT_NEAR(TimingTerm(BareModel(7000000000), SeedA100(), "decode_seconds") * 1e3, 9.33, 0.005);
+  ModelSpec exact_count = BareModel(6738415616);
   EXPECT_NEAR(TimingTerm(exact_count, SeedA100(), "decode_seconds") * 1e3, 8.98, 0.005);
-  EXPECT_NEAR(TimingTerm(Bare(7000000000), *FindGpuPreset("a100-80gb"), "decode_seconds") * 1e3,
-              6.87, 0.005);
+  EXPECT_NEAR(
+      TimingTerm(BareModel(7000000000), *FindGpuPreset("a100-80gb"), "decode_seconds") * 1e3, 6.87,
+      0.005);
 }
 
 TEST(SeedExamplesTest, SeedError2_TtftAddsComputeAndMemoryTime) {
   // Seed 004: TTFT = 2 x 7e9 x 1024 / 312e12 + 14 GB / 1.5 TB/s = 46 + 9.3 = 55.3 ms. A roofline
   // takes the maximum of the two, not their sum: prefill is compute-bound, 45.95 ms.
-  const double flops = TimingTerm(Bare(7000000000), SeedA100(), "prefill_flops");
-  const double bytes = TimingTerm(Bare(7000000000), SeedA100(), "prefill_bytes");
+  const double flops = TimingTerm(BareModel(7000000000), SeedA100(), "prefill_flops");
+  const double bytes = TimingTerm(BareModel(7000000000), SeedA100(), "prefill_bytes");
   EXPECT_NEAR((flops / 312e12 + bytes / 1.5e12) * 1e3, 55.28, 0.005);  // the seed's sum
-  EXPECT_NEAR(TimingTerm(Bare(7000000000), SeedA100(), "prefill_seconds") * 1e3, 45.95, 0.005);
+  EXPECT_NEAR(TimingTerm(BareModel(7000000000), SeedA100(), "prefill_seconds") * 1e3, 45.95, 0.005);
 }
 
 }  // namespace

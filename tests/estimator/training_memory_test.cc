@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/estimator/example_models.h"
 
 #include "estimator/model_presets.h"
 #include "estimator/training_memory.h"
@@ -13,12 +14,7 @@
 namespace fragscope::estimator {
 namespace {
 
-ModelSpec BareCount(int64_t params) {
-  ModelSpec spec;
-  spec.name = "bare";
-  spec.parameter_count = params;
-  return spec;
-}
+using ::fragscope::testing::BareModel;
 
 // Model states only, no fixed overheads: what the public tables count.
 TrainingConfig StatesOnly(Precision precision, GradientRegime gradients, Optimizer optimizer,
@@ -46,7 +42,7 @@ double StateBytes(const MemoryEstimate& estimate) {
 }
 
 double BytesPerParam(const TrainingConfig& config) {
-  absl::StatusOr<MemoryEstimate> estimate = EstimateTraining(BareCount(1000000000), config);
+  absl::StatusOr<MemoryEstimate> estimate = EstimateTraining(BareModel(1000000000), config);
   EXPECT_TRUE(estimate.ok()) << estimate.status();
   return estimate.ok() ? StateBytes(*estimate) / 1e9 : -1;
 }
@@ -89,7 +85,7 @@ TEST(TrainingMemoryTest, ZeroStagesOfTheZeroPaper) {
   auto gb = [](int zero) {
     TrainingConfig config =
         StatesOnly(Precision::kBf16Mixed, GradientRegime::k16Bit, Optimizer::kAdam, zero, 64);
-    return StateBytes(*EstimateTraining(BareCount(7500000000), config)) / kGB;
+    return StateBytes(*EstimateTraining(BareModel(7500000000), config)) / kGB;
   };
   EXPECT_NEAR(gb(0), 120, 0.05);
   EXPECT_NEAR(gb(1), 31.4, 0.05);
@@ -111,11 +107,11 @@ TEST(TrainingMemoryTest, ReproducesDeepSpeedZero2OnT5_3b) {
   // memory.rst's t5-3b: 2851M params, 1 node x 8 GPUs. Current code: 11.28 GiB; offload 5.31.
   TrainingConfig config =
       StatesOnly(Precision::kFp16Mixed, GradientRegime::k16BitPlusFp32Copy, Optimizer::kAdam, 2, 8);
-  absl::StatusOr<MemoryEstimate> none = EstimateTraining(BareCount(2851000000), config);
+  absl::StatusOr<MemoryEstimate> none = EstimateTraining(BareModel(2851000000), config);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_NEAR(none->DeviceBytes() / kGiB, 11.28, 0.005);
   config.offload_optimizer = true;
-  absl::StatusOr<MemoryEstimate> offload = EstimateTraining(BareCount(2851000000), config);
+  absl::StatusOr<MemoryEstimate> offload = EstimateTraining(BareModel(2851000000), config);
   ASSERT_TRUE(offload.ok());
   EXPECT_NEAR(offload->DeviceBytes() / kGiB, 5.31, 0.005);
   EXPECT_NEAR(offload->HostBytes(), 18.0 * 2851000000 / 8, 1);  // per rank, no 1.5 buffer
