@@ -18,6 +18,7 @@
 #include "analysis/replay.h"
 #include "analysis/segment_map.h"
 #include "gtest/gtest.h"
+#include "tests/analysis/fragmented_oom_log.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
@@ -185,11 +186,8 @@ struct ManyOoms {
 };
 
 ManyOoms ExplainManyOoms(uint64_t segments, uint64_t ooms) {
-  constexpr uint64_t kRequest = 10 * kMiB + kMiB / 2;
-  TraceBuilder t(segments * 12 * kMiB, "", absl::StrFormat("many-ooms-%d.fslog", segments));
-  for (uint64_t i = 0; i < segments; ++i) t.Alloc(kRequest);
-  for (uint64_t i = 0; i < ooms; ++i) t.AllocExpectOom(kRequest);
-  const std::string path = t.Finish();
+  const std::string path =
+      ManyOomsLog(segments, ooms, absl::StrFormat("many-ooms-%d.fslog", segments));
   absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
   EXPECT_OK(opener.status());
   std::unique_ptr<TraceSource> source = *opener->Open();

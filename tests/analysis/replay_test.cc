@@ -17,6 +17,7 @@
 #include "analysis/replay.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/analysis/fragmented_oom_log.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
@@ -387,11 +388,7 @@ TEST(ReplayTest, PreTraceSegmentsThatDoNotFitCostNoAllocatorCall) {
 // blocks in all, and every OOM is still reproduced and verified.
 TEST(ReplayTest, ManyOomRecordsOverManySegmentsWalkLinearly) {
   constexpr uint64_t kSegments = 4000, kOoms = 4000;
-  constexpr uint64_t kRequest = 10 * kMiB + kMiB / 2;  // a 12 MiB segment, 1.5 MiB split off
-  TraceBuilder t(kSegments * 12 * kMiB);
-  for (uint64_t i = 0; i < kSegments; ++i) t.Alloc(kRequest);
-  for (uint64_t i = 0; i < kOoms; ++i) t.AllocExpectOom(kRequest);
-  const std::string path = t.Finish();
+  const std::string path = ManyOomsLog(kSegments, kOoms);
 
   absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
   ASSERT_OK(opener.status());

@@ -138,6 +138,19 @@ class _Event:
 
 
 @contextlib.contextmanager
+def patched_attributes(patches):
+    """Sets each (object, name, value) of `patches` for the block and puts the old values back."""
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    try:
+        for obj, name, value in patches:
+            setattr(obj, name, value)
+        yield
+    finally:
+        for obj, name, value in saved:
+            setattr(obj, name, value)
+
+
+@contextlib.contextmanager
 def simulated_cuda(gpu, stats, empty_cache):
     """torch.cuda answers as `gpu` (a Gpu) would; stats() gives fragscope's memory statistics,
     empty_cache() releases its cache."""
@@ -199,12 +212,6 @@ def simulated_cuda(gpu, stats, empty_cache):
         # The accelerator FSDP2's default device mesh and torch.accelerator name.
         (torch._C, "_get_accelerator", lambda: torch.device("cuda")),
     ]
-    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
     _Stream._handles = itertools.count(1)  # each prediction numbers its side streams from 1
-    try:
-        for obj, name, value in patches:
-            setattr(obj, name, value)
+    with patched_attributes(patches):
         yield
-    finally:
-        for obj, name, value in saved:
-            setattr(obj, name, value)

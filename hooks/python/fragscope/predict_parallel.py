@@ -16,6 +16,7 @@ import contextlib
 import os
 
 from .predict_capture import PredictionError
+from .predict_device import patched_attributes
 
 PARALLEL = ("fsdp2", "ddp")
 
@@ -149,14 +150,8 @@ def _ddp_on_the_fake_group():
                (Reducer, "prepare_for_forward", lambda reducer: None),
                (Reducer, "_rebuild_buckets", rebuild_buckets),
                (DistributedDataParallel, "__init__", init)]
-    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
-    try:
-        for obj, name, value in patches:
-            setattr(obj, name, value)
+    with patched_attributes(patches):
         yield
-    finally:
-        for obj, name, value in saved:
-            setattr(obj, name, value)
 
 
 def _real_cpu_tensors_mode():
