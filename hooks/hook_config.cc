@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "allocator/event_log_writer.h"
+#include "fslog/fslog_writer.h"
 
 namespace fragscope::hooks {
 
