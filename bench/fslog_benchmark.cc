@@ -278,18 +278,22 @@ void BM_Crc32c64KiB(benchmark::State& state) {
 }
 BENCHMARK(BM_Crc32c64KiB)->Arg(1)->Arg(0);
 
-// The ~200 MB log the reader benchmarks share, written once (complete: block_when_full).
+// The ~200 MB log the reader benchmarks share, written once (complete: block_when_full); its
+// chunks compressed at `zstd_level` unless 0.
+std::string WriteReaderLog(const char* name, int zstd_level) {
+  const std::string p = BenchPath(name);
+  auto writer =
+      FslogWriter::Open(p, Info(), {.block_when_full = true, .zstd_level = zstd_level}).value();
+  constexpr uint64_t kRecords = 200'000'000 / kRecordBytes;
+  for (uint64_t i = 0; i < kRecords; ++i) {
+    if (i % 100'000 == 0) writer->Mark("step");
+    writer->OnEvent(Event(i));
+  }
+  return p;
+}
+
 const std::string& ReaderLog() {
-  static const std::string path = [] {
-    const std::string p = BenchPath("reader");
-    auto writer = FslogWriter::Open(p, Info(), {.block_when_full = true}).value();
-    constexpr uint64_t kRecords = 200'000'000 / kRecordBytes;
-    for (uint64_t i = 0; i < kRecords; ++i) {
-      if (i % 100'000 == 0) writer->Mark("step");
-      writer->OnEvent(Event(i));
-    }
-    return p;
-  }();
+  static const std::string path = WriteReaderLog("reader", /*zstd_level=*/0);
   return path;
 }
 
@@ -320,53 +324,36 @@ void BM_ReaderNext(benchmark::State& state) {
 }
 BENCHMARK(BM_ReaderNext)->Unit(benchmark::kMillisecond);
 
+// Every chunk of the log at `path` through NextChunk(), its records read in place. Returns the
+// records read.
+uint64_t ReadChunks(const std::string& path) {
+  auto reader = FslogReader::Open(path).value();
+  uint64_t bytes = 0;
+  uint64_t records = 0;
+  for (;;) {
+    auto chunk = reader.NextChunk().value();
+    if (chunk.empty()) break;
+    records += chunk.size();
+    for (const LogRecord& record : chunk) bytes += record.words[kWordBytes];
+  }
+  benchmark::DoNotOptimize(bytes);
+  return records;
+}
+
 // Raw chunks through NextChunk(): CRC-checked, records read in place.
 void BM_ReaderChunks(benchmark::State& state) {
   const std::string& path = ReaderLog();
-  for (auto _ : state) {
-    auto reader = FslogReader::Open(path).value();
-    uint64_t bytes = 0;
-    for (;;) {
-      auto chunk = reader.NextChunk().value();
-      if (chunk.empty()) break;
-      for (const LogRecord& record : chunk) bytes += record.words[kWordBytes];
-    }
-    benchmark::DoNotOptimize(bytes);
-  }
+  for (auto _ : state) ReadChunks(path);
   state.SetBytesProcessed(state.iterations() * FileBytes(path));
 }
 BENCHMARK(BM_ReaderChunks)->Unit(benchmark::kMillisecond);
 
 // The same records written with compressed chunks (zstd level 3), read through NextChunk():
 // each chunk decompressed, then CRC-checked. Bytes are the compressed file's.
-const std::string& CompressedReaderLog() {
-  static const std::string path = [] {
-    const std::string p = BenchPath("reader_zstd");
-    auto writer = FslogWriter::Open(p, Info(), {.block_when_full = true, .zstd_level = 3}).value();
-    constexpr uint64_t kRecords = 200'000'000 / kRecordBytes;
-    for (uint64_t i = 0; i < kRecords; ++i) {
-      if (i % 100'000 == 0) writer->Mark("step");
-      writer->OnEvent(Event(i));
-    }
-    return p;
-  }();
-  return path;
-}
-
 void BM_ReaderChunksZstd(benchmark::State& state) {
-  const std::string& path = CompressedReaderLog();
+  static const std::string path = WriteReaderLog("reader_zstd", /*zstd_level=*/3);
   uint64_t records = 0;
-  for (auto _ : state) {
-    auto reader = FslogReader::Open(path).value();
-    uint64_t bytes = 0;
-    for (;;) {
-      auto chunk = reader.NextChunk().value();
-      if (chunk.empty()) break;
-      records += chunk.size();
-      for (const LogRecord& record : chunk) bytes += record.words[kWordBytes];
-    }
-    benchmark::DoNotOptimize(bytes);
-  }
+  for (auto _ : state) records += ReadChunks(path);
   state.SetBytesProcessed(state.iterations() * FileBytes(path));
   state.SetItemsProcessed(static_cast<int64_t>(records));
 }
