@@ -31,7 +31,7 @@ enum class EventKind : uint8_t {
   kEmptyCache = 9,      // empty_cache() (or the OOM retry's full release) ran
   kOptionsChange = 10,  // the allocator's options were replaced (not emitted by the core)
   kMarker = 11,         // a user annotation such as "step 12 / forward" (not emitted by the core)
-  // 12 and 13 are the .fslog's state records (event_log_format.h), which are not events.
+  // 12 and 13 are the .fslog's state records (fslog/fslog_format.h), which are not events.
   kModel = 14,  // the model the job trains or serves, as JSON (not emitted by the core)
 };
 

@@ -20,10 +20,10 @@
 //  - Every block of a segment has the segment's stream, pool and expandable flag.
 //  - Unmapped blocks exist only in expandable segments, and are never allocated.
 //
-// Note [Block ownership]: Blocks are owned by a BlockArena (block_arena.h: grouped by segment,
-// with the split/merge surgery), never allocated with new/delete on the hot path. A Block is in
-// exactly one of: its pool's free set (free), the allocator's active-block index (allocated, or
-// freed but waiting for stream events), its pool's unmapped set (expandable segments).
+// Note [Block ownership]: Blocks are owned by a BlockArena (block_arena.h: grouped by segment;
+// split and merge: block_split_merge.h), never allocated with new/delete on the hot path. A Block
+// is in exactly one of: its pool's free set (free), the allocator's active-block index (allocated,
+// or freed but waiting for stream events), its pool's unmapped set (expandable segments).
 #pragma once
 
 #include <cstdint>

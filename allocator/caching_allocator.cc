@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "allocator/block_split_merge.h"
 #include "allocator/memory_fraction.h"
 #include "allocator/size_policy.h"
 

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/backend_error.h"
+#include "allocator/block_split_merge.h"
 #include "allocator/caching_allocator.h"
 
 namespace fragscope {

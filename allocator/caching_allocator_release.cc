@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "allocator/backend_error.h"
+#include "allocator/block_split_merge.h"
 #include "allocator/caching_allocator.h"
 
 namespace fragscope {

@@ -35,7 +35,7 @@ inline std::string FormatPoolId(PoolId id) {
   return absl::StrFormat("(%d, %d)", id.first, id.second);
 }
 
-// The .fslog's one-word encoding (EVENT_LOG_FORMAT.md, 2.4): first in the high 32 bits, second
+// The .fslog's one-word encoding (fslog/FORMAT.md, 2.4): first in the high 32 bits, second
 // in the low 32; 0 is the default pool. PyTorch's counters stay far below 2^32.
 inline uint64_t PackPoolId(PoolId id) { return (id.first << 32) | (id.second & 0xffffffffu); }
 inline PoolId UnpackPoolId(uint64_t word) { return PoolId{word >> 32, word & 0xffffffffu}; }

@@ -9,8 +9,8 @@
 namespace fragscope {
 
 absl::StatusOr<std::unique_ptr<FslogFileWriter>> FslogFileWriter::Open(const std::string& path,
-                                                                       EventLogHeader header) {
-  if (header.clock == EventLogClock::kUnknown) header.clock = EventLogClock::kMonotonic;
+                                                                       FslogHeader header) {
+  if (header.clock == FslogClock::kUnknown) header.clock = FslogClock::kMonotonic;
   auto writer = std::unique_ptr<FslogFileWriter>(new FslogFileWriter());
   writer->path_ = path;
   writer->device_ = header.device_index;

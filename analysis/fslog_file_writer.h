@@ -1,5 +1,5 @@
 // FslogFileWriter: writes an .fslog file synchronously, record by record, with the timestamps
-// the caller gives. EventLogWriter (allocator/event_log_writer.h) is the writer for live jobs
+// the caller gives. FslogWriter (fslog/fslog_writer.h) is the writer for live jobs
 // (background thread, its own clock, never blocks the allocator); this one is for offline
 // producers: `fragscope convert` (a replay's events with the trace's times), tests that build
 // hand-computed traces, and the synthetic logs of the benchmarks.
@@ -19,8 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "allocator/allocator_events.h"
-#include "allocator/event_log_format.h"
 #include "analysis/trace_event.h"
+#include "fslog/fslog_format.h"
 
 namespace fragscope {
 
@@ -28,20 +28,20 @@ class FslogFileWriter final : public AllocatorObserver {
  public:
   // Creates (truncates) `path` and writes the header. `header.clock` defaults to kMonotonic.
   static absl::StatusOr<std::unique_ptr<FslogFileWriter>> Open(const std::string& path,
-                                                               EventLogHeader header);
+                                                               FslogHeader header);
   ~FslogFileWriter() override;
 
   void set_time_ns(uint64_t ns) { time_ns_ = ns; }
   void OnEvent(const AllocatorEvent& event) override { Append(event, time_ns_); }
   void Append(const AllocatorEvent& event, uint64_t timestamp_ns);
   // Writes the memory held before the log's first event as state records (Note [State records]
-  // in event_log_format.h), at time 0: each segment, then its allocated blocks.
+  // in fslog_format.h), at time 0: each segment, then its allocated blocks.
   // REQUIRES: nothing appended yet; segments do not overlap, each one's blocks lie inside it in
   // address order (what TraceInfo::initial_segments holds).
   void AppendState(std::span<const InitialSegment> segments);
   void Mark(std::string_view text, uint64_t timestamp_ns);
   void OptionsChange(std::string_view options, uint64_t timestamp_ns);
-  // The model the job runs (Note [Model records] in event_log_format.h).
+  // The model the job runs (Note [Model records] in fslog_format.h).
   void RecordModel(std::string_view json, uint64_t timestamp_ns);
   // Writes the pending chunk and closes the file; the first write error, if any.
   absl::Status Close();

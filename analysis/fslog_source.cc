@@ -231,7 +231,7 @@ struct FslogSource::Batch {
   std::vector<std::string> warnings;  // the reader's, when changed
 };
 
-FslogSource::FslogSource(EventLogReader reader, FslogReading reading)
+FslogSource::FslogSource(FslogReader reader, FslogReading reading)
     : reader_(std::move(reader)), reading_(reading) {
   FillInfo();
 }
@@ -243,9 +243,9 @@ FslogSource::~FslogSource() {
 
 absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::Open(const std::string& path,
                                                                FslogReading reading) {
-  absl::StatusOr<EventLogReader> reader = EventLogReader::Open(path);
+  absl::StatusOr<FslogReader> reader = FslogReader::Open(path);
   if (!reader.ok()) return reader.status();
-  absl::StatusOr<EventLogReader> state_reader = EventLogReader::Open(path);
+  absl::StatusOr<FslogReader> state_reader = FslogReader::Open(path);
   if (!state_reader.ok()) return state_reader.status();
   auto source = std::unique_ptr<FslogSource>(new FslogSource(std::move(*reader), reading));
   if (absl::Status s = source->ReadState(*state_reader); !s.ok()) return s;
@@ -259,9 +259,9 @@ absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::Open(const std::string
 absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::OpenBytes(std::string_view bytes,
                                                                     std::string name,
                                                                     FslogReading reading) {
-  absl::StatusOr<EventLogReader> reader = EventLogReader::OpenBytes(bytes, name);
+  absl::StatusOr<FslogReader> reader = FslogReader::OpenBytes(bytes, name);
   if (!reader.ok()) return reader.status();
-  absl::StatusOr<EventLogReader> state_reader = EventLogReader::OpenBytes(bytes, name);
+  absl::StatusOr<FslogReader> state_reader = FslogReader::OpenBytes(bytes, name);
   if (!state_reader.ok()) return state_reader.status();
   auto source = std::unique_ptr<FslogSource>(new FslogSource(std::move(*reader), reading));
   if (absl::Status s = source->ReadState(*state_reader); !s.ok()) return s;
@@ -271,7 +271,7 @@ absl::StatusOr<std::unique_ptr<FslogSource>> FslogSource::OpenBytes(std::string_
 }
 
 void FslogSource::FillInfo() {
-  const EventLogHeader& h = reader_.header();
+  const FslogHeader& h = reader_.header();
   info_.format = TraceFormat::kFslog;
   info_.device = h.device_index;
   info_.rank = h.rank;
@@ -302,7 +302,7 @@ void FslogSource::FillInfo() {
 
 // The leading state records, read ahead of the events by a second reader of the same log, so
 // that the state is known before the first Next() (the replay rebuilds it first).
-absl::Status FslogSource::ReadState(EventLogReader& state_reader) {
+absl::Status FslogSource::ReadState(FslogReader& state_reader) {
   absl::StatusOr<std::vector<InitialSegment>> state = ReadFslogState(state_reader);
   if (!state.ok()) return state.status();
   info_.initial_segments = std::move(*state);

@@ -1,12 +1,12 @@
-// FslogSource: an .fslog event log (allocator/EVENT_LOG_FORMAT.md) as a TraceSource.
+// FslogSource: an .fslog event log (fslog/FORMAT.md) as a TraceSource.
 //
-// Streams the file through EventLogReader::NextChunk, so memory stays bounded whatever the log's
+// Streams the file through FslogReader::NextChunk, so memory stays bounded whatever the log's
 // size. The header gives the device, rank, capacity and allocator options. Options-change
 // continuation records are folded into one event; a combined free record (Note [Combined free
 // records]) is two events, or one if asked (FoldFreeCompletions). Events on another device than the
 // header's are an error ("mixed devices"), as are records of unknown kinds from a newer major
 // version (the reader refuses those files up front). The log's leading state records (Note [State
-// records] in event_log_format.h) are read at Open into TraceInfo::initial_segments; they are
+// records] in fslog_format.h) are read at Open into TraceInfo::initial_segments; they are
 // not events. Every numeric field of a delivered event is
 // set (0 where its kind carries nothing); text is set for markers and options changes only.
 //
@@ -44,8 +44,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "analysis/event_log_reader.h"
 #include "analysis/trace_event.h"
+#include "fslog/fslog_reader.h"
 
 namespace fragscope {
 
@@ -85,9 +85,9 @@ class FslogSource final : public TraceSource {
   class Decoder;
   struct Batch;
 
-  FslogSource(EventLogReader reader, FslogReading reading);
+  FslogSource(FslogReader reader, FslogReading reading);
   void FillInfo();
-  absl::Status ReadState(EventLogReader& state_reader);
+  absl::Status ReadState(FslogReader& state_reader);
   // The common cases of Next(): the next event of the batch in hand, or of the chunk being
   // decoded on this thread. False: Next() must take the slow path.
   bool NextFast(TraceEvent* event);
@@ -107,7 +107,7 @@ class FslogSource final : public TraceSource {
   void NextBatch();
   void StopBackground();
 
-  EventLogReader reader_;  // the reader thread's while it runs
+  FslogReader reader_;  // the reader thread's while it runs
   std::unique_ptr<Decoder> decoder_;
   FslogReading reading_;
   bool started_ = false;

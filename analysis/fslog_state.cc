@@ -73,7 +73,7 @@ std::string AddStateRecord(const LogRecord& r, int32_t device,
 
 }  // namespace
 
-absl::StatusOr<std::vector<InitialSegment>> ReadFslogState(EventLogReader& reader) {
+absl::StatusOr<std::vector<InitialSegment>> ReadFslogState(FslogReader& reader) {
   std::vector<InitialSegment> segments;
   const int32_t device = reader.header().device_index;
   for (;;) {

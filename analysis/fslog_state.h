@@ -1,12 +1,12 @@
 // ReadFslogState: the memory an .fslog says was held before its first event (its leading state
-// records, Note [State records] in allocator/event_log_format.h), as TraceInfo::initial_segments.
+// records, Note [State records] in fslog/fslog_format.h), as TraceInfo::initial_segments.
 #pragma once
 
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "analysis/event_log_reader.h"
 #include "analysis/trace_event.h"
+#include "fslog/fslog_reader.h"
 
 namespace fragscope {
 
@@ -16,6 +16,6 @@ namespace fragscope {
 // follows its segment and lies inside it, blocks in address order without overlap, sizes not 0,
 // requested_bytes not above the size, pool small or large, the header's device, and no two
 // segments overlapping. Errors name the log and the record's file offset, as do the reader's own.
-absl::StatusOr<std::vector<InitialSegment>> ReadFslogState(EventLogReader& reader);
+absl::StatusOr<std::vector<InitialSegment>> ReadFslogState(FslogReader& reader);
 
 }  // namespace fragscope

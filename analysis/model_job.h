@@ -5,7 +5,7 @@
 //   --model SPEC        NAME_OR_JSON[:key=value,...]: an estimator preset or a model spec JSON
 //                       (fragscope's schema or a Hugging Face config.json), then job keys
 //   --model-json PATH   a config.json; the job's keys from the log's recorded model if it has one
-//   recorded            the log's model record (Note [Model records] in event_log_format.h),
+//   recorded            the log's model record (Note [Model records] in fslog_format.h),
 //                       written by fragscope.record_model() / observe(model=...) in the job:
 //                       {"format": "fragscope.model/1", "config": {...a config.json...},
 //                        "job": {"mode": "training"|"inference", "seq": N, "micro_batch": N,

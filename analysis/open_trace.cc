@@ -9,13 +9,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "allocator/event_log_format.h"
 #include "analysis/fslog_source.h"
 #include "analysis/pytorch_snapshot.h"
 #include "analysis/rmm_source.h"
 #include "analysis/snapshot_source.h"
 #include "analysis/stream_input.h"
-#include "analysis/zstd_input.h"
+#include "fslog/fslog_format.h"
+#include "fslog/fslog_zstd_input.h"
 
 namespace fragscope {
 

@@ -3,7 +3,7 @@
 #include <cctype>
 #include <utility>
 
-#include "allocator/event_log_format.h"
+#include "fslog/fslog_format.h"
 
 namespace fragscope {
 

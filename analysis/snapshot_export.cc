@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "allocator/check.h"
-#include "allocator/event_log_format.h"
 #include "analysis/pytorch_snapshot.h"
+#include "fslog/fslog_format.h"
 
 namespace fragscope {
 

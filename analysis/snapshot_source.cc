@@ -10,11 +10,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "allocator/allocator_options.h"
-#include "allocator/event_log_format.h"
 #include "allocator/size_policy.h"
 #include "analysis/pytorch_snapshot.h"
 #include "analysis/settings_check.h"
 #include "analysis/snapshot_pool_ids.h"
+#include "fslog/fslog_format.h"
 
 namespace fragscope {
 namespace {

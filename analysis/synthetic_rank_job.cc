@@ -12,7 +12,7 @@ namespace fragscope {
 
 absl::StatusOr<uint64_t> WriteSyntheticRankLog(const std::string& path,
                                                const SyntheticRankSpec& spec) {
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = spec.capacity_bytes;
   header.device_name = "synthetic GPU";
   header.host = spec.host;

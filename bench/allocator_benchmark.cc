@@ -23,10 +23,10 @@
 #include <thread>
 
 #include "allocator/caching_allocator.h"
-#include "allocator/event_log_writer.h"
 #include "allocator/simulated_backend.h"
 #include "bench/random_mix.h"
 #include "benchmark/benchmark.h"
+#include "fslog/fslog_writer.h"
 
 namespace fragscope {
 namespace {
@@ -82,11 +82,11 @@ BENCHMARK(BM_WarmPair)->Arg(4096)->Arg(1 << 20)->Arg(32 << 20)->Arg(512 << 20);
 template <typename Run>
 void RunLogged(benchmark::State& state, const SimulatedBackend& backend,
                CachingAllocator& allocator, Run run) {
-  EventLogHeaderInfo info;
+  FslogHeaderInfo info;
   info.device_name = backend.name();
   info.device_total_bytes = backend.capacity_bytes();
-  absl::StatusOr<std::unique_ptr<EventLogWriter>> writer =
-      EventLogWriter::Open("/tmp/fragscope_bench_%p.fslog", info);
+  absl::StatusOr<std::unique_ptr<FslogWriter>> writer =
+      FslogWriter::Open("/tmp/fragscope_bench_%p.fslog", info);
   if (!writer.ok()) {
     state.SkipWithError(std::string(writer.status().message()).c_str());
     return;

@@ -44,7 +44,7 @@ constexpr uint64_t kCapacityBytes = 80 * kGiB;
 
 // Writes about `events` events of a synthetic training job to `path`. Returns the count.
 uint64_t WriteSyntheticLog(const std::string& path, uint64_t events) {
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = kCapacityBytes;
   header.device_name = "synthetic 80 GiB GPU";
   header.start_monotonic_ns = 1'000'000'000;

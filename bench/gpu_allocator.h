@@ -4,7 +4,7 @@
 //
 // Implementations, all on one device and one stream (GpuContext):
 //   fragscope        CachingAllocator over CudaBackend (PyTorch's policy, fragscope's code),
-//                    optionally with the .fslog EventLogWriter attached   gpu_allocator_cuda.cc
+//                    optionally with the .fslog FslogWriter attached   gpu_allocator_cuda.cc
 //   cudaMallocAsync  stream-ordered allocation from the device's default memory pool, its
 //                    release threshold raised to UINT64_MAX so that it caches gpu_allocator_cuda.cc
 //   cudaMalloc       cudaMalloc / cudaFree, no caching (cudaFree synchronizes)
@@ -70,7 +70,7 @@ void DestroyGpuContext(const GpuContext& context);
 std::string DescribeDevice(int device);
 
 // fragscope's CachingAllocator over CudaBackend with `conf` (PYTORCH_CUDA_ALLOC_CONF syntax).
-// A non-empty `log_path` attaches an EventLogWriter with its default options (it drops records
+// A non-empty `log_path` attaches an FslogWriter with its default options (it drops records
 // rather than block when the disk falls behind, as in a job); the file is removed on destruction
 // unless `keep_log`.
 absl::StatusOr<std::unique_ptr<GpuAllocator>> MakeFragscopeAllocator(const GpuContext& context,

@@ -13,9 +13,9 @@
 #include "allocator/allocator_options.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/cuda_backend.h"
-#include "allocator/event_log_writer.h"
 #include "allocator/format_size.h"
 #include "bench/gpu_allocator.h"
+#include "fslog/fslog_writer.h"
 
 namespace fragscope::bench {
 namespace {
@@ -49,12 +49,12 @@ class FragscopeAllocator final : public GpuAllocator {
   }
 
   absl::Status AttachLog(const std::string& path, bool keep_log) {
-    EventLogHeaderInfo info;
+    FslogHeaderInfo info;
     info.device_name = backend_->name();
     info.device_total_bytes = backend_->MemInfo().total_bytes;
     info.device_index = backend_->device();
     info.allocator_options = FormatAllocatorOptions(allocator_->options());
-    absl::StatusOr<std::unique_ptr<EventLogWriter>> writer = EventLogWriter::Open(path, info);
+    absl::StatusOr<std::unique_ptr<FslogWriter>> writer = FslogWriter::Open(path, info);
     if (!writer.ok()) return writer.status();
     log_ = *std::move(writer);
     keep_log_ = keep_log;
@@ -95,7 +95,7 @@ class FragscopeAllocator final : public GpuAllocator {
  private:
   std::unique_ptr<CudaBackend> backend_;
   std::unique_ptr<CachingAllocator> allocator_;
-  std::unique_ptr<EventLogWriter> log_;
+  std::unique_ptr<FslogWriter> log_;
   bool keep_log_ = false;
   cudaStream_t cuda_stream_;
   StreamId stream_;

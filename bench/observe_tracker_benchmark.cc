@@ -102,9 +102,9 @@ void BM_Trace(benchmark::State& state) {
   if (sink == 0) recorder.trackers.emplace_back([](const TraceEntry&) {});
   if (sink == 1) recorder.history = &ring;
   if (sink == 2) {
-    observer = std::make_unique<torch_hooks::TraceObserver>(path, EventLogWriterOptions{},
+    observer = std::make_unique<torch_hooks::TraceObserver>(path, FslogWriterOptions{},
                                                             AllocatorOptions{}, nullptr);
-    EventLogHeaderInfo header;
+    FslogHeaderInfo header;
     header.device_name = "benchmark";
     header.device_total_bytes = uint64_t{80} << 30;
     observer->AddDevice(0, header, 1.0);

@@ -109,7 +109,7 @@ if [ "$build_it" = 1 ]; then
   fi
   targets=(gpu_allocator_comparison)
   if [ "$gpu_only" = 0 ]; then
-    targets+=(allocator_benchmark allocator_threads_benchmark event_log_benchmark
+    targets+=(allocator_benchmark allocator_threads_benchmark fslog_benchmark
               analysis_benchmark fragscope)
   fi
   if ! cmake --build "$build" --target help 2> /dev/null | grep -q gpu_allocator_comparison; then
@@ -147,7 +147,7 @@ if [ "$gpu_only" = 0 ]; then
     "dropped_records above). Then the writer's cost per event and the reader's throughput." ""
   [ -f "$work/hot.json" ] && table overhead "$work/hot.json"
   emit ""
-  run "$work/log.log" "$bench/event_log_benchmark" --benchmark_filter="$log_filter" \
+  run "$work/log.log" "$bench/fslog_benchmark" --benchmark_filter="$log_filter" \
     "${gbench_flags[@]}" --benchmark_out="$work/log.json" && table gbench "$work/log.json"
 
   # --- Replay throughput and sweep scaling ---

@@ -4,7 +4,7 @@ find_package(absl REQUIRED)
 # The estimator reads model spec JSON with it (header-only).
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
-# zstd: compressed .fslog logs (allocator/EVENT_LOG_FORMAT.md); nlohmann/json: the rank summaries
+# zstd: compressed .fslog logs (fslog/FORMAT.md); nlohmann/json: the rank summaries
 # of `fragscope summarize` and `merge` (analysis/RANK_SUMMARY_SCHEMA.md). Debian: libzstd-dev,
 # nlohmann-json3-dev (scripts/setup.sh installs them).
 find_package(zstd CONFIG QUIET)

@@ -1,5 +1,5 @@
 # `cmake --install`: the fragscope command, the hook libraries, and a CMake package that other
-# projects find with find_package(fragscope) and link as fragscope::allocator, fragscope::event_log,
+# projects find with find_package(fragscope) and link as fragscope::allocator, fragscope::fslog,
 # fragscope::analyzer, fragscope::estimator, ... (tests/cmake_consumer/ is such a project).
 #
 #   bin/fragscope
@@ -8,8 +8,9 @@
 #   include/fragscope/<folder>/*.h                      their headers, included as "<folder>/x.h"
 #   lib/cmake/fragscope/fragscope{Config,ConfigVersion,Targets}.cmake
 #
-# Abseil and Threads are found again by the consumer (find_dependency); Abseil is the system's, as
-# for the build. The Python wheel installs a different layout (cmake/FragscopeWheel.cmake).
+# Abseil, Threads, nlohmann/json and zstd are found again by the consumer (find_dependency); Abseil
+# is the system's, as for the build. The Python wheel installs a different layout
+# (cmake/FragscopeWheel.cmake).
 
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -18,8 +19,8 @@ include(CMakePackageConfigHelpers)
 # exported targets. The command line, the hooks' internals and the CUDA backend are not part of
 # the package.
 set(FRAGSCOPE_EXPORTED_LIBRARIES
-    fragscope_base fragscope_options fragscope_allocator fragscope_event_log
-    fragscope_event_log_reader fragscope_importers fragscope_demo_workload fragscope_replay
+    fragscope_base fragscope_options fragscope_allocator fragscope_fslog
+    fragscope_fslog_reader fragscope_importers fragscope_demo_workload fragscope_replay
     fragscope_analyzer fragscope_estimator)
 
 # Installed binaries find their libraries (and, in the wheel, the bundled Abseil) next to them;
@@ -41,6 +42,8 @@ install(TARGETS ${FRAGSCOPE_EXPORTED_LIBRARIES} EXPORT fragscopeTargets
 set(_headers ${CMAKE_INSTALL_INCLUDEDIR}/fragscope)
 install(DIRECTORY allocator/ DESTINATION ${_headers}/allocator COMPONENT development
         FILES_MATCHING PATTERN "*.h" PATTERN "cuda_*.h" EXCLUDE PATTERN "virtual_memory.h" EXCLUDE)
+install(DIRECTORY fslog/ DESTINATION ${_headers}/fslog COMPONENT development
+        FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY analysis/ DESTINATION ${_headers}/analysis COMPONENT development
         FILES_MATCHING PATTERN "*.h" PATTERN "cli" EXCLUDE)
 install(DIRECTORY estimator/ DESTINATION ${_headers}/estimator COMPONENT development

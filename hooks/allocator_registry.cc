@@ -118,7 +118,7 @@ absl::StatusOr<CachingAllocator*> AllocatorRegistry::Get(int device) {
   entry->backend = *std::move(backend);
   entry->allocator = std::make_unique<CachingAllocator>(*entry->backend, config_->options);
   entry->log = logs_->GetOrOpen(device, [&] {
-    EventLogHeaderInfo info;
+    FslogHeaderInfo info;
     info.device_name = entry->backend->name();
     const DeviceMemInfo memory = entry->backend->MemInfo();
     info.device_total_bytes = memory.total_bytes;

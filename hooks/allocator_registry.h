@@ -3,7 +3,7 @@
 // The pluggable allocator (libfragscope_alloc.so) and the interposer's cache mode
 // (libfragscope_preload.so) both serve a whole process from one registry: device d gets a
 // DeviceBackend from the factory, a CachingAllocator configured by HookConfig, and, when a log
-// pattern is set, an EventLogWriter observing it (DeviceLogs).
+// pattern is set, an FslogWriter observing it (DeviceLogs).
 //
 // Creation is lazy and thread-safe: the fast path is one atomic load; the first use of a device
 // takes the registry mutex (never an allocator's lock), creates the backend, allocator and log,
@@ -70,7 +70,7 @@ class AllocatorRegistry {
   struct Device {
     std::unique_ptr<DeviceBackend> backend;
     std::unique_ptr<CachingAllocator> allocator;
-    EventLogWriter* log = nullptr;  // owned by logs_
+    FslogWriter* log = nullptr;  // owned by logs_
   };
 
   absl::Status LoadConfigLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

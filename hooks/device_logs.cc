@@ -8,7 +8,7 @@
 
 namespace fragscope::hooks {
 
-DeviceLogs::DeviceLogs(std::string pattern, EventLogWriterOptions options)
+DeviceLogs::DeviceLogs(std::string pattern, FslogWriterOptions options)
     : pattern_(std::move(pattern)), options_(options) {}
 
 DeviceLogs::~DeviceLogs() {
@@ -19,18 +19,17 @@ DeviceLogs::~DeviceLogs() {
   }
 }
 
-EventLogWriter* DeviceLogs::GetOrOpen(int device,
-                                      const std::function<EventLogHeaderInfo()>& make_info) {
+FslogWriter* DeviceLogs::GetOrOpen(int device, const std::function<FslogHeaderInfo()>& make_info) {
   if (!enabled() || device < 0 || device >= kMaxDevices) return nullptr;
-  if (EventLogWriter* writer = Get(device)) return writer;
+  if (FslogWriter* writer = Get(device)) return writer;
   MutexLock lock(&mu_);
   const auto index = static_cast<size_t>(device);
   if (owned_[index] != nullptr) return owned_[index].get();
   if (failed_[index]) return nullptr;
   absl::StatusOr<std::string> pattern = ExpandDeviceLogPattern(pattern_, device);
-  absl::StatusOr<std::unique_ptr<EventLogWriter>> writer =
-      pattern.ok() ? EventLogWriter::Open(*pattern, make_info(), options_)
-                   : absl::StatusOr<std::unique_ptr<EventLogWriter>>(pattern.status());
+  absl::StatusOr<std::unique_ptr<FslogWriter>> writer =
+      pattern.ok() ? FslogWriter::Open(*pattern, make_info(), options_)
+                   : absl::StatusOr<std::unique_ptr<FslogWriter>>(pattern.status());
   if (!writer.ok()) {
     failed_[index] = true;
     std::fprintf(stderr, "fragscope: cannot open the event log for device %d (%s): %s\n", device,
@@ -51,7 +50,7 @@ void DeviceLogs::MarkAll(std::string_view text) {
   if (!enabled()) return;
   bool any_open = false;
   for (int d = 0; d < kMaxDevices; ++d) {
-    if (EventLogWriter* writer = Get(d)) {
+    if (FslogWriter* writer = Get(d)) {
       writer->Mark(text);
       any_open = true;
     }
@@ -79,7 +78,7 @@ void DeviceLogs::RecordModelAll(std::string_view json) {
 absl::Status DeviceLogs::FlushAll() {
   absl::Status first;
   for (int d = 0; d < kMaxDevices; ++d) {
-    if (EventLogWriter* writer = Get(d)) first.Update(writer->Flush());
+    if (FslogWriter* writer = Get(d)) first.Update(writer->Flush());
   }
   return first;
 }

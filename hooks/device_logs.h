@@ -1,4 +1,4 @@
-// DeviceLogs: one EventLogWriter per CUDA device of this process, opened on first use.
+// DeviceLogs: one FslogWriter per CUDA device of this process, opened on first use.
 //
 // Every hook mode writes through this: the replace mode (one writer observing each device's
 // CachingAllocator), the observe mode (PyTorch's trace entries, converted) and the interposer.
@@ -22,8 +22,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "allocator/event_log_writer.h"
 #include "allocator/mutex.h"
+#include "fslog/fslog_writer.h"
 
 namespace fragscope::hooks {
 
@@ -33,7 +33,7 @@ inline constexpr int kMaxDevices = 64;
 class DeviceLogs {
  public:
   // pattern "" disables logging. REQUIRES: a non-empty pattern is valid (LoadHookConfig checks).
-  explicit DeviceLogs(std::string pattern, EventLogWriterOptions options = {});
+  explicit DeviceLogs(std::string pattern, FslogWriterOptions options = {});
   ~DeviceLogs();
   DeviceLogs(const DeviceLogs&) = delete;
   DeviceLogs& operator=(const DeviceLogs&) = delete;
@@ -43,9 +43,9 @@ class DeviceLogs {
 
   // The device's writer, opened now with make_info() if it is not yet; nullptr when logging is off,
   // the device is out of range, or the open failed (reported once).
-  EventLogWriter* GetOrOpen(int device, const std::function<EventLogHeaderInfo()>& make_info);
+  FslogWriter* GetOrOpen(int device, const std::function<FslogHeaderInfo()>& make_info);
   // The device's writer if it is open, else nullptr. Inline: on every hook's hot path.
-  EventLogWriter* Get(int device) const {
+  FslogWriter* Get(int device) const {
     if (device < 0 || device >= kMaxDevices) return nullptr;
     return writers_[static_cast<size_t>(device)].load(std::memory_order_acquire);
   }
@@ -64,13 +64,13 @@ class DeviceLogs {
 
  private:
   std::string pattern_;
-  EventLogWriterOptions options_;
+  FslogWriterOptions options_;
   Mutex mu_;
-  std::array<std::unique_ptr<EventLogWriter>, kMaxDevices> owned_ ABSL_GUARDED_BY(mu_);
+  std::array<std::unique_ptr<FslogWriter>, kMaxDevices> owned_ ABSL_GUARDED_BY(mu_);
   std::array<bool, kMaxDevices> failed_ ABSL_GUARDED_BY(mu_){};
   std::vector<std::string> early_markers_ ABSL_GUARDED_BY(mu_);
   std::string model_json_ ABSL_GUARDED_BY(mu_);  // the last RecordModelAll's
-  std::array<std::atomic<EventLogWriter*>, kMaxDevices> writers_{};
+  std::array<std::atomic<FslogWriter*>, kMaxDevices> writers_{};
 };
 
 }  // namespace fragscope::hooks

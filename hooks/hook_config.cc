@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/alloc_conf_env.h"
-#include "allocator/event_log_writer.h"
+#include "fslog/fslog_writer.h"
 
 namespace fragscope::hooks {
 

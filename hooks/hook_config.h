@@ -7,7 +7,7 @@
 // Errors name the variable, the key and the value, so the one stderr line a job prints is enough
 // to fix it.
 //
-// Log path patterns: EventLogWriter expands %p (pid), %r (rank) and %%. One log is written per
+// Log path patterns: FslogWriter expands %p (pid), %r (rank) and %%. One log is written per
 // process *and device*, so hooks add %d (the CUDA device index). A pattern without %d keeps its
 // name for device 0 and gets ".devN" before the extension for device N > 0
 // ("run.fslog" -> "run.dev1.fslog"), so a multi-device process never writes two logs to one file.
@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "allocator/allocator_options.h"
-#include "allocator/event_log_writer.h"
+#include "fslog/fslog_writer.h"
 
 namespace fragscope::hooks {
 
@@ -32,7 +32,7 @@ struct HookConfig {
   AllocatorOptions options;
   std::string log_pattern;  // "" = no log; otherwise validated (expands without error)
   // The log writers' options (FRAGSCOPE_LOG_ZSTD sets zstd_level).
-  EventLogWriterOptions log_options;
+  FslogWriterOptions log_options;
 };
 
 // Builds the configuration from explicit values, or from the environment where a value is
@@ -42,7 +42,7 @@ absl::StatusOr<HookConfig> LoadHookConfig(std::optional<std::string_view> conf,
                                           std::optional<std::string_view> log_pattern);
 
 // The pattern for `device`'s log: %d replaced by the device index (or ".devN" inserted, see the
-// file comment). %p, %r and %% are left for EventLogWriter. Other % uses are kInvalidArgument.
+// file comment). %p, %r and %% are left for FslogWriter. Other % uses are kInvalidArgument.
 absl::StatusOr<std::string> ExpandDeviceLogPattern(std::string_view pattern, int device);
 
 }  // namespace fragscope::hooks

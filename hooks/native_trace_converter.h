@@ -107,7 +107,7 @@ class NativeTraceConverter {
     }
     // Every field stored once, in place: zero-initializing the whole struct first compiles to
     // `rep stos`, and a temporary copied into *event reloads its fresh narrow stores as 16-byte
-    // loads (store-forwarding stalls); bench/event_log_benchmark BM_ObservedNativePairBurst.
+    // loads (store-forwarding stalls); bench/fslog_benchmark BM_ObservedNativePairBurst.
     event->kind = kind;
     event->pool = PoolFor(rounded);
     event->flags = flags;

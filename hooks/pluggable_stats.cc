@@ -38,7 +38,7 @@ DeviceStats StatsOf(int device) {
 void RecordOptionsInLog(AllocatorRegistry& registry, int device,
                         const CachingAllocator& allocator) {
   DeviceLogs* logs = registry.logs();
-  EventLogWriter* writer = logs != nullptr ? logs->Get(device) : nullptr;
+  FslogWriter* writer = logs != nullptr ? logs->Get(device) : nullptr;
   if (writer == nullptr) return;
   AllocatorOptions options = allocator.options();
   options.per_process_memory_fraction = allocator.RecordedMemoryFraction();

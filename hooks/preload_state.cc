@@ -130,11 +130,11 @@ DeviceLogs* PreloadState::logs() {
 
 // --- observe mode ---------------------------------------------------------------------------
 
-EventLogWriter* PreloadState::ObserveLog(int device) {
+FslogWriter* PreloadState::ObserveLog(int device) {
   if (observe_logs_ == nullptr) return nullptr;
   const RealCuda& real = *ResolveRealCuda();
   return observe_logs_->GetOrOpen(device, [&] {
-    EventLogHeaderInfo info;
+    FslogHeaderInfo info;
     info.device_name = RealDeviceName(real, device);
     info.device_index = device;
     size_t free_bytes = 0, total_bytes = 0;
@@ -181,7 +181,7 @@ void PreloadState::ObserveMalloc(int error, void* ptr, size_t size, void* stream
   } else {
     return;
   }
-  if (EventLogWriter* writer = ObserveLog(device)) {
+  if (FslogWriter* writer = ObserveLog(device)) {
     MutexLock lock(&observe_log_mu_[index]);
     writer->OnEvent(event);
   }
@@ -206,7 +206,7 @@ void PreloadState::ObserveFree(void* ptr, void* stream) {
   event.bytes = live.bytes;
   event.pool = SegmentPool(live.bytes);
   event.stream = reinterpret_cast<StreamId>(stream);
-  if (EventLogWriter* writer = ObserveLog(live.device)) {
+  if (FslogWriter* writer = ObserveLog(live.device)) {
     MutexLock lock(&observe_log_mu_[index]);
     writer->OnEvent(event);
   }

@@ -90,7 +90,7 @@ class PreloadState {
  private:
   PreloadState();
   DeviceLogs* logs();
-  EventLogWriter* ObserveLog(int device);
+  FslogWriter* ObserveLog(int device);
   // The device's allocator, with its SegmentRanges attached; nullptr after reporting an error.
   CachingAllocator* CacheAllocator(int device);
 

@@ -90,7 +90,7 @@ absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
     for (int d = 0; d < device_count; ++d) {
       const auto index = static_cast<c10::DeviceIndex>(d);
       const cudaDeviceProp* prop = at::cuda::getDeviceProperties(index);
-      EventLogHeaderInfo header;
+      FslogHeaderInfo header;
       header.device_name = prop->name;
       header.device_total_bytes = prop->totalGlobalMem;
       header.device_index = d;

@@ -53,7 +53,7 @@ bool IsDeviceCallOrOom(TraceEntry::Action action) {
 
 }  // namespace
 
-TraceObserver::TraceObserver(std::string pattern, EventLogWriterOptions log_options,
+TraceObserver::TraceObserver(std::string pattern, FslogWriterOptions log_options,
                              std::optional<AllocatorOptions> options, FractionGetter fraction_of)
     : pattern_(std::move(pattern)),
       logs_(std::make_unique<hooks::DeviceLogs>(pattern_, log_options)),
@@ -62,7 +62,7 @@ TraceObserver::TraceObserver(std::string pattern, EventLogWriterOptions log_opti
 
 TraceObserver::~TraceObserver() = default;
 
-void TraceObserver::AddDevice(int device, EventLogHeaderInfo header, double fraction) {
+void TraceObserver::AddDevice(int device, FslogHeaderInfo header, double fraction) {
   const auto index = static_cast<size_t>(device);
   // PyTorch traces the segment frees of an empty_cache (explicit, or torch.cuda.graph's on
   // entry), not the call: the replay infers it, as for a snapshot.
@@ -77,7 +77,7 @@ void TraceObserver::AddDevice(int device, EventLogHeaderInfo header, double frac
   headers_[index] = std::move(header);
 }
 
-EventLogWriter* TraceObserver::Log(int device) {
+FslogWriter* TraceObserver::Log(int device) {
   return logs_->GetOrOpen(device, [&] { return headers_[static_cast<size_t>(device)]; });
 }
 
@@ -105,7 +105,7 @@ void TraceObserver::RecordFractionChange(int device) {
   double& shown = fractions_[static_cast<size_t>(device)];
   if (fraction == shown || !(fraction >= 0.0 && fraction <= 1.0)) return;
   shown = fraction;
-  if (EventLogWriter* writer = Log(device))
+  if (FslogWriter* writer = Log(device))
     writer->RecordOptionsChange(
         ConfWithFraction(headers_[static_cast<size_t>(device)].device_total_bytes, fraction));
 }
@@ -126,7 +126,7 @@ void TraceObserver::OnTrace(const TraceEntry& entry) noexcept {
     // The block's, segment's or request's private pool (.fslog 2.4); (0, 0): the default.
     event.pool_id = PoolId{entry.mempool_.first, entry.mempool_.second};
     // The open log is one atomic load; opening (a std::function and a lock) only the first time.
-    EventLogWriter* writer = logs_->Get(device);
+    FslogWriter* writer = logs_->Get(device);
     if (writer == nullptr) [[unlikely]] {
       writer = Log(device);
     }
@@ -138,8 +138,7 @@ void TraceObserver::OnTrace(const TraceEntry& entry) noexcept {
 
 void TraceObserver::OnOutOfMemory(int64_t device) noexcept {
   try {
-    if (EventLogWriter* writer = logs_->Get(static_cast<int>(device)))
-      writer->Flush().IgnoreError();
+    if (FslogWriter* writer = logs_->Get(static_cast<int>(device))) writer->Flush().IgnoreError();
   } catch (...) {
   }
 }

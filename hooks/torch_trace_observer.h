@@ -20,7 +20,7 @@
 #include <string>
 
 #include "allocator/allocator_options.h"
-#include "allocator/event_log_writer.h"
+#include "fslog/fslog_writer.h"
 #include "hooks/device_logs.h"
 #include "hooks/native_trace_converter.h"
 
@@ -34,7 +34,7 @@ class TraceObserver {
 
   // `options`: the job's allocator options when its conf parsed, else nullopt (block sizes then
   // assume PyTorch's defaults and the memory fraction is not recorded).
-  TraceObserver(std::string pattern, EventLogWriterOptions log_options,
+  TraceObserver(std::string pattern, FslogWriterOptions log_options,
                 std::optional<AllocatorOptions> options, FractionGetter fraction_of);
   ~TraceObserver();  // flushes and closes the logs
   TraceObserver(const TraceObserver&) = delete;
@@ -43,10 +43,10 @@ class TraceObserver {
   // Sets up `device` (0 <= device < kMaxDevices) before its first OnTrace: its log's header and
   // the memory fraction in effect now; a fraction below 1 goes into the header's options string
   // when the job's options parsed (Note [The memory fraction in observed logs]).
-  void AddDevice(int device, EventLogHeaderInfo header, double fraction);
+  void AddDevice(int device, FslogHeaderInfo header, double fraction);
 
   // The device's log, opened now if it is not yet (nullptr when it cannot be).
-  EventLogWriter* Log(int device);
+  FslogWriter* Log(int device);
   hooks::DeviceLogs& logs() { return *logs_; }
   const std::string& pattern() const { return pattern_; }
 
@@ -68,7 +68,7 @@ class TraceObserver {
   FractionGetter fraction_of_;
   // Per device: set by AddDevice, used only under that device's allocator lock.
   std::array<std::unique_ptr<hooks::NativeTraceConverter>, hooks::kMaxDevices> converters_;
-  std::array<EventLogHeaderInfo, hooks::kMaxDevices> headers_;
+  std::array<FslogHeaderInfo, hooks::kMaxDevices> headers_;
   std::array<double, hooks::kMaxDevices> fractions_{};  // the fraction the log shows, per device
 };
 

@@ -9,12 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/allocator_options.h"
-#include "allocator/event_log_format.h"
 #include "allocator/simulated_backend.h"
 #include "allocator/types.h"
 #include "analysis/cli/json_output.h"
 #include "analysis/sweep.h"
 #include "estimator/gpu_presets.h"
+#include "fslog/fslog_format.h"
 
 namespace fragscope::cli {
 

@@ -36,7 +36,7 @@ const CommandSpec& Command() {
       .description =
           R"txt(Converts between trace formats. IN: an .fslog event log, a PyTorch snapshot pickle, or an RMM
 CSV. OUT, chosen by --to or by OUT's extension:
-  .fslog          fragscope's event log (allocator/EVENT_LOG_FORMAT.md)
+  .fslog          fragscope's event log (fslog/FORMAT.md)
   .pickle, .pkl   a PyTorch memory snapshot (device_traces + segments) that
                   `python -m torch.cuda._memory_viz` and pytorch.org/memory_viz open
   .json           Chrome trace-event JSON for ui.perfetto.dev: allocated / active / reserved
@@ -167,7 +167,7 @@ class ConvertHooks final : public ReplayHooks {
 };
 
 // The segments and allocated blocks of `layout` (the replay's, before its first event), as the
-// state records of an .fslog (Note [State records] in event_log_format.h).
+// state records of an .fslog (Note [State records] in fslog_format.h).
 std::vector<InitialSegment> StateBeforeTrace(const LayoutSummary& layout) {
   std::vector<InitialSegment> state;
   for (const SegmentMap& m : layout.maps) {
@@ -303,7 +303,7 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     status = run(&writer);
     written = CountOf(writer.events_written(), "trace event") + " (Chrome trace JSON)";
   } else if (format == OutFormat::kFslog) {
-    EventLogHeader header;
+    FslogHeader header;
     header.device_index = info.device;
     // The capacity the log header claims: one given or recorded, never the 1 TiB a replay
     // assumes for a trace without one (0: not recorded); one inferred from OOM records is

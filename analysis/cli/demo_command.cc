@@ -165,7 +165,7 @@ int RunDemoCommand(const std::vector<std::string>& args, std::ostream& stdout_st
     return 1;
   }
   const std::string write_path = (*log_file)->write_path();
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = capacity;
   header.device_name = absl::StrFormat("simulated %d GiB GPU", *capacity_gib);
   header.host = "fragscope-demo";

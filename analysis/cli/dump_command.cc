@@ -13,12 +13,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "allocator/allocator_events.h"
-#include "allocator/event_log_format.h"
 #include "allocator/format_size.h"
 #include "analysis/cli/flag_parser.h"
 #include "analysis/cli/usage_error.h"
-#include "analysis/event_log_reader.h"
 #include "analysis/excerpt.h"
+#include "fslog/fslog_format.h"
+#include "fslog/fslog_reader.h"
 
 namespace fragscope::cli {
 namespace {
@@ -115,7 +115,7 @@ std::string ApplyFlags(const ParsedFlags& flags, DumpOptions* options) {
 
 class Printer {
  public:
-  Printer(const EventLogHeader& header, bool exact_bytes)
+  Printer(const FslogHeader& header, bool exact_bytes)
       : header_(header), exact_bytes_(exact_bytes) {}
 
   std::string Size(uint64_t bytes) const {
@@ -217,10 +217,10 @@ class Printer {
   }
 
   void Header(const std::string& path, std::ostream& out) const {
-    const EventLogHeader& h = header_;
+    const FslogHeader& h = header_;
     std::string_view clock = "unknown";
-    if (h.clock == EventLogClock::kMonotonic) clock = "CLOCK_MONOTONIC";
-    if (h.clock == EventLogClock::kTscCalibrated) clock = "TSC calibrated to CLOCK_MONOTONIC";
+    if (h.clock == FslogClock::kMonotonic) clock = "CLOCK_MONOTONIC";
+    if (h.clock == FslogClock::kTscCalibrated) clock = "TSC calibrated to CLOCK_MONOTONIC";
     out << absl::StrFormat("file: %s\n", path)
         << absl::StrFormat("format: %d.%d (header %d bytes)\n", h.version_major, h.version_minor,
                            h.header_bytes)
@@ -249,7 +249,7 @@ class Printer {
   }
 
  private:
-  const EventLogHeader& header_;
+  const FslogHeader& header_;
   bool exact_bytes_;
 };
 
@@ -263,7 +263,7 @@ int RunDumpCommand(const std::vector<std::string>& args, std::ostream& out, std:
   if (const std::string error = ApplyFlags(*flags, &options); !error.empty()) {
     return UsageError(err, "dump", error);
   }
-  auto reader = EventLogReader::Open(options.path);
+  auto reader = FslogReader::Open(options.path);
   if (!reader.ok()) {
     err << "fragscope dump: " << reader.status().message() << "\n";
     return 1;

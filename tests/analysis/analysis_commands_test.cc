@@ -132,7 +132,7 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
   std::ofstream(empty).close();
   const std::string garbage = TempPath("garbage.bin");
   std::ofstream(garbage) << "hello, not a trace";
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = kGiB;
   const std::string no_events = TempPath("no-events.fslog");
   ASSERT_OK((*FslogFileWriter::Open(no_events, header))->Close());
@@ -150,7 +150,7 @@ TEST(AnalysisCommandsTest, BadInputGetsAClearMessage) {
   // A header that claims a 1 PiB device.
   const std::string huge_device = TempPath("huge-device.fslog");
   {
-    EventLogHeader huge = header;
+    FslogHeader huge = header;
     huge.device_total_bytes = uint64_t{1} << 50;
     std::unique_ptr<FslogFileWriter> w = *FslogFileWriter::Open(huge_device, huge);
     AllocatorEvent e;

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "allocator/event_log_writer.h"
+#include "fslog/fslog_writer.h"
 #include "gtest/gtest.h"
-#include "tests/analysis/event_log_test_util.h"
+#include "tests/fslog/fslog_test_util.h"
 
 namespace fragscope::cli {
 namespace {
@@ -42,11 +42,11 @@ bool Contains(const std::string& text, const std::string& part) {
 
 std::string WriteLog() {
   const std::string path = TempLogPath("dump");
-  EventLogHeaderInfo info;
+  FslogHeaderInfo info;
   info.device_name = "Simulated H100";
   info.device_total_bytes = 80ull << 30;
   info.allocator_options = "max_split_size_mb:128";
-  auto writer = EventLogWriter::Open(path, info).value();
+  auto writer = FslogWriter::Open(path, info).value();
   AllocatorEvent segment;
   segment.kind = EventKind::kSegmentAlloc;
   segment.pool = PoolKind::kLarge;
@@ -138,9 +138,9 @@ std::string BinaryText() {
 // marker (56) and the model record (4096), each given 64 KiB of binary.
 TEST(DumpCommandTest, TextsAreShortEscapedExcerpts) {
   const std::string path = TempLogPath("dump-binary");
-  EventLogHeaderInfo info;
+  FslogHeaderInfo info;
   info.allocator_options = BinaryText();
-  auto writer = EventLogWriter::Open(path, info).value();
+  auto writer = FslogWriter::Open(path, info).value();
   writer->Mark(BinaryText());
   writer->RecordOptionsChange(BinaryText());
   writer->RecordModel(BinaryText());

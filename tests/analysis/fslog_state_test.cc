@@ -1,4 +1,4 @@
-// State records (Note [State records] in allocator/event_log_format.h): the memory an .fslog says
+// State records (Note [State records] in fslog/fslog_format.h): the memory an .fslog says
 // was held before its first event, written by FslogFileWriter::AppendState and read by
 // FslogSource into TraceInfo::initial_segments; malformed state is an error naming the offset.
 #include <memory>
@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "allocator/event_log_format.h"
 #include "analysis/fslog_file_writer.h"
 #include "analysis/fslog_source.h"
+#include "fslog/fslog_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/analysis/event_log_test_util.h"
 #include "tests/analysis/trace_builder.h"
+#include "tests/fslog/fslog_test_util.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope::testing {

@@ -245,7 +245,7 @@ TEST(HostileFlagsTest, ZeroThreadsAndAZeroFractionAreRefused) {
 // allocation of 2 MiB in it.
 std::string RawLog(const std::string& options, DevicePtr segment) {
   const std::string path = TempPath("raw.fslog");
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = 64 * kMiB;
   header.device_name = "simulated test GPU";
   header.allocator_options = options;

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "allocator/event_log_format.h"
+#include "fslog/fslog_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -54,7 +54,7 @@ TEST(RecordedGpuLogFlagTest, ALogWithoutEmptyCacheRecordsStillVerifies) {
       ReadFile(std::string(FRAGSCOPE_TEST_DATA_DIR) + "/gpu/h100_fragmentation_oom.fslog");
   const absl::StatusOr<size_t> size = ParseFileHeaderSize(bytes.substr(0, kFileHeaderBytes));
   ASSERT_TRUE(size.ok()) << size.status();
-  absl::StatusOr<EventLogHeader> header = ParseFileHeader(bytes.substr(0, *size));
+  absl::StatusOr<FslogHeader> header = ParseFileHeader(bytes.substr(0, *size));
   ASSERT_TRUE(header.ok()) << header.status();
   ASSERT_TRUE(header->records_empty_cache);
   header->records_empty_cache = false;

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "allocator/caching_allocator.h"
-#include "allocator/event_log_format.h"
 #include "allocator/simulated_backend.h"
 #include "analysis/fslog_file_writer.h"
+#include "fslog/fslog_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -97,7 +97,7 @@ RecordedJob Record(const std::string& name, bool release_graph, bool pool_blind 
   CachingAllocator allocator(backend, AllocatorOptions());
   RecordedJob job;
   job.fslog = ::testing::TempDir() + "/" + name + ".fslog";
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = kCapacity;
   header.device_name = "constructed";
   absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer =

@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "allocator/event_log_format.h"
 #include "analysis/fidelity_check.h"
 #include "analysis/fslog_source.h"
 #include "analysis/replay.h"
+#include "fslog/fslog_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/analysis/event_log_test_util.h"
 #include "tests/analysis/trace_builder.h"
+#include "tests/fslog/fslog_test_util.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope::testing {

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "analysis/event_log_reader.h"
 #include "analysis/fidelity_check.h"
 #include "analysis/fslog_file_writer.h"
 #include "analysis/hook_list.h"
 #include "analysis/open_trace.h"
 #include "analysis/replay.h"
+#include "fslog/fslog_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/fragmented_oom_log.h"
@@ -239,7 +239,7 @@ TEST(ReplayTest, RandomJobsMatchTheJobsEventsAndStatsUpToTheOrderOfOnePoll) {
         << " / " << checker.divergence()->got;
 
     std::vector<AllocatorEvent> logged;
-    ASSERT_OK_AND_ASSIGN(EventLogReader reader, EventLogReader::Open(path));
+    ASSERT_OK_AND_ASSIGN(FslogReader reader, FslogReader::Open(path));
     LogEntry entry;
     for (;;) {
       ASSERT_OK_AND_ASSIGN(bool more, reader.Next(&entry));
@@ -424,7 +424,7 @@ TEST(ReplayTest, ManyOomRecordsOverManySegmentsWalkLinearly) {
 std::string ObservedLog(bool size_inferred) {
   const std::string path =
       ::testing::TempDir() + (size_inferred ? "/inferred.fslog" : "/exact.fslog");
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = 4 * kGiB;
   header.device_name = "observed";
   absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer = FslogFileWriter::Open(path, header);

@@ -250,7 +250,7 @@ TEST(SweepTest, DemoWorkloadOomIsAvoidedByAMaxSplitSetting) {
   w.seed = 3;
   w.steps = 12;
   w.flash_attention = true;
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = 16 * kGiB;
   const std::string path = TempPath("demo.fslog");
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<FslogFileWriter> log, FslogFileWriter::Open(path, header));

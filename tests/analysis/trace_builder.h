@@ -35,7 +35,7 @@ class TraceBuilder {
                         const std::string& name = "trace.fslog", int32_t rank = 0,
                         int32_t world_size = 0)
       : path_(TempPath(name)), backend_(capacity_bytes) {
-    EventLogHeader header;
+    FslogHeader header;
     header.device_total_bytes = capacity_bytes;
     header.device_name = "simulated test GPU";
     header.allocator_options = conf;

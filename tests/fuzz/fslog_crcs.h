@@ -1,5 +1,5 @@
 // FixFslogCrcs: recomputes the CRCs of an .fslog's bytes, so that a fuzzer's mutations reach the
-// length, sequence and record-decoding logic behind the checksums (event_log_fuzz's odd modes,
+// length, sequence and record-decoding logic behind the checksums (fslog_fuzz's odd modes,
 // trace_analysis_fuzz's raw-log mode).
 #pragma once
 
@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "allocator/crc32c.h"
-#include "allocator/event_log_format.h"
+#include "fslog/crc32c.h"
+#include "fslog/fslog_format.h"
 
 namespace fragscope {
 

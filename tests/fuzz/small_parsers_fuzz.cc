@@ -2,7 +2,7 @@
 // sizes and counts (analysis/cli/cli_flags.h: --capacity, --allowed, --at, ...), list splitting
 // (the sweep's grids), the trace commands' flags with the sweep grid (ParseFlags and
 // ApplyAnalysisFlags; arguments one per line), and FRAGSCOPE_LOG path patterns
-// (allocator/event_log_writer.h %p %r %%, hooks/hook_config.h %d and the per-device name).
+// (fslog/fslog_writer.h %p %r %%, hooks/hook_config.h %d and the per-device name).
 //
 // Input: one selector byte, then the text. Properties checked: nothing crashes or trips a
 // sanitizer; an accepted size or count printed in decimal parses back to itself; split lists
@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "allocator/check.h"
-#include "allocator/event_log_writer.h"
 #include "analysis/cli/cli_flags.h"
+#include "fslog/fslog_writer.h"
 #include "hooks/hook_config.h"
 
 namespace {

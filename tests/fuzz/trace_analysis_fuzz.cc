@@ -1,14 +1,14 @@
 // libFuzzer target for the analyzer behind the trace commands: `fragscope analyze` (replay,
 // metrics, OOM explanations, the sweep, the model gap, the text, JSON and HTML reports),
 // `verify`, `convert` and `dump`, on traces whose events make no sense. The parsers have targets
-// of their own (event_log, pickle, rmm_csv); here the bytes parse, and what they say is arbitrary:
+// of their own (fslog, pickle, rmm_csv); here the bytes parse, and what they say is arbitrary:
 // frees of blocks never allocated, allocations at live addresses, segments that overlap, OOMs with
 // any numbers, options changes to anything, completions without requests, other devices.
 //
 // Input: a selector byte, then (selector mod 5):
 //   0: an event program (below), written as an .fslog by FslogFileWriter, so every event decodes,
 //      sometimes after state records (memory held before the log), valid or not;
-//   1: the bytes of an .fslog, CRCs recomputed (as event_log_fuzz's odd modes do);
+//   1: the bytes of an .fslog, CRCs recomputed (as fslog_fuzz's odd modes do);
 //   2: the bytes of an RMM logging_resource_adaptor CSV;
 //   3: the bytes of a PyTorch snapshot pickle;
 //   4: a job program: allocations, frees, record_stream, empty_cache and settings changes run on
@@ -46,13 +46,13 @@
 #include "allocator/allocator_options.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/check.h"
-#include "allocator/event_log_format.h"
 #include "allocator/simulated_backend.h"
 #include "allocator/types.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/dump_command.h"
 #include "analysis/fslog_file_writer.h"
 #include "estimator/json_value.h"
+#include "fslog/fslog_format.h"
 #include "tests/fuzz/fslog_crcs.h"
 
 namespace fragscope {
@@ -148,12 +148,12 @@ void WriteProgram(FuzzedDataProvider& in, const std::string& path) {
   static constexpr std::array<uint64_t, 7> kCapacities = {
       0, 2 * kMiB, 20 * kMiB, 256 * kMiB, 16 * kGiB, 80 * kGiB, uint64_t{1} << 42};
   static constexpr std::array<StreamId, 3> kStreams = {0, 1, 0x7f00'dead'beef};
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = in.PickValueInArray(kCapacities);
   header.allocator_options = Conf(in);
   header.device_index = in.ConsumeBool() ? 0 : 1;
   header.start_monotonic_ns = in.ConsumeBool() ? 1'000'000'000 : 0;
-  header.clock = EventLogClock::kMonotonic;
+  header.clock = FslogClock::kMonotonic;
   absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer = FslogFileWriter::Open(path, header);
   FRAGSCOPE_CHECK(writer.ok());
   if (in.ConsumeIntegralInRange<int>(0, 3) == 0) (*writer)->AppendState(State(in));
@@ -222,11 +222,11 @@ uint64_t WriteJob(FuzzedDataProvider& in, const std::string& path) {
         0, (stream_uses ? kConfsWithStreamUses : kConfs.size()) - 1)]);
   };
   std::string conf = pick_conf();
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = capacity;
   header.allocator_options = conf;
   header.start_monotonic_ns = 1'000'000'000;
-  header.clock = EventLogClock::kMonotonic;
+  header.clock = FslogClock::kMonotonic;
   absl::StatusOr<std::unique_ptr<FslogFileWriter>> writer = FslogFileWriter::Open(path, header);
   FRAGSCOPE_CHECK(writer.ok());
   SimulatedBackend backend(capacity);

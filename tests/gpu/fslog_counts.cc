@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "analysis/event_log_reader.h"
+#include "fslog/fslog_reader.h"
 
 namespace {
 
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: fslog_counts FILE.fslog\n");
     return 2;
   }
-  absl::StatusOr<fragscope::EventLogReader> reader = fragscope::EventLogReader::Open(argv[1]);
+  absl::StatusOr<fragscope::FslogReader> reader = fragscope::FslogReader::Open(argv[1]);
   if (!reader.ok()) {
     std::fprintf(stderr, "%s\n", reader.status().ToString().c_str());
     return 1;
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> kind_items;
   for (const auto& [name, count] : kinds)
     kind_items.push_back(absl::StrCat(Quote(name), ":", count));
-  const fragscope::EventLogHeader& header = reader->header();
+  const fragscope::FslogHeader& header = reader->header();
   std::printf(
       "{\"device\":%d,\"device_name\":%s,\"device_total_bytes\":%llu,\"options\":%s,"
       "\"warnings\":%zu,\"kinds\":{%s},\"markers\":[%s],\"alloc_requested_bytes\":%llu,"

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "analysis/cli/command_line.h"
-#include "analysis/event_log_reader.h"
+#include "fslog/fslog_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hooks/torch_observer.h"
@@ -64,7 +64,7 @@ TEST(TorchObserveFractionGpuTest, TheCapIsInTheLogAndTheReplayReproducesTheOom) 
 
   const std::string path =
       absl::StrCat(::testing::TempDir(), "/fragscope_observe_fraction.", getpid(), ".0.fslog");
-  absl::StatusOr<EventLogReader> reader = EventLogReader::Open(path);
+  absl::StatusOr<FslogReader> reader = FslogReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status();
   std::string options_change;
   LogEntry entry;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/event_log_reader.h"
+#include "fslog/fslog_reader.h"
 #include "gtest/gtest.h"
 #include "hooks/torch_observer.h"
 
@@ -62,7 +62,7 @@ TEST(TorchObserveGpuTest, LogMatchesPyTorchsOwnStats) {
 
   const std::string path =
       absl::StrCat(::testing::TempDir(), "/fragscope_observe_gpu.", getpid(), ".0.fslog");
-  absl::StatusOr<EventLogReader> reader = EventLogReader::Open(path);
+  absl::StatusOr<FslogReader> reader = FslogReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status();
   EXPECT_EQ(reader->header().device_index, 0);
   EXPECT_GT(reader->header().device_total_bytes, 0u);

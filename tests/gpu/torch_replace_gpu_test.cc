@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/event_log_reader.h"
+#include "fslog/fslog_reader.h"
 #include "gtest/gtest.h"
 #include "hooks/fragscope_alloc.h"
 #include "hooks/torch_allocator.h"
@@ -91,7 +91,7 @@ TEST_F(TorchReplaceGpuTest, EmptyCacheAndLogReachFragscope) {
   ASSERT_EQ(fragscope_flush(), 0);
   const std::string path =
       absl::StrCat(::testing::TempDir(), "/fragscope_replace_gpu.", getpid(), ".0.fslog");
-  absl::StatusOr<EventLogReader> reader = EventLogReader::Open(path);
+  absl::StatusOr<FslogReader> reader = FslogReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status();
   std::map<EventKind, int> kinds;
   LogEntry entry;

@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "allocator/simulated_backend.h"
 #include "analysis/analyzer.h"
-#include "analysis/event_log_reader.h"
+#include "fslog/fslog_reader.h"
 #include "gtest/gtest.h"
 #include "hooks/fragscope_alloc.h"
 #include "hooks/pluggable_allocator.h"
-#include "tests/analysis/event_log_test_util.h"
+#include "tests/fslog/fslog_test_util.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope::hooks {

@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "analysis/event_log_reader.h"
+#include "fslog/fslog_reader.h"
 #include "gtest/gtest.h"
-#include "tests/analysis/event_log_test_util.h"
+#include "tests/fslog/fslog_test_util.h"
 #include "tests/hooks/stub_cudart.h"
 
 namespace fragscope {

@@ -7,8 +7,11 @@
 #include "allocator/caching_allocator.h"
 #include "allocator/format_size.h"
 #include "allocator/simulated_backend.h"
+#include "fslog/crc32c.h"
 
 int main() {
+  // The .fslog library (fragscope::fslog) and its headers: CRC32C's check value.
+  if (fragscope::Crc32c("123456789") != 0xE3069283u) return 1;
   fragscope::SimulatedBackend device(uint64_t{1} << 30);
   absl::StatusOr<fragscope::AllocatorOptions> options =
       fragscope::ParseAllocatorOptions("max_split_size_mb:128");
