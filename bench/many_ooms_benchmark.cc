@@ -37,7 +37,7 @@ constexpr uint64_t kSegmentBytes = 12 * kMiB;
 
 // Writes the log of `segments` segments and as many OOMs to `path`.
 void WriteManyOomsLog(const std::string& path, uint64_t segments) {
-  EventLogHeader header;
+  FslogHeader header;
   header.device_total_bytes = segments * kSegmentBytes;
   header.device_name = "simulated device filled with fragmented segments";
   header.start_monotonic_ns = 1'000'000'000;
