@@ -5,7 +5,7 @@ find_package(absl REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
 # zstd: compressed .fslog logs (fslog/FORMAT.md); nlohmann/json: the rank summaries
-# of `fragscope summarize` and `merge` (analysis/RANK_SUMMARY_SCHEMA.md). Debian: libzstd-dev,
+# of `fragscope summarize` and `merge` (analysis/CROSS_RANK_SCHEMA.md). Debian: libzstd-dev,
 # nlohmann-json3-dev (scripts/setup.sh installs them).
 find_package(zstd CONFIG QUIET)
 if(NOT TARGET zstd::libzstd_shared)
