@@ -67,8 +67,8 @@ struct TraceEvent {
   // The private pool of the block, segment or request ((0, 0): the default pool): .fslog 2.4
   // records it; for a snapshot, the pool of the segment the address lies in (snapshot_source.h).
   PoolId pool_id;
-  std::string
-      text;  // kMarker, kOptionsChange, kModel (JSON: Note [Model records] in fslog/fslog_format.h)
+  // kMarker, kOptionsChange, kModel (JSON: Note [Model records] in fslog/fslog_format.h).
+  std::string text;
 };
 
 // TraceEvent::flags bit, beside the allocator's EventFlag bits (which end at bit 6): a
