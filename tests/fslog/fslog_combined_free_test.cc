@@ -15,14 +15,8 @@
 #include "tests/fslog/fslog_test_util.h"
 #include "tests/fslog/fslog_writer_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
-
-using ::fragscope::testing::ReadFile;
-using ::fragscope::testing::ReadResult;
-using ::fragscope::testing::SameEvent;
-using ::fragscope::testing::TempLogPath;
-using ::fragscope::testing::WriterTestInfo;
 
 struct Recorder : AllocatorObserver {
   void OnEvent(const AllocatorEvent& event) override { events.push_back(event); }
@@ -220,4 +214,4 @@ TEST(CombinedFreeTest, WriterLogReadsBackAsTheEmittedEventsWithFewerRecords) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

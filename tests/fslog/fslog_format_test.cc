@@ -9,13 +9,8 @@
 #include "gtest/gtest.h"
 #include "tests/fslog/fslog_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
-
-using ::fragscope::testing::kAllocatorKinds;
-using ::fragscope::testing::SameEvent;
-using ::fragscope::testing::SampleEvent;
-using ::fragscope::testing::SampleHeader;
 
 TEST(FslogFormatTest, EncodeDecodeIsLosslessForEveryKind) {
   for (EventKind kind : kAllocatorKinds) {
@@ -200,4 +195,4 @@ TEST(FslogFormatTest, SealChunkChecksumsHeaderAndPayload) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -10,18 +10,8 @@
 #include "gtest/gtest.h"
 #include "tests/fslog/fslog_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
-
-using ::fragscope::testing::EncodedSample;
-using ::fragscope::testing::LogBuilder;
-using ::fragscope::testing::ReadBytes;
-using ::fragscope::testing::ReadFile;
-using ::fragscope::testing::ReadResult;
-using ::fragscope::testing::SampleEvent;
-using ::fragscope::testing::SampleHeader;
-using ::fragscope::testing::TempLogPath;
-using ::fragscope::testing::WriteFileBytes;
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -53,7 +43,7 @@ SmallLog WriteSmallLog() {
     writer->OnEvent(SampleEvent(EventKind::kOom, 4));
   }
   SmallLog log;
-  log.bytes = testing::FileBytes(path);
+  log.bytes = FileBytes(path);
   auto reader = FslogReader::OpenBytes(log.bytes).value();
   log.header_bytes = reader.header().header_bytes;
   size_t entries = 0;
@@ -210,7 +200,7 @@ TEST(FslogReaderTest, SequenceGapsAreWarningsAndBackwardsIsAnError) {
 // Note [Combined free records]: in a 2.x log one record is two events; events are numbered by
 // record sequence plus the combined records before them, across chunks and gaps.
 TEST(FslogReaderTest, CombinedFreeRecordIsTwoEventsAndShiftsTheNumbering) {
-  const testing::CombinedFreeSample free = testing::MakeCombinedFree(7, 1'000'000'500);
+  const CombinedFreeSample free = MakeCombinedFree(7, 1'000'000'500);
   const auto build = [&](uint16_t major) {
     FslogHeader header = SampleHeader();
     header.version_major = major;
@@ -223,8 +213,8 @@ TEST(FslogReaderTest, CombinedFreeRecordIsTwoEventsAndShiftsTheNumbering) {
   const ReadResult v2 = ReadBytes(build(2));
   ASSERT_TRUE(v2.status.ok()) << v2.status;
   ASSERT_EQ(v2.entries.size(), 5u);
-  EXPECT_TRUE(testing::SameEvent(v2.entries[1].event(), free.requested));
-  EXPECT_TRUE(testing::SameEvent(v2.entries[2].event(), free.completed));
+  EXPECT_TRUE(SameEvent(v2.entries[1].event(), free.requested));
+  EXPECT_TRUE(SameEvent(v2.entries[2].event(), free.completed));
   EXPECT_EQ(v2.entries[1].record.timestamp_ns, 1'000'000'500u);
   EXPECT_EQ(v2.entries[2].record.timestamp_ns, 1'000'000'500u);
   std::vector<uint64_t> numbers;
@@ -245,7 +235,7 @@ TEST(FslogReaderTest, CombinedFreeRecordIsTwoEventsAndShiftsTheNumbering) {
 // before) never wrap. Fuzzing found a chunk starting at 2^64 - 8 after a combined free: its events
 // were numbered 0, 1, then 2^64 - 7 + 1 = wrapped to below the previous number.
 TEST(FslogReaderTest, SequenceNumbersAboveTheFormatsBoundAreAnError) {
-  const testing::CombinedFreeSample free = testing::MakeCombinedFree(7, 1'000'000'500);
+  const CombinedFreeSample free = MakeCombinedFree(7, 1'000'000'500);
   const auto read_with_last_chunk_at = [&](uint64_t first_sequence, size_t* bad_offset) {
     LogBuilder builder;  // SampleHeader(): this version, so the free is two events
     builder.AddChunk({free.record}, 0);
@@ -346,4 +336,4 @@ TEST(FslogReaderTest, StreamsALogLargerThanItsBuffer) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

@@ -11,17 +11,8 @@
 #include "gtest/gtest.h"
 #include "tests/fslog/fslog_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
-
-using ::fragscope::testing::EncodedSample;
-using ::fragscope::testing::LogBuilder;
-using ::fragscope::testing::ReadBytes;
-using ::fragscope::testing::ReadFile;
-using ::fragscope::testing::ReadResult;
-using ::fragscope::testing::SampleHeader;
-using ::fragscope::testing::TempLogPath;
-using ::fragscope::testing::WriteFileBytes;
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -218,4 +209,4 @@ TEST(FslogReaderZstdTest, CorruptCompressedFileIsAnErrorNotACrash) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

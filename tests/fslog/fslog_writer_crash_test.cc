@@ -21,15 +21,8 @@
 #include "tests/fslog/fslog_test_util.h"
 #include "tests/fslog/fslog_writer_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
-
-using ::fragscope::testing::IdOf;
-using ::fragscope::testing::ReadFile;
-using ::fragscope::testing::ReadResult;
-using ::fragscope::testing::SampleEvent;
-using ::fragscope::testing::TempLogPath;
-using ::fragscope::testing::WriterTestInfo;
 
 // Exit codes of a child that did not die as planned (sanitizers' own handlers exit with 1 or 66).
 constexpr int kChildOpenFailed = 101;
@@ -185,4 +178,4 @@ TEST(FslogWriterCrashTest, KillNineLosesAtMostOneBuffer) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

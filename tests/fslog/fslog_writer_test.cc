@@ -19,17 +19,8 @@
 #include "tests/fslog/fslog_test_util.h"
 #include "tests/fslog/fslog_writer_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
-
-using ::fragscope::testing::IdOf;
-using ::fragscope::testing::kAllocatorKinds;
-using ::fragscope::testing::ReadFile;
-using ::fragscope::testing::ReadResult;
-using ::fragscope::testing::SameEvent;
-using ::fragscope::testing::SampleEvent;
-using ::fragscope::testing::TempLogPath;
-using ::fragscope::testing::WriterTestInfo;
 
 std::unique_ptr<FslogWriter> OpenOrDie(const std::string& path,
                                        const FslogWriterOptions& options = {}) {
@@ -395,4 +386,4 @@ TEST(PathPatternTest, RankComesFromRankThenLocalRank) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

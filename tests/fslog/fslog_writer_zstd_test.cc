@@ -16,16 +16,8 @@
 #include "tests/fslog/fslog_test_util.h"
 #include "tests/fslog/fslog_writer_test_util.h"
 
-namespace fragscope {
+namespace fragscope::testing {
 namespace {
-
-using ::fragscope::testing::FileBytes;
-using ::fragscope::testing::IdOf;
-using ::fragscope::testing::ReadFile;
-using ::fragscope::testing::ReadResult;
-using ::fragscope::testing::SampleEvent;
-using ::fragscope::testing::TempLogPath;
-using ::fragscope::testing::WriterTestInfo;
 
 bool ZstdMagicAt(const std::string& bytes, size_t offset) {
   uint32_t magic = 0;
@@ -180,4 +172,4 @@ TEST(FslogWriterZstdTest, HeaderRecordsParallelSizesAndMemoryAtOpen) {
 }
 
 }  // namespace
-}  // namespace fragscope
+}  // namespace fragscope::testing

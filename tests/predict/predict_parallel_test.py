@@ -5,7 +5,8 @@ FRAGSCOPE_LIB_DIR and FRAGSCOPE_BIN set. Prints "skipped: ..." and exits 0 witho
 torch.distributed and its fake process group), transformers or libfragscope_torch.so.
 
   - Fsdp2Test: a two-layer GPT-2 under fully_shard (bf16 MixedPrecisionPolicy, AdamW): the
-    optimizer states at world size 4 are a quarter of world size 1's; rank 3's copy-in buffer and
+    optimizer states at world size 4 are a quarter of world size 1's, and so are the parameters
+    the init phase allocates (the shards only); rank 3's copy-in buffer and
     all-gather output of each block (a quarter of, and all of, the block's bf16 bytes) come from
     a side stream, its unsharded parameters from the default stream, its reduce-scatter output
     (fp32) from another side stream; the peak is lower than at world size 1; the log's header
@@ -136,6 +137,15 @@ class Fsdp2Test(unittest.TestCase):
         self.assertLess(abs(one - 2 * 4 * PARAMS), 1024)
         self.assertLess(abs(four - 2 * 4 * PARAMS // 4), 1024)
         self.assertAlmostEqual(four / one, 0.25, delta=0.01)
+
+    def test_init_holds_only_the_shards(self):
+        # Built and sharded with nothing recorded, as from the meta device, then the fp32 shards
+        # allocated: a quarter of the parameters at world size 4, never the whole model.
+        one = sum(size for size, _ in allocations(self.one_events, "init / weights"))
+        four = sum(size for size, _ in allocations(self.four_events, "init / weights"))
+        self.assertGreaterEqual(one, 4 * PARAMS)
+        self.assertGreaterEqual(four, PARAMS)
+        self.assertLess(four, one / 3)
 
     def test_all_gather_and_reduce_scatter_buffers(self):
         forward = allocations(self.four_events, "step 1 / forward")

@@ -188,6 +188,8 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
     target = find_gpu(gpu) if isinstance(gpu, str) else gpu
     torch_lib = _torch_lib()
     session = _Session(log, conf, journal)
+    global _active_session
+    _active_session = session
     prediction = Prediction(log, target)
 
     class _FakeMode(FakeTensorMode):
@@ -245,11 +247,21 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
 
                 gc.collect()
     finally:
+        _active_session = None
         torch.nn.functional.scaled_dot_product_attention = original_sdpa
         torch_lib.fragscope_torch_predict_end()
         close_phase()
         prediction.allocations = session.allocations
         session.close()
+
+
+_active_session = None
+
+
+def track(storage):
+    """Inside capture: allocates `storage` (one made while nothing was recorded) on the current
+    stream, and frees it when it dies, as if an op had just made it."""
+    _active_session.track(storage, current_stream_handle())
 
 
 @contextlib.contextmanager
@@ -325,7 +337,9 @@ def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None, world
     process group. parallel="fsdp2" or "ddp": make_model() returns the nn.Module, which is
     wrapped (fsdp2: fully_shard on each of `blocks`, default the transformer blocks, then on the
     root; ddp: DistributedDataParallel, `bucket_cap_mb`), and the state is the wrapped module, or
-    (module, make_optimizer(module)) with `make_optimizer`. parallel=None with world_size > 1:
+    (module, make_optimizer(module)) with `make_optimizer`; under fsdp2 the model is built and
+    sharded unrecorded and then its shards allocated, as torchtitan's meta-device initialisation
+    (predict_parallel.build). parallel=None with world_size > 1:
     make_model() wraps the model itself (its own fully_shard or DDP calls run on the fake group).
     """
     from . import predict_parallel
@@ -345,11 +359,12 @@ def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None, world
                 if rank_job is not None:
                     mesh = stack.enter_context(predict_parallel.fake_process_group(rank_job))
                 mark("init")
-                state = make_model()
                 if rank_job is not None and rank_job.parallel is not None:
-                    state = predict_parallel.wrap(state, rank_job, mesh, blocks)
+                    state = predict_parallel.build(make_model, rank_job, mesh, blocks)
                     if make_optimizer is not None:
                         state = (state, make_optimizer(state))
+                else:
+                    state = make_model()
                 for index in range(steps):
                     mark(f"step {index}")
                     step(state, index)

@@ -107,26 +107,31 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
             mesh = ranks.enter_context(predict_parallel.fake_process_group(rank_job))
         mark("init / weights")
         torch.manual_seed(0)
-        with torch.device("cuda"):
-            model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attention)
-        if rank_job is None:
-            # The record's job has no data-parallel layout: a rank's shard is not described.
-            _write_model_record(cfg, job)
-        opt = None
-        if mode == "training":
+
+        def make_model():
+            with torch.device("cuda"):
+                model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attention)
+            if mode != "training":
+                return model.eval()
             model.train()
             if recompute:
                 model.gradient_checkpointing_enable(
                     gradient_checkpointing_kwargs={"use_reentrant": False})
-            if rank_job is not None:
-                model = predict_parallel.wrap(model, rank_job, mesh, param_dtype=param_dtype)
+            return model
+
+        if rank_job is None:
+            model = make_model()
+            # The record's job has no data-parallel layout: a rank's shard is not described.
+            _write_model_record(cfg, job)
+        else:
+            model = predict_parallel.build(make_model, rank_job, mesh, param_dtype=param_dtype)
+        opt = None
+        if mode == "training":
             if optimizer.startswith("adamw"):
                 flags = {"adamw-fused": {"fused": True}, "adamw-foreach": {"foreach": True}}
                 opt = torch.optim.AdamW(model.parameters(), lr=lr, **flags.get(optimizer, {}))
             elif optimizer == "sgd":
                 opt = torch.optim.SGD(model.parameters(), lr=lr)
-        else:
-            model.eval()
         vocab = cfg.vocab_size
         for step in range(steps):
             ids = torch.randint(0, vocab, (micro_batch, seq), device="cuda")

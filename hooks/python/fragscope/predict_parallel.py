@@ -229,6 +229,30 @@ def _verify_param_shapes(process_group, tensors, logger=None):
         torch.empty(count, dtype=torch.long, device=tensors[0].device)
 
 
+def build(make_model, rank_job, mesh, blocks=None, param_dtype=None):
+    """make_model()'s module made one rank of `rank_job` (wrap). fsdp2 is initialised as
+    torchtitan does it: the model built on the meta device, sharded, then materialised on the GPU
+    (`to_empty`), so that the device never holds the whole model: here the model is built and
+    sharded with nothing recorded, and then each parameter's local shard and each buffer is
+    allocated, in the module's order. ddp: the model is built on the device (DDP broadcasts it
+    from there) and wrapped, all recorded."""
+    if rank_job.parallel != "fsdp2":
+        return wrap(make_model(), rank_job, mesh, blocks, param_dtype)
+    import itertools
+
+    from .predict_capture import track
+    from .predict_kernels import metadata_only
+
+    metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
+    try:
+        model = wrap(make_model(), rank_job, mesh, blocks, param_dtype)
+    finally:
+        metadata_only.depth -= 1
+    for tensor in itertools.chain(model.parameters(), model.buffers()):
+        track(getattr(tensor, "_local_tensor", tensor).untyped_storage())
+    return model
+
+
 def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
     """`model` (on the simulated device) made one rank of `rank_job`: fsdp2: fully_shard on each
     block (`blocks`, default transformer_blocks(model)) and then on the root, with
