@@ -187,7 +187,7 @@ struct ManyOoms {
 
 ManyOoms ExplainManyOoms(uint64_t segments, uint64_t ooms) {
   const std::string path =
-      ManyOomsLog(segments, ooms, absl::StrFormat("many-ooms-%d.fslog", segments));
+      testing::ManyOomsLog(segments, ooms, absl::StrFormat("many-ooms-%d.fslog", segments));
   absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
   EXPECT_OK(opener.status());
   std::unique_ptr<TraceSource> source = *opener->Open();

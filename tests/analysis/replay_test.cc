@@ -388,7 +388,7 @@ TEST(ReplayTest, PreTraceSegmentsThatDoNotFitCostNoAllocatorCall) {
 // blocks in all, and every OOM is still reproduced and verified.
 TEST(ReplayTest, ManyOomRecordsOverManySegmentsWalkLinearly) {
   constexpr uint64_t kSegments = 4000, kOoms = 4000;
-  const std::string path = ManyOomsLog(kSegments, kOoms);
+  const std::string path = testing::ManyOomsLog(kSegments, kOoms);
 
   absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
   ASSERT_OK(opener.status());
