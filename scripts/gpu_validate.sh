@@ -16,17 +16,20 @@
 #   oom        a fragmentation OOM under a memory fraction: observed, analyzed, swept, fixed
 #   bench      bench/gpu_allocator_comparison and bench/gpu_history_overhead, if the pack has them
 #   estimator  measured peak memory of GPT-2 124M/355M and a 1.1B Llama vs `fragscope estimate`
-# and the second round's (run them as GPU_VALIDATE_STEPS="predict bigjob pools observecost wheel"):
+# and the second round's (GPU_VALIDATE_STEPS="predict bigjob pools observecost wheel parallel"):
 #   predict    six models x two shapes on the GPU under observe vs `python -m fragscope predict`
 #              (peaks, allocation count, OOM at 0.9x / 1.1x the measured peak reserved)
 #   bigjob     a 1.1B Llama with variable sequence lengths under a cap where it dies of
 #              fragmentation: the whole-job verdict, the recommendation, the rerun with it
 #   pools      oracle traces of CUDA graphs in a shared pool, torch.compile reduce-overhead and
-#              MemPool/use_mem_pool, and `fragscope verify` of each
+#              MemPool/use_mem_pool (snapshots, and observed logs of the graph and MemPool jobs),
+#              and `fragscope verify` of each
 #   observecost  observe's ns per event, the pack against GPU_VALIDATE_BASELINE_PACK (before),
 #              and `perf record` of the observe run
 #   wheel      the wheel in build-wheel/ (GPU_VALIDATE_WHEEL_DIR) installed offline into a venv:
 #              the hook modes in the GPT-2 job through the installed package
+#   parallel   one rank of FSDP2 and DDP jobs under the fake process group on the GPU vs
+#              `python -m fragscope predict --parallel`, and `fragscope verify` of its log
 # then OUT_DIR/summary.md (also rewritten after every step) with every figure, the GPU, driver,
 # torch version, date and commit. Artifacts are kept small: snapshots under 1 MB each, .fslog
 # files over 1 MB are deleted once checked.
@@ -37,7 +40,7 @@
 # GPU_VALIDATE_BUDGET_S (default 540: no step starts after it, and each step's limit is cut to
 # what is left). Without a CUDA device every GPU step prints "skipped: no CUDA device" (the oom
 # step still runs its CPU design check) and the script exits 0. GPU_VALIDATE_DRY_RUN=1 runs the
-# second round's predict, bigjob and pools steps on the CPU with small models (ctest
+# second round's predict, bigjob, pools and parallel steps on the CPU with small models (ctest
 # scripts.gpu.round2_dry_run). Exit status: the number of steps that failed, timed out or were
 # not run for lack of time.
 set -u
@@ -173,8 +176,12 @@ step_observecost() {
   elif [ -n "${GPU_VALIDATE_BASELINE_PACK:-}" ]; then
     echo "observecost: no directory $GPU_VALIDATE_BASELINE_PACK: this pack alone"
   fi
+  # Without a before pack, three runs of this one (the random mix's single observe pass per run
+  # spread -1 to +184 ns for an empty tracker: one run says little).
+  pairs=3
+  if [ ${#before[@]} -gt 0 ]; then pairs=1; fi
   python3 scripts/gpu/observe_cost.py "$STEP_DIR" --after "$FRAGSCOPE_PACK" "${before[@]}" \
-    --pairs 1 --rounds 2 --timeout 60
+    --pairs "$pairs" --rounds 2 --timeout 60
 }
 step_wheel() {
   wheel_dir=${GPU_VALIDATE_WHEEL_DIR:-build-wheel}
@@ -212,8 +219,17 @@ step_wheel() {
   find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
   exit "$rc"
 }
+step_parallel() {
+  set_dry
+  need "$FRAGSCOPE_BIN"
+  python3 scripts/gpu/parallel_check.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
+    --timeout 90 "${dry[@]}"
+  rc=$?
+  find "$STEP_DIR" -name '*.fslog' -size +4096k -print -delete | sed 's/^/deleted (over 4 MB): /'
+  exit "$rc"
+}
 export -f need set_dry step_tests step_oracle step_modes step_oom step_bench step_estimator \
-  step_predict step_bigjob step_pools step_observecost step_wheel
+  step_predict step_bigjob step_pools step_observecost step_wheel step_parallel
 export GPU_VALIDATE_DRY_RUN=${GPU_VALIDATE_DRY_RUN:-0}
 
 run_step() {  # NAME LIMIT_SECONDS
@@ -259,9 +275,10 @@ run_step bench 150
 run_step estimator 200
 run_step predict 210
 run_step bigjob 110
-run_step pools 60
+run_step pools 80
 run_step observecost 100
 run_step wheel 150
+run_step parallel 120
 python3 scripts/gpu/summary.py write "$out"
 echo "gpu_validate: $failures step(s) failed, timed out or not run, in ${SECONDS}s"
 echo "gpu_validate: summary: $out/summary.md"

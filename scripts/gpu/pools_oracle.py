@@ -11,16 +11,21 @@ with _record_memory_history (no stacks) + _dump_snapshot and checked with `frags
   mempool_live   the same up to the drop: the pool and some of its tensors still live at the
                  dump, so the snapshot's segments say which are the pool's (after the drop and
                  empty_cache they are gone, and nothing in the trace names the pool)
+  observed_graph_pool, observed_mempool
+                 graph_pool and mempool run under fragscope.observe() instead: the .fslog of
+                 observe mode, whose header says it records no empty_cache calls (torch.cuda.graph
+                 empties the cache on entry; the replay infers the calls from the segment frees)
 
     pools_oracle.py OUT_DIR --fragscope BIN [--only KIND,...] [--dry-run]
     pools_oracle.py record KIND OUT_DIR                                   # child: one trace
 
-Writes OUT_DIR/<kind>.pickle (< 1 MB each), <kind>.json (memory_stats, device memory),
-verify_<kind>.txt and pools.md. --dry-run (no GPU): the parent's verify and report over the
-committed tests/data/oracle/gpt2_*.pickle instead of new recordings. Exit 0 when every trace was
-recorded and verify said faithful; 1 otherwise; "skipped: no CUDA device" and 0 without a GPU
-(and without --dry-run). A kind whose prerequisite is missing (torch.compile without a working
-Triton) is reported as skipped and does not fail the step.
+Writes OUT_DIR/<kind>.pickle (observed kinds: <kind>.fslog; < 1 MB each), <kind>.json
+(memory_stats, device memory), verify_<kind>.txt and pools.md. --dry-run (no GPU): the
+parent's verify and report over the committed tests/data/oracle/gpt2_*.pickle instead of new
+recordings. Exit 0 when every trace was recorded and verify said faithful; 1 otherwise;
+"skipped: no CUDA device" and 0 without a GPU (and without --dry-run). A kind whose
+prerequisite is missing (torch.compile without a working Triton) is reported as skipped and
+does not fail the step.
 """
 import argparse
 import glob
@@ -31,7 +36,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-KINDS = ("graph_pool", "compile_ro", "mempool", "mempool_live")
+KINDS = ("graph_pool", "compile_ro", "mempool", "mempool_live", "observed_graph_pool",
+         "observed_mempool")
+OBSERVED = "observed_"
 
 
 def mlp(torch, width=1024):
@@ -107,11 +114,18 @@ def record(kind, out_dir):
         except ImportError as e:
             print(f"skipped: torch.compile needs Triton: {e}")
             return 0
-    torch.cuda.init()
-    torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=10**6)
-    alive = globals()[kind](torch)  # noqa: F841 (kept until the dump)
-    torch.cuda.memory._dump_snapshot(os.path.join(out_dir, f"{kind}.pickle"))
-    torch.cuda.memory._record_memory_history(enabled=None)
+    if kind.startswith(OBSERVED):
+        import fragscope
+
+        fragscope.observe(log=os.path.join(out_dir, f"{kind}.fslog"))
+        alive = globals()[kind[len(OBSERVED):]](torch)  # noqa: F841
+        fragscope.flush()
+    else:
+        torch.cuda.init()
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=10**6)
+        alive = globals()[kind](torch)  # noqa: F841 (kept until the dump)
+        torch.cuda.memory._dump_snapshot(os.path.join(out_dir, f"{kind}.pickle"))
+        torch.cuda.memory._record_memory_history(enabled=None)
     with open(os.path.join(out_dir, f"{kind}.json"), "w") as f:
         json.dump({"kind": kind, "torch": torch.__version__,
                    "device": torch.cuda.get_device_name(0),
@@ -120,14 +134,25 @@ def record(kind, out_dir):
     return 0
 
 
-def verify(fragscope, pickle, capacity, out_dir, name):
-    """`fragscope verify` of one snapshot; (faithful, its first line)."""
-    p = subprocess.run([fragscope, "verify", pickle, "--capacity", str(capacity)],
+def verify(fragscope, trace, capacity, out_dir, name):
+    """`fragscope verify` of one snapshot or observed log; (faithful, its first line). An observed
+    log must also say in its header that it records no empty_cache calls."""
+    p = subprocess.run([fragscope, "verify", trace, "--capacity", str(capacity)],
                        capture_output=True, text=True, timeout=120)
+    text = p.stdout + p.stderr
+    ok = p.returncode == 0
+    if trace.endswith(".fslog"):
+        h = subprocess.run([fragscope, "dump", trace, "--header", "--to", "0"],
+                           capture_output=True, text=True, timeout=60)
+        flagged = "empty_cache: not recorded" in h.stdout
+        text += f"\n$ fragscope dump {trace} --header --to 0\n{h.stdout}{h.stderr}"
+        if not flagged:
+            ok = False
+            text = "FAILED: the header does not say empty_cache is not recorded\n" + text
     with open(os.path.join(out_dir, f"verify_{name}.txt"), "w") as f:
-        f.write(p.stdout + p.stderr)
-    lines = (p.stdout + p.stderr).strip().splitlines()
-    return p.returncode == 0, (lines[0] if lines else f"(no output, exit {p.returncode})")
+        f.write(text)
+    lines = text.strip().splitlines()
+    return ok, (lines[0] if lines else f"(no output, exit {p.returncode})")
 
 
 def main():
@@ -171,17 +196,18 @@ def main():
                 return 0
             skip = next((ln for ln in text.splitlines() if ln.startswith("skipped: ")), None)
             info = os.path.join(a.out_dir, f"{kind}.json")
+            trace = os.path.join(a.out_dir,
+                                 f"{kind}.fslog" if kind.startswith(OBSERVED) else f"{kind}.pickle")
             if skip:
                 md.append(f"- {kind}: {skip}")
             elif rc != 0 or not os.path.exists(info):
                 ok = False
                 md.append(f"- {kind}: recording FAILED (exit {rc}): {text.strip()[-300:]}")
             else:
-                traces.append((kind, os.path.join(a.out_dir, f"{kind}.pickle"),
-                               json.load(open(info))["total_memory"]))
-    for name, pickle, capacity in traces:
-        faithful, first = verify(a.fragscope, pickle, capacity, a.out_dir, name)
-        size = os.path.getsize(pickle)
+                traces.append((kind, trace, json.load(open(info))["total_memory"]))
+    for name, trace, capacity in traces:
+        faithful, first = verify(a.fragscope, trace, capacity, a.out_dir, name)
+        size = os.path.getsize(trace)
         md.append(f"- {name} ({size / 1024:.0f} KiB): `fragscope verify --capacity {capacity}`: "
                   f"{first}")
         if not faithful:

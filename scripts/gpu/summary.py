@@ -125,6 +125,8 @@ SECTIONS = [
     ("observecost", "10. Observe's cost per event, before and after",
      lambda d: section_file(d, "observe_cost.md")),
     ("wheel", "11. The installed wheel in the modes job", lambda d: section_file(d, "modes.md")),
+    ("parallel", "12. One rank of FSDP2 / DDP against predict --parallel",
+     lambda d: section_file(d, "parallel.md")),
 ]
 
 
