@@ -155,7 +155,7 @@ def measure(name, out, log, dry_run):
 
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size))
         dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
-        # The mesh puts rank r on device r % device_count: this machine's one GPU.
+        torch.cuda.set_device(0)  # every rank on this machine's one GPU (the mesh keeps it)
         mesh = init_device_mesh("cuda", (world_size,))
         fragscope.observe(log=log)
         fragscope.mark("init / weights")
