@@ -93,12 +93,12 @@ void ExpectSamePinning(const std::vector<PinningBlock>& got, const std::vector<P
 
 void ExpectSameEvidence(const OomLayoutEvidence& got, const OomLayoutEvidence& want,
                         const std::string& where) {
-  EXPECT_EQ(got.reserved_bytes, want.reserved_bytes) << where;
-  EXPECT_EQ(got.allocated_bytes, want.allocated_bytes) << where;
-  EXPECT_EQ(got.free_cached_bytes, want.free_cached_bytes) << where;
-  EXPECT_EQ(got.holes, want.holes) << where;
-  EXPECT_EQ(got.largest_hole, want.largest_hole) << where;
-  EXPECT_EQ(got.fragmented_segments, want.fragmented_segments) << where;
+  EXPECT_EQ(got.totals.reserved_bytes, want.totals.reserved_bytes) << where;
+  EXPECT_EQ(got.totals.allocated_bytes, want.totals.allocated_bytes) << where;
+  EXPECT_EQ(got.totals.free_cached_bytes, want.totals.free_cached_bytes) << where;
+  EXPECT_EQ(got.totals.holes, want.totals.holes) << where;
+  EXPECT_EQ(got.totals.largest_hole, want.totals.largest_hole) << where;
+  EXPECT_EQ(got.totals.fragmented_segments, want.totals.fragmented_segments) << where;
   EXPECT_EQ(got.private_pool_count, want.private_pool_count) << where;
   EXPECT_EQ(got.graph_pool_count, want.graph_pool_count) << where;
   EXPECT_EQ(got.private_pool_reserved_bytes, want.private_pool_reserved_bytes) << where;
