@@ -24,13 +24,13 @@ OrderedJson Layout(const LayoutSummary& l) {
   j["event"] = l.index;
   j["time_ns"] = l.time_ns;
   j["segments"] = l.segments;
-  j["fragmented_segments"] = l.fragmented_segments;
-  j["reserved_bytes"] = l.reserved_bytes;
-  j["allocated_bytes"] = l.allocated_bytes;
+  j["fragmented_segments"] = l.totals.fragmented_segments;
+  j["reserved_bytes"] = l.totals.reserved_bytes;
+  j["allocated_bytes"] = l.totals.allocated_bytes;
   j["active_bytes"] = l.active_bytes;
-  j["free_cached_bytes"] = l.free_cached_bytes;
-  j["holes"] = l.holes;
-  j["largest_hole_bytes"] = l.largest_hole;
+  j["free_cached_bytes"] = l.totals.free_cached_bytes;
+  j["holes"] = l.totals.holes;
+  j["largest_hole_bytes"] = l.totals.largest_hole;
   j["rmm_fragmentation"] = Fraction(l.rmm_fragmentation);
   return j;
 }

@@ -173,12 +173,12 @@ PinningBlock LiveLayout::Pinning(const LiveKey& key) {
 OomLayoutEvidence LiveLayout::Evidence(const OomRequest& request) {
   Refresh();
   OomLayoutEvidence x;
-  x.reserved_bytes = reserved_bytes_;
-  x.allocated_bytes = allocated_bytes_;
-  x.free_cached_bytes = free_cached_bytes_;
-  x.holes = holes_;
-  x.largest_hole = largest_holes_.empty() ? 0 : *largest_holes_.rbegin();
-  x.fragmented_segments = fragmented_.size();
+  x.totals = {.reserved_bytes = reserved_bytes_,
+              .allocated_bytes = allocated_bytes_,
+              .free_cached_bytes = free_cached_bytes_,
+              .holes = holes_,
+              .largest_hole = largest_holes_.empty() ? 0 : *largest_holes_.rbegin(),
+              .fragmented_segments = fragmented_.size()};
 
   x.private_pool_count = pools_.size();
   x.graph_pool_count = graph_pools_;

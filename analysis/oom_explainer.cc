@@ -13,10 +13,10 @@ std::string Size(uint64_t bytes) { return FormatSize(bytes); }
 
 // The layout's numbers the classification needs.
 void FillLayoutNumbers(const OomLayoutEvidence& layout, OomExplanation& x) {
-  x.free_cached_bytes = layout.free_cached_bytes;
-  x.holes = layout.holes;
-  x.largest_hole = layout.largest_hole;
-  x.fragmented_segment_count = layout.fragmented_segments;
+  x.free_cached_bytes = layout.totals.free_cached_bytes;
+  x.holes = layout.totals.holes;
+  x.largest_hole = layout.totals.largest_hole;
+  x.fragmented_segment_count = layout.totals.fragmented_segments;
   x.private_pool_count = layout.private_pool_count;
   x.graph_pool_count = layout.graph_pool_count;
   x.private_pool_reserved_bytes = layout.private_pool_reserved_bytes;
@@ -280,8 +280,8 @@ OomExplanation ExplainOom(const ReplayOom& oom, const OomLayoutEvidence& layout,
     // PyTorch refuses these before looking at any pool: "Tried to allocate more than 1EB memory".
     x.cause = OomCause::kCapacity;
     x.rounded_bytes = x.segment_bytes = x.requested_bytes;
-    x.reserved_bytes = layout.reserved_bytes;
-    x.allocated_bytes = layout.allocated_bytes;
+    x.reserved_bytes = layout.totals.reserved_bytes;
+    x.allocated_bytes = layout.totals.allocated_bytes;
     x.reserved_but_unallocated_bytes =
         x.reserved_bytes - std::min(x.reserved_bytes, x.allocated_bytes);
     x.headline = absl::StrFormat(

@@ -30,12 +30,7 @@ std::vector<PinningBlock> Largest(std::vector<PinningBlock> blocks) {
 
 OomLayoutEvidence EvidenceFromLayout(const LayoutSummary& layout, const OomRequest& request) {
   OomLayoutEvidence x;
-  x.reserved_bytes = layout.reserved_bytes;
-  x.allocated_bytes = layout.allocated_bytes;
-  x.free_cached_bytes = layout.free_cached_bytes;
-  x.holes = layout.holes;
-  x.largest_hole = layout.largest_hole;
-  x.fragmented_segments = layout.fragmented_segments;
+  x.totals = layout.totals;
   absl::btree_set<PoolId> pools;
   for (const SegmentMap& m : layout.maps) {
     if (m.pool_id == request.pool_id || m.pool_id.is_default()) continue;

@@ -49,12 +49,7 @@ struct OomRequest {
 };
 
 struct OomLayoutEvidence {
-  uint64_t reserved_bytes = 0;
-  uint64_t allocated_bytes = 0;
-  uint64_t free_cached_bytes = 0;  // sum of holes
-  uint64_t holes = 0;
-  uint64_t largest_hole = 0;
-  uint64_t fragmented_segments = 0;
+  LayoutTotals totals;
   // The private pools other than the request's (the default pool is not one): how many, how many
   // of them graph pools, the bytes of their segments and their free bytes.
   uint64_t private_pool_count = 0;

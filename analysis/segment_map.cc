@@ -47,19 +47,20 @@ LayoutSummary SummarizeLayout(const AllocatorSnapshot& snapshot,
       }
       map.blocks.push_back(std::move(block));
     }
-    layout.reserved_bytes += map.size;
-    layout.allocated_bytes += map.allocated_bytes;
+    LayoutTotals& t = layout.totals;
+    t.reserved_bytes += map.size;
+    t.allocated_bytes += map.allocated_bytes;
+    t.free_cached_bytes += map.free_bytes;
+    t.holes += map.holes;
+    t.largest_hole = std::max(t.largest_hole, map.largest_hole);
+    if (map.fragmented()) ++t.fragmented_segments;
     layout.active_bytes += map.active_bytes;
-    layout.free_cached_bytes += map.free_bytes;
-    layout.holes += map.holes;
-    layout.largest_hole = std::max(layout.largest_hole, map.largest_hole);
-    if (map.fragmented()) ++layout.fragmented_segments;
     layout.maps.push_back(std::move(map));
   }
   layout.segments = layout.maps.size();
-  if (layout.free_cached_bytes > 0) {
-    layout.rmm_fragmentation = 1.0 - static_cast<double>(layout.largest_hole) /
-                                         static_cast<double>(layout.free_cached_bytes);
+  if (layout.totals.free_cached_bytes > 0) {
+    layout.rmm_fragmentation = 1.0 - static_cast<double>(layout.totals.largest_hole) /
+                                         static_cast<double>(layout.totals.free_cached_bytes);
   }
   return layout;
 }

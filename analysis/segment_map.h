@@ -46,17 +46,23 @@ struct SegmentMap {
   bool fragmented() const { return holes > 0 && active_bytes > 0; }
 };
 
-struct LayoutSummary {
-  uint64_t index = 0;  // trace event the layout follows
-  uint64_t time_ns = 0;
+// A layout's totals over all its segments, as a LayoutSummary and an OOM explanation's evidence
+// (OomLayoutEvidence) both hold them.
+struct LayoutTotals {
   uint64_t reserved_bytes = 0;
   uint64_t allocated_bytes = 0;
-  uint64_t active_bytes = 0;
   uint64_t free_cached_bytes = 0;  // sum of holes
   uint64_t holes = 0;
   uint64_t largest_hole = 0;
-  uint64_t segments = 0;
   uint64_t fragmented_segments = 0;
+};
+
+struct LayoutSummary {
+  uint64_t index = 0;  // trace event the layout follows
+  uint64_t time_ns = 0;
+  LayoutTotals totals;
+  uint64_t active_bytes = 0;  // allocated + pending free
+  uint64_t segments = 0;
   // RMM's external fragmentation: 1 - largest hole / all holes (0 with no holes).
   double rmm_fragmentation = 0.0;
   std::vector<SegmentMap> maps;  // address order

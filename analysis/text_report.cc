@@ -260,6 +260,7 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
       Size(m.peak_internal_waste_bytes));
   if (r.at_layout.has_value()) {
     const LayoutSummary& l = *r.at_layout;
+    const LayoutTotals& t = l.totals;
     // The layout after the last event <= --at; a trace that ends before --at is said to.
     const bool past_end =
         r.at_index.has_value() && *r.at_index > l.index && l.index == r.final_layout.index;
@@ -270,9 +271,9 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
         out,
         absl::StrFormat("%s (%d fragmented), reserved %s, allocated %s, %s free in "
                         "%s (largest %s; RMM fragmentation %.3f)",
-                        CountOf(l.segments, "segment"), l.fragmented_segments,
-                        Size(l.reserved_bytes), Size(l.allocated_bytes), Size(l.free_cached_bytes),
-                        CountOf(l.holes, "hole"), Size(l.largest_hole), l.rmm_fragmentation),
+                        CountOf(l.segments, "segment"), t.fragmented_segments,
+                        Size(t.reserved_bytes), Size(t.allocated_bytes), Size(t.free_cached_bytes),
+                        CountOf(t.holes, "hole"), Size(t.largest_hole), l.rmm_fragmentation),
         "  ");
   }
   out << "\n";

@@ -55,13 +55,20 @@ constexpr char kUsage[] =
     [--random-steps N] [--rounds N] [--last observe|empty_tracker] [--log-dir DIR]
     [--json PATH]
 
+  --device N           the CUDA device, default 0
   --min-time SECONDS   a timed warm-pair batch lasts at least this, default 0.1
-  --repetitions N      timed warm-pair batches (and random passes), default 5
+  --repetitions N      in each round, the timed batches of each warm pair (default 5) and the
+                       timed passes of the random workload after its untimed one (default 3):
+                       N sets both
   --random-steps N     steps of the random workload, default 20000
-  --rounds N           rounds of native, history, history + stacks, default 3
+  --rounds N           rounds of native, history, history + stacks in turn, default 3 (the
+                       last setting runs one round, after them); a cell is the median of the
+                       rounds' medians
   --last SETTING       the setting measured last, once: observe (default) or empty_tracker
   --log-dir DIR        where fragscope observe writes its .fslog, default /tmp (kept: its
                        records are the events observed)
+  --json PATH          also write every setting's and workload's medians (each round's too) as
+                       JSON to PATH
 )";
 
 constexpr size_t kHistoryEntries = 100000;

@@ -4,13 +4,12 @@
 #include "analysis/hook_list.h"
 
 #include <algorithm>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "analysis/open_trace.h"
 #include "analysis/replay.h"
 #include "gtest/gtest.h"
+#include "tests/analysis/replay_verify_util.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
@@ -111,11 +110,8 @@ TEST(HookListTest, ReplayCallsOnlyTheCallbacksAHookNames) {
   const std::string path = t.Finish();
   for (const uint32_t wanted : {uint32_t{kHookOpDone}, uint32_t{kHookAll}}) {
     SCOPED_TRACE(wanted);
-    std::unique_ptr<TraceSource> source = *TraceOpener::Create(path)->Open();
-    ReplayConfig config;
-    config.capacity_bytes = 64 * kMiB;
-    Replayer replayer(*source, config);
-    ASSERT_OK(replayer.Init());
+    ASSERT_OK_AND_ASSIGN(testing::LogReplay replay, testing::OpenReplay(path));  // the log's 64 MiB
+    Replayer& replayer = *replay.replayer;
     std::vector<std::string> log;
     RecordingHook hook("h", wanted, log);
     ASSERT_OK(replayer.Run(&hook));

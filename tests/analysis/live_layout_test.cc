@@ -4,7 +4,6 @@
 // counted, not timed.
 #include "analysis/live_layout.h"
 
-#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -14,11 +13,11 @@
 #include "allocator/caching_allocator.h"
 #include "analysis/oom_collector.h"
 #include "analysis/oom_layout_evidence.h"
-#include "analysis/open_trace.h"
 #include "analysis/replay.h"
 #include "analysis/segment_map.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/fragmented_oom_log.h"
+#include "tests/analysis/replay_verify_util.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
@@ -93,12 +92,12 @@ void ExpectSamePinning(const std::vector<PinningBlock>& got, const std::vector<P
 
 void ExpectSameEvidence(const OomLayoutEvidence& got, const OomLayoutEvidence& want,
                         const std::string& where) {
-  EXPECT_EQ(got.reserved_bytes, want.reserved_bytes) << where;
-  EXPECT_EQ(got.allocated_bytes, want.allocated_bytes) << where;
-  EXPECT_EQ(got.free_cached_bytes, want.free_cached_bytes) << where;
-  EXPECT_EQ(got.holes, want.holes) << where;
-  EXPECT_EQ(got.largest_hole, want.largest_hole) << where;
-  EXPECT_EQ(got.fragmented_segments, want.fragmented_segments) << where;
+  EXPECT_EQ(got.totals.reserved_bytes, want.totals.reserved_bytes) << where;
+  EXPECT_EQ(got.totals.allocated_bytes, want.totals.allocated_bytes) << where;
+  EXPECT_EQ(got.totals.free_cached_bytes, want.totals.free_cached_bytes) << where;
+  EXPECT_EQ(got.totals.holes, want.totals.holes) << where;
+  EXPECT_EQ(got.totals.largest_hole, want.totals.largest_hole) << where;
+  EXPECT_EQ(got.totals.fragmented_segments, want.totals.fragmented_segments) << where;
   EXPECT_EQ(got.private_pool_count, want.private_pool_count) << where;
   EXPECT_EQ(got.graph_pool_count, want.graph_pool_count) << where;
   EXPECT_EQ(got.private_pool_reserved_bytes, want.private_pool_reserved_bytes) << where;
@@ -161,13 +160,8 @@ TEST(LiveLayoutTest, GivesTheWholeLayoutsEvidenceAfterEveryOperation) {
   for (const auto& job : jobs) {
     SCOPED_TRACE(absl::StrFormat("seed %d, conf \"%s\"", job.seed, job.conf));
     const std::string path = RecordRandomJob(job.seed, job.conf);
-    absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
-    ASSERT_OK(opener.status());
-    std::unique_ptr<TraceSource> source = *opener->Open();
-    ReplayConfig config;
-    config.capacity_bytes = source->info().capacity_bytes;
-    Replayer replayer(*source, config);
-    ASSERT_OK(replayer.Init());
+    ASSERT_OK_AND_ASSIGN(testing::LogReplay replay, testing::OpenReplay(path));
+    Replayer& replayer = *replay.replayer;
     // Made after some operations: the layout is read whole once, then kept current.
     CompareEveryOperation compare(replayer, 200);
     ASSERT_OK(replayer.Run(&compare));
@@ -188,14 +182,11 @@ struct ManyOoms {
 ManyOoms ExplainManyOoms(uint64_t segments, uint64_t ooms) {
   const std::string path =
       testing::ManyOomsLog(segments, ooms, absl::StrFormat("many-ooms-%d.fslog", segments));
-  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
-  EXPECT_OK(opener.status());
-  std::unique_ptr<TraceSource> source = *opener->Open();
-  ReplayConfig config;
-  config.capacity_bytes = source->info().capacity_bytes;
-  Replayer replayer(*source, config);
-  EXPECT_OK(replayer.Init());
-  OomCollector collector(replayer, {.capacity_bytes = config.capacity_bytes});
+  absl::StatusOr<testing::LogReplay> replay = testing::OpenReplay(path);
+  EXPECT_OK(replay.status());
+  if (!replay.ok()) return {};
+  Replayer& replayer = *replay->replayer;
+  OomCollector collector(replayer, {.capacity_bytes = replayer.config().capacity_bytes});
   EXPECT_OK(replayer.Run(&collector));
   ManyOoms result;
   result.explained = collector.explanations().size();

@@ -116,10 +116,10 @@ TEST(MetricsTest, LayoutAtAnEventShowsHolesAndTheBlocksThatSplitThem) {
   const LayoutSummary& l = *r.at_layout;
   EXPECT_EQ(l.index, 8u);
   EXPECT_EQ(l.segments, 3u);
-  EXPECT_EQ(l.fragmented_segments, 2u);  // S1 and S2; S3 is one unsplit block
-  EXPECT_EQ(l.holes, 2u);
-  EXPECT_EQ(l.largest_hole, 5 * kMiB - 512);
-  EXPECT_EQ(l.free_cached_bytes, 7 * kMiB - 1536);
+  EXPECT_EQ(l.totals.fragmented_segments, 2u);  // S1 and S2; S3 is one unsplit block
+  EXPECT_EQ(l.totals.holes, 2u);
+  EXPECT_EQ(l.totals.largest_hole, 5 * kMiB - 512);
+  EXPECT_EQ(l.totals.free_cached_bytes, 7 * kMiB - 1536);
   ASSERT_EQ(l.maps.size(), 3u);
   const SegmentMap& s1 = l.maps[0];  // lowest address: the first segment
   EXPECT_EQ(s1.size, 20 * kMiB);

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/fragmented_oom_log.h"
+#include "tests/analysis/replay_verify_util.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"
 
@@ -220,14 +221,9 @@ TEST(ReplayTest, RandomJobsMatchTheJobsEventsAndStatsUpToTheOrderOfOnePoll) {
     SCOPED_TRACE(seed);
     DeviceStats job;
     const std::string path = RecordRandomJob(seed, &job);
-    absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
-    ASSERT_OK(opener.status());
-    std::unique_ptr<TraceSource> source = *opener->Open();
-    ReplayConfig config;
-    config.options = *ParseAllocatorOptions(source->info().allocator_options);
-    config.capacity_bytes = source->info().capacity_bytes;
-    Replayer replayer(*source, config);
-    ASSERT_OK(replayer.Init());
+    ASSERT_OK_AND_ASSIGN(testing::LogReplay replay,
+                         testing::OpenReplay(path, testing::ReplaySettings::kRecorded));
+    Replayer& replayer = *replay.replayer;
     FidelityChecker checker;
     EventRecorder recorder;
     HookList hooks;
@@ -390,13 +386,8 @@ TEST(ReplayTest, ManyOomRecordsOverManySegmentsWalkLinearly) {
   constexpr uint64_t kSegments = 4000, kOoms = 4000;
   const std::string path = testing::ManyOomsLog(kSegments, kOoms);
 
-  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
-  ASSERT_OK(opener.status());
-  std::unique_ptr<TraceSource> source = *opener->Open();
-  ReplayConfig config;
-  config.capacity_bytes = source->info().capacity_bytes;
-  Replayer replayer(*source, config);
-  ASSERT_OK(replayer.Init());
+  ASSERT_OK_AND_ASSIGN(testing::LogReplay replay, testing::OpenReplay(path));
+  Replayer& replayer = *replay.replayer;
   class OomCounter final : public ReplayHooks {
    public:
     uint32_t callbacks() const override { return kHookOom; }

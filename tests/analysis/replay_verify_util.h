@@ -1,6 +1,6 @@
-// Helpers of the expandable-segment replay tests: record an allocator's events as a PyTorch
-// snapshot's device_traces, verify a trace (file, snapshot or source) with FidelityChecker, and
-// compare every statistic.
+// Helpers of the replay tests: open a log and make its Replayer at the log's capacity, record an
+// allocator's events as a PyTorch snapshot's device_traces, verify a trace (file, snapshot or
+// source) with FidelityChecker, and compare every statistic.
 #pragma once
 
 #include <memory>
@@ -20,6 +20,37 @@
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope::testing {
+
+// A log opened and its Replayer made at the log's capacity and initialised, ready to run.
+struct LogReplay {
+  std::unique_ptr<TraceSource> source;
+  std::unique_ptr<Replayer> replayer;  // over *source
+};
+
+// The settings a LogReplay replays under (the trace's expandable segments and options changes
+// are followed either way).
+enum class ReplaySettings { kDefault, kRecorded };
+
+// Opens the log at `path` (a file) and makes its LogReplay.
+inline absl::StatusOr<LogReplay> OpenReplay(const std::string& path,
+                                            ReplaySettings settings = ReplaySettings::kDefault) {
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
+  if (!opener.ok()) return opener.status();
+  absl::StatusOr<std::unique_ptr<TraceSource>> source = opener->Open();
+  if (!source.ok()) return source.status();
+  LogReplay replay{*std::move(source), nullptr};
+  ReplayConfig config;
+  if (settings == ReplaySettings::kRecorded) {
+    absl::StatusOr<AllocatorOptions> options =
+        ParseAllocatorOptions(replay.source->info().allocator_options);
+    if (!options.ok()) return options.status();
+    config.options = *options;
+  }
+  config.capacity_bytes = replay.source->info().capacity_bytes;
+  replay.replayer = std::make_unique<Replayer>(*replay.source, config);
+  if (absl::Status init = replay.replayer->Init(); !init.ok()) return init;
+  return replay;
+}
 
 // Records an allocator's events as a PyTorch snapshot's device_traces does: no empty_cache
 // entries, alloc/free sizes are the requests, an OOM's size the rounded request.

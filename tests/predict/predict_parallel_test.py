@@ -17,8 +17,9 @@ torch.distributed and its fake process group), transformers or libfragscope_torc
     an explicit cap of 0.25 MiB makes more buckets.
   - OwnModelTest: a model and step of one's own, predict(parallel="fsdp2", make_optimizer=...),
     and a model function that wraps its model in DDP itself (parallel=None, world size 2).
-  - ErrorTest: a bad world size or rank is a usage error (exit 2) of `python -m fragscope
-    predict`, and a PredictionError of the API.
+  - ErrorTest: a bad world size, rank or bucket cap is a usage error (exit 2) of `python -m
+    fragscope predict` that names the flag (--world-size, not world_size), and a PredictionError
+    of the API.
 """
 
 import os
@@ -291,16 +292,27 @@ class ErrorTest(unittest.TestCase):
                               capture_output=True, text=True, env=env)
 
     def test_bad_rank_and_world_size(self):
+        # The error names the flags as typed, never the API's argument names.
         for flags, words in ((["--parallel", "fsdp2", "--world-size", "4", "--rank", "4"],
-                              "rank must be an integer in [0, 4)"),
-                             (["--parallel", "ddp", "--world-size", "0"], "world_size"),
-                             (["--world-size", "2"], "needs parallel"),
+                              "--rank must be an integer in [0, 4) for --world-size 4, not 4"),
+                             (["--parallel", "ddp", "--world-size", "2", "--rank", "-1"],
+                              "--rank must be an integer in [0, 2)"),
+                             (["--parallel", "ddp", "--world-size", "0"],
+                              "--world-size must be a positive integer, not 0"),
+                             (["--world-size", "2"], "--world-size 2 needs --parallel"),
                              (["--parallel", "fsdp2", "--bucket-cap-mb", "4"],
-                              "applies to parallel='ddp' only"),
+                              "--bucket-cap-mb applies to --parallel ddp only"),
+                             (["--parallel", "ddp", "--world-size", "2", "--bucket-cap-mb", "0"],
+                              "--bucket-cap-mb must be positive, not 0"),
                              (["--parallel", "ddp", "--mode", "inference"], "training steps")):
             result = self.run_cli(*flags)
             self.assertEqual(result.returncode, 2, (flags, result.stderr))
-            self.assertIn(words, result.stderr)
+            error = [line for line in result.stderr.splitlines()
+                     if line.startswith("python -m fragscope predict: error: ")]
+            self.assertEqual(len(error), 1, (flags, result.stderr))
+            self.assertIn(words, error[0])
+            for api_name in ("world_size", "bucket_cap_mb", "parallel=", "error: rank"):
+                self.assertNotIn(api_name, error[0], flags)
 
     def test_api_error(self):
         from fragscope.predict_capture import PredictionError
