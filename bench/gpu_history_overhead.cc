@@ -3,7 +3,7 @@
 // 1.5-2 us per event).
 // PyTorch's native caching allocator (LibTorch raw_alloc_with_stream / raw_delete, as in
 // gpu_allocator_comparison) runs the same warm pairs and random workload (gpu_workloads.h) under
-// four recording settings:
+// six recording settings in two phases. Without a trace tracker:
 //
 //   native            nothing recorded
 //   history           recordHistory with a 100,000-entry ring and no context (the C++ side of
@@ -11,17 +11,24 @@
 //   history + stacks  the same with a C++ stack per event (RecordContext::ALL and
 //                     CapturedTraceback::gather(cpp=true): what _record_memory_history's defaults,
 //                     context="all", stacks="all", record in a process without Python frames)
-//   fragscope observe fragscope::torch_hooks::ObserveNativeAllocator: PyTorch's trace tracker
-//                     feeding the .fslog writer (hooks/torch_observer.h), the observe mode;
-//                     or, with --last empty_tracker, a trace tracker that does nothing: what
-//                     PyTorch itself spends on a tracker (building each TraceEntry, the call)
 //
-// The first three are toggled: --rounds N runs them in turn N times (the host's drift then falls
-// on all of them alike). The last (observe or the empty tracker) runs once, after the rounds,
-// because PyTorch cannot detach a trace tracker. The report gives each setting's median ns per pair
-// / operation (the median of its rounds' medians) and the ns each recording setting adds per event
-// against native (a warm pair is 3 events: alloc, free_requested, free_completed; an operation of
-// the random workload 1.5, since every allocation is freed).
+// then, with the benchmark's own trace tracker attached (PyTorch cannot detach one), which
+// forwards every entry to fragscope's observer (hooks/torch_observer.h MakeNativeObserver: the
+// observe mode's converter and .fslog writer) only while observe is on:
+//
+//   idle tracker      the tracker forwarding nothing: what PyTorch spends on any tracker
+//                     (building each TraceEntry, the call)
+//   fragscope observe the tracker forwarding to the observer, as observe mode runs
+//   idle + history    the idle tracker with the history ring on
+//
+// Each phase's settings are toggled: --rounds N runs them in turn N times, so the host's drift
+// falls on all of them alike. The report gives each setting's median ns per pair / operation (the
+// median of its rounds' medians) and the ns it adds per event against native (a warm pair is 3
+// events: alloc, free_requested, free_completed; an operation of the random workload 1.5, since
+// every allocation is freed); then what observe and the history ring each add over the idle
+// tracker, measured side by side in the second phase: the comparison observe mode's target is
+// judged by (observe at most the ring without stacks). The observe log holds the events of the
+// observe rounds only.
 //
 // Without a CUDA device it prints "skipped: no CUDA device (...)" and exits 0. Exit status 1 when
 // an allocator setting failed, 2 for bad flags.
@@ -30,10 +37,12 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -52,8 +61,7 @@ namespace {
 
 constexpr char kUsage[] =
     R"(usage: gpu_history_overhead [--device N] [--min-time SECONDS] [--repetitions N]
-    [--random-steps N] [--rounds N] [--last observe|empty_tracker] [--log-dir DIR]
-    [--json PATH]
+    [--random-steps N] [--rounds N] [--log-dir DIR] [--json PATH]
 
   --device N           the CUDA device, default 0
   --min-time SECONDS   a timed warm-pair batch lasts at least this, default 0.1
@@ -61,12 +69,10 @@ constexpr char kUsage[] =
                        timed passes of the random workload after its untimed one (default 3):
                        N sets both
   --random-steps N     steps of the random workload, default 20000
-  --rounds N           rounds of native, history, history + stacks in turn, default 3 (the
-                       last setting runs one round, after them); a cell is the median of the
-                       rounds' medians
-  --last SETTING       the setting measured last, once: observe (default) or empty_tracker
-  --log-dir DIR        where fragscope observe writes its .fslog, default /tmp (kept: its
-                       records are the events observed)
+  --rounds N           rounds of each phase's settings in turn, default 3; a cell is the
+                       median of the rounds' medians
+  --log-dir DIR        where fragscope observe writes its .fslog, default /tmp (kept: the
+                       events of the observe rounds)
   --json PATH          also write every setting's and workload's medians (each round's too) as
                        JSON to PATH
 )";
@@ -78,7 +84,6 @@ struct Flags {
   TimingOptions timing;
   RandomWorkloadSpec random;
   int rounds = 3;
-  std::string last = "observe";
   std::string log_dir = "/tmp";
   std::string json_path;
 };
@@ -103,9 +108,6 @@ bool ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
       ok = absl::SimpleAtoi(value, &flags->random.steps) && flags->random.steps >= 0;
     } else if (arg == "--rounds") {
       ok = absl::SimpleAtoi(value, &flags->rounds) && flags->rounds > 0;
-    } else if (arg == "--last") {
-      flags->last = value;
-      ok = value == "observe" || value == "empty_tracker";
     } else if (arg == "--log-dir") {
       flags->log_dir = value;
     } else if (arg == "--json") {
@@ -136,32 +138,50 @@ void RecordHistory(bool enabled, bool stacks) {
 struct Setting {
   std::string key;    // JSON name
   std::string title;  // column header
+  int phase;          // 2: with the benchmark's tracker attached
 };
 
-// The first is the baseline; `last` (observe or empty_tracker) is measured once, at the end.
-std::vector<Setting> Settings(const std::string& last) {
-  return {{"native", "native"},
-          {"history", "history"},
-          {"history_stacks", "history + C++ stacks"},
-          last == "observe" ? Setting{"observe", "fragscope observe"}
-                            : Setting{"empty_tracker", "empty tracker"}};
+// The first is the baseline.
+const std::vector<Setting>& Settings() {
+  static const std::vector<Setting> settings = {{"native", "native", 1},
+                                                {"history", "history", 1},
+                                                {"history_stacks", "history + C++ stacks", 1},
+                                                {"tracker_idle", "idle tracker", 2},
+                                                {"observe", "fragscope observe", 2},
+                                                {"tracker_history", "idle tracker + history", 2}};
+  return settings;
 }
 
-// Turns `setting` on and the others off (observe and the empty tracker, once on, stay on).
-absl::Status Enter(const std::string& key, const Flags& flags) {
+// The benchmark's trace tracker: forwards each entry to fragscope's observer while `forward` is
+// set. Lives as long as the process, since PyTorch keeps the tracker.
+struct ObserveSwitch {
+  std::unique_ptr<torch_hooks::TraceObserver> observer;
+  std::atomic<bool> forward{false};
+};
+ObserveSwitch* g_switch = nullptr;
+
+// Turns `setting` on and the others off; the first setting of phase 2 attaches the tracker.
+absl::Status Enter(const Setting& setting, const Flags& flags) {
+  const std::string& key = setting.key;
   try {
-    RecordHistory(key == "history" || key == "history_stacks", key == "history_stacks");
+    RecordHistory(key == "history" || key == "history_stacks" || key == "tracker_history",
+                  key == "history_stacks");
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("recordHistory: ", e.what_without_backtrace()));
   }
-  if (key == "observe") {
-    return torch_hooks::ObserveNativeAllocator(
-        absl::StrCat(flags.log_dir, "/gpu_history_overhead.%p.fslog"));
-  }
-  if (key == "empty_tracker") {
+  if (setting.phase == 2 && g_switch == nullptr) {
+    absl::StatusOr<std::unique_ptr<torch_hooks::TraceObserver>> observer =
+        torch_hooks::MakeNativeObserver(
+            absl::StrCat(flags.log_dir, "/gpu_history_overhead.%p.fslog"));
+    if (!observer.ok()) return observer.status();
+    g_switch = new ObserveSwitch{std::move(*observer)};
+    ObserveSwitch* sw = g_switch;
     c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(
-        [](const c10::cuda::CUDACachingAllocator::TraceEntry&) {});
+        [sw](const c10::cuda::CUDACachingAllocator::TraceEntry& entry) {
+          if (sw->forward.load(std::memory_order_relaxed)) sw->observer->OnTrace(entry);
+        });
   }
+  if (g_switch != nullptr) g_switch->forward.store(key == "observe", std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -210,14 +230,14 @@ int Run(const Flags& flags, const std::string& command) {
   }
   workloads.push_back({absl::StrFormat("random, %d ops (ns/op)", random.ops.size()), 0, 1.5});
 
-  // rounds[setting][workload]: the median of each round; the last setting has one round.
-  const std::vector<Setting> all = Settings(flags.last);
+  // rounds[setting][workload]: the median of each round.
+  const std::vector<Setting>& all = Settings();
   const size_t settings = all.size();
   std::vector<std::vector<std::vector<double>>> rounds(
       settings, std::vector<std::vector<double>>(workloads.size()));
   std::vector<std::string> errors;
   auto measure = [&](size_t s) {
-    const absl::Status entered = Enter(all[s].key, flags);
+    const absl::Status entered = Enter(all[s], flags);
     for (size_t w = 0; w < workloads.size(); ++w) {
       Timing t;
       if (!entered.ok()) {
@@ -234,19 +254,25 @@ int Run(const Flags& flags, const std::string& command) {
       }
     }
   };
-  for (int r = 0; r < flags.rounds; ++r) {
-    for (size_t s = 0; s + 1 < settings; ++s) measure(s);
+  for (int phase : {1, 2}) {
+    for (int r = 0; r < flags.rounds; ++r) {
+      for (size_t s = 0; s < settings; ++s) {
+        if (all[s].phase == phase) measure(s);
+      }
+    }
   }
-  measure(settings - 1);  // observe or the empty tracker: last and once
-  (void)torch_hooks::ObserveFlush();
+  if (g_switch != nullptr) {  // the tracker stays, forwarding nothing; the log is closed
+    g_switch->forward.store(false, std::memory_order_relaxed);
+    g_switch->observer.reset();
+  }
 
   std::cout
       << "### What recording costs PyTorch's native allocator\n\n- device: "
       << DescribeDevice(flags.device) << "\n- LibTorch " << TorchVersion() << "; history ring "
       << kHistoryEntries << " entries\n- command: `" << command
       << "`\n- cells: median wall ns per pair / operation (of " << flags.rounds
-      << " rounds; the last setting: 1, after them); added: ns per recorded event against native "
-         "(a warm pair is 3 events, a random operation 1.5)\n\n";
+      << " rounds); added: ns per recorded event against native (a warm pair is 3 events, a "
+         "random operation 1.5)\n\n";
   std::vector<std::string> header = {"workload"};
   for (const Setting& s : all) header.push_back(s.title);
   for (size_t s = 1; s < settings; ++s)
@@ -273,6 +299,27 @@ int Run(const Flags& flags, const std::string& command) {
                                          : "-");
     }
     std::cout << "| " << absl::StrJoin(cells, " | ") << " |\n";
+  }
+  // The target's comparison: observe and the ring, each over the idle tracker, side by side.
+  auto index = [&](std::string_view key) {
+    return static_cast<size_t>(
+        std::find_if(all.begin(), all.end(), [&](const Setting& s) { return s.key == key; }) -
+        all.begin());
+  };
+  const size_t idle = index("tracker_idle"), observe = index("observe"),
+               ring = index("tracker_history");
+  std::cout << "\nWith the tracker attached, added per event over the idle tracker:\n\n"
+               "| workload | fragscope observe | history ring | observe <= ring |\n"
+               "|---|---:|---:|---|\n";
+  for (size_t w = 0; w < workloads.size(); ++w) {
+    const double base = medians[idle][w], o = medians[observe][w], h = medians[ring][w];
+    if (base <= 0 || o <= 0 || h <= 0) {
+      std::cout << "| " << workloads[w].label << " | - | - | - |\n";
+      continue;
+    }
+    const double per = workloads[w].events_per_op;
+    std::cout << absl::StrFormat("| %s | %+.1f ns | %+.1f ns | %s |\n", workloads[w].label,
+                                 (o - base) / per, (h - base) / per, o <= h ? "yes" : "no");
   }
   if (!errors.empty()) std::cout << "\n- " << absl::StrJoin(errors, "\n- ") << "\n";
 

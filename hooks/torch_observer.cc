@@ -40,25 +40,24 @@ double NativeMemoryFraction(int device) {
 std::mutex g_mu;
 TraceObserver* g_observer = nullptr;  // guarded by g_mu for writes; never freed
 
+// The hook's settings for observing into `log_pattern` ("" = FRAGSCOPE_LOG), which must name one.
+absl::StatusOr<hooks::HookConfig> LoadObserveConfig(std::string_view log_pattern) {
+  absl::StatusOr<hooks::HookConfig> config = hooks::LoadHookConfig(
+      "", log_pattern.empty() ? std::nullopt : std::optional<std::string_view>(log_pattern));
+  if (config.ok() && config->log_pattern.empty()) {
+    return absl::InvalidArgumentError(
+        "observe needs a log path pattern (argument or FRAGSCOPE_LOG), e.g. "
+        "/tmp/job.%r.%d.fslog");
+  }
+  return config;
+}
+
 }  // namespace
 
-absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
+absl::StatusOr<std::unique_ptr<TraceObserver>> MakeNativeObserver(std::string_view log_pattern) {
   try {
-    std::lock_guard<std::mutex> lock(g_mu);
-    absl::StatusOr<hooks::HookConfig> config = hooks::LoadHookConfig(
-        "", log_pattern.empty() ? std::nullopt : std::optional<std::string_view>(log_pattern));
+    absl::StatusOr<hooks::HookConfig> config = LoadObserveConfig(log_pattern);
     if (!config.ok()) return config.status();
-    if (config->log_pattern.empty()) {
-      return absl::InvalidArgumentError(
-          "observe needs a log path pattern (argument or FRAGSCOPE_LOG), e.g. "
-          "/tmp/job.%r.%d.fslog");
-    }
-    if (g_observer != nullptr) {
-      if (g_observer->pattern() == config->log_pattern) return absl::OkStatus();
-      return absl::FailedPreconditionError(
-          absl::StrCat("already observing PyTorch's allocator into \"", g_observer->pattern(),
-                       "\" (a trace tracker cannot be detached)"));
-    }
     // The native allocator attaches trackers only to the devices its init() has set up.
     at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
     c10::cuda::CUDACachingAllocator::CUDAAllocator* native = c10::cuda::CUDACachingAllocator::get();
@@ -107,9 +106,29 @@ absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
     }
     // Open the current device's log now rather than under PyTorch's lock at its first event.
     if (current >= 0 && current < device_count) observer->Log(current);
+    return observer;
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("observe: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("observe: ", e.what()));
+  }
+}
 
+absl::Status ObserveNativeAllocator(std::string_view log_pattern) {
+  try {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_observer != nullptr) {
+      absl::StatusOr<hooks::HookConfig> config = LoadObserveConfig(log_pattern);
+      if (!config.ok()) return config.status();
+      if (g_observer->pattern() == config->log_pattern) return absl::OkStatus();
+      return absl::FailedPreconditionError(
+          absl::StrCat("already observing PyTorch's allocator into \"", g_observer->pattern(),
+                       "\" (a trace tracker cannot be detached)"));
+    }
+    absl::StatusOr<std::unique_ptr<TraceObserver>> observer = MakeNativeObserver(log_pattern);
+    if (!observer.ok()) return observer.status();
     // Lives as long as the process: PyTorch keeps the tracker.
-    TraceObserver* raw = observer.release();
+    TraceObserver* raw = observer->release();
     g_observer = raw;
     c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(
         [raw](const TraceEntry& entry) { raw->OnTrace(entry); });

@@ -22,10 +22,13 @@
 // empty_cache calls are not marked).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "hooks/torch_trace_observer.h"
 
 namespace fragscope::torch_hooks {
 
@@ -34,6 +37,12 @@ namespace fragscope::torch_hooks {
 // allocator is not PyTorch's native one (a pluggable allocator, backend:cudaMallocAsync) or
 // another pattern is already being observed into; kInternal for unexpected LibTorch errors.
 absl::Status ObserveNativeAllocator(std::string_view log_pattern);
+
+// The observer ObserveNativeAllocator attaches (every device set up, the current device's log
+// open), made but not attached: for a caller that attaches its own tracker in front of it, as
+// bench/gpu_history_overhead does to switch it on and off round by round. The same errors, but
+// for "already observing".
+absl::StatusOr<std::unique_ptr<TraceObserver>> MakeNativeObserver(std::string_view log_pattern);
 
 // A marker in every observed device's log; no-op when not observing.
 void ObserveMark(std::string_view text);

@@ -176,9 +176,8 @@ step_observecost() {
   elif [ -n "${GPU_VALIDATE_BASELINE_PACK:-}" ]; then
     echo "observecost: no directory $GPU_VALIDATE_BASELINE_PACK: this pack alone"
   fi
-  # Without a before pack, three runs of this one (the random mix's single observe pass per run
-  # spread -1 to +184 ns for an empty tracker: one run says little).
-  pairs=3
+  # Without a before pack, two runs of this one.
+  pairs=2
   if [ ${#before[@]} -gt 0 ]; then pairs=1; fi
   python3 scripts/gpu/observe_cost.py "$STEP_DIR" --after "$FRAGSCOPE_PACK" "${before[@]}" \
     --pairs "$pairs" --rounds 2 --timeout 60
@@ -276,7 +275,7 @@ run_step estimator 200
 run_step predict 210
 run_step bigjob 110
 run_step pools 80
-run_step observecost 100
+run_step observecost 130
 run_step wheel 150
 run_step parallel 120
 python3 scripts/gpu/summary.py write "$out"

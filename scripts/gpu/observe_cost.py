@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """What fragscope's observe hook costs per event, before and after a change, in one call (the
 validation's observecost step): bench/gpu_history_overhead of two packs, alternated (before,
-after, before, after: the host's drift falls on both alike); one run of the after pack with an
-empty tracker (`--last empty_tracker`: what PyTorch itself spends on any tracker, the floor); the
+after, before, after: the host's drift falls on both alike), or of one pack several times; the
 host CPU's share without the GPU (bench/observe_tracker_benchmark of the after pack, where packed:
 an empty tracker, PyTorch's history ring and observe's callback on LibTorch's own TraceEntry); and
 `perf record -g` of the after build's observe run, where perf exists and may record.
@@ -11,8 +10,11 @@ an empty tracker, PyTorch's history ring and observe's callback on LibTorch's ow
 
 Each PACK is a directory from tests/gpu/pack_prebuilt.sh (bin/gpu_history_overhead, hooks/,
 syslibs/) or a build directory (bench/gpu_history_overhead). Writes OUT_DIR/observe_cost.md: per
-workload, the ns per event that PyTorch's recorder without stacks adds (the target) and that
-observe adds, before and after, each the median over the runs; the runs' JSON; perf_observe.txt
+workload, the ns per event that PyTorch's recorder without stacks adds and that observe adds,
+before and after, against native; and, where the binary measures them side by side with its
+tracker attached (toggled round by round), what observe and the history ring each add over the
+idle tracker: the target's comparison (observe at most the ring). Each figure is the median over
+the runs; the runs' JSON; perf_observe.txt
 (`perf report --stdio`, symbols over 0.5 %). Exit 0 when every run gave figures (the target is
 reported, not enforced); "skipped: ..." and 0 when a pack has no gpu_history_overhead or the
 machine no CUDA device (the binary says so).
@@ -43,12 +45,11 @@ def env_for(pack):
     return env
 
 
-def run(label, pack, out_dir, index, rounds, timeout, last="observe"):
+def run(label, pack, out_dir, index, rounds, timeout):
     """One gpu_history_overhead run; (its JSON or None, output text)."""
     path = os.path.join(out_dir, f"{label}_{index}.json")
     log_dir = tempfile.mkdtemp()
-    cmd = [binary(pack), "--rounds", str(rounds), "--json", path, "--log-dir", log_dir,
-           "--last", last]
+    cmd = [binary(pack), "--rounds", str(rounds), "--json", path, "--log-dir", log_dir]
     try:
         p = subprocess.run(cmd, env=env_for(pack), capture_output=True, text=True,
                            timeout=timeout)
@@ -61,44 +62,44 @@ def run(label, pack, out_dir, index, rounds, timeout, last="observe"):
     return (json.load(open(path)) if os.path.exists(path) else None), text
 
 
-def added_ns(result, setting):
-    """{workload: ns per event that `setting` adds to native} of one run."""
+def added_ns(result, setting, base="native"):
+    """{workload: ns per event that `setting` adds to `base`} of one run."""
     rows = {(r["setting"], r["workload"]): r for r in result["results"]}
     out = {}
     for (s, w), r in rows.items():
-        if s == setting and ("native", w) in rows:
-            out[w] = (r["median_ns"] - rows[("native", w)]["median_ns"]) / r["events_per_op"]
+        if s == setting and (base, w) in rows:
+            out[w] = (r["median_ns"] - rows[(base, w)]["median_ns"]) / r["events_per_op"]
     return out
 
 
+def median_of(runs, setting, base="native"):
+    """{workload: the median over `runs` of what `setting` adds to `base`}."""
+    per = {}
+    for r in runs:
+        for w, ns in added_ns(r, setting, base).items():
+            per.setdefault(w, []).append(ns)
+    return {w: statistics.median(v) for w, v in per.items()}
+
+
 def table(before, after):
-    """Markdown rows: workload, history (no stacks) +ns/event, observe before, observe after."""
-    def median_of(runs, setting):
-        per = {}
-        for r in runs:
-            for w, ns in added_ns(r, setting).items():
-                per.setdefault(w, []).append(ns)
-        return {w: statistics.median(v) for w, v in per.items()}
+    """Markdown rows: workload, history (no stacks) and observe (before, after) +ns/event against
+    native; then observe and the ring over the idle tracker, side by side (after)."""
+    def cell(values, w):
+        return f"{values[w]:+.0f}" if w in values else "n/a"
 
     history = median_of(before + after, "history")
     obs_before, obs_after = median_of(before, "observe"), median_of(after, "observe")
+    observe_side = median_of(after, "observe", "tracker_idle")
+    ring_side = median_of(after, "tracker_history", "tracker_idle")
     md = ["| workload | PyTorch recorder, no stacks (+ns/event) | observe before | observe after "
-          "| after <= recorder |", "|---|---|---|---|---|"]
+          "| tracker attached: observe after / ring, over the idle tracker | observe <= ring |",
+          "|---|---|---|---|---|---|"]
     for w in history:
-        b = f"{obs_before[w]:+.0f}" if w in obs_before else "n/a"
-        a = f"{obs_after[w]:+.0f}" if w in obs_after else "n/a"
-        met = "yes" if w in obs_after and obs_after[w] <= history[w] else "no"
-        md.append(f"| {w} | {history[w]:+.0f} | {b} | {a} | {met} |")
+        met = ("yes" if observe_side[w] <= ring_side[w] else "no") if w in observe_side and \
+            w in ring_side else "n/a"
+        md.append(f"| {w} | {history[w]:+.0f} | {cell(obs_before, w)} | {cell(obs_after, w)} | "
+                  f"{cell(observe_side, w)} / {cell(ring_side, w)} | {met} |")
     return md
-
-
-def floor_rows(result):
-    """Markdown lines: the ns per event that an empty tracker adds, per workload."""
-    if result is None:
-        return ["- empty tracker: no figures"]
-    added = added_ns(result, "empty_tracker")
-    return ["- PyTorch's own cost of a tracker that does nothing (`--last empty_tracker`, after "
-            "pack): " + ", ".join(f"{w} {ns:+.0f}" for w, ns in added.items())]
 
 
 def host_cpu(pack, out_dir, timeout):
@@ -193,8 +194,7 @@ def main():
           ""]
     if runs["after"]:
         md += table(runs["before"], runs["after"])
-        floor, _ = run("floor", a.after, a.out_dir, 0, 1, a.timeout, last="empty_tracker")
-        md += ["", *floor_rows(floor), host_cpu(a.after, a.out_dir, a.timeout)]
+        md += ["", host_cpu(a.after, a.out_dir, a.timeout)]
     if not a.no_perf and runs["after"]:
         md += ["", perf(a.after, a.out_dir, a.timeout)]
     text = "\n".join(md) + "\n"

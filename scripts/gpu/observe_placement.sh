@@ -6,8 +6,8 @@
 # `taskset -c 2,3`, 5-8x what the converter and the writer cost on their own, and less with the
 # log on tmpfs. Two suspects: the writer's background thread sharing a physical core with the
 # allocating thread (two CPUs of a taskset may be SMT siblings), and the writer thread's file
-# system work. This runs bench/gpu_history_overhead (`--last observe`) with the process on two
-# CPUs that are SMT siblings, then on two CPUs of different cores, each with the log on tmpfs
+# system work. This runs bench/gpu_history_overhead (observe among its settings) with the process
+# on two CPUs that are SMT siblings, then on two CPUs of different cores, each with the log on tmpfs
 # (/dev/shm) and on disk (${TMPDIR:-/tmp}), and writes OUT_DIR/summary.md: the CPU topology, then
 # each run's report. A placement the machine lacks (no SMT) is said and skipped.
 #
@@ -88,7 +88,7 @@ for placement in siblings separate; do
       continue
     fi
     log_dir=$(mktemp -d "$dir/observe_placement.XXXXXX")
-    timeout "$limit" taskset -c "$cpu_a,$second" "$bin" --rounds "$rounds" --last observe \
+    timeout "$limit" taskset -c "$cpu_a,$second" "$bin" --rounds "$rounds" \
       --log-dir "$log_dir" --json "$out/${placement}_$where.json" >> "$summary" 2>&1 ||
       { echo "(exit status $?)" >> "$summary"; failures=$((failures + 1)); }
     rm -rf "$log_dir"

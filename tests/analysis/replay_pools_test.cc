@@ -12,6 +12,8 @@
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
 #include "analysis/fslog_file_writer.h"
+#include "analysis/open_trace.h"
+#include "analysis/trace_event.h"
 #include "fslog/fslog_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -181,6 +183,49 @@ TEST(ReplayPoolsTest, RecordedGraphPoolAndGraphTreeSnapshotsVerifyFaithfully) {
     // Without the segments' pools the same trace diverges: the pools decide it.
     VerifyResult blind = testing::VerifySnapshot(LoadOracle(name, true), kH100Bytes);
     EXPECT_TRUE(blind.divergence.has_value());
+  }
+}
+
+// A MemPool dumped while it lives: its segments name the pool, so the trace verifies.
+TEST(ReplayPoolsTest, RecordedLiveMemPoolSnapshotVerifiesFaithfully) {
+  std::shared_ptr<const PyTorchSnapshot> snapshot = LoadOracle("mempool_live.pickle", false);
+  ASSERT_NE(snapshot, nullptr);
+  int pool_segments = 0;
+  for (const SnapshotSegment& s : snapshot->segments) {
+    pool_segments += s.pool_id != std::make_pair(int64_t{0}, int64_t{0});
+  }
+  EXPECT_GT(pool_segments, 0);
+  VerifyResult r = testing::VerifySnapshot(snapshot, kH100Bytes);
+  EXPECT_FALSE(r.divergence.has_value()) << testing::Describe(r);
+  EXPECT_EQ(r.counts.allocations, 8u);
+  EXPECT_TRUE(testing::VerifySnapshot(LoadOracle("mempool_live.pickle", true), kH100Bytes)
+                  .divergence.has_value());
+}
+
+// The graph-pool and MemPool jobs observed (fragscope.observe on an H100): each event carries its
+// pool, and the header says empty_cache calls are not recorded (torch.cuda.graph empties the
+// cache on entry; the MemPool job empties it after dropping the pool): the replay infers them.
+TEST(ReplayPoolsTest, RecordedObservedPoolLogsVerifyFaithfully) {
+  for (const char* name : {"observed_graph_pool.fslog", "observed_mempool.fslog"}) {
+    SCOPED_TRACE(name);
+    const std::string path = std::string(FRAGSCOPE_TEST_DATA_DIR) + "/oracle/pools/" + name;
+    absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
+    ASSERT_OK(opener.status());
+    absl::StatusOr<std::unique_ptr<TraceSource>> source = opener->Open();
+    ASSERT_OK(source.status());
+    EXPECT_FALSE((*source)->info().records_empty_cache);
+    int private_events = 0;
+    TraceEvent event;
+    for (;;) {
+      absl::StatusOr<bool> more = (*source)->Next(&event);
+      ASSERT_OK(more.status());
+      if (!*more) break;
+      private_events += event.pool_id != kDefaultPoolId;
+    }
+    EXPECT_GT(private_events, 10);
+    VerifyResult r = testing::VerifyFile(path, kH100Bytes);
+    EXPECT_FALSE(r.divergence.has_value()) << testing::Describe(r);
+    EXPECT_GE(r.counts.allocations, 8u);
   }
 }
 

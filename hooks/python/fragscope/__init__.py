@@ -104,18 +104,29 @@ def __getattr__(name):
 
 def _load(name):
     with _lock:
-        if name not in _libs:
-            path = os.path.join(lib_dir(), name)
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError as e:
-                raise OSError(
-                    f"cannot load {path}: {e} (the CUDA runtime it needs comes with torch: "
-                    "`import torch` first, or put the CUDA toolkit's lib/ on LD_LIBRARY_PATH)"
-                    if "libcudart" in str(e) else f"cannot load {path}: {e}") from e
-            _declare(lib, name)
-            _libs[name] = lib
-        return _libs[name]
+        return _load_locked(name)
+
+
+def _load_locked(name):
+    if name not in _libs:
+        if name != _ALLOC:
+            # libfragscope_torch.so needs libfragscope_alloc.so. Loaded first from the same
+            # directory, this copy is the one the dynamic linker gives it (a loaded library's
+            # soname matches); else LD_LIBRARY_PATH, searched before the library's $ORIGIN
+            # runpath, can give it another build's copy, and mark(), flush() and stats() would
+            # reach a second allocator that PyTorch never calls.
+            _load_locked(_ALLOC)
+        path = os.path.join(lib_dir(), name)
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            raise OSError(
+                f"cannot load {path}: {e} (the CUDA runtime it needs comes with torch: "
+                "`import torch` first, or put the CUDA toolkit's lib/ on LD_LIBRARY_PATH)"
+                if "libcudart" in str(e) else f"cannot load {path}: {e}") from e
+        _declare(lib, name)
+        _libs[name] = lib
+    return _libs[name]
 
 
 def _declare(lib, name):
