@@ -266,13 +266,12 @@ int Run(const Flags& flags, const std::string& command) {
     g_switch->observer.reset();
   }
 
-  std::cout
-      << "### What recording costs PyTorch's native allocator\n\n- device: "
-      << DescribeDevice(flags.device) << "\n- LibTorch " << TorchVersion() << "; history ring "
-      << kHistoryEntries << " entries\n- command: `" << command
-      << "`\n- cells: median wall ns per pair / operation (of " << flags.rounds
-      << " rounds); added: ns per recorded event against native (a warm pair is 3 events, a "
-         "random operation 1.5)\n\n";
+  std::cout << "### What recording costs PyTorch's native allocator\n\n- device: "
+            << DescribeDevice(flags.device) << "\n- LibTorch " << TorchVersion()
+            << "; history ring " << kHistoryEntries << " entries\n- command: `" << command
+            << "`\n- cells: median wall ns per pair / operation (of " << flags.rounds
+            << " rounds); added: ns per recorded event against native (a warm pair is 3 events, a "
+               "random operation 1.5)\n\n";
   std::vector<std::string> header = {"workload"};
   for (const Setting& s : all) header.push_back(s.title);
   for (size_t s = 1; s < settings; ++s)

@@ -9,6 +9,13 @@
 //   BM_Trace/observe  fragscope's observe callback (hooks/torch_trace_observer.h) writing a real
 //                     .fslog in /tmp
 //
+// and, to show where observe's share goes, its two parts called from a plain tracker:
+//
+//   sink 3            the converter alone (hooks/native_trace_converter.h: the block size rounded
+//                     as PyTorch rounds it, the event's fields)
+//   sink 4            the converter and the .fslog writer's OnEvent, without TraceObserver's
+//                     dispatch (device, action, pool id, the log's lookup)
+//
 // for two streams of entries: warm pairs (alloc, free_requested, free_completed of one block) and
 // a random mix (blocks spread over 4096 known segments, freed in random order). ns per event is
 // the time per iteration / 3 (one iteration is one alloc and its two free entries). The GPU
@@ -22,12 +29,15 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "fslog/fslog_writer.h"
+#include "hooks/native_trace_converter.h"
 #include "hooks/torch_trace_observer.h"
 
 namespace fragscope {
@@ -91,7 +101,18 @@ std::vector<Block> RandomBlocks(size_t n) {
   return blocks;
 }
 
-// range(0): 0 empty tracker, 1 history, 2 observe; range(1): 0 warm pair, 1 random mix.
+// The converter's view of a block entry (the benchmark's entries are block entries).
+hooks::NativeTraceEntry NativeOf(const TraceEntry& entry) {
+  const hooks::NativeTraceAction action =
+      entry.action_ == TraceEntry::ALLOC            ? hooks::NativeTraceAction::kAlloc
+      : entry.action_ == TraceEntry::FREE_REQUESTED ? hooks::NativeTraceAction::kFreeRequested
+                                                    : hooks::NativeTraceAction::kFreeCompleted;
+  return {action, entry.device_, entry.addr_, entry.size_,
+          reinterpret_cast<uint64_t>(entry.stream_)};
+}
+
+// range(0): 0 empty tracker, 1 history, 2 observe, 3 the converter, 4 converter + writer;
+// range(1): 0 warm pair, 1 random mix.
 void BM_Trace(benchmark::State& state) {
   const int sink = static_cast<int>(state.range(0));
   const bool random = state.range(1) == 1;
@@ -115,6 +136,29 @@ void BM_Trace(benchmark::State& state) {
       recorder.Record(TraceEntry::SEGMENT_ALLOC, kBase + s * kSegmentBytes, kSegmentBytes);
     }
   }
+  hooks::NativeTraceConverter converter(AllocatorOptions{}, uint64_t{80} << 30);
+  AllocatorEvent event;
+  std::unique_ptr<FslogWriter> writer;
+  if (sink == 3) {
+    recorder.trackers.emplace_back([&](const TraceEntry& entry) {
+      converter.Convert(NativeOf(entry), &event);
+      benchmark::DoNotOptimize(event);
+    });
+  }
+  if (sink == 4) {
+    FslogHeaderInfo header;
+    header.device_name = "benchmark";
+    header.device_total_bytes = uint64_t{80} << 30;
+    absl::StatusOr<std::unique_ptr<FslogWriter>> opened = FslogWriter::Open(path, header);
+    if (!opened.ok()) {
+      state.SkipWithError(std::string(opened.status().message()).c_str());
+      return;
+    }
+    writer = std::move(*opened);
+    recorder.trackers.emplace_back([&](const TraceEntry& entry) {
+      if (converter.Convert(NativeOf(entry), &event)) writer->OnEvent(event);
+    });
+  }
   const std::vector<Block> blocks = RandomBlocks(random ? 1 << 16 : 1);
   // The random mix frees each block some hundred entries after its allocation.
   constexpr size_t kLag = 256;
@@ -132,9 +176,10 @@ void BM_Trace(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()) * 3,
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   observer.reset();
+  writer.reset();
   std::remove(path.c_str());
 }
-BENCHMARK(BM_Trace)->ArgNames({"sink", "random"})->ArgsProduct({{0, 1, 2}, {0, 1}});
+BENCHMARK(BM_Trace)->ArgNames({"sink", "random"})->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}});
 
 }  // namespace
 }  // namespace fragscope
