@@ -107,17 +107,8 @@ def train(model, parallel, vocab, mark):
     import torch
 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    for step in range(STEPS):
-        ids = torch.randint(0, vocab, (MICRO_BATCH, SEQ), device="cuda")
-        mark(f"step {step} / forward")
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=parallel == "ddp"):
-            loss = model(input_ids=ids, labels=ids).loss
-        mark(f"step {step} / backward")
-        loss.backward()
-        mark(f"step {step} / optimizer")
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        del loss, ids
+    train_job.train(model, opt, vocab, [(SEQ, MICRO_BATCH)] * STEPS, mark,
+                    autocast=parallel == "ddp")
 
 
 def measure(name, out, log, dry_run):

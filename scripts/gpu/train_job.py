@@ -73,15 +73,16 @@ def build(config):
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
 
-def train(model, opt, vocab, shapes, mark, first_step=0):
-    """One step per (seq, micro_batch) of `shapes`, with predict_hf's markers."""
+def train(model, opt, vocab, shapes, mark, first_step=0, autocast=True):
+    """One step per (seq, micro_batch) of `shapes`, with predict_hf's markers; bf16 autocast
+    unless `autocast` is False (FSDP2 computes in its MixedPrecisionPolicy's dtype)."""
     import torch
 
     for i, (seq, micro_batch) in enumerate(shapes):
         step = first_step + i
         ids = torch.randint(0, vocab, (micro_batch, seq), device="cuda")
         mark(f"step {step} / forward")
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
             loss = model(input_ids=ids, labels=ids).loss
         mark(f"step {step} / backward")
         loss.backward()
