@@ -8,8 +8,13 @@ Run by ctest (tests/predict/CMakeLists.txt, predict.kernels) with PYTHONPATH=hoo
     CUTLASS's argument buffer).
   - ReductionScratchTest: the reduction kernels' staging buffer and semaphores, against the sizes
     recorded on an H200 (tests/data/oracle/gpt2_plain: GPT-2's bias gradients).
+  - EmbeddingBackwardTest: embedding_dense_backward's temporaries, against the allocations
+    recorded on an H100 (tests/data/gpu/: GPT-2 and a Mistral-like model, 4096 token ids).
 """
 
+import os
+import re
+import subprocess
 import sys
 import unittest
 
@@ -106,6 +111,57 @@ class ReductionScratchTest(unittest.TestCase):
         self.assertIsNone(self.scratch("h200", (1536, 768), [1]))
         self.assertIsNone(self.scratch("h200", (1536, 768), []))
         self.assertIsNone(self.scratch("h200", (768, 1536), [0], transpose=True))
+
+
+class EmbeddingBackwardTest(unittest.TestCase):
+    # cub's temporary storage (the sort's, unique_by_key's, exclusive_sum's) is not modeled.
+    CUB_TEMPORARIES = {83455, 1279}
+
+    def steps(self, n, width, dtype=None, scale_grad_by_freq=False):
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        from fragscope.predict_kernels import embedding_backward_steps
+
+        with FakeTensorMode():
+            grad = torch.empty(n, width, dtype=dtype or torch.float32)
+            indices = torch.empty(n, dtype=torch.long)
+            return embedding_backward_steps(grad, indices, scale_grad_by_freq)
+
+    def recorded_allocations(self, name):
+        log = os.path.join(os.path.dirname(__file__), "..", "data", "gpu", name)
+        dump = subprocess.run([os.environ["FRAGSCOPE_BIN"], "dump", log, "--bytes", "--kind",
+                               "alloc"], capture_output=True, text=True, check=True).stdout
+        return [int(m.group(1)) for m in re.finditer(r" requested=(\d+) ", dump)]
+
+    def test_the_h100_traces_allocations_in_order(self):
+        # (log, row width, the output's bytes: vocab x width x 4)
+        for name, width, output in (("h100_gpt2_124m_two_steps.fslog", 768, 50257 * 768 * 4),
+                                    ("h100_mistral_gqa_two_steps.fslog", 1024, 32000 * 1024 * 4)):
+            with self.subTest(name):
+                steps = self.steps(4096, width)
+                model = [s[2] for s in steps if s[0] == "alloc"]
+                recorded = self.recorded_allocations(name)
+                end = recorded.index(model[-1])  # the partial sums: (4096 // 10 + 4096) x width x 4
+                seen = [b for b in recorded[:end + 1]
+                        if b not in self.CUB_TEMPORARIES and b != output]
+                self.assertEqual(seen[-len(model):], model)
+                self.assertEqual(model[-1], 4505 * width * 4)
+                self.assertEqual([s[0] for s in steps].count("output"), 1)
+
+    def test_up_to_3072_indices_allocate_only_the_output(self):
+        self.assertEqual(self.steps(3072, 768), [("output",)])
+        self.assertEqual(len(self.steps(3073, 768)), 14)  # 11 allocations, 2 frees, the output
+        # Counting needs the sorted path at any size, and one more tensor.
+        self.assertIn(("alloc", "count", 512 * 8), self.steps(512, 768, scale_grad_by_freq=True))
+
+    def test_double_grads_sum_in_double(self):
+        import torch
+
+        self.assertEqual(self.steps(4096, 64, torch.float64)[-1], ("alloc", "partial_sums",
+                                                                    4505 * 64 * 8))
+        self.assertEqual(self.steps(4096, 64, torch.bfloat16)[-1], ("alloc", "partial_sums",
+                                                                     4505 * 64 * 4))
 
 
 if __name__ == "__main__":

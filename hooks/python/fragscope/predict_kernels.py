@@ -8,7 +8,9 @@ its outputs from fragscope's allocator, and adds the kernels' own allocations:
   - the SDPA backend: aten._fused_sdp_choice is answered as PyTorch 2.11's CUDA selection would
     on the target GPU (flash, then memory-efficient, then math; the torch.backends.cuda switches
     and sdpa_kernel() respected), so that the kernel that runs, and what it saves for backward
-    (flash and memory-efficient keep the log-sum-exp, not the s x s scores), is the GPU's.
+    (flash and memory-efficient keep the log-sum-exp, not the s x s scores), is the GPU's;
+  - embedding backward's sort and partial sums over more than 3072 indices
+    (embedding_backward_steps).
 """
 
 import os
@@ -233,6 +235,42 @@ def flash_backward_scratch_bytes(query):
     return 4 * batch * heads * seq + 4 * batch * seq * heads * head_dim + 256
 
 
+# Indices per partial sum in embedding backward (NROWS_PER_THREAD, EmbeddingBackwardKernel.cu).
+_EMBEDDING_ROWS_PER_PARTIAL = 10
+# Embedding.cu's direct kernel (no sort) serves up to this many indices.
+_EMBEDDING_DIRECT_MAX_INDICES = 3072
+
+
+def embedding_backward_steps(grad, indices, scale_grad_by_freq=False):
+    """What embedding_dense_backward's CUDA path (Embedding.cu, EmbeddingBackwardKernel.cu)
+    allocates around its output, in order: ("alloc", name, bytes), ("free", name) and ("output",);
+    what is still allocated at the end is freed in reverse order. For n indices of a row width w:
+    the sorted indices and their original positions (n each), the sort's value input (n, freed
+    before the output), then the segment offsets (n), their count (8), unique_by_key's unused keys
+    output (n, freed at once), the partials per segment and their offsets (n each), the
+    partial-segment count (8), the partial-segment offsets (n // 10 + n, a bound that needs no
+    sync) and their fp32 sums ((n // 10 + n) x w; double for double grads). Matched to torch 2.11
+    on an H100 (4096 int64 indices, widths 768 and 1024: every size and the order). cub's temporary
+    storage (the sort's, unique_by_key's and exclusive_sum's: 83,455, 1,279 and 1,279 bytes at
+    4096 int64 indices) is not modeled: its size follows cub's tuning. With scale_grad_by_freq the
+    counts per index (n) come after the sort (its scans' temporary storage not modeled); up to
+    3072 indices without it the kernel sums directly and allocates nothing but its output."""
+    n = indices.numel()
+    if n <= _EMBEDDING_DIRECT_MAX_INDICES and not scale_grad_by_freq:
+        return [("output",)]
+    index = n * indices.element_size()
+    partials = n // _EMBEDDING_ROWS_PER_PARTIAL + n
+    acc = 8 if grad.dtype == torch.float64 else 4
+    return [("alloc", "sorted", index), ("alloc", "positions", index), ("alloc", "range", index),
+            ("free", "range")] + ([("alloc", "count", index)] if scale_grad_by_freq else []) + [
+            ("output",), ("alloc", "segments", index), ("alloc", "segment_count", 8),
+            ("alloc", "unique_keys", index), ("free", "unique_keys"),
+            ("alloc", "partials", index), ("alloc", "partial_offsets", index),
+            ("alloc", "partial_count", 8),
+            ("alloc", "partial_starts", partials * indices.element_size()),
+            ("alloc", "partial_sums", partials * grad.shape[-1] * acc)]
+
+
 # Ops whose CUDA kernel allocates its outputs in another order than it returns them: dropout
 # makes its mask before its output (Dropout.cu).
 _OUTPUT_ORDER = {aten.native_dropout.default: (1, 0)}
@@ -277,6 +315,8 @@ class Recorder(TorchDispatchMode):
             return NotImplemented
         if func is aten._fused_sdp_choice.default:
             return sdp_choice(self.gpu, args, kwargs)
+        if func is aten.embedding_dense_backward.default:
+            return self._embedding_backward(func, args, kwargs)
         scratch = 0
         out = None
         if func is aten.add.Tensor and self._accumulates_in_place(args, kwargs):
@@ -339,6 +379,22 @@ class Recorder(TorchDispatchMode):
         return (dense(old) and old._use_count() <= new._use_count()
                 and torch._C._storage_Use_Count(old.untyped_storage()._cdata)
                 == self.unshared_storage_count)
+
+    def _embedding_backward(self, func, args, kwargs):
+        stream = current_stream_handle()
+        live, out = {}, None
+        scale_grad_by_freq = args[4] if len(args) > 4 else kwargs.get("scale_grad_by_freq", False)
+        for step in embedding_backward_steps(args[0], args[1], scale_grad_by_freq):
+            if step[0] == "alloc":
+                live[step[1]] = self.session.malloc(step[2], stream)
+            elif step[0] == "free":
+                self.session.free(live.pop(step[1]))
+            else:
+                out = func(*args, **kwargs)
+                self.session.track(out.untyped_storage(), stream)
+        for buffer in reversed(list(live.values())):
+            self.session.free(buffer)
+        return out
 
     def _flash_forward(self, args, kwargs, out, stream):
         dropout_p = args[3] if len(args) > 3 else kwargs.get("dropout_p", 0.0)
