@@ -115,7 +115,7 @@ def kept_bytes(events, phase, until, below=None):
 
 
 def predict_gpt2(tag, **rank):
-    from fragscope.predict_hf import predict_hf
+    from fragscope.predict_hf_loop import predict_hf
 
     log = os.path.join(tempfile.mkdtemp(), f"{tag}.fslog")
     return record(lambda: predict_hf(CONFIG, log, seq=SEQ, micro_batch=MICRO_BATCH, steps=2,
@@ -316,7 +316,7 @@ class ErrorTest(unittest.TestCase):
 
     def test_api_error(self):
         from fragscope.predict_capture import PredictionError
-        from fragscope.predict_hf import predict_hf
+        from fragscope.predict_hf_loop import predict_hf
 
         with self.assertRaisesRegex(PredictionError, "rank must be"):
             predict_hf(CONFIG, os.path.join(tempfile.mkdtemp(), "bad.fslog"), seq=8,

@@ -492,7 +492,7 @@ def predict(make_model, step, log, **options):
 
 
 def predict_hf(config, log, **options):
-    """The standard loop of a Hugging Face config, predicted (predict_hf.predict_hf)."""
-    from .predict_hf import predict_hf as run
+    """The standard loop of a Hugging Face config, predicted (predict_hf_loop.predict_hf)."""
+    from .predict_hf_loop import predict_hf as run
 
     return run(config, log, **options)

@@ -156,7 +156,7 @@ def main(argv=None):
 
     try:
         if args.config:
-            from .predict_hf import predict_hf
+            from .predict_hf_loop import predict_hf
 
             result = predict_hf(args.config, args.out, seq=args.seq, micro_batch=args.micro_batch,
                                 steps=args.steps, mode=args.mode, optimizer=args.optimizer,

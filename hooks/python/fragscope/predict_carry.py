@@ -227,7 +227,7 @@ def carry(real_log, out, *, config, seq, micro_batch, program=None, cap_args=(),
           **job):
     """Carries `real_log` past its OOM with the prediction of the same job (predict_hf's
     arguments); writes `out` and returns (counts, [(sweep row label, outcome)])."""
-    from .predict_hf import predict_hf
+    from .predict_hf_loop import predict_hf
 
     program = fragscope_program(program)
     real, failed = read_real_log(real_log, program)

@@ -46,7 +46,7 @@ def _peak_allocated_event(timeline):
 
 def try_micro_batch(config, seq, micro_batch, directory, program, cap_args, **job):
     """Predicts one micro-batch and replays it at the cap: a dict of its figures."""
-    from .predict_hf import predict_hf
+    from .predict_hf_loop import predict_hf
 
     log = os.path.join(directory, f"micro_batch_{micro_batch}.fslog")
     try:

@@ -76,15 +76,22 @@ def sdp_choice(gpu, args, kwargs):
     same_head = head == k.size(-1) == v.size(-1)
     strides_ok = all(t.stride(-1) == 1 for t in (q, k, v))
     half = q.dtype in (torch.float16, torch.bfloat16)
+    # check_batch_size_and_num_heads_dense: equal head counts, or (flash only, enable_gqa) key
+    # and value heads that divide the query's.
+    heads_q, heads_k, heads_v = q.size(-3), k.size(-3), v.size(-3)
+    same_heads = heads_q == heads_k == heads_v
+    grouped = bool(p.get("enable_gqa")) and heads_k == heads_v and heads_q % heads_k == 0
     for backend in torch._C._get_sdp_priority_order():
         if backend == _FLASH and backends.flash_sdp_enabled():
             if (gpu.capability >= (8, 0) and half and mask is None and dims_ok and same_head
-                    and strides_ok and head <= 256 and head % 8 == 0):
+                    and strides_ok and head <= 256 and head % 8 == 0
+                    and (same_heads or grouped)):
                 return _FLASH
         elif backend == _EFFICIENT and backends.mem_efficient_sdp_enabled():
             align = 8 if half else 4
             if (q.dtype in (torch.float16, torch.bfloat16, torch.float32) and dims_ok
-                    and strides_ok and head % align == 0 and v.size(-1) % align == 0):
+                    and strides_ok and head % align == 0 and v.size(-1) % align == 0
+                    and same_heads):
                 return _EFFICIENT
         elif backend == _MATH and backends.math_sdp_enabled():
             return _MATH
@@ -118,10 +125,8 @@ def scaled_dot_product_attention(gpu, original):
             query, key, value = (t.to(cast) for t in (query, key, value))
         choice = sdp_choice(gpu, (query, key, value, attn_mask, dropout_p, is_causal, scale,
                                   enable_gqa), {})
-        if choice != _MATH and enable_gqa and key.size(-3) != query.size(-3):
-            repeat = query.size(-3) // key.size(-3)
-            key = key.repeat_interleave(repeat, dim=-3)
-            value = value.repeat_interleave(repeat, dim=-3)
+        # Flash takes fewer key/value heads as they are (grouped-query attention); the
+        # memory-efficient kernel is not chosen for them, and math repeats them itself.
         if choice == _FLASH:
             return aten._scaled_dot_product_flash_attention(
                 query, key, value, dropout_p, is_causal, False, scale=scale)[0]
@@ -220,19 +225,24 @@ def grouped_mm(gpu, args, kwargs):
 
 
 # Flash attention's forward on the GPU: the philox seed and offset (8 bytes each, device tensors,
-# saved for backward; meta tensors under the fake mode) come before the output, and a 256-byte
-# scratch buffer is allocated and freed after it (recorded on an H200, torch 2.11).
+# saved for backward; meta tensors under the fake mode) come before the output, with dropout (a
+# GPT-2 on an H200) and without (a Mistral-like model on an H100), and a 256-byte scratch buffer
+# is allocated and freed after it (torch 2.11).
 _FLASH_SCRATCH_BYTES = 256
 
 
-def flash_backward_scratch_bytes(query):
+def flash_backward_scratch_bytes(query, key):
     """Flash attention's backward allocates one fp32 buffer after dq, dk and dv and frees it
     before it returns: the softmax row sums (batch x heads x seq) and the dq accumulator
-    (batch x seq x heads x head dim), and 256 bytes. Fitted to torch 2.11 on an H200 (head dim
-    64, sequences 96, 256 and 384, dropout on); other head dims and sequence roundings are not
-    confirmed by a recorded trace."""
+    (batch x seq x heads x head dim), with fewer key/value heads (grouped-query attention) also
+    dk's and dv's accumulators (batch x seq x key heads x head dim each), and 256 bytes. Fitted to
+    torch 2.11 on an H200 (head dim 64, sequences 96, 256 and 384, dropout on) and, with grouped
+    heads, on an H100 (16 query and 8 key heads, head dim 64, sequence 1024: there the
+    accumulators' bytes equal dq's, so a form in query heads would fit too); other head dims and
+    sequence roundings are not confirmed by a recorded trace."""
     batch, heads, seq, head_dim = query.shape
-    return 4 * batch * heads * seq + 4 * batch * seq * heads * head_dim + 256
+    grouped = 2 * 4 * batch * key.size(-2) * key.size(-3) * head_dim if key.size(-3) != heads else 0
+    return 4 * batch * heads * seq + 4 * batch * seq * heads * head_dim + grouped + 256
 
 
 # Indices per partial sum in embedding backward (NROWS_PER_THREAD, EmbeddingBackwardKernel.cu).
@@ -354,7 +364,8 @@ class Recorder(TorchDispatchMode):
                 self.session.free(self.session.malloc(staging[1], stream))
                 self.session.free(buffer)
         elif func is aten._scaled_dot_product_flash_attention_backward.default:
-            self.session.free(self.session.malloc(flash_backward_scratch_bytes(args[1]), stream))
+            workspace = flash_backward_scratch_bytes(args[1], args[2])
+            self.session.free(self.session.malloc(workspace, stream))
         return out
 
     def _accumulates_in_place(self, args, kwargs):
@@ -397,11 +408,9 @@ class Recorder(TorchDispatchMode):
         return out
 
     def _flash_forward(self, args, kwargs, out, stream):
-        dropout_p = args[3] if len(args) > 3 else kwargs.get("dropout_p", 0.0)
         attention, logsumexp, seed, offset = out[0], out[1], out[6], out[7]
-        if dropout_p > 0:
-            for t in (seed, offset):
-                self.session.track(t.untyped_storage(), stream, size=8)
+        for t in (seed, offset):
+            self.session.track(t.untyped_storage(), stream, size=8)
         self.session.track(attention.untyped_storage(), stream)
         self.session.track(logsumexp.untyped_storage(), stream)
         self.session.free(self.session.malloc(_FLASH_SCRATCH_BYTES, stream))
