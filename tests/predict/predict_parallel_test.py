@@ -206,6 +206,13 @@ class DdpTest(unittest.TestCase):
             if e in whole:
                 freed.append(next(f[1] for f in events[i + 1:] if f[0] == "free" and f[2] == e[4]))
         self.assertEqual(freed, ["init / weights", "step 1 / forward"])
+        # The shape check before them, as an H100 made it at world size 4: the parameter count,
+        # one count per rank (8 bytes each), then the shapes (two int64 per dimension).
+        init = [size for size, _ in allocations(events, "init / weights")]
+        # Dimensions: the two embeddings, 4 matrices and 8 vectors a block, the final norm's two.
+        shapes = 8 * 2 * (2 * 2 + LAYERS * (4 * 2 + 8) + 2)
+        at = init.index(shapes)
+        self.assertEqual(init[at - 3:at], [8, 8, 8])  # world size 2: count and two gathered
         buckets = self.buckets(events)
         print(f"DDP buckets after the rebuild: {buckets}")
         self.assertEqual(sum(buckets), 4 * PARAMS)

@@ -122,7 +122,7 @@ def _ddp_on_the_fake_group():
     """What DistributedDataParallel needs on the fake group and without a GPU; none of it changes
     what the rank allocates:
       - its check that every rank has the same parameter shapes reads data back to the CPU
-        (_verify_param_shapes makes its one device allocation instead);
+        (_verify_param_shapes makes its device allocations instead);
       - its Reducer times the first ten iterations with CUDA events, which a machine without a
         GPU refuses: prepare_for_forward (which counts the iteration and so turns the timing on)
         does nothing, and the count stays at zero;
@@ -218,15 +218,25 @@ def mixed_precision(param_dtype):
 
 
 def _verify_param_shapes(process_group, tensors, logger=None):
-    """DDP's check that every rank has the same parameter shapes (C++
-    verify_params_across_processes) reads its metadata back to the CPU, which a fake tensor
-    cannot: its one device allocation, the shapes (two int64 per dimension) broadcast from
-    rank 0 and freed at return, is made here."""
+    """DDP's check that every rank has the same parameters (C++ verify_params_across_processes)
+    reads its data back to the CPU, which a fake tensor cannot: its device allocations are made
+    here as the C++ makes them (an H100 log of DDP at world size 4): the parameter count (one
+    int64), one int64 per rank for the all-gathered counts, the shapes (two int64 per dimension,
+    broadcast from rank 0) freed at once, then the gathered counts in order and the count."""
     import torch
 
-    count = sum(2 * t.dim() for t in tensors)
-    if count:
-        torch.empty(count, dtype=torch.long, device=tensors[0].device)
+    if not tensors:
+        return
+    device = tensors[0].device
+    count = torch.empty(1, dtype=torch.long, device=device)
+    gathered = [torch.empty(1, dtype=torch.long, device=device)
+                for _ in range(process_group.size())]
+    shapes = sum(2 * t.dim() for t in tensors)
+    if shapes:
+        torch.empty(shapes, dtype=torch.long, device=device)
+    for i in range(len(gathered)):
+        gathered[i] = None
+    del count
 
 
 def build(make_model, rank_job, mesh, blocks=None, param_dtype=None):
