@@ -1,7 +1,8 @@
 #!/bin/bash
 # The second round's steps of scripts/gpu_validate.sh as their CPU dry run (ctest
-# scripts.gpu.round2_dry_run): predict, bigjob, pools and parallel must end "ok" (every part but the GPU runs
-# themselves, on fragscope's simulated device), observecost and wheel must skip cleanly.
+# scripts.gpu.round2_dry_run): predict, bigjob, pools and parallel must end "ok" (every part but
+# the GPU runs themselves, on fragscope's simulated device), observecost and wheel must skip
+# cleanly.
 #   scripts/gpu/round2_dry_run.sh BUILD_DIR OUT_DIR
 set -u
 if [ $# -ne 2 ]; then
