@@ -10,6 +10,8 @@ Run by ctest (tests/predict/CMakeLists.txt, predict.kernels) with PYTHONPATH=hoo
     recorded on an H200 (tests/data/oracle/gpt2_plain: GPT-2's bias gradients).
   - EmbeddingBackwardTest: embedding_dense_backward's temporaries, against the allocations
     recorded on an H100 (tests/data/gpu/: GPT-2 and a Mistral-like model, 4096 token ids).
+  - SdpChoiceTest: the SDPA backend for grouped key/value heads (flash takes them with
+    enable_gqa; memory-efficient never does), as sdp_utils' head-count checks decide.
 """
 
 import os
@@ -162,6 +164,35 @@ class EmbeddingBackwardTest(unittest.TestCase):
                                                                     4505 * 64 * 8))
         self.assertEqual(self.steps(4096, 64, torch.bfloat16)[-1], ("alloc", "partial_sums",
                                                                      4505 * 64 * 4))
+
+
+class SdpChoiceTest(unittest.TestCase):
+    def choice(self, heads_q, heads_kv, enable_gqa, flash=True):
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        from fragscope.predict_device import find_gpu
+        from fragscope.predict_kernels import sdp_choice
+
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backends = [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+        if flash:
+            backends.append(SDPBackend.FLASH_ATTENTION)
+        with FakeTensorMode(), sdpa_kernel(backends):
+            q = torch.empty(2, heads_q, 128, 64, dtype=torch.bfloat16)
+            kv = torch.empty(2, heads_kv, 128, 64, dtype=torch.bfloat16)
+            return sdp_choice(find_gpu("h100-80gb"), (q, kv, kv, None, 0.0, True, None,
+                                                     enable_gqa), {})
+
+    def test_grouped_heads(self):
+        flash, efficient, math = 1, 2, 0
+        self.assertEqual(self.choice(16, 16, False), flash)
+        self.assertEqual(self.choice(16, 8, True), flash)
+        self.assertEqual(self.choice(16, 8, False), math)  # heads differ without enable_gqa
+        self.assertEqual(self.choice(16, 6, True), math)  # 6 does not divide 16
+        self.assertEqual(self.choice(16, 16, False, flash=False), efficient)
+        self.assertEqual(self.choice(16, 8, True, flash=False), math)
 
 
 if __name__ == "__main__":
