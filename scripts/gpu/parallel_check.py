@@ -31,13 +31,12 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import train_job  # noqa: E402
-from predict_accuracy import commit, delta  # noqa: E402
+from predict_accuracy import Parent, commit, delta  # noqa: E402
 
 CONFIG = train_job.GPT2_124M
 SEQ, MICRO_BATCH, STEPS = 512, 8, 2
@@ -166,21 +165,7 @@ def measure(name, out, log, dry_run):
     return 0
 
 
-def call(out_dir, name, cmd, timeout):
-    """Runs cmd, its output into OUT_DIR/name.txt; (exit status or "timeout", the output)."""
-    env = dict(os.environ)
-    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-    try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        rc, text = p.returncode, p.stdout + p.stderr
-    except subprocess.TimeoutExpired:
-        rc, text = "timeout", f"timed out after {timeout}s"
-    with open(os.path.join(out_dir, f"{name}.txt"), "w") as f:
-        f.write(f"$ {' '.join(cmd)}\n{text}")
-    return rc, text
-
-
-def predict(a, name):
+def predict(a, parent, name):
     """`python -m fragscope predict --parallel` of one job; its JSON, or {"error": ...}."""
     parallel, world_size, rank = parse_job(name)
     config = os.path.join(a.out_dir, f"{name}.config.json")
@@ -191,7 +176,7 @@ def predict(a, name):
            "adamw-fused", "--gpu", "h100-80gb", "--parallel", parallel, "--world-size",
            str(world_size), "--rank", str(rank), "--json", "--out",
            os.path.join(a.out_dir, f"{name}.predicted.fslog")]
-    rc, text = call(a.out_dir, f"{name}.predict", cmd, a.timeout)
+    rc, text = parent.call(f"{name}.predict", cmd, a.timeout)
     if rc != 0:
         return {"error": f"predict exit {rc}: {text.strip().splitlines()[-1:]}"}
     return train_job.first_json(text)
@@ -207,6 +192,7 @@ def run_all(a):
             print(f"parallel_check.py: {e}", file=sys.stderr)
             return 2
     rows, ok = [], True
+    parent = Parent(a)
     # The predictions run on the host's CPUs while the GPU runs go one by one, from the end of
     # the first (which says whether there is a GPU).
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(names))
@@ -215,19 +201,18 @@ def run_all(a):
         out = os.path.join(a.out_dir, f"{name}.json")
         cmd = [sys.executable, __file__, "measure", name, out,
                os.path.join(a.out_dir, f"{name}.observed.fslog")]
-        rc, text = call(a.out_dir, f"{name}.measure", cmd + (["--dry-run"] if a.dry_run else []),
-                        a.timeout)
+        rc, text = parent.call(f"{name}.measure", cmd + (["--dry-run"] if a.dry_run else []),
+                               a.timeout)
         if "skipped: no CUDA device" in text:
             print("skipped: no CUDA device")
             return 0
         if not predictions:
-            predictions = {n: pool.submit(predict, a, n) for n in names}
+            predictions = {n: pool.submit(predict, a, parent, n) for n in names}
         measured = json.load(open(out)) if rc == 0 and os.path.exists(out) else None
         verdict = None
         if measured:
             log = os.path.join(a.out_dir, f"{name}.observed.fslog")
-            vrc, vtext = call(a.out_dir, f"{name}.verify", [a.fragscope, "verify", log],
-                              a.timeout)
+            vrc, vtext = parent.call(f"{name}.verify", [a.fragscope, "verify", log], a.timeout)
             verdict = (vtext.strip().splitlines() or ["(no output)"])[0][:120]
             ok = ok and vrc == 0
         predicted = predictions[name].result()

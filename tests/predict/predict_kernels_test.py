@@ -15,8 +15,6 @@ Run by ctest (tests/predict/CMakeLists.txt, predict.kernels) with PYTHONPATH=hoo
 """
 
 import os
-import re
-import subprocess
 import sys
 import unittest
 
@@ -131,10 +129,10 @@ class EmbeddingBackwardTest(unittest.TestCase):
             return embedding_backward_steps(grad, indices, scale_grad_by_freq)
 
     def recorded_allocations(self, name):
+        from logged_allocations import allocations
+
         log = os.path.join(os.path.dirname(__file__), "..", "data", "gpu", name)
-        dump = subprocess.run([os.environ["FRAGSCOPE_BIN"], "dump", log, "--bytes", "--kind",
-                               "alloc"], capture_output=True, text=True, check=True).stdout
-        return [int(m.group(1)) for m in re.finditer(r" requested=(\d+) ", dump)]
+        return [size for _, size in allocations(log)]
 
     def test_the_h100_traces_allocations_in_order(self):
         # (log, row width, the output's bytes: vocab x width x 4)

@@ -20,7 +20,6 @@ libfragscope_torch.so.
 import collections
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -164,17 +163,12 @@ class RecordedStepsTest(unittest.TestCase):
     CUB_TEMPORARIES = {83455, 1279}
 
     def phases(self, log):
-        """{marker: Counter of requested bytes} of a log's allocations."""
-        dump = subprocess.run([os.environ["FRAGSCOPE_BIN"], "dump", log, "--bytes", "--kind",
-                               "alloc,marker"], capture_output=True, text=True, check=True).stdout
-        phases, current = collections.OrderedDict(), None
-        for line in dump.splitlines():
-            marker = re.search(r" marker +'(.*)'", line)
-            if marker:
-                current = marker.group(1)
-                phases.setdefault(current, collections.Counter())
-            else:
-                phases[current][int(re.search(r" requested=(\d+) ", line).group(1))] += 1
+        """{phase: Counter of requested bytes} of a log's allocations."""
+        from logged_allocations import allocations
+
+        phases = collections.defaultdict(collections.Counter)
+        for phase, size in allocations(log):
+            phases[phase][size] += 1
         return phases
 
     def test_each_phase_allocates_what_the_h100_did(self):
