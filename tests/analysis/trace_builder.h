@@ -19,13 +19,21 @@
 
 namespace fragscope::testing {
 
-// A fresh path in the test's temporary directory.
+// A fresh path in this test process's temporary directory, which is removed at exit (ctest runs
+// each test case in a process of its own: one directory each).
 inline std::string TempPath(const std::string& name) {
+  struct ProcessDir {
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 absl::StrFormat("fragscope-analysis-test-%d", getpid());
+    ~ProcessDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const ProcessDir dir;
   static int counter = 0;
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    absl::StrFormat("fragscope-analysis-test-%d", getpid());
-  std::filesystem::create_directories(dir);
-  return (dir / absl::StrFormat("%d-%s", counter++, name)).string();
+  std::filesystem::create_directories(dir.path);
+  return (dir.path / absl::StrFormat("%d-%s", counter++, name)).string();
 }
 
 class TraceBuilder {
