@@ -101,13 +101,9 @@ std::vector<Block> RandomBlocks(size_t n) {
   return blocks;
 }
 
-// The converter's view of a block entry (the benchmark's entries are block entries).
+// The converter's view of an entry, as TraceObserver makes it.
 hooks::NativeTraceEntry NativeOf(const TraceEntry& entry) {
-  const hooks::NativeTraceAction action =
-      entry.action_ == TraceEntry::ALLOC            ? hooks::NativeTraceAction::kAlloc
-      : entry.action_ == TraceEntry::FREE_REQUESTED ? hooks::NativeTraceAction::kFreeRequested
-                                                    : hooks::NativeTraceAction::kFreeCompleted;
-  return {action, entry.device_, entry.addr_, entry.size_,
+  return {torch_hooks::NativeActionOf(entry.action_), entry.device_, entry.addr_, entry.size_,
           reinterpret_cast<uint64_t>(entry.stream_)};
 }
 

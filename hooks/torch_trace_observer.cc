@@ -9,32 +9,6 @@ namespace {
 
 using c10::CachingDeviceAllocator::TraceEntry;
 using hooks::kMaxDevices;
-using hooks::NativeTraceAction;
-
-NativeTraceAction ActionOf(TraceEntry::Action action) {
-  switch (action) {
-    case TraceEntry::ALLOC:
-      return NativeTraceAction::kAlloc;
-    case TraceEntry::FREE_REQUESTED:
-      return NativeTraceAction::kFreeRequested;
-    case TraceEntry::FREE_COMPLETED:
-      return NativeTraceAction::kFreeCompleted;
-    case TraceEntry::SEGMENT_ALLOC:
-      return NativeTraceAction::kSegmentAlloc;
-    case TraceEntry::SEGMENT_FREE:
-      return NativeTraceAction::kSegmentFree;
-    case TraceEntry::SEGMENT_MAP:
-      return NativeTraceAction::kSegmentMap;
-    case TraceEntry::SEGMENT_UNMAP:
-      return NativeTraceAction::kSegmentUnmap;
-    case TraceEntry::SNAPSHOT:
-      return NativeTraceAction::kSnapshot;
-    case TraceEntry::OOM:
-      return NativeTraceAction::kOom;
-    default:
-      return NativeTraceAction::kUnknown;  // an action newer than this file
-  }
-}
 
 // Whether PyTorch checks its memory cap (set_per_process_memory_fraction) around this action:
 // the device calls (cudaMalloc, cudaFree, map, unmap) and the OOM.
@@ -119,8 +93,8 @@ void TraceObserver::OnTrace(const TraceEntry& entry) noexcept {
     if (IsDeviceCallOrOom(entry.action_)) [[unlikely]] {
       RecordFractionChange(device);
     }
-    const hooks::NativeTraceEntry native{ActionOf(entry.action_), device, entry.addr_, entry.size_,
-                                         reinterpret_cast<uint64_t>(entry.stream_)};
+    const hooks::NativeTraceEntry native{NativeActionOf(entry.action_), device, entry.addr_,
+                                         entry.size_, reinterpret_cast<uint64_t>(entry.stream_)};
     AllocatorEvent event;
     if (!converter->Convert(native, &event)) return;
     // The block's, segment's or request's private pool (.fslog 2.4); (0, 0): the default.

@@ -26,6 +26,35 @@
 
 namespace fragscope::torch_hooks {
 
+// PyTorch's trace action as the converter's (kUnknown for an action newer than this file).
+inline hooks::NativeTraceAction NativeActionOf(
+    c10::CachingDeviceAllocator::TraceEntry::Action action) {
+  using c10::CachingDeviceAllocator::TraceEntry;
+  using hooks::NativeTraceAction;
+  switch (action) {
+    case TraceEntry::ALLOC:
+      return NativeTraceAction::kAlloc;
+    case TraceEntry::FREE_REQUESTED:
+      return NativeTraceAction::kFreeRequested;
+    case TraceEntry::FREE_COMPLETED:
+      return NativeTraceAction::kFreeCompleted;
+    case TraceEntry::SEGMENT_ALLOC:
+      return NativeTraceAction::kSegmentAlloc;
+    case TraceEntry::SEGMENT_FREE:
+      return NativeTraceAction::kSegmentFree;
+    case TraceEntry::SEGMENT_MAP:
+      return NativeTraceAction::kSegmentMap;
+    case TraceEntry::SEGMENT_UNMAP:
+      return NativeTraceAction::kSegmentUnmap;
+    case TraceEntry::SNAPSHOT:
+      return NativeTraceAction::kSnapshot;
+    case TraceEntry::OOM:
+      return NativeTraceAction::kOom;
+    default:
+      return NativeTraceAction::kUnknown;  // an action newer than this file
+  }
+}
+
 class TraceObserver {
  public:
   // The fraction of device memory PyTorch may use on `device` (c10's getMemoryFraction in the
