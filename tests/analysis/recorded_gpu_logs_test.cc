@@ -1,6 +1,7 @@
 // The observed logs of two training steps recorded on an H100 (tests/data/gpu/README.md: GPT-2
-// 124M and a Mistral-like GQA model under fragscope.observe()): fragscope's allocator decides as
-// PyTorch's did, and the replay's peaks and allocation count are exactly PyTorch's own counters
+// 124M and a Mistral-like GQA model under fragscope.observe(), and one rank of GPT-2 under FSDP2,
+// whose all-gathers and reduce-scatters allocate from side streams and whose unsharded parameters
+// are storages resized in place): fragscope's allocator decides as PyTorch's did, and the replay's peaks and allocation count are exactly PyTorch's own counters
 // (torch.cuda.memory_stats, in the JSON beside each log). The predictions of the same jobs are
 // compared with these in bench/RESULTS.md ("Prediction accuracy").
 #include <fstream>
@@ -73,6 +74,8 @@ TEST(RecordedGpuLogFlagTest, ALogWithoutEmptyCacheRecordsStillVerifies) {
 INSTANTIATE_TEST_SUITE_P(TwoTrainingSteps, RecordedGpuLogTest,
                          ::testing::Values("h100_gpt2_124m_two_steps",
                                            "h100_mistral_gqa_two_steps"));
+INSTANTIATE_TEST_SUITE_P(OneFsdp2Rank, RecordedGpuLogTest,
+                         ::testing::Values("h100_fsdp2_gpt2_124m_w4r0"));
 
 }  // namespace
 }  // namespace fragscope::testing

@@ -1,5 +1,6 @@
 """The predictor's models of what CUDA kernels allocate (hooks/python/fragscope/predict_kernels.py,
-predict_reductions.py), on fake tensors, against torch 2.11's CUDA sources and recorded traces.
+predict_reductions.py, predict_copy_metadata.py), on fake tensors, against torch 2.11's CUDA
+sources and recorded traces.
 
 Run by ctest (tests/predict/CMakeLists.txt, predict.kernels) with PYTHONPATH=hooks/python. Prints
 "skipped: ..." and exits 0 without torch.
@@ -12,6 +13,8 @@ Run by ctest (tests/predict/CMakeLists.txt, predict.kernels) with PYTHONPATH=hoo
     recorded on an H100 (tests/data/gpu/: GPT-2 and a Mistral-like model, 4096 token ids).
   - SdpChoiceTest: the SDPA backend for grouped key/value heads (flash takes them with
     enable_gqa; memory-efficient never does), as sdp_utils' head-count checks decide.
+  - CopyMetadataTest: the metadata buffers of the multi-tensor copies around FSDP2's collectives
+    (predict_copy_metadata.py), against the sizes recorded on an H100 at world sizes 4 and 8.
 """
 
 import os
@@ -191,6 +194,78 @@ class SdpChoiceTest(unittest.TestCase):
         self.assertEqual(self.choice(16, 6, True), math)  # 6 does not divide 16
         self.assertEqual(self.choice(16, 16, False, flash=False), efficient)
         self.assertEqual(self.choice(16, 8, True, flash=False), math)
+
+
+class CopyMetadataTest(unittest.TestCase):
+    """The metadata buffers of FSDP2's copy-out (split_with_sizes_copy) and copy-in (_chunk_cat)
+    for GPT-2 124M under a bf16 / fp32-reduce MixedPrecisionPolicy, against the sizes an H100
+    recorded (scripts/gpu/parallel_check.py; tests/data/gpu/h100_fsdp2_gpt2_124m_w4r0.fslog):
+    a block (12 tensors) and the root (the embeddings and ln_f) at world sizes 4 and 8."""
+
+    # Shapes of the parameters of a block and of the root, in their order.
+    BLOCK = [(768,), (768,), (768, 2304), (2304,), (768, 768), (768,), (768,), (768,),
+             (768, 3072), (3072,), (3072, 768), (768,)]
+    ROOT = [(50257, 768), (1024, 768), (768,), (768,)]
+    # world size: {(shapes, op): bytes recorded}
+    RECORDED = {4: {("BLOCK", "copy_out"): 14280, ("ROOT", "copy_out"): 25800,
+                    ("BLOCK", "copy_in"): 28320, ("ROOT", "copy_in"): 154080},
+                8: {("BLOCK", "copy_out"): 7368, ("ROOT", "copy_out"): 12976,
+                    ("BLOCK", "copy_in"): 14480, ("ROOT", "copy_in"): 77160}}
+
+    @staticmethod
+    def shard_numel(shape, world):
+        rows = -(-shape[0] // world)
+        return rows * (shape[1] if len(shape) > 1 else 1)
+
+    def copy_out(self, shapes, world, gpu="h100-80gb"):
+        import torch
+
+        from fragscope.predict_copy_metadata import split_with_sizes_copy_bytes
+        from fragscope.predict_device import find_gpu
+
+        splits = [self.shard_numel(s, world) for s in shapes]
+        gathered = torch.empty(world, sum(splits), dtype=torch.bfloat16, device="meta")
+        out = [torch.empty(world, n, dtype=torch.bfloat16, device="meta") for n in splits]
+        return split_with_sizes_copy_bytes(find_gpu(gpu), gathered, splits, 1, out)
+
+    def copy_in(self, shapes, world):
+        import torch
+
+        from fragscope.predict_copy_metadata import chunk_cat_bytes
+
+        grads = [torch.empty(s, dtype=torch.bfloat16, device="meta") for s in shapes]
+        total = sum(self.shard_numel(s, world) for s in shapes)
+        out = torch.empty(world, total, dtype=torch.float32, device="meta")
+        return chunk_cat_bytes(grads, 0, world, out)
+
+    def test_recorded_sizes(self):
+        for world, recorded in self.RECORDED.items():
+            for (shapes, op), size in recorded.items():
+                with self.subTest(world=world, shapes=shapes, op=op):
+                    self.assertEqual(getattr(self, op)(getattr(self, shapes), world), size)
+
+    def test_launch_grid_follows_the_gpu(self):
+        # The root's copy-out at world size 4 needs more than twice an H100's resident blocks,
+        # so each block copies more per chunk; a GPU with fewer resident threads (compute
+        # capability 8.9: 1536 per multiprocessor, 128 multiprocessors) packs a different map.
+        self.assertNotEqual(self.copy_out(self.ROOT, 4, "rtx-4090"), self.copy_out(self.ROOT, 4))
+        self.assertEqual(self.copy_out(self.BLOCK, 4, "h200"), self.copy_out(self.BLOCK, 4))
+
+    def test_no_metadata_off_the_fast_paths(self):
+        import torch
+
+        from fragscope.predict_copy_metadata import chunk_cat_bytes, split_with_sizes_copy_bytes
+        from fragscope.predict_device import find_gpu
+
+        gathered = torch.empty(4, 16, dtype=torch.bfloat16, device="meta")
+        cast = [torch.empty(4, 8, dtype=torch.float32, device="meta") for _ in range(2)]
+        self.assertEqual(split_with_sizes_copy_bytes(find_gpu("h100"), gathered, [8, 8], 1,
+                                                     cast), 0)
+        strided = torch.empty(8, 16, dtype=torch.bfloat16, device="meta")[:, ::2]
+        out = torch.empty(4, 16, dtype=torch.bfloat16, device="meta")
+        self.assertEqual(chunk_cat_bytes([strided], 0, 4, out), 0)
+        fp16 = torch.empty(8, 8, dtype=torch.float16, device="meta")
+        self.assertEqual(chunk_cat_bytes([fp16], 0, 4, torch.empty(4, 16, device="meta")), 0)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ torch.distributed and its fake process group), transformers or libfragscope_torc
     a side stream, its unsharded parameters from the default stream, its reduce-scatter output
     (fp32) from another side stream; the peak is lower than at world size 1; the log's header
     names rank 3 (`fragscope analyze`).
+  - RecordedFsdp2Test: one rank of GPT-2 124M under FSDP2 recorded on an H100 (tests/data/gpu/):
+    every phase's allocations in the log's order (the embedding shard allocated twice by
+    to_empty, each all-gather's and reduce-scatter's copy metadata) but cub's temporaries, and
+    the log's peaks exactly.
   - DdpTest: the same model under DistributedDataParallel at world size 2, rank 1: the
     broadcast buffer of all the parameters and one bucket of them at construction, the bucket
     rebuilt before the second step into a first bucket of about 1 MiB and the rest (25 MiB cap);
@@ -180,6 +184,54 @@ class Fsdp2Test(unittest.TestCase):
         self.assertEqual(report.returncode, 0, report.stderr)
         self.assertIn("rank 3)", report.stdout.splitlines()[0])
         self.assertIn("Out of memory: none", report.stdout)
+
+
+class RecordedFsdp2Test(unittest.TestCase):
+    """The prediction of one FSDP2 rank recorded on an H100 (tests/data/gpu/
+    h100_fsdp2_gpt2_124m_w4r0: scripts/gpu/parallel_check.py's GPT-2 124M, seq 512 x micro-batch
+    8, two steps of fused AdamW, world size 4, rank 0) allocates what the log does, in its order,
+    phase by phase."""
+
+    NAME = "h100_fsdp2_gpt2_124m_w4r0"
+    CONFIG = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
+              "vocab_size": 50257, "n_positions": 1024}
+    # Not modeled: cub's temporary storage (embedding backward's sort and scans).
+    CUB_TEMPORARIES = {83455, 1279}
+    # The log's first two allocations, 4-byte device tensors made and freed before to_empty (not
+    # by the model or FSDP2's sharding).
+    STARTUP = [4, 4]
+
+    def test_each_phase_allocates_what_the_h100_did(self):
+        import json
+
+        from logged_allocations import allocations as logged
+
+        from fragscope.predict_hf_loop import predict_hf
+
+        data = os.path.join(os.path.dirname(HERE), "data", "gpu")
+        with open(os.path.join(data, self.NAME + ".json")) as f:
+            measured = json.load(f)
+        log = os.path.join(tempfile.mkdtemp(), self.NAME + ".fslog")
+        p = predict_hf(self.CONFIG, log, seq=512, micro_batch=8, steps=2,
+                       optimizer="adamw-fused", gpu="h100-80gb", parallel="fsdp2", world_size=4,
+                       rank=0)
+        print(f"{self.NAME}: peak allocated {p.peak_allocated} (measured "
+              f"{measured['peak_allocated']}), reserved {p.peak_reserved} (measured "
+              f"{measured['peak_reserved']}), allocations {p.allocations} (measured "
+              f"{measured['allocations']})")
+
+        def by_phase(allocations):
+            phases = {}
+            for phase, size in allocations:
+                phases.setdefault(phase, []).append(size)
+            return phases
+
+        recorded = logged(os.path.join(data, self.NAME + ".fslog"))
+        self.assertEqual([size for _, size in recorded[:2]], self.STARTUP)
+        recorded = [a for a in recorded[2:] if a[1] not in self.CUB_TEMPORARIES]
+        self.assertEqual(by_phase(logged(log)), by_phase(recorded))
+        self.assertEqual(p.peak_allocated, measured["peak_allocated"])
+        self.assertEqual(p.peak_reserved, measured["peak_reserved"])
 
 
 class DdpTest(unittest.TestCase):

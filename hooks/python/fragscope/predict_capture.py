@@ -264,6 +264,12 @@ def track(storage):
     _active_session.track(storage, current_stream_handle())
 
 
+def reallocate(storage):
+    """Inside capture: a tracked `storage` given a new block of its size on the current stream,
+    and its old block freed (torch.utils.swap_tensors of a new tensor into it)."""
+    _active_session.resize(storage, storage.nbytes(), current_stream_handle())
+
+
 @contextlib.contextmanager
 def _resizable_storages(session):
     """UntypedStorage.resize_ of a CUDA storage reallocates on the GPU but only changes a fake

@@ -30,6 +30,11 @@ _ALIASES = {"a100": "a100-80gb", "h100": "h100-80gb", "h100-sxm": "h100-80gb",
 Gpu = collections.namedtuple("Gpu", "key name total_memory capability multiprocessors")
 
 
+def max_threads_per_multiprocessor(gpu):
+    """cudaDevAttrMaxThreadsPerMultiProcessor: 1536 on compute capability 8.6 and 8.9, else 2048."""
+    return 1536 if gpu.capability in ((8, 6), (8, 9)) else 2048
+
+
 def find_gpu(name):
     """The Gpu for a preset name (case-insensitive, aliases as `fragscope estimate --gpu`)."""
     key = str(name).lower()
@@ -161,7 +166,7 @@ def simulated_cuda(gpu, stats, empty_cache):
         name=gpu.name, total_memory=gpu.total_memory, major=gpu.capability[0],
         minor=gpu.capability[1], multi_processor_count=gpu.multiprocessors, is_integrated=False,
         is_multi_gpu_board=False, L2_cache_size=50 << 20, gcnArchName="", uuid="simulated",
-        warp_size=32, max_threads_per_multi_processor=2048)
+        warp_size=32, max_threads_per_multi_processor=max_threads_per_multiprocessor(gpu))
     rng_state = torch.zeros(16, dtype=torch.uint8)
 
     def stat(key):

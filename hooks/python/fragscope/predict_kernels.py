@@ -10,7 +10,9 @@ its outputs from fragscope's allocator, and adds the kernels' own allocations:
     and sdpa_kernel() respected), so that the kernel that runs, and what it saves for backward
     (flash and memory-efficient keep the log-sum-exp, not the s x s scores), is the GPU's;
   - embedding backward's sort and partial sums over more than 3072 indices
-    (embedding_backward_steps).
+    (embedding_backward_steps);
+  - the metadata buffer of the multi-tensor copies around FSDP2's collectives
+    (predict_copy_metadata).
 """
 
 import os
@@ -20,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import predict_reductions
+from . import predict_copy_metadata, predict_reductions
 from .predict_device import current_stream_handle
 
 aten = torch.ops.aten
@@ -354,6 +356,7 @@ class Recorder(TorchDispatchMode):
             if _uses_cublaslt(func, args) and handle not in self.cublaslt_handles:
                 self.cublaslt_handles.add(handle)
                 self.session.malloc(cublaslt_workspace_bytes(), stream)
+        scratch = scratch or predict_copy_metadata.metadata_bytes(self.gpu, func, args, kwargs)
         if scratch:
             self.session.free(self.session.malloc(scratch, stream))
         if func in predict_reductions.REDUCTIONS:

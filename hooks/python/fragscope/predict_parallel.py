@@ -244,13 +244,11 @@ def build(make_model, rank_job, mesh, blocks=None, param_dtype=None):
     torchtitan does it: the model built on the meta device, sharded, then materialised on the GPU
     (`to_empty`), so that the device never holds the whole model: here the model is built and
     sharded with nothing recorded, and then each parameter's local shard and each buffer is
-    allocated, in the module's order. ddp: the model is built on the device (DDP broadcasts it
-    from there) and wrapped, all recorded."""
+    allocated in to_empty's order (_to_empty_order). ddp: the model is built on the device (DDP
+    broadcasts it from there) and wrapped, all recorded."""
     if rank_job.parallel != "fsdp2":
         return wrap(make_model(), rank_job, mesh, blocks, param_dtype)
-    import itertools
-
-    from .predict_capture import track
+    from .predict_capture import reallocate, track
     from .predict_kernels import metadata_only
 
     metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
@@ -258,9 +256,27 @@ def build(make_model, rank_job, mesh, blocks=None, param_dtype=None):
         model = wrap(make_model(), rank_job, mesh, blocks, param_dtype)
     finally:
         metadata_only.depth -= 1
-    for tensor in itertools.chain(model.parameters(), model.buffers()):
-        track(getattr(tensor, "_local_tensor", tensor).untyped_storage())
+    seen = set()
+    for tensor in _to_empty_order(model):
+        storage = getattr(tensor, "_local_tensor", tensor).untyped_storage()
+        if storage._cdata in seen:
+            reallocate(storage)
+        else:
+            seen.add(storage._cdata)
+            track(storage)
     return model
+
+
+def _to_empty_order(module):
+    """The tensors Module.to_empty materialises, in its order (Module._apply: the children first,
+    then the module's own parameters and buffers). A parameter two modules share (tied embeddings)
+    comes once per module: the second time, a new tensor is made and swapped in (DTensor
+    parameters are swapped, not assigned), and the first one's memory is freed (an H100 log of
+    FSDP2's GPT-2: the embedding shard allocated again after the last block, then freed)."""
+    for child in module.children():
+        yield from _to_empty_order(child)
+    yield from (p for p in module._parameters.values() if p is not None)
+    yield from (b for b in module._buffers.values() if b is not None)
 
 
 def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):

@@ -14,6 +14,8 @@ input) and no recorded trace confirms it.
 
 import torch
 
+from .predict_device import max_threads_per_multiprocessor
+
 aten = torch.ops.aten
 
 # The reductions whose kernels are gpu_reduce_kernel with a float accumulator for floating inputs.
@@ -31,11 +33,6 @@ def _div_up(a, b):
 
 def _last_pow2(n):
     return 1 << (max(1, n).bit_length() - 1)
-
-
-def _max_threads_per_multiprocessor(gpu):
-    """cudaDevAttrMaxThreadsPerMultiProcessor: 1536 on compute capability 8.6 and 8.9, else 2048."""
-    return 1536 if gpu.capability in ((8, 6), (8, 9)) else 2048
 
 
 def _iterator(shape, strides, reduced):
@@ -111,7 +108,7 @@ def scratch(gpu, args, kwargs, acc_bytes=4):
     step_input *= height
     values = _div_up(inputs_per_output, step_input)
     grid_x = _div_up(num_outputs // out_vec, step_output)
-    target = gpu.multiprocessors * (_max_threads_per_multiprocessor(gpu) // threads)
+    target = gpu.multiprocessors * (max_threads_per_multiprocessor(gpu) // threads)
     if values < _MAX_VALUES_PER_THREAD or grid_x > target:
         return None
     ctas = max(_div_up(values, _MAX_VALUES_PER_THREAD),
