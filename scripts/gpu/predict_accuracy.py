@@ -38,7 +38,9 @@ import train_job  # noqa: E402
 
 STEPS = 2
 CAPS = (0.9, 1.1)
-KEEP = ("gpt2-124m", "mistral-0.3b-gqa")  # their first setting's observed log is kept
+# Their first setting's observed log is kept: GPT-2's and the Mistral-like model's are in
+# tests/data/gpu/; the Mixtral-like model's routing allocations are not yet predicted (-7 %).
+KEEP = ("gpt2-124m", "mistral-0.3b-gqa", "mixtral-2l")
 GIB = float(1 << 30)
 
 
