@@ -1,9 +1,10 @@
 // The observed logs of two training steps recorded on an H100 (tests/data/gpu/README.md: GPT-2
 // 124M and a Mistral-like GQA model under fragscope.observe(), and one rank of GPT-2 under FSDP2,
 // whose all-gathers and reduce-scatters allocate from side streams and whose unsharded parameters
-// are storages resized in place): fragscope's allocator decides as PyTorch's did, and the replay's peaks and allocation count are exactly PyTorch's own counters
-// (torch.cuda.memory_stats, in the JSON beside each log). The predictions of the same jobs are
-// compared with these in bench/RESULTS.md ("Prediction accuracy").
+// are storages resized in place): fragscope's allocator decides as PyTorch's did, and the
+// replay's peaks and allocation count are exactly PyTorch's own counters (torch.cuda.memory_stats,
+// in the JSON beside each log). The predictions of the same jobs are compared with these in
+// bench/RESULTS.md ("Prediction accuracy").
 #include <fstream>
 #include <string>
 
