@@ -25,9 +25,8 @@ Writes OUT_DIR/<kind>.pickle (observed kinds: <kind>.fslog; < 1 MB each), <kind>
 parent's verify and report over the committed tests/data/oracle/gpt2_*.pickle and
 tests/data/oracle/pools/ recordings instead of new ones. Exit 0 when every trace was recorded
 and verify said faithful; 1 otherwise; "skipped: no CUDA device" and 0 without a GPU (and
-without --dry-run). A kind whose
-prerequisite is missing (torch.compile without a working Triton) is reported as skipped and
-does not fail the step.
+without --dry-run). A kind whose prerequisite is missing (torch.compile without a working Triton)
+is reported as skipped and does not fail the step.
 """
 import argparse
 import glob
