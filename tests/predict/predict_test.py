@@ -13,8 +13,10 @@ libfragscope_torch.so.
     and the figures of its 1.1x run; then `fragscope analyze` of the prediction at both caps.
   - RecordedStepsTest: two training steps of GPT-2 124M (512 x 8) and of a Mistral-like model
     with grouped-query attention (1024 x 4), observed on an H100 (tests/data/gpu/*_two_steps):
-    every phase's allocations, size for size, but for cub's temporary storage in backward and a
-    few bytes at initialization; peak allocated within 0.2 %.
+    every phase's allocations, size for size and in the log's order, but for cub's temporary
+    storage in backward and a few bytes at initialization; peak allocated within 0.2 %; and the
+    log's own requests and frees replayed on the simulated device peak where the prediction does
+    (the rest of the gap to the H100's figures is the driver's segment addresses).
 """
 
 import collections
@@ -162,41 +164,65 @@ class RecordedStepsTest(unittest.TestCase):
     # Not modeled: cub's temporary storage (embedding backward's sort and scans).
     CUB_TEMPORARIES = {83455, 1279}
 
-    def phases(self, log):
-        """{phase: Counter of requested bytes} of a log's allocations."""
-        from logged_allocations import allocations
-
-        phases = collections.defaultdict(collections.Counter)
-        for phase, size in allocations(log):
-            phases[phase][size] += 1
-        return phases
-
-    def test_each_phase_allocates_what_the_h100_did(self):
+    @classmethod
+    def setUpClass(cls):
         from fragscope import predict_hf
 
-        for name, (config, seq, micro_batch) in self.JOBS.items():
+        cls.predicted = {}
+        for name, (config, seq, micro_batch) in cls.JOBS.items():
+            log = os.path.join(tempfile.mkdtemp(), name + ".fslog")
+            p = predict_hf(config, log, seq=seq, micro_batch=micro_batch, steps=2,
+                           optimizer="adamw-fused", attention="sdpa", gpu="h100-80gb")
+            with open(os.path.join(DATA, "gpu", name + ".json")) as f:
+                measured = json.load(f)
+            print(f"{name}: peak allocated {p.peak_allocated} (measured "
+                  f"{measured['peak_allocated']}), reserved {p.peak_reserved} (measured "
+                  f"{measured['peak_reserved']}), allocations {p.allocations} (measured "
+                  f"{measured['allocations']})")
+            cls.predicted[name] = (p, log, measured)
+
+    @staticmethod
+    def phases(allocations):
+        phases = collections.defaultdict(list)
+        for phase, size in allocations:
+            phases[phase].append(size)
+        return phases
+
+    def test_each_phase_allocates_what_the_h100_did_in_its_order(self):
+        from logged_allocations import allocations
+
+        for name, (p, log, measured) in self.predicted.items():
             with self.subTest(name):
-                with open(os.path.join(DATA, "gpu", name + ".json")) as f:
-                    measured = json.load(f)
-                log = os.path.join(tempfile.mkdtemp(), name + ".fslog")
-                p = predict_hf(config, log, seq=seq, micro_batch=micro_batch, steps=2,
-                               optimizer="adamw-fused", attention="sdpa", gpu="h100-80gb")
-                print(f"{name}: peak allocated {p.peak_allocated} (measured "
-                      f"{measured['peak_allocated']}), reserved {p.peak_reserved} (measured "
-                      f"{measured['peak_reserved']}), allocations {p.allocations} (measured "
-                      f"{measured['allocations']})")
-                recorded = self.phases(os.path.join(DATA, "gpu", name + ".fslog"))
-                predicted = self.phases(log)
+                recorded = self.phases(a for a in allocations(os.path.join(DATA, "gpu",
+                                                                           name + ".fslog"))
+                                       if a[1] not in self.CUB_TEMPORARIES)
+                predicted = self.phases(allocations(log))
+                self.assertEqual(set(predicted), set(recorded))
                 for phase, sizes in recorded.items():
                     if phase == "init / weights":
                         # PyTorch's and the model's few-byte device tensors at startup.
-                        self.assertLessEqual(sum((sizes - predicted[phase]).values()), 3)
+                        missing = collections.Counter(sizes) - collections.Counter(
+                            predicted[phase])
+                        self.assertLessEqual(sum(missing.values()), 3, missing)
+                        self.assertTrue(all(size <= 8 for size in missing), missing)
                         continue
-                    missing = sizes - predicted[phase]
-                    self.assertEqual(predicted[phase] - sizes, collections.Counter(), phase)
-                    self.assertTrue(set(missing) <= self.CUB_TEMPORARIES, (phase, missing))
+                    self.assertEqual(predicted[phase], sizes, phase)
                 self.assertLess(abs(p.peak_allocated / measured["peak_allocated"] - 1), 0.002)
 
+    def test_peaks_are_the_jobs_own_requests_on_the_simulated_device(self):
+        # The H100's peaks differ from the prediction's only by where the driver placed the
+        # segments (the allocator takes the lowest address among cached blocks of one size): the
+        # recorded requests and frees, replayed in their order on the simulated device's
+        # addresses, peak where the prediction does (allocated: but the 512-byte blocks of the
+        # startup tensors and cub's temporaries).
+        from logged_allocations import peaks_on_simulated_device
+
+        for name, (p, _, _) in self.predicted.items():
+            with self.subTest(name):
+                allocated, reserved = peaks_on_simulated_device(
+                    os.path.join(DATA, "gpu", name + ".fslog"))
+                self.assertEqual(p.peak_reserved, reserved)
+                self.assertLessEqual(abs(p.peak_allocated - allocated), 1024)
 
 if __name__ == "__main__":
     missing = _missing()

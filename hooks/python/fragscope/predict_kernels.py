@@ -101,12 +101,22 @@ def sdp_choice(gpu, args, kwargs):
                        f"{gpu.name}: every backend is disabled or unsupported for these inputs")
 
 
-def _autocast_dtype(tensors):
-    """The dtype CUDA autocast casts SDPA's inputs to, or None (autocast off or nothing to cast)."""
+def _autocast(tensors):
+    """`tensors` (SDPA's query, key, value and mask) as CUDA autocast's lower-precision rule passes
+    them to the op: each floating CUDA tensor but a float64 one cast to the autocast dtype
+    (cached_cast), the casts made from the last argument to the first (the C++ wrapper's casts are
+    the arguments of one call, which GCC evaluates right to left: an H100 log shows value's and
+    key's casts before query's)."""
     if not torch.is_autocast_enabled("cuda"):
-        return None
+        return tensors
     dtype = torch.get_autocast_dtype("cuda")
-    return dtype if any(t.dtype == torch.float32 for t in tensors) else None
+    out = list(tensors)
+    for i in reversed(range(len(out))):
+        t = out[i]
+        if (isinstance(t, torch.Tensor) and t.device.type == "cuda" and t.is_floating_point()
+                and t.dtype not in (torch.float64, dtype)):
+            out[i] = t.to(dtype)
+    return out
 
 
 def scaled_dot_product_attention(gpu, original):
@@ -122,9 +132,7 @@ def scaled_dot_product_attention(gpu, original):
         if query.device.type != "cuda":
             return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                             is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
-        cast = _autocast_dtype((query, key, value))
-        if cast is not None:
-            query, key, value = (t.to(cast) for t in (query, key, value))
+        query, key, value, attn_mask = _autocast((query, key, value, attn_mask))
         choice = sdp_choice(gpu, (query, key, value, attn_mask, dropout_p, is_causal, scale,
                                   enable_gqa), {})
         # Flash takes fewer key/value heads as they are (grouped-query attention); the
