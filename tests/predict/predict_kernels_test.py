@@ -251,6 +251,28 @@ class CopyMetadataTest(unittest.TestCase):
         self.assertNotEqual(self.copy_out(self.ROOT, 4, "rtx-4090"), self.copy_out(self.ROOT, 4))
         self.assertEqual(self.copy_out(self.BLOCK, 4, "h200"), self.copy_out(self.BLOCK, 4))
 
+    def test_the_ops_that_run_the_kernels(self):
+        import torch
+
+        from fragscope.predict_copy_metadata import metadata_bytes
+        from fragscope.predict_device import find_gpu
+
+        aten, h100 = torch.ops.aten, find_gpu("h100")
+        grads = [torch.empty(s, dtype=torch.bfloat16, device="meta") for s in self.BLOCK]
+        # The functional op's output is bf16: 1736 blocks of 2 KiB chunks, 6 x 12 + 2 vectors.
+        out = aten._chunk_cat.default(grads, 0, 4)
+        self.assertEqual(metadata_bytes(h100, aten._chunk_cat.default, (grads, 0, 4), {}, out),
+                         8 * (1736 + 6 * 12 + 2))
+        fp32 = torch.empty(out.shape, dtype=torch.float32, device="meta")
+        self.assertEqual(metadata_bytes(h100, aten._chunk_cat.out, (grads, 0, 4), {"out": fp32},
+                                        None), self.copy_in(self.BLOCK, 4))
+        gathered = torch.empty(4, 16, dtype=torch.bfloat16, device="meta")
+        parts = [torch.empty(4, 8, dtype=torch.bfloat16, device="meta") for _ in range(2)]
+        self.assertEqual(metadata_bytes(h100, aten.split_with_sizes_copy.out, (gathered, [8, 8]),
+                                        {"dim": 1, "out": parts}, None), 8 * (4 * 2 + 2 + 1))
+        self.assertEqual(metadata_bytes(h100, aten.add.Tensor, (gathered, gathered), {},
+                                        gathered), 0)
+
     def test_no_metadata_off_the_fast_paths(self):
         import torch
 

@@ -9,7 +9,8 @@ the caching allocator after the op's outputs and freed when the op returns. A fa
 none of it; one such buffer per all-gather and per reduce-scatter (14,280 and 28,320 bytes for a
 GPT-2 block at world size 4 on an H100).
 
-metadata_bytes(gpu, func, args, kwargs) is the buffer's size for an op, 0 for an op without one.
+metadata_bytes(gpu, func, args, kwargs, result) is the buffer's size for an op, 0 for an op
+without one.
 """
 
 import math
@@ -53,10 +54,11 @@ def split_with_sizes_copy_bytes(gpu, source, split_sizes, dim, out):
     first_blocks = sum(_div_up(c, _BYTES_PER_BLOCK) for c in chunk_sizes)
     max_blocks = int(gpu.multiprocessors * max_threads_per_multiprocessor(gpu) / _BLOCK_SIZE * 2.0)
     iter_factor = _div_up(first_blocks * num_chunks, max_blocks)
-    chunks_per_block = min(math.ceil(math.sqrt(iter_factor)), num_chunks)
-    iters_per_chunk = _div_up(iter_factor, chunks_per_block) if chunks_per_block else 0
-    blocks = sum(_div_up(c, _BYTES_PER_BLOCK * iters_per_chunk) for c in chunk_sizes) \
-        if iters_per_chunk else 0
+    blocks = 0  # nothing to copy: no blocks
+    if iter_factor:
+        chunks_per_block = min(math.ceil(math.sqrt(iter_factor)), num_chunks)
+        iters_per_chunk = _div_up(iter_factor, chunks_per_block)
+        blocks = sum(_div_up(c, _BYTES_PER_BLOCK * iters_per_chunk) for c in chunk_sizes)
     n = len(split_sizes)
     return _INT64 * (3 * n + blocks + n + 1)
 
@@ -92,19 +94,24 @@ def _arguments(func, args, kwargs):
             for a in func._schema.arguments]
 
 
-# The ops that run the kernels, by schema name: ATen's out= overloads and FSDP2's custom ops,
-# whose arguments come in the same order (source, split sizes, dim, out / tensors, dim, chunks,
-# out).
-_SPLIT_WITH_SIZES_COPY = {"aten::split_with_sizes_copy.out", "fsdp::split_with_sizes_copy"}
-_CHUNK_CAT = {"aten::_chunk_cat.out", "fsdp::chunk_cat"}
+# The ops that run the kernels, by (schema name, overload): ATen's out= overloads and FSDP2's
+# custom ops, whose arguments come in the same order (source, split sizes, dim, out / tensors,
+# dim, chunks, out), and _chunk_cat, whose CUDA kernel allocates its output and then runs the
+# out= one (its output is the result).
+_SPLIT_WITH_SIZES_COPY = {("aten::split_with_sizes_copy", "out"),
+                          ("fsdp::split_with_sizes_copy", "")}
+_CHUNK_CAT = {("aten::_chunk_cat", "out"), ("fsdp::chunk_cat", "")}
+_CHUNK_CAT_RESULT = ("aten::_chunk_cat", "")
 
 
-def metadata_bytes(gpu, func, args, kwargs):
-    """The metadata buffer `func` allocates and frees on the device (0: none)."""
-    schema = func._schema
-    name = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
-    if name in _SPLIT_WITH_SIZES_COPY:
+def metadata_bytes(gpu, func, args, kwargs, result):
+    """The metadata buffer `func` (which returned `result`) allocates and frees on the device (0:
+    none)."""
+    op = (func._schema.name, func._schema.overload_name)
+    if op in _SPLIT_WITH_SIZES_COPY:
         return split_with_sizes_copy_bytes(gpu, *_arguments(func, args, kwargs))
-    if name in _CHUNK_CAT:
+    if op in _CHUNK_CAT:
         return chunk_cat_bytes(*_arguments(func, args, kwargs))
+    if op == _CHUNK_CAT_RESULT:
+        return chunk_cat_bytes(*_arguments(func, args, kwargs), result)
     return 0

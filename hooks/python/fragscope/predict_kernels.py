@@ -364,7 +364,8 @@ class Recorder(TorchDispatchMode):
             if _uses_cublaslt(func, args) and handle not in self.cublaslt_handles:
                 self.cublaslt_handles.add(handle)
                 self.session.malloc(cublaslt_workspace_bytes(), stream)
-        scratch = scratch or predict_copy_metadata.metadata_bytes(self.gpu, func, args, kwargs)
+        scratch = scratch or predict_copy_metadata.metadata_bytes(self.gpu, func, args, kwargs,
+                                                                  out)
         if scratch:
             self.session.free(self.session.malloc(scratch, stream))
         if func in predict_reductions.REDUCTIONS:
