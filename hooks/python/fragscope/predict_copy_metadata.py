@@ -1,6 +1,6 @@
 """The device metadata of ATen's multi-tensor copy kernels (fragscope.predict).
 
-split_with_sizes_copy.out and _chunk_cat.out, the copies around FSDP2's collectives (its
+split_with_sizes_copy.out and _chunk_cat (and .out), the copies around FSDP2's collectives (its
 all-gather's copy-out into the unsharded parameters, its reduce-scatter's copy-in of the
 gradients), run one CUDA kernel over all the tensors when they are dense. The kernel reads its
 per-tensor addresses, sizes and block map from a device buffer: int64 vectors packed into a pinned
