@@ -8,8 +8,8 @@
 
 namespace fragscope {
 
-SimulatedBackend::SimulatedBackend(uint64_t capacity_bytes, int device)
-    : capacity_bytes_(capacity_bytes), device_(device) {}
+SimulatedBackend::SimulatedBackend(uint64_t capacity_bytes, int device, AddressOrder order)
+    : capacity_bytes_(capacity_bytes), device_(device), order_(order) {}
 
 std::string SimulatedBackend::name() const {
   return absl::StrFormat("simulated device %d (%s)", device_, FormatSize(capacity_bytes_));
@@ -47,6 +47,18 @@ DevicePtr SimulatedBackend::FirstFit(const absl::btree_map<DevicePtr, uint64_t>&
   return candidate;
 }
 
+DevicePtr SimulatedBackend::HighestFit(const absl::btree_map<DevicePtr, uint64_t>& ranges,
+                                       DevicePtr top, uint64_t bytes) {
+  DevicePtr end = top;
+  for (auto it = ranges.lower_bound(top); it != ranges.begin();) {
+    --it;
+    const DevicePtr range_end = it->first + it->second;
+    if (range_end <= end && end - range_end >= bytes) break;
+    end = std::min(end, it->first);
+  }
+  return end - bytes;
+}
+
 absl::Status SimulatedBackend::CheckNoOverlap(const absl::btree_map<DevicePtr, uint64_t>& ranges,
                                               DevicePtr ptr, uint64_t bytes) {
   auto next = ranges.lower_bound(ptr);
@@ -79,12 +91,24 @@ absl::StatusOr<DevicePtr> SimulatedBackend::Malloc(uint64_t bytes) {
       scripted.reset();
     }
   }
-  const DevicePtr candidate =
-      scripted.has_value() ? *scripted : FirstFit(live_, gapless_end_, granular);
+  DevicePtr candidate;
+  if (scripted.has_value()) {
+    candidate = *scripted;
+  } else if (order_ == AddressOrder::kHighestFirst) {
+    candidate = HighestFit(live_, gapless_start_, granular);
+  } else {
+    candidate = FirstFit(live_, gapless_end_, granular);
+  }
   live_.emplace(candidate, granular);
   used_bytes_ += granular;
   for (auto it = live_.find(gapless_end_); it != live_.end(); it = live_.find(gapless_end_)) {
     gapless_end_ += it->second;
+  }
+  // The range that ends where the tiled top begins joins it.
+  for (auto it = live_.lower_bound(gapless_start_); it != live_.begin();) {
+    --it;
+    if (it->first + it->second != gapless_start_) break;
+    gapless_start_ = it->first;
   }
   return candidate;
 }
@@ -189,6 +213,7 @@ absl::Status SimulatedBackend::Free(DevicePtr ptr) {
         absl::StrFormat("Free of 0x%x, which is not a live simulated allocation", ptr));
   }
   used_bytes_ -= it->second;
+  gapless_start_ = std::max(gapless_start_, ptr + it->second);
   live_.erase(it);
   gapless_end_ = std::min(gapless_end_, ptr);
   return absl::OkStatus();

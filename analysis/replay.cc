@@ -74,7 +74,8 @@ absl::Status Replayer::Init() {
   if (source_.info().expandable_segments && config_.follow_options_changes) {
     config_.options.expandable_segments = true;
   }
-  backend_ = std::make_unique<SimulatedBackend>(config_.capacity_bytes, source_.info().device);
+  backend_ = std::make_unique<SimulatedBackend>(config_.capacity_bytes, source_.info().device,
+                                                AddressOrder::kHighestFirst);
   // A replay that departs from the job's layout (another cap, a refused request it served) can
   // find a trace address taken: the segment goes elsewhere rather than the allocation failing.
   backend_->set_scripted_overlap_fallback(true);

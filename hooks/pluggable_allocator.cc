@@ -77,7 +77,7 @@ BackendFactory DefaultBackendFactory() {
         return absl::InvalidArgumentError(absl::StrFormat(
             "FRAGSCOPE_SIMULATED_DEVICE_BYTES=\"%s\" is not a positive byte count", *bytes));
       }
-      return std::make_unique<SimulatedBackend>(capacity, device);
+      return std::make_unique<SimulatedBackend>(capacity, device, AddressOrder::kHighestFirst);
     }
 #ifdef FRAGSCOPE_HOOKS_WITH_CUDA
     absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create(device);
@@ -126,7 +126,8 @@ absl::Status SimulatePluggableDevices(uint64_t device_bytes, std::optional<std::
   }
   auto fresh = std::make_unique<AllocatorRegistry>(
       [device_bytes](int device) -> absl::StatusOr<std::unique_ptr<DeviceBackend>> {
-        return std::make_unique<SimulatedBackend>(device_bytes, device);
+        return std::make_unique<SimulatedBackend>(device_bytes, device,
+                                                  AddressOrder::kHighestFirst);
       });
   if (absl::Status status = fresh->Configure(conf, log_pattern); !status.ok()) return status;
   if (current == nullptr) WatchProcessExit();

@@ -1,6 +1,7 @@
-// SimulatedBackend's device allocations: lowest-address first fit in 2 MiB granules, scripted
-// addresses, and its errors. The randomized test checks every Malloc against a brute-force scan
-// of the live ranges, which is what the backend's gap-free prefix (gapless_end_) must reproduce.
+// SimulatedBackend's device allocations: first fit in 2 MiB granules from the lowest address up
+// or from the highest down, scripted addresses, and its errors. The randomized tests check every
+// Malloc against a brute-force scan of the live ranges, which is what the backend's gap-free
+// prefix (gapless_end_) and suffix (gapless_start_) must reproduce.
 #include "allocator/simulated_backend.h"
 
 #include <map>
@@ -82,6 +83,64 @@ TEST(SimulatedBackendTest, FirstFitMatchesABruteForceScan) {
         if (rng() % 50 == 0) {  // a scripted address past everything live
           expected = (model.empty() ? kBase : model.rbegin()->first + model.rbegin()->second) +
                      (rng() % 4) * kGranule;
+          backend.ScriptAddresses({expected});
+        }
+        absl::StatusOr<DevicePtr> ptr = backend.Malloc(bytes);
+        ASSERT_TRUE(ptr.ok()) << ptr.status();
+        ASSERT_EQ(*ptr, expected) << "step " << step;
+        model.emplace(*ptr, granular);
+        live.push_back(*ptr);
+      } else {
+        const size_t i = rng() % live.size();
+        ASSERT_TRUE(backend.Free(live[i]).ok());
+        model.erase(live[i]);
+        live[i] = live.back();
+        live.pop_back();
+      }
+    }
+  }
+}
+
+TEST(SimulatedBackendTest, HighestFirstReusesTheHighestGapThatFits) {
+  constexpr DevicePtr kTop = SimulatedBackend::kTopAddress;
+  SimulatedBackend backend(kGiB, 0, AddressOrder::kHighestFirst);
+  const DevicePtr a = *backend.Malloc(kGranule);
+  const DevicePtr b = *backend.Malloc(3 * kGranule);
+  const DevicePtr c = *backend.Malloc(1);  // rounded up to one granule
+  EXPECT_EQ(a, kTop - kGranule);
+  EXPECT_EQ(b, kTop - 4 * kGranule);
+  EXPECT_EQ(c, kTop - 5 * kGranule);
+  ASSERT_TRUE(backend.Free(b).ok());
+  EXPECT_EQ(*backend.Malloc(4 * kGranule), kTop - 9 * kGranule);  // the 3-granule gap is short
+  EXPECT_EQ(*backend.Malloc(2 * kGranule), kTop - 3 * kGranule);  // the gap's top part
+  ASSERT_TRUE(backend.Free(a).ok());
+  EXPECT_EQ(*backend.Malloc(kGranule), kTop - kGranule);
+  EXPECT_EQ(*backend.Malloc(kGranule), kTop - 4 * kGranule);  // the rest of b's gap
+}
+
+// The same random mallocs and frees as above, placed from the top down, against a model that
+// scans every live range from the top.
+TEST(SimulatedBackendTest, HighestFirstMatchesABruteForceScan) {
+  constexpr DevicePtr kTop = SimulatedBackend::kTopAddress;
+  for (uint64_t seed : {1u, 2u, 3u, 4u}) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    SimulatedBackend backend(1024 * kGiB, 0, AddressOrder::kHighestFirst);
+    std::map<DevicePtr, uint64_t> model;  // live ranges
+    std::vector<DevicePtr> live;
+    for (int step = 0; step < 3000; ++step) {
+      if (live.empty() || rng() % 100 < 60) {
+        const uint64_t bytes = (1 + rng() % 6) * kGranule - rng() % kGranule;
+        const uint64_t granular = (bytes + kGranule - 1) / kGranule * kGranule;
+        DevicePtr end = kTop;
+        for (auto it = model.rbegin(); it != model.rend(); ++it) {
+          if (end - (it->first + it->second) >= granular) break;
+          end = it->first;
+        }
+        DevicePtr expected = end - granular;
+        if (rng() % 50 == 0) {  // a scripted address below everything live
+          expected =
+              (model.empty() ? kTop : model.begin()->first) - granular - (rng() % 4) * kGranule;
           backend.ScriptAddresses({expected});
         }
         absl::StatusOr<DevicePtr> ptr = backend.Malloc(bytes);
