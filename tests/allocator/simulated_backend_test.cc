@@ -62,27 +62,50 @@ TEST(SimulatedBackendTest, ScriptedAddressesAreUsedAndCheckedForOverlap) {
   EXPECT_EQ(backend.scripted_overlaps(), 1u);
 }
 
-// Random mallocs and frees (including scripted ones above the packed prefix) against a model
-// that scans every live range from the base.
-TEST(SimulatedBackendTest, FirstFitMatchesABruteForceScan) {
+// The address a brute-force scan of the live ranges `model` gives `granular` bytes: from the base
+// up (lowest first) or from the top down (highest first).
+DevicePtr ScanForGap(const std::map<DevicePtr, uint64_t>& model, uint64_t granular,
+                     AddressOrder order) {
+  if (order == AddressOrder::kLowestFirst) {
+    DevicePtr start = kBase;
+    for (const auto& [ptr, size] : model) {
+      if (ptr - start >= granular) break;
+      start = ptr + size;
+    }
+    return start;
+  }
+  DevicePtr end = SimulatedBackend::kTopAddress;
+  for (auto it = model.rbegin(); it != model.rend(); ++it) {
+    if (end - (it->first + it->second) >= granular) break;
+    end = it->first;
+  }
+  return end - granular;
+}
+
+// Random mallocs and frees, some at scripted addresses beyond everything live (above it, or below
+// it from the top), against ScanForGap: what the backend's gap-free prefix (gapless_end_) or
+// suffix (gapless_start_) must reproduce.
+void CheckAgainstABruteForceScan(AddressOrder order) {
   for (uint64_t seed : {1u, 2u, 3u, 4u}) {
     SCOPED_TRACE(seed);
     std::mt19937_64 rng(seed);
-    SimulatedBackend backend(1024 * kGiB);
+    SimulatedBackend backend(1024 * kGiB, 0, order);
     std::map<DevicePtr, uint64_t> model;  // live ranges
     std::vector<DevicePtr> live;
     for (int step = 0; step < 3000; ++step) {
       if (live.empty() || rng() % 100 < 60) {
         const uint64_t bytes = (1 + rng() % 6) * kGranule - rng() % kGranule;
         const uint64_t granular = (bytes + kGranule - 1) / kGranule * kGranule;
-        DevicePtr expected = kBase;
-        for (const auto& [ptr, size] : model) {
-          if (ptr - expected >= granular) break;
-          expected = ptr + size;
-        }
-        if (rng() % 50 == 0) {  // a scripted address past everything live
-          expected = (model.empty() ? kBase : model.rbegin()->first + model.rbegin()->second) +
-                     (rng() % 4) * kGranule;
+        DevicePtr expected = ScanForGap(model, granular, order);
+        if (rng() % 50 == 0) {
+          const uint64_t slack = (rng() % 4) * kGranule;
+          if (order == AddressOrder::kLowestFirst) {
+            expected =
+                (model.empty() ? kBase : model.rbegin()->first + model.rbegin()->second) + slack;
+          } else {
+            expected = (model.empty() ? SimulatedBackend::kTopAddress : model.begin()->first) -
+                       granular - slack;
+          }
           backend.ScriptAddresses({expected});
         }
         absl::StatusOr<DevicePtr> ptr = backend.Malloc(bytes);
@@ -99,6 +122,10 @@ TEST(SimulatedBackendTest, FirstFitMatchesABruteForceScan) {
       }
     }
   }
+}
+
+TEST(SimulatedBackendTest, FirstFitMatchesABruteForceScan) {
+  CheckAgainstABruteForceScan(AddressOrder::kLowestFirst);
 }
 
 TEST(SimulatedBackendTest, HighestFirstReusesTheHighestGapThatFits) {
@@ -118,45 +145,8 @@ TEST(SimulatedBackendTest, HighestFirstReusesTheHighestGapThatFits) {
   EXPECT_EQ(*backend.Malloc(kGranule), kTop - 4 * kGranule);  // the rest of b's gap
 }
 
-// The same random mallocs and frees as above, placed from the top down, against a model that
-// scans every live range from the top.
 TEST(SimulatedBackendTest, HighestFirstMatchesABruteForceScan) {
-  constexpr DevicePtr kTop = SimulatedBackend::kTopAddress;
-  for (uint64_t seed : {1u, 2u, 3u, 4u}) {
-    SCOPED_TRACE(seed);
-    std::mt19937_64 rng(seed);
-    SimulatedBackend backend(1024 * kGiB, 0, AddressOrder::kHighestFirst);
-    std::map<DevicePtr, uint64_t> model;  // live ranges
-    std::vector<DevicePtr> live;
-    for (int step = 0; step < 3000; ++step) {
-      if (live.empty() || rng() % 100 < 60) {
-        const uint64_t bytes = (1 + rng() % 6) * kGranule - rng() % kGranule;
-        const uint64_t granular = (bytes + kGranule - 1) / kGranule * kGranule;
-        DevicePtr end = kTop;
-        for (auto it = model.rbegin(); it != model.rend(); ++it) {
-          if (end - (it->first + it->second) >= granular) break;
-          end = it->first;
-        }
-        DevicePtr expected = end - granular;
-        if (rng() % 50 == 0) {  // a scripted address below everything live
-          expected =
-              (model.empty() ? kTop : model.begin()->first) - granular - (rng() % 4) * kGranule;
-          backend.ScriptAddresses({expected});
-        }
-        absl::StatusOr<DevicePtr> ptr = backend.Malloc(bytes);
-        ASSERT_TRUE(ptr.ok()) << ptr.status();
-        ASSERT_EQ(*ptr, expected) << "step " << step;
-        model.emplace(*ptr, granular);
-        live.push_back(*ptr);
-      } else {
-        const size_t i = rng() % live.size();
-        ASSERT_TRUE(backend.Free(live[i]).ok());
-        model.erase(live[i]);
-        live[i] = live.back();
-        live.pop_back();
-      }
-    }
-  }
+  CheckAgainstABruteForceScan(AddressOrder::kHighestFirst);
 }
 
 }  // namespace
