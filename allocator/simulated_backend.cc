@@ -96,6 +96,11 @@ absl::StatusOr<DevicePtr> SimulatedBackend::Malloc(uint64_t bytes) {
     candidate = *scripted;
   } else if (order_ == AddressOrder::kHighestFirst) {
     candidate = HighestFit(live_, gapless_start_, granular);
+    // Below kBaseAddress lie the virtual-memory reservations: a range fragmented that far (a
+    // trace can do it with ever larger requests) takes the lowest gap above instead.
+    if (candidate < kBaseAddress || candidate > kTopAddress) {
+      candidate = FirstFit(live_, gapless_end_, granular);
+    }
   } else {
     candidate = FirstFit(live_, gapless_end_, granular);
   }

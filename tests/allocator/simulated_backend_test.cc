@@ -15,6 +15,7 @@ namespace {
 
 constexpr DevicePtr kBase = SimulatedBackend::kBaseAddress;
 constexpr uint64_t kGranule = SimulatedBackend::kGranularityBytes;
+constexpr uint64_t kTiB = uint64_t{1} << 40;
 
 TEST(SimulatedBackendTest, FirstFitReusesTheLowestGapThatFits) {
   SimulatedBackend backend(kGiB);
@@ -143,6 +144,20 @@ TEST(SimulatedBackendTest, HighestFirstReusesTheHighestGapThatFits) {
   ASSERT_TRUE(backend.Free(a).ok());
   EXPECT_EQ(*backend.Malloc(kGranule), kTop - kGranule);
   EXPECT_EQ(*backend.Malloc(kGranule), kTop - 4 * kGranule);  // the rest of b's gap
+}
+
+// A Malloc range cut into holes smaller than a request (pins every TiB, scripted) leaves no room
+// below the top for it: top-down placement would go below kBaseAddress, where virtual-memory
+// reservations lie, so the request takes the lowest gap above instead (past the last pin).
+TEST(SimulatedBackendTest, HighestFirstNeverGoesBelowTheBase) {
+  SimulatedBackend backend(SimulatedBackend::kMaxCapacityBytes, 0, AddressOrder::kHighestFirst);
+  std::vector<DevicePtr> pins;
+  for (uint64_t i = 0; i <= 8; ++i) pins.push_back(kBase + i * kTiB);
+  ASSERT_EQ(pins.back(), SimulatedBackend::kTopAddress);
+  backend.ScriptAddresses(pins);
+  for (DevicePtr pin : pins) ASSERT_EQ(*backend.Malloc(kGranule), pin);
+  EXPECT_EQ(*backend.Malloc(3 * kTiB / 2), SimulatedBackend::kTopAddress + kGranule);
+  EXPECT_EQ(*backend.Malloc(kTiB / 2), kBase + 8 * kTiB - kTiB / 2);  // a hole fits it: top down
 }
 
 TEST(SimulatedBackendTest, HighestFirstMatchesABruteForceScan) {
