@@ -83,33 +83,13 @@ def add_rank_flags(p):
                    help="DDP's bucket cap (default: DDP's, 25 MiB after a first 1 MiB bucket)")
 
 
-def _check_rank_flags(args, wrap_required):
-    """predict_parallel.job's checks of the rank flags' values, whose ValueError names the flags as
-    typed (job's names its API arguments: world_size, rank, bucket_cap_mb)."""
-    world_size, rank, cap = args.world_size, args.rank, args.bucket_cap_mb
-    if world_size < 1:
-        raise ValueError(f"--world-size must be a positive integer, not {world_size}")
-    if not 0 <= rank < world_size:
-        raise ValueError(f"--rank must be an integer in [0, {world_size}) for --world-size "
-                         f"{world_size}, not {rank}")
-    if cap is not None:
-        if args.parallel != "ddp":
-            raise ValueError("--bucket-cap-mb applies to --parallel ddp only")
-        if not cap > 0:
-            raise ValueError(f"--bucket-cap-mb must be positive, not {cap:g}")
-    if wrap_required and world_size > 1 and args.parallel is None:
-        raise ValueError(f"--world-size {world_size} needs --parallel fsdp2 or ddp")
-
-
 def rank_options(args, wrap_required=True):
     """predict_hf's (and predict's) keyword arguments for the rank flags; ValueError names a bad
     flag and its value. `wrap_required`: a world size above 1 needs --parallel (the standard
     loop)."""
     from .predict_parallel import job
 
-    _check_rank_flags(args, wrap_required)
-    # The API's own check as well: a rule it has that the flags' check lacks still refuses them.
-    job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required)
+    job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required, flags=True)
     if args.parallel and getattr(args, "mode", "training") != "training":
         raise ValueError("--parallel predicts training steps (--mode training)")
     return {"parallel": args.parallel, "world_size": args.world_size, "rank": args.rank,

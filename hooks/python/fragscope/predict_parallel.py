@@ -23,24 +23,37 @@ PARALLEL = ("fsdp2", "ddp")
 Job = collections.namedtuple("Job", "parallel world_size rank bucket_cap_mb")
 
 
-def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=False):
+def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=False,
+        flags=False):
     """The checked rank of a data-parallel job, or None for a single-GPU job (world size 1 and no
-    `parallel`). ValueError names the bad value. `wrap_required`: a world size above 1 needs
-    `parallel` (the standard loop has no other way to use the ranks)."""
+    `parallel`). ValueError names the bad value, and the argument as the API spells it or, with
+    `flags`, as `python -m fragscope predict`'s flags do (--world-size). `wrap_required`: a world
+    size above 1 needs `parallel` (the standard loop has no other way to use the ranks)."""
+
+    def name(arg):
+        return "--" + arg.replace("_", "-") if flags else arg
+
+    def setting(arg, value):
+        return f"{name(arg)} {value}" if flags else f"{arg}={value!r}"
+
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a positive integer, not {world_size!r}")
+        raise ValueError(f"{name('world_size')} must be a positive integer, not {world_size!r}")
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be an integer in [0, {world_size}) for world_size "
-                         f"{world_size}, not {rank!r}")
+        raise ValueError(f"{name('rank')} must be an integer in [0, {world_size}) for "
+                         f"{name('world_size')} {world_size}, not {rank!r}")
     if parallel is not None and parallel not in PARALLEL:
         raise ValueError(f"parallel must be one of {', '.join(PARALLEL)}, not {parallel!r}")
     if bucket_cap_mb is not None:
         if parallel != "ddp":
-            raise ValueError("bucket_cap_mb applies to parallel='ddp' only")
+            raise ValueError(f"{name('bucket_cap_mb')} applies to {setting('parallel', 'ddp')} "
+                             "only")
         if not isinstance(bucket_cap_mb, (int, float)) or not bucket_cap_mb > 0:
-            raise ValueError(f"bucket_cap_mb must be positive, not {bucket_cap_mb!r}")
+            shown = f"{bucket_cap_mb:g}" if flags else repr(bucket_cap_mb)
+            raise ValueError(f"{name('bucket_cap_mb')} must be positive, not {shown}")
     if wrap_required and world_size > 1 and parallel is None:
-        raise ValueError(f"world_size {world_size} needs parallel='fsdp2' or 'ddp'")
+        other = "ddp" if flags else "'ddp'"
+        raise ValueError(f"{name('world_size')} {world_size} needs "
+                         f"{setting('parallel', 'fsdp2')} or {other}")
     if parallel is None and world_size == 1:
         return None
     # None keeps DDP's default: 25 MiB buckets after a first one of 1 MiB (an explicit cap is
