@@ -109,11 +109,13 @@ absl::StatusOr<DevicePtr> SimulatedBackend::Malloc(uint64_t bytes) {
   for (auto it = live_.find(gapless_end_); it != live_.end(); it = live_.find(gapless_end_)) {
     gapless_end_ += it->second;
   }
-  // The range that ends where the tiled top begins joins it.
-  for (auto it = live_.lower_bound(gapless_start_); it != live_.begin();) {
-    --it;
-    if (it->first + it->second != gapless_start_) break;
-    gapless_start_ = it->first;
+  if (order_ == AddressOrder::kHighestFirst) {
+    // The range that ends where the tiled top begins joins it.
+    for (auto it = live_.lower_bound(gapless_start_); it != live_.begin();) {
+      --it;
+      if (it->first + it->second != gapless_start_) break;
+      gapless_start_ = it->first;
+    }
   }
   return candidate;
 }
@@ -218,7 +220,9 @@ absl::Status SimulatedBackend::Free(DevicePtr ptr) {
         absl::StrFormat("Free of 0x%x, which is not a live simulated allocation", ptr));
   }
   used_bytes_ -= it->second;
-  gapless_start_ = std::max(gapless_start_, ptr + it->second);
+  if (order_ == AddressOrder::kHighestFirst) {
+    gapless_start_ = std::min(kTopAddress, std::max(gapless_start_, ptr + it->second));
+  }
   live_.erase(it);
   gapless_end_ = std::min(gapless_end_, ptr);
   return absl::OkStatus();

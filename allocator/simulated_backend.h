@@ -160,7 +160,7 @@ class SimulatedBackend final : public DeviceBackend {
   DevicePtr gapless_end_ = kBaseAddress;
   AddressOrder order_;
   // Under kHighestFirst: live ranges tile [gapless_start_, kTopAddress) with no gap, so highest
-  // fit starts its scan here (the mirror of gapless_end_).
+  // fit starts its scan here (the mirror of gapless_end_; kTopAddress under kLowestFirst).
   DevicePtr gapless_start_ = kTopAddress;
   std::deque<DevicePtr> scripted_;
   bool scripted_overlap_fallback_ = false;
