@@ -48,6 +48,15 @@ using c10::CachingDeviceAllocator::TraceEntry;
 constexpr uint64_t kBase = 0x7f0000000000;
 constexpr uint64_t kSegmentBytes = 20 << 20;
 constexpr uint64_t kSegments = 4096;
+constexpr uint64_t kDeviceBytes = uint64_t{80} << 30;
+
+// The log header of the benchmark's device.
+FslogHeaderInfo BenchmarkHeader() {
+  FslogHeaderInfo header;
+  header.device_name = "benchmark";
+  header.device_total_bytes = kDeviceBytes;
+  return header;
+}
 
 // PyTorch's RingBuffer<TraceEntry>::insertEntries.
 class HistoryRing {
@@ -121,10 +130,7 @@ void BM_Trace(benchmark::State& state) {
   if (sink == 2) {
     observer = std::make_unique<torch_hooks::TraceObserver>(path, FslogWriterOptions{},
                                                             AllocatorOptions{}, nullptr);
-    FslogHeaderInfo header;
-    header.device_name = "benchmark";
-    header.device_total_bytes = uint64_t{80} << 30;
-    observer->AddDevice(0, header, 1.0);
+    observer->AddDevice(0, BenchmarkHeader(), 1.0);
     torch_hooks::TraceObserver* raw = observer.get();
     recorder.trackers.emplace_back([raw](const TraceEntry& entry) { raw->OnTrace(entry); });
     // The segments are known to the converter, as in a job observed from its start.
@@ -132,7 +138,7 @@ void BM_Trace(benchmark::State& state) {
       recorder.Record(TraceEntry::SEGMENT_ALLOC, kBase + s * kSegmentBytes, kSegmentBytes);
     }
   }
-  hooks::NativeTraceConverter converter(AllocatorOptions{}, uint64_t{80} << 30);
+  hooks::NativeTraceConverter converter(AllocatorOptions{}, kDeviceBytes);
   AllocatorEvent event;
   std::unique_ptr<FslogWriter> writer;
   if (sink == 3) {
@@ -142,10 +148,8 @@ void BM_Trace(benchmark::State& state) {
     });
   }
   if (sink == 4) {
-    FslogHeaderInfo header;
-    header.device_name = "benchmark";
-    header.device_total_bytes = uint64_t{80} << 30;
-    absl::StatusOr<std::unique_ptr<FslogWriter>> opened = FslogWriter::Open(path, header);
+    absl::StatusOr<std::unique_ptr<FslogWriter>> opened =
+        FslogWriter::Open(path, BenchmarkHeader());
     if (!opened.ok()) {
       state.SkipWithError(std::string(opened.status().message()).c_str());
       return;
