@@ -11,10 +11,10 @@
 //
 // Each replay runs with the trace's requests but not its addresses (segments land where the
 // simulated device puts them: highest first, as the CUDA driver does) and ignores the trace's own
-// options changes. A configuration
-// "avoids the OOMs" when its replay never fails; the recommended one avoids them with the lowest
-// peak reserved memory, ties going to fewer device mallocs (each is a cudaMalloc, and frees
-// synchronize). Without OOMs in the trace, the recommendation is simply the lowest peak reserved.
+// options changes. A configuration "avoids the OOMs" when its replay never fails; the recommended
+// one avoids them with the lowest peak reserved memory, ties going to fewer device mallocs (each
+// is a cudaMalloc, and frees synchronize). Without OOMs in the trace, the recommendation is simply
+// the lowest peak reserved.
 #pragma once
 
 #include <cstdint>
