@@ -95,8 +95,9 @@ def table(before, after):
           "| tracker attached: observe after / ring, over the idle tracker | observe <= ring |",
           "|---|---|---|---|---|---|"]
     for w in history:
-        met = ("yes" if observe_side[w] <= ring_side[w] else "no") if w in observe_side and \
-            w in ring_side else "n/a"
+        met = "n/a"
+        if w in observe_side and w in ring_side:
+            met = "yes" if observe_side[w] <= ring_side[w] else "no"
         md.append(f"| {w} | {history[w]:+.0f} | {cell(obs_before, w)} | {cell(obs_after, w)} | "
                   f"{cell(observe_side, w)} / {cell(ring_side, w)} | {met} |")
     return md

@@ -117,9 +117,6 @@ class ReductionScratchTest(unittest.TestCase):
 
 
 class EmbeddingBackwardTest(unittest.TestCase):
-    # cub's temporary storage (the sort's, unique_by_key's, exclusive_sum's) is not modeled.
-    CUB_TEMPORARIES = {83455, 1279}
-
     def steps(self, n, width, dtype=None, scale_grad_by_freq=False):
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -138,6 +135,8 @@ class EmbeddingBackwardTest(unittest.TestCase):
         return [size for _, size in allocations(log)]
 
     def test_the_h100_traces_allocations_in_order(self):
+        from logged_allocations import CUB_TEMPORARIES
+
         # (log, row width, the output's bytes: vocab x width x 4)
         for name, width, output in (("h100_gpt2_124m_two_steps.fslog", 768, 50257 * 768 * 4),
                                     ("h100_mistral_gqa_two_steps.fslog", 1024, 32000 * 1024 * 4)):
@@ -146,8 +145,9 @@ class EmbeddingBackwardTest(unittest.TestCase):
                 model = [s[2] for s in steps if s[0] == "alloc"]
                 recorded = self.recorded_allocations(name)
                 end = recorded.index(model[-1])  # the partial sums: (4096 // 10 + 4096) x width x 4
-                seen = [b for b in recorded[:end + 1]
-                        if b not in self.CUB_TEMPORARIES and b != output]
+                # cub's temporary storage (the sort's, unique_by_key's, exclusive_sum's) is not
+                # modeled.
+                seen = [b for b in recorded[:end + 1] if b not in CUB_TEMPORARIES and b != output]
                 self.assertEqual(seen[-len(model):], model)
                 self.assertEqual(model[-1], 4505 * width * 4)
                 self.assertEqual([s[0] for s in steps].count("output"), 1)

@@ -195,40 +195,25 @@ class RecordedFsdp2Test(unittest.TestCase):
     NAME = "h100_fsdp2_gpt2_124m_w4r0"
     CONFIG = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
               "vocab_size": 50257, "n_positions": 1024}
-    # Not modeled: cub's temporary storage (embedding backward's sort and scans).
-    CUB_TEMPORARIES = {83455, 1279}
     # The log's first two allocations, 4-byte device tensors made and freed before to_empty (not
     # by the model or FSDP2's sharding).
     STARTUP = [4, 4]
 
     def test_each_phase_allocates_what_the_h100_did(self):
-        import json
-
+        from logged_allocations import CUB_TEMPORARIES, by_phase, measured_beside
         from logged_allocations import allocations as logged
 
         from fragscope.predict_hf_loop import predict_hf
 
         data = os.path.join(os.path.dirname(HERE), "data", "gpu")
-        with open(os.path.join(data, self.NAME + ".json")) as f:
-            measured = json.load(f)
         log = os.path.join(tempfile.mkdtemp(), self.NAME + ".fslog")
         p = predict_hf(self.CONFIG, log, seq=512, micro_batch=8, steps=2,
                        optimizer="adamw-fused", gpu="h100-80gb", parallel="fsdp2", world_size=4,
                        rank=0)
-        print(f"{self.NAME}: peak allocated {p.peak_allocated} (measured "
-              f"{measured['peak_allocated']}), reserved {p.peak_reserved} (measured "
-              f"{measured['peak_reserved']}), allocations {p.allocations} (measured "
-              f"{measured['allocations']})")
-
-        def by_phase(allocations):
-            phases = {}
-            for phase, size in allocations:
-                phases.setdefault(phase, []).append(size)
-            return phases
-
+        measured = measured_beside(self.NAME, os.path.join(data, self.NAME + ".json"), p)
         recorded = logged(os.path.join(data, self.NAME + ".fslog"))
         self.assertEqual([size for _, size in recorded[:2]], self.STARTUP)
-        recorded = [a for a in recorded[2:] if a[1] not in self.CUB_TEMPORARIES]
+        recorded = [a for a in recorded[2:] if a[1] not in CUB_TEMPORARIES]
         self.assertEqual(by_phase(logged(log)), by_phase(recorded))
         self.assertEqual(p.peak_allocated, measured["peak_allocated"])
         self.assertEqual(p.peak_reserved, measured["peak_reserved"])

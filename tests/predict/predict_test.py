@@ -160,11 +160,11 @@ class RecordedStepsTest(unittest.TestCase):
                  "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 8,
                  "vocab_size": 32000, "max_position_embeddings": 4096,
                  "tie_word_embeddings": False}, 1024, 4)}
-    # Not modeled: cub's temporary storage (embedding backward's sort and scans).
-    CUB_TEMPORARIES = {83455, 1279}
 
     @classmethod
     def setUpClass(cls):
+        from logged_allocations import measured_beside
+
         from fragscope import predict_hf
 
         cls.predicted = {}
@@ -172,30 +172,18 @@ class RecordedStepsTest(unittest.TestCase):
             log = os.path.join(tempfile.mkdtemp(), name + ".fslog")
             p = predict_hf(config, log, seq=seq, micro_batch=micro_batch, steps=2,
                            optimizer="adamw-fused", attention="sdpa", gpu="h100-80gb")
-            with open(os.path.join(DATA, "gpu", name + ".json")) as f:
-                measured = json.load(f)
-            print(f"{name}: peak allocated {p.peak_allocated} (measured "
-                  f"{measured['peak_allocated']}), reserved {p.peak_reserved} (measured "
-                  f"{measured['peak_reserved']}), allocations {p.allocations} (measured "
-                  f"{measured['allocations']})")
+            measured = measured_beside(name, os.path.join(DATA, "gpu", name + ".json"), p)
             cls.predicted[name] = (p, log, measured)
 
-    @staticmethod
-    def phases(allocations):
-        phases = collections.defaultdict(list)
-        for phase, size in allocations:
-            phases[phase].append(size)
-        return phases
-
     def test_each_phase_allocates_what_the_h100_did_in_its_order(self):
-        from logged_allocations import allocations
+        from logged_allocations import CUB_TEMPORARIES, allocations, by_phase
 
         for name, (_, log, _) in self.predicted.items():
             with self.subTest(name):
-                recorded = self.phases(a for a in allocations(os.path.join(DATA, "gpu",
-                                                                           name + ".fslog"))
-                                       if a[1] not in self.CUB_TEMPORARIES)
-                predicted = self.phases(allocations(log))
+                recorded = by_phase(a for a in allocations(os.path.join(DATA, "gpu",
+                                                                        name + ".fslog"))
+                                    if a[1] not in CUB_TEMPORARIES)
+                predicted = by_phase(allocations(log))
                 self.assertEqual(set(predicted), set(recorded))
                 for phase, sizes in recorded.items():
                     if phase == "init / weights":
