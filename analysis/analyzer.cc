@@ -12,6 +12,7 @@
 #include "allocator/format_size.h"
 #include "allocator/memory_fraction.h"
 #include "allocator/memory_summary.h"
+#include "analysis/demand.h"
 #include "analysis/excerpt.h"
 #include "analysis/hook_list.h"
 #include "analysis/job_verdict.h"
@@ -123,6 +124,33 @@ void AttachModelGap(const estimator::MemoryEstimate& estimate, RankReport& repor
   for (OomExplanation& x : report.ooms) {
     if (x.layout.has_value()) x.model_gap = CompareWithModel(estimate, *x.layout).lines;
   }
+}
+
+// Whether the trace shows the whole job: no OOM of the job, or the job went on after its last.
+bool WholeJob(const RankReport& report) {
+  bool job_oom = false;
+  for (const OomExplanation& x : report.ooms) job_oom |= x.in_trace;
+  if (!job_oom) return true;
+  for (const SweepResult& r : report.sweep) {
+    if (r.config.is_trace_config) return !r.ends_at_trace_oom;
+  }
+  return false;
+}
+
+// The estimator's allocator-visible terms, largest first (the demand's parts where the log has
+// no allocation roles).
+std::vector<DemandTerm> EstimatorTerms(const estimator::MemoryEstimate& estimate) {
+  std::vector<DemandTerm> terms;
+  for (const estimator::Term& t : estimate.terms) {
+    if (t.placement != estimator::Placement::kDevice || !t.at_peak || t.value <= 0 ||
+        t.key == "cuda_context") {  // the CUDA context is outside the allocator
+      continue;
+    }
+    terms.push_back({.name = t.label, .bytes = static_cast<uint64_t>(t.value)});
+  }
+  std::stable_sort(terms.begin(), terms.end(),
+                   [](const DemandTerm& a, const DemandTerm& b) { return a.bytes > b.bytes; });
+  return terms;
 }
 
 }  // namespace
@@ -289,7 +317,9 @@ void WithholdRecommendation(RankReport& report) {
   v.recommended.reset();
   v.recommendation = absl::StrCat(
       "no setting is shown to save the job (",
-      v.basis == VerdictBasis::kFootprint ? "its model does not fit its cap" : "it is at its cap",
+      v.basis == VerdictBasis::kFootprint ? "its model does not fit its cap"
+      : v.basis == VerdictBasis::kDemand  ? "its requests need more than it may use"
+                                          : "it is at its cap",
       ": see the verdict); the rows show which settings get past the OOM in the replay");
   v.recommendation_headline = kCapacityBoundHeadline;
   for (OomExplanation& x : report.ooms) {
@@ -341,9 +371,11 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   metrics.set_served_counts(
       [&oom_context](const ReplayOom& oom) { return ServedByReplacedSettings(oom, oom_context); });
   ProgressHook progress(**source, options);
+  DemandCollector demand((*source)->info());
   HookList hooks;
   hooks.Add(&metrics);
   hooks.Add(&ooms);
+  hooks.Add(&demand);
   if (options.progress) hooks.Add(&progress);
   std::optional<AtCapture> at;
   if (options.at_index.has_value()) {
@@ -417,6 +449,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
       ResolveModelJob(options, replayer.recorded_model(), &report.warnings);
   if (!model.ok()) return model.status();
   std::optional<FootprintCheck> footprint;
+  std::optional<estimator::MemoryEstimate> kept_estimate;
   if (model->has_value()) {
     // An assumed capacity (none recorded or given) is no limit to compare a footprint with.
     const bool limit_known = report.allowed_bytes.has_value() || !oom_context.capacity_assumed;
@@ -429,6 +462,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
     if (check.ok()) {
       footprint = *std::move(check);
       AttachModelGap(*estimate, report);
+      kept_estimate = *estimate;
     } else if ((*model)->recorded) {
       // The log is still the job's: a record the estimator cannot take costs only the verdict.
       report.warnings.push_back(absl::StrCat("the log's model record: ", check.status().message(),
@@ -437,7 +471,21 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
       return check.status();
     }
   }
-  report.verdict = DecideVerdict(report.ooms, report.sweep, std::move(footprint));
+  std::optional<DemandCheck> demand_check;
+  if (report.allowed_bytes.has_value() || !oom_context.capacity_assumed) {
+    const DemandSummary& d = demand.summary();
+    const uint64_t device_room =
+        report.capacity_bytes > d.outside_bytes ? report.capacity_bytes - d.outside_bytes : 0;
+    demand_check =
+        CheckDemand(d, std::min(report.allowed_bytes.value_or(report.capacity_bytes), device_room),
+                    WholeJob(report));
+  }
+  if (demand_check.has_value() && kept_estimate.has_value()) {
+    demand_check->terms = EstimatorTerms(*kept_estimate);
+    demand_check->terms_source = "the estimator's terms at its own peak";
+  }
+  report.verdict =
+      DecideVerdict(report.ooms, report.sweep, std::move(footprint), std::move(demand_check));
   if (options.run_sweep && report.metrics.events > 0) {
     AttachRecommendation(report.sweep, trace_has_oom, report.verdict);
   }

@@ -48,6 +48,8 @@ std::string_view VerdictBasisName(VerdictBasis basis) {
       return "headroom";
     case VerdictBasis::kFootprint:
       return "model_footprint";
+    case VerdictBasis::kDemand:
+      return "demand";
   }
   return "";
 }
@@ -117,6 +119,19 @@ absl::StatusOr<FootprintCheck> CheckFootprint(const ModelJob& job,
   return f;
 }
 
+std::optional<DemandCheck> CheckDemand(const DemandSummary& demand, uint64_t limit_bytes,
+                                       bool whole_job) {
+  if (limit_bytes == 0) return std::nullopt;
+  DemandCheck d;
+  d.peak = demand.peak;
+  d.limit_bytes = limit_bytes;
+  d.outside_bytes = demand.outside_bytes;
+  d.factor = static_cast<double>(demand.peak.bytes) / static_cast<double>(limit_bytes);
+  d.exceeds = demand.peak.bytes > limit_bytes;
+  d.whole_job = whole_job;
+  return d;
+}
+
 void AttachRecommendation(const std::vector<SweepResult>& sweep, bool trace_has_oom,
                           JobVerdict& v) {
   if (std::optional<SweepRecommendation> rec = RecommendConfig(sweep, trace_has_oom)) {
@@ -132,9 +147,11 @@ void AttachRecommendation(const std::vector<SweepResult>& sweep, bool trace_has_
 
 JobVerdict DecideVerdict(const std::vector<OomExplanation>& ooms,
                          const std::vector<SweepResult>& sweep,
-                         std::optional<FootprintCheck> footprint) {
+                         std::optional<FootprintCheck> footprint,
+                         std::optional<DemandCheck> demand) {
   JobVerdict v;
   v.footprint = std::move(footprint);
+  v.demand = std::move(demand);
   if (!ooms.empty()) {
     v.cause = ooms.front().cause;
     // The job's last OOM decides (the replay's own come after settings the job did not run).
@@ -152,6 +169,20 @@ JobVerdict DecideVerdict(const std::vector<OomExplanation>& ooms,
     v.headroom_share = x.available_bytes > 0 ? static_cast<double>(x.headroom_bytes) /
                                                    static_cast<double>(x.available_bytes)
                                              : 0.0;
+  }
+  if (v.demand.has_value() && v.demand->exceeds && !v.demand->peak.refused_request) {
+    const DemandCheck& d = *v.demand;
+    v.capacity_bound = true;
+    v.basis = VerdictBasis::kDemand;
+    v.cause = OomCause::kCapacity;
+    v.why = absl::StrFormat(
+        "the trace's requests hold %s at their peak (%s, event %d), %.2fx the %s the job may "
+        "use: no packing, and so no allocator setting, can make them fit",
+        Size(static_cast<double>(d.peak.bytes)),
+        d.peak.phase.empty() ? std::string("before any phase marker")
+                             : absl::StrCat("in \"", d.peak.phase, "\""),
+        d.peak.event_index, d.factor, Size(static_cast<double>(d.limit_bytes)));
+    return v;
   }
   if (v.footprint.has_value() && v.footprint->exceeds) {
     v.capacity_bound = true;

@@ -18,6 +18,13 @@
 // that avoids the OOM is not shown to save the job: no setting is recommended. An OOM whose live
 // memory and request exceed what is available (cause capacity) is capacity-bound too.
 //
+// Note [Demand against the cap]
+// The trace's demand (analysis/demand.h, Note [Demand]) is measured, not estimated: when its peak
+// of granted requests exceeds what the job may use, the job is capacity-bound by the factor
+// demand / limit, whatever its OOMs look like, and it decides before the model's footprint (an
+// estimate) and the headroom of one OOM. A peak reached only by adding a refused request (the
+// job's OOM record) is the headroom test itself (cause capacity), and stays its basis.
+//
 // Note [Footprint against the cap]
 // When the model is known (--model, --model-json, or the log's model record), its theoretical
 // peak (the estimator's allocator-visible terms: AllocatorVisibleBytes) is compared with the
@@ -32,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/demand.h"
 #include "analysis/model_job.h"
 #include "analysis/oom_explainer.h"
 #include "analysis/sweep.h"
@@ -58,8 +66,32 @@ struct FootprintCheck {
   std::vector<FitAlternative> alternatives;
 };
 
-enum class VerdictBasis : uint8_t { kNone, kHeadroom, kFootprint };
-std::string_view VerdictBasisName(VerdictBasis basis);  // "", "headroom", "model_footprint"
+// One part of the demand at its peak (a role's live bytes, or an estimator term).
+struct DemandTerm {
+  std::string name;
+  uint64_t bytes = 0;
+};
+
+struct DemandCheck {
+  DemandPeak peak;
+  uint64_t limit_bytes = 0;    // what the job may use: the cap, else the device, less outside
+  uint64_t outside_bytes = 0;  // held outside PyTorch (DemandSummary::outside_bytes)
+  double factor = 0;           // peak / limit
+  bool exceeds = false;        // peak > limit (a peak of granted requests only decides)
+  // The trace does not end at an OOM of the job: its demand is the whole job's (a prediction,
+  // or a job that went on).
+  bool whole_job = false;
+  std::vector<DemandTerm> terms;  // the largest parts at the peak, largest first
+  std::string terms_source;       // "the log's allocation roles", "the estimator (...)", ""
+};
+
+// The demand check of `demand` against `limit_bytes` (0: unknown, nullopt returned).
+std::optional<DemandCheck> CheckDemand(const DemandSummary& demand, uint64_t limit_bytes,
+                                       bool whole_job);
+
+enum class VerdictBasis : uint8_t { kNone, kHeadroom, kFootprint, kDemand };
+// "", "headroom", "model_footprint", "demand"
+std::string_view VerdictBasisName(VerdictBasis basis);
 
 struct JobVerdict {
   std::optional<OomCause> cause;       // the first OOM's class; capacity when the footprint exceeds
@@ -70,6 +102,7 @@ struct JobVerdict {
   bool capacity_bound = false;
   VerdictBasis basis = VerdictBasis::kNone;
   std::optional<FootprintCheck> footprint;
+  std::optional<DemandCheck> demand;
   std::string why;  // capacity_bound: why no setting is recommended
   // The sweep's recommended row (index into the report's sweep; nullopt: none is shown to save
   // the job), why it is (or why none is), and what the row is in a few words (HTML card).
@@ -87,10 +120,11 @@ absl::StatusOr<FootprintCheck> CheckFootprint(const ModelJob& job,
 // Sets v's recommendation from the sweep (RecommendConfig; NoRecommendationReason when none).
 void AttachRecommendation(const std::vector<SweepResult>& sweep, bool trace_has_oom, JobVerdict& v);
 
-// The verdict from the explained OOMs, the sweep's baseline (whether the trace ends at its OOM)
-// and, when the model is known, its footprint.
+// The verdict from the trace's demand, the explained OOMs, the sweep's baseline (whether the
+// trace ends at its OOM) and, when the model is known, its footprint.
 JobVerdict DecideVerdict(const std::vector<OomExplanation>& ooms,
                          const std::vector<SweepResult>& sweep,
-                         std::optional<FootprintCheck> footprint);
+                         std::optional<FootprintCheck> footprint,
+                         std::optional<DemandCheck> demand = std::nullopt);
 
 }  // namespace fragscope

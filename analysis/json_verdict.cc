@@ -39,6 +39,25 @@ OrderedJson Footprint(const FootprintCheck& f) {
   return j;
 }
 
+OrderedJson Demand(const DemandCheck& d) {
+  OrderedJson j;
+  j["peak_bytes"] = d.peak.bytes;
+  j["event"] = d.peak.event_index;
+  j["time_ns"] = d.peak.time_ns;
+  j["phase"] = d.peak.phase;
+  j["refused_request"] = d.peak.refused_request;
+  j["limit_bytes"] = d.limit_bytes;
+  j["outside_bytes"] = d.outside_bytes;
+  j["factor"] = JsonNumber(d.factor, 6);
+  j["exceeds_limit"] = d.exceeds;
+  j["whole_job"] = d.whole_job;
+  OrderedJson terms = OrderedJson::array();
+  for (const DemandTerm& t : d.terms) terms.push_back({{"name", t.name}, {"bytes", t.bytes}});
+  j["terms"] = std::move(terms);
+  j["terms_source"] = d.terms_source;
+  return j;
+}
+
 }  // namespace
 
 OrderedJson JsonVerdict(const JobVerdict& v) {
@@ -55,6 +74,7 @@ OrderedJson JsonVerdict(const JobVerdict& v) {
   j["recommended"] = JsonOrNull(v.recommended);
   j["why"] = v.capacity_bound ? v.why : v.recommendation;
   j["model"] = v.footprint.has_value() ? Footprint(*v.footprint) : OrderedJson(nullptr);
+  j["demand"] = v.demand.has_value() ? Demand(*v.demand) : OrderedJson(nullptr);
   return j;
 }
 

@@ -12,6 +12,10 @@ namespace {
 std::string Size(double bytes) { return FormatSize(static_cast<uint64_t>(std::max(0.0, bytes))); }
 
 std::string Headline(const JobVerdict& v) {
+  if (v.basis == VerdictBasis::kDemand) {
+    return absl::StrFormat("capacity-bound (the requests need %.2fx what the job may use)",
+                           v.demand->factor);
+  }
   if (v.basis == VerdictBasis::kFootprint) return "capacity-bound (the model's footprint)";
   if (v.basis == VerdictBasis::kHeadroom) return "capacity-bound (the job is at its cap)";
   if (!v.cause.has_value()) return "no OOM to judge";
@@ -53,6 +57,31 @@ void RenderFootprint(const FootprintCheck& f, std::ostream& out) {
   }
 }
 
+void RenderDemand(const DemandCheck& d, std::ostream& out) {
+  WriteWrapped(
+      out,
+      absl::StrFormat(
+          "Demand (the trace's requests as if all were granted, %s): peak %s %s, event %d%s; "
+          "%.2fx the %s the job may use%s.",
+          d.whole_job ? "the whole job" : "up to the job's OOM", Size(d.peak.bytes),
+          d.peak.phase.empty() ? std::string("before any phase marker")
+                               : absl::StrCat("in \"", d.peak.phase, "\""),
+          d.peak.event_index, d.peak.refused_request ? " (with the refused request)" : "", d.factor,
+          Size(d.limit_bytes),
+          d.outside_bytes > 0
+              ? absl::StrFormat(" (%s held outside PyTorch left out)", Size(d.outside_bytes))
+              : ""),
+      "  ");
+  if (d.terms.empty()) return;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < d.terms.size() && i < 4; ++i) {
+    parts.push_back(absl::StrFormat("%s %s", d.terms[i].name, Size(d.terms[i].bytes)));
+  }
+  WriteWrapped(out,
+               absl::StrCat("largest parts (", d.terms_source, "): ", absl::StrJoin(parts, ", ")),
+               "    ");
+}
+
 }  // namespace
 
 void RenderModelGapTerms(const ModelGap& gap, std::ostream& out) {
@@ -72,7 +101,10 @@ void RenderModelGapTerms(const ModelGap& gap, std::ostream& out) {
 
 void RenderVerdictText(const RankReport& r, std::ostream& out) {
   const JobVerdict& v = r.verdict;
-  if (!v.cause.has_value() && !v.footprint.has_value()) return;
+  if (!v.cause.has_value() && !v.footprint.has_value() &&
+      !(v.demand.has_value() && v.demand->factor >= 1 - kAtCapShare)) {
+    return;
+  }
   out << "\nVerdict: " << Headline(v) << "\n";
   if (v.headroom_bytes.has_value() && v.basis != VerdictBasis::kHeadroom &&
       v.cause != OomCause::kNotReproduced) {
@@ -87,6 +119,7 @@ void RenderVerdictText(const RankReport& r, std::ostream& out) {
         "  ");
   }
   if (v.capacity_bound) WriteWrapped(out, absl::StrCat("No setting is recommended: ", v.why), "  ");
+  if (v.demand.has_value()) RenderDemand(*v.demand, out);
   if (v.footprint.has_value()) RenderFootprint(*v.footprint, out);
 }
 

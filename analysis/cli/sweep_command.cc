@@ -135,7 +135,8 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
     err << "fragscope sweep: " << explained.status().message() << "\n";
     return 1;
   }
-  rank.verdict = DecideVerdict(explained->ooms, rank.sweep, explained->verdict.footprint);
+  rank.verdict = DecideVerdict(explained->ooms, rank.sweep, explained->verdict.footprint,
+                               explained->verdict.demand);
   AttachRecommendation(rank.sweep, trace_failed, rank.verdict);
   if (rank.verdict.capacity_bound) WithholdRecommendation(rank);
   // `--json -`: stdout carries the JSON alone, and the table goes nowhere.

@@ -1,0 +1,69 @@
+// Demand: the bytes a trace's own requests hold, as if every request had been granted.
+//
+// Note [Demand]
+// A job's demand at a moment is the sum of its live requests, each rounded as PyTorch rounds a
+// request under its default settings (512-byte multiples: no setting packs blocks tighter), from
+// the trace's own allocs and frees — not the replay's, so the figure does not depend on any
+// allocator setting or cap. A request the job was refused (an OOM record) counts at its moment:
+// the job needed it then. The demand peak is what perfect packing would need; when it exceeds
+// what the job may use (the cap, else the device, less the memory held outside PyTorch), no
+// allocator setting can save the job, whatever its first OOM looks like: a prediction of a job
+// that needs 2.8x the GPU fails at a first OOM that may leave room, and a sweep row that gets
+// past it only moves the failure. A trace that ends at its first OOM shows its demand only up to
+// there; a prediction (or a job that went on) shows the whole step.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "analysis/replay.h"
+#include "analysis/trace_event.h"
+
+namespace fragscope {
+
+struct DemandPeak {
+  uint64_t bytes = 0;
+  uint64_t event_index = 0;  // the event at which the peak was reached
+  uint64_t time_ns = 0;
+  std::string phase;             // the marker in effect ("" before the first)
+  bool refused_request = false;  // the peak includes a request the job was refused (its OOM)
+};
+
+struct DemandSummary {
+  DemandPeak peak;
+  // The largest memory the trace shows held outside PyTorch (an OOM record's device total -
+  // free - reserved, else the log header's at open); 0 when it shows none.
+  uint64_t outside_bytes = 0;
+  uint64_t refused_requests = 0;  // the trace's OOM records
+};
+
+// A replay hook that follows the trace's requests (Note [Demand]). O(live blocks).
+class DemandCollector final : public ReplayHooks {
+ public:
+  // `info`: the trace's, with the state before its first event (initial_segments' blocks are
+  // live from the start).
+  explicit DemandCollector(const TraceInfo& info);
+
+  uint32_t callbacks() const override { return kHookTraceEvent; }
+  void OnTraceEvent(const TraceEvent& event) override;
+
+  const DemandSummary& summary() const { return summary_; }
+  uint64_t live_bytes() const { return live_; }
+
+ private:
+  void Raise(uint64_t bytes, const TraceEvent& event, bool refused);
+
+  absl::flat_hash_map<DevicePtr, uint64_t> live_blocks_;  // address -> rounded request
+  uint64_t live_ = 0;
+  std::string phase_;
+  DemandSummary summary_;
+};
+
+// The rounded request an alloc (or OOM) event stands for: RoundSize of the caller's request under
+// PyTorch's default settings, the block's size where the request is not recorded.
+uint64_t DemandBytes(const TraceEvent& event);
+
+}  // namespace fragscope

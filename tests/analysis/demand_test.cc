@@ -1,0 +1,116 @@
+// The trace's demand (analysis/demand.h) and the verdict it decides (Note [Demand against the
+// cap]): a job whose requests alone exceed its device is capacity-bound by their factor, whatever
+// its first OOM in the replay looks like, and no setting is recommended.
+#include "analysis/demand.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/command_run.h"
+#include "tests/analysis/trace_builder.h"
+
+namespace fragscope::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+TraceEvent Event(EventKind kind, DevicePtr ptr, uint64_t requested, uint64_t index) {
+  TraceEvent e;
+  e.kind = kind;
+  e.ptr = ptr;
+  e.requested_bytes = requested;
+  e.bytes = requested;
+  e.index = index;
+  return e;
+}
+
+TEST(DemandTest, CountsRoundedRequestsFreesAndRefusedRequests) {
+  TraceInfo info;
+  InitialSegment before;
+  before.allocated.push_back({.address = 0x1000, .size = 2 * kMiB, .requested_bytes = 1000});
+  info.initial_segments.push_back(before);
+  DemandCollector d(info);
+  EXPECT_EQ(d.live_bytes(), 1024u);  // PyTorch's rounding: 512-byte multiples
+  TraceEvent marker;
+  marker.kind = EventKind::kMarker;
+  marker.text = "step 0 / forward";
+  d.OnTraceEvent(marker);
+  d.OnTraceEvent(Event(EventKind::kAlloc, 0x2000, 1, 1));  // 512 B at least
+  d.OnTraceEvent(Event(EventKind::kAlloc, 0x3000, 10 * kMiB, 2));
+  EXPECT_EQ(d.live_bytes(), 1024u + 512u + 10 * kMiB);
+  d.OnTraceEvent(Event(EventKind::kFreeRequested, 0x3000, 10 * kMiB, 3));
+  d.OnTraceEvent(Event(EventKind::kFreeRequested, 0x9000, 1, 4));  // never allocated: ignored
+  EXPECT_EQ(d.live_bytes(), 1024u + 512u);
+  EXPECT_EQ(d.summary().peak.bytes, 1024u + 512u + 10 * kMiB);
+  EXPECT_EQ(d.summary().peak.event_index, 2u);
+  EXPECT_EQ(d.summary().peak.phase, "step 0 / forward");
+  EXPECT_FALSE(d.summary().peak.refused_request);
+  // A refused request counts at its moment, with what the device shows held outside PyTorch.
+  TraceEvent oom = Event(EventKind::kOom, 0, 20 * kMiB, 5);
+  oom.device_total_bytes = 100 * kMiB;
+  oom.device_free_bytes = 60 * kMiB;
+  oom.reserved_bytes = 30 * kMiB;
+  d.OnTraceEvent(oom);
+  EXPECT_EQ(d.summary().peak.bytes, 1024u + 512u + 20 * kMiB);
+  EXPECT_TRUE(d.summary().peak.refused_request);
+  EXPECT_EQ(d.summary().outside_bytes, 10 * kMiB);
+  EXPECT_EQ(d.summary().refused_requests, 1u);
+  EXPECT_EQ(d.live_bytes(), 1024u + 512u);
+}
+
+// A whole step recorded on a large device (as a prediction is), analyzed for a 128 MiB one: its
+// 300 MiB of forward activations cannot fit, whatever the replay's first OOM leaves.
+std::string WholeStepLog(const std::string& name) {
+  TraceBuilder t(uint64_t{1} << 30, "", name);
+  t.Mark("step 0 / forward");
+  std::vector<DevicePtr> saved;
+  for (int i = 0; i < 10; ++i) saved.push_back(t.Alloc(30 * kMiB));
+  t.Mark("step 0 / backward");
+  for (DevicePtr p : saved) t.Free(p);
+  return t.Finish();
+}
+
+TEST(DemandTest, RequestsAboveTheDeviceMakeTheJobCapacityBoundByTheirFactor) {
+  const std::string log = WholeStepLog("whole_step.fslog");
+  CommandRun json = Fragscope(
+      {"analyze", log, "--capacity", "128MiB", "--no-summary", "--threads", "1", "--json", "-"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"basis\": \"demand\""));
+  EXPECT_THAT(json.out, HasSubstr("\"capacity_bound\": true"));
+  EXPECT_THAT(json.out, HasSubstr("\"recommended\": null"));
+  EXPECT_THAT(json.out, HasSubstr("\"peak_bytes\": 314572800"));
+  EXPECT_THAT(json.out, HasSubstr("\"factor\": 2.34375"));
+  EXPECT_THAT(json.out, HasSubstr("\"whole_job\": true"));
+  EXPECT_THAT(json.out, HasSubstr("\"phase\": \"step 0 / forward\""));
+  CommandRun text =
+      Fragscope({"analyze", log, "--capacity", "128MiB", "--no-summary", "--threads", "1"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("Verdict: capacity-bound (the requests need 2.34x what the job "
+                                  "may use)"));
+  EXPECT_THAT(text.out, HasSubstr("Recommended: none"));
+  // On a device that holds it, the same log is judged by nothing but its own OOMs (none).
+  CommandRun fits = Fragscope(
+      {"analyze", log, "--capacity", "512MiB", "--no-summary", "--threads", "1", "--json", "-"});
+  ASSERT_EQ(fits.code, 0) << fits.err;
+  EXPECT_THAT(fits.out, HasSubstr("\"capacity_bound\": false"));
+  EXPECT_THAT(fits.out, HasSubstr("\"exceeds_limit\": false"));
+  EXPECT_THAT(fits.out, Not(HasSubstr("\"basis\": \"demand\"")));
+}
+
+// A cap decides as the device does: the demand is set against what the job may use.
+TEST(DemandTest, TheCapIsTheLimit) {
+  const std::string log = WholeStepLog("whole_step_cap.fslog");
+  CommandRun r = Fragscope({"analyze", log, "--capacity", "1GiB", "--allowed", "256MiB",
+                            "--no-summary", "--threads", "1", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"basis\": \"demand\""));
+  EXPECT_THAT(r.out, HasSubstr("\"limit_bytes\": 268435456"));
+}
+
+}  // namespace
+}  // namespace fragscope::testing
