@@ -1,11 +1,13 @@
 #include "analysis/cli/command_line.h"
 
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/dump_command.h"
 #include "analysis/cli/estimate_command.h"
+#include "analysis/cli/python_command.h"
 #include "analysis/cli/rank_commands.h"
 
 namespace fragscope::cli {
@@ -34,12 +36,23 @@ constexpr Command kCommands[] = {
      RunConvertCommand},
 };
 
+// The Python package's subcommands (python_command.h).
+constexpr std::pair<std::string_view, std::string_view> kPythonCommandSummaries[] = {
+    {"predict", "predict a job's allocations on a CPU (fake tensors) into an .fslog"},
+    {"carry", "carry a log that ends at an OOM past it, as the job would have gone on"},
+    {"fit", "the largest micro-batch that fits a GPU, fragmentation included"},
+};
+
 void PrintUsage(std::ostream& out) {
   out << "usage: fragscope COMMAND [ARGS...]   (fragscope COMMAND --help for details)\n"
          "       fragscope --version\n\n"
          "Explains CUDA out-of-memory errors of PyTorch jobs: why they happened and which\n"
          "allocator setting avoids them.\n\ncommands:\n";
   for (const Command& c : kCommands) out << absl::StrFormat("  %-10s %s\n", c.name, c.summary);
+  out << "\nwith Python 3 and torch (fragscope COMMAND --help; no GPU needed):\n";
+  for (const auto& [name, summary] : kPythonCommandSummaries) {
+    out << absl::StrFormat("  %-10s %s\n", name, summary);
+  }
 }
 
 }  // namespace
@@ -57,6 +70,7 @@ int RunCommandLine(const std::vector<std::string>& args, std::ostream& out, std:
   for (const Command& c : kCommands) {
     if (c.name == name) return c.run({args.begin() + 1, args.end()}, out, err);
   }
+  if (IsPythonCommand(name)) return RunPythonCommand(name, {args.begin() + 1, args.end()}, err);
   err << "fragscope: unknown command '" << name << "'\n\n";
   PrintUsage(err);
   return 2;

@@ -8,6 +8,9 @@ def main():
     if not os.path.isfile(program):
         sys.exit(f"fragscope: {program} is missing: this package was not installed by "
                  "`pip install` (run build/fragscope from a source build instead)")
+    # `fragscope predict|carry|fit` run this package again, in this interpreter (the one it is
+    # installed in, with its torch), not whichever python3 is first on PATH.
+    os.environ.setdefault("FRAGSCOPE_PYTHON", sys.executable)
     os.execv(program, [program] + sys.argv[1:])
 
 
