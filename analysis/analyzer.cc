@@ -376,6 +376,8 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   hooks.Add(&metrics);
   hooks.Add(&ooms);
   hooks.Add(&demand);
+  PhaseFiguresCollector phases(metrics, demand);
+  hooks.Add(&phases);
   if (options.progress) hooks.Add(&progress);
   std::optional<AtCapture> at;
   if (options.at_index.has_value()) {
@@ -387,6 +389,8 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
   if (options.progress) options.progress("replay", 1.0);
 
   report.metrics = metrics.metrics();
+  report.phases = phases.Take();
+  report.model_record = replayer.recorded_model();
   report.memory_summary = MemorySummary(report.metrics.final_stats, (*source)->info().device);
   report.ooms = std::move(ooms.explanations());
   report.oom_count = ooms.total();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
+#include "analysis/comparison_render.h"
 #include "analysis/text_report.h"
 
 namespace fragscope {
@@ -162,6 +163,12 @@ void RenderRank(std::ostream& out, const RankReport& r, bool per_device) {
     std::ostringstream terms;
     RenderModelGapTerms(*r.model_gap, terms);
     out << "<pre class=\"verdict\">" << HtmlEscape(terms.str()) << "</pre>";
+  }
+  if (r.prediction.has_value()) {
+    std::ostringstream beside;
+    RenderComparisonText(*r.prediction, beside);
+    out << "<h3>Beside the prediction</h3><pre class=\"verdict\">"
+        << HtmlEscape(beside.str().substr(1)) << "</pre>";
   }
   if (!r.sweep.empty()) RenderSweep(out, r);
   out << "<details><summary>PyTorch memory_summary() of the replay</summary><pre>"

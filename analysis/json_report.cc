@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/device_stats.h"
+#include "analysis/comparison_render.h"
 #include "analysis/json_verdict.h"
 #include "analysis/settings_check_json.h"
 
@@ -237,6 +238,7 @@ OrderedJson Rank(const RankReport& r, const JsonReportOptions& options) {
   j["verdict"] = JsonVerdict(r.verdict);
   j["sweep"] = Sweep(r, options);
   j["model_gap"] = ModelGapJson(r);
+  j["prediction"] = r.prediction.has_value() ? ComparisonJson(*r.prediction) : OrderedJson(nullptr);
   return j;
 }
 

@@ -12,6 +12,8 @@
 #include "analysis/metrics.h"
 #include "analysis/model_gap.h"
 #include "analysis/oom_explainer.h"
+#include "analysis/phase_figures.h"
+#include "analysis/report_comparison.h"
 #include "analysis/segment_map.h"
 #include "analysis/settings_check.h"
 #include "analysis/sweep.h"
@@ -43,6 +45,12 @@ struct RankReport {
   JobVerdict verdict;  // with the recommended sweep row
   std::optional<ModelGap> model_gap;
   std::string model_gap_where;  // "at the first OOM (event 812)", ...
+  // Each marker phase's figures, in order (phase_figures.h).
+  std::vector<PhaseFigures> phases;
+  // The JSON of the trace's model record (Note [Model records]), "" when it has none.
+  std::string model_record;
+  // `analyze --predict`: this trace (a) beside the prediction of its recorded job (b).
+  std::optional<ReportComparison> prediction;
   std::vector<std::string> warnings;
   double replay_seconds = 0.0;
   double sweep_seconds = 0.0;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "allocator/format_size.h"
+#include "analysis/comparison_render.h"
 #include "analysis/text_wrap.h"
 
 namespace fragscope {
@@ -305,6 +306,7 @@ void RenderRankText(const RankReport& r, const TextReportOptions& options, std::
   } else if (!r.model_gap_where.empty()) {
     out << "\nModel: " << r.model_gap_where << "\n";
   }
+  if (r.prediction.has_value()) RenderComparisonText(*r.prediction, out);
   if (!r.sweep.empty()) {
     out << absl::StrFormat(
         "\nSweep: %s replayed on the simulated device in "

@@ -7,6 +7,7 @@
 #include "analysis/cli/cli_flags.h"
 #include "analysis/cli/json_output.h"
 #include "analysis/cli/output_file.h"
+#include "analysis/cli/predict_beside.h"
 #include "analysis/cli/progress_bar.h"
 #include "analysis/cli/rank_commands.h"
 #include "analysis/html_report.h"
@@ -67,7 +68,11 @@ reported in full, after a table of the devices (--device N analyzes one).)",
             {"--json", "OUT",
              "write the report as JSON (schema: analysis/REPORT_SCHEMA.md); OUT -: to stdout, "
              "instead of the text report"},
-            {"--html", "OUT", "write a self-contained HTML report"}},
+            {"--html", "OUT", "write a self-contained HTML report"},
+            {"--predict", "",
+             "also predict the job the log's model record names (fragscope predict: Python 3 "
+             "with torch; FRAGSCOPE_PYTHON) under the same device, cap and settings, and set the "
+             "log and the prediction side by side: peaks, OOMs, each phase"}},
            kTraceFlags,
            {{"--no-sweep", "", "skip the settings sweep"}},
            kSweepFlags,
@@ -138,6 +143,9 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
   }
   if (traces->size() > 1) {
     bar.Clear();
+    if (flags->Has("--predict")) {
+      return UsageError(err, "analyze", "--predict takes one trace (the log of one rank)");
+    }
     return RunAnalyzeRanks(*traces, *flags, options, out, err);
   }
   absl::StatusOr<AnalysisReport> report = AnalyzeTraces(*traces, options);
@@ -145,6 +153,9 @@ int RunAnalyzeCommand(const std::vector<std::string>& args, std::ostream& out, s
   if (!report.ok()) {
     err << "fragscope analyze: " << report.status().message() << "\n";
     return 1;
+  }
+  if (flags->Has("--predict")) {
+    for (RankReport& r : report->ranks) PredictBeside(options, r);
   }
   bool any_events = false;
   for (const RankReport& r : report->ranks) any_events |= r.metrics.events > 0;

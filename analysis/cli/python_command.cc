@@ -1,5 +1,7 @@
 #include "analysis/cli/python_command.h"
 
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+
+#include "absl/strings/str_cat.h"
 
 namespace fragscope::cli {
 namespace {
@@ -32,6 +36,38 @@ std::string PackageParent() {
   return "";
 }
 
+// This process's environment with the package first on PYTHONPATH, as NAME=VALUE strings.
+std::vector<std::string> PythonEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) env.emplace_back(*e);
+  }
+  const char* old = std::getenv("PYTHONPATH");
+  std::string path = old != nullptr ? old : "";
+  if (const std::string parent = PackageParent(); !parent.empty()) {
+    path = path.empty() ? parent : parent + ":" + path;
+  }
+  if (!path.empty()) env.push_back("PYTHONPATH=" + path);
+  return env;
+}
+
+// PYTHON -m fragscope NAME ARGS.
+std::vector<std::string> PythonCommandLine(const std::string& name,
+                                           const std::vector<std::string>& args) {
+  const char* env_python = std::getenv("FRAGSCOPE_PYTHON");
+  const std::string python = env_python != nullptr && *env_python != '\0' ? env_python : "python3";
+  std::vector<std::string> line = {python, "-m", "fragscope", name};
+  line.insert(line.end(), args.begin(), args.end());
+  return line;
+}
+
+std::vector<char*> Argv(std::vector<std::string>& line) {
+  std::vector<char*> argv;
+  for (std::string& s : line) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
 }  // namespace
 
 bool IsPythonCommand(std::string_view name) {
@@ -43,25 +79,49 @@ bool IsPythonCommand(std::string_view name) {
 
 int RunPythonCommand(const std::string& name, const std::vector<std::string>& args,
                      std::ostream& err) {
-  const char* env_python = std::getenv("FRAGSCOPE_PYTHON");
-  const std::string python = env_python != nullptr && *env_python != '\0' ? env_python : "python3";
-  if (const std::string parent = PackageParent(); !parent.empty()) {
-    const char* old = std::getenv("PYTHONPATH");
-    const std::string path = old != nullptr && *old != '\0' ? parent + ":" + old : parent;
-    setenv("PYTHONPATH", path.c_str(), 1);
-  }
-  std::vector<std::string> argv_strings = {python, "-m", "fragscope", name};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
+  std::vector<std::string> line = PythonCommandLine(name, args);
+  std::vector<std::string> env = PythonEnvironment();
   std::cout.flush();
-  execvp(python.c_str(), argv.data());
+  execvpe(line[0].c_str(), Argv(line).data(), Argv(env).data());
   const int error = errno;
-  err << "fragscope " << name << ": cannot run " << python << " (" << std::strerror(error)
+  err << "fragscope " << name << ": cannot run " << line[0] << " (" << std::strerror(error)
       << "): `fragscope " << name
       << "` runs in Python 3 with torch installed; set FRAGSCOPE_PYTHON to that interpreter\n";
   return 1;
+}
+
+absl::StatusOr<int> RunPythonChild(const std::string& name, const std::vector<std::string>& args,
+                                   const std::string& output_path) {
+  std::vector<std::string> line = PythonCommandLine(name, args);
+  std::vector<char*> argv = Argv(line);
+  std::vector<std::string> env_strings = PythonEnvironment();
+  std::vector<char*> env = Argv(env_strings);
+  const int fd =
+      open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat(output_path, ": ", std::strerror(errno)));
+  }
+  std::cout.flush();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    execvpe(argv[0], argv.data(), env.data());
+    // Only async-signal-safe calls here.
+    constexpr char kWhy[] = "cannot run the Python interpreter\n";
+    (void)!write(STDERR_FILENO, kWhy, sizeof(kWhy) - 1);
+    _exit(127);
+  }
+  close(fd);
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return absl::InternalError(absl::StrCat("waitpid: ", std::strerror(errno)));
+  }
+  if (WIFSIGNALED(status)) {
+    return absl::InternalError(absl::StrCat(line[0], " was killed by signal ", WTERMSIG(status)));
+  }
+  return WEXITSTATUS(status);
 }
 
 }  // namespace fragscope::cli

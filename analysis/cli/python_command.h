@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 namespace fragscope::cli {
 
 // Whether `name` is a subcommand of the Python package.
@@ -19,5 +21,12 @@ bool IsPythonCommand(std::string_view name);
 // built from. Returns only when that fails: 1, with the reason on `err`.
 int RunPythonCommand(const std::string& name, const std::vector<std::string>& args,
                      std::ostream& err);
+
+// Runs `PYTHON -m fragscope NAME ARGS...` (as RunPythonCommand sets it up) as a child process,
+// its standard output and error into `output_path` (created or truncated), and waits for it.
+// Returns its exit status (127: the interpreter could not be run), or an error when no child could
+// be started or it was killed by a signal.
+absl::StatusOr<int> RunPythonChild(const std::string& name, const std::vector<std::string>& args,
+                                   const std::string& output_path);
 
 }  // namespace fragscope::cli

@@ -1,0 +1,48 @@
+// ReportComparison: two analyses of the same job set side by side — a log and the prediction of
+// its job (`analyze --predict`), two runs, two ranks: the peaks, the OOMs, and each marker phase,
+// aligned by the markers' text in order. Rendered by the text, JSON and HTML reports.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/phase_figures.h"
+
+namespace fragscope {
+
+struct RankReport;
+
+struct ComparedFigures {
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t peak_reserved_bytes = 0;
+  uint64_t peak_demand_bytes = 0;
+  uint64_t allocations = 0;
+  uint64_t ooms = 0;
+};
+
+// One phase present in either trace; a phase only one has is nullopt on the other side.
+struct ComparedPhase {
+  std::string phase;
+  std::optional<PhaseFigures> a;
+  std::optional<PhaseFigures> b;
+};
+
+struct ReportComparison {
+  std::string title;   // "The prediction of the log's recorded job", "A against B"
+  std::string a_name;  // column names: "the log", "predicted", a file name
+  std::string b_name;
+  std::string b_origin;  // how b was made (the command that predicted it), or its path
+  double b_seconds = 0;  // the time b took to make (0: not made here)
+  ComparedFigures a;
+  ComparedFigures b;
+  std::vector<ComparedPhase> phases;
+};
+
+// a against b. Phases are matched by text, each phase of a with the first unmatched phase of b of
+// the same text after the last match (both traces' order kept); the others stay alone.
+ReportComparison CompareReports(const RankReport& a, std::string a_name, const RankReport& b,
+                                std::string b_name);
+
+}  // namespace fragscope

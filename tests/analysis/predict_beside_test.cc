@@ -1,0 +1,60 @@
+// `analyze --predict` (analysis/cli/predict_beside.h): the prediction's arguments from a model
+// record, and what is refused, naming the record's key. The prediction itself runs in
+// tests/predict (analyze_predict_test.py: it needs torch).
+#include "analysis/cli/predict_beside.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fragscope::cli {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kConfig[] = R"("config": {"model_type": "gpt2", "n_layer": 2})";
+
+absl::StatusOr<std::vector<std::string>> Args(const std::string& job,
+                                              const std::string& conf = "") {
+  return PredictArguments(
+      std::string("{\"format\": \"fragscope.model/1\", ") + kConfig + ", \"job\": " + job + "}",
+      ::testing::TempDir() + "/config.json", "out.fslog", "h100-80gb", conf, 2);
+}
+
+TEST(PredictBesideTest, TheRecordedJobBecomesThePredictorsFlags) {
+  absl::StatusOr<std::vector<std::string>> args =
+      Args(R"({"mode": "training", "seq": 1024, "micro_batch": 4, "dtype": "bf16",
+               "optimizer": "adamw-fused", "attention": "flash", "recompute": "full"})",
+           "max_split_size_mb:128");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args,
+              ElementsAre("--config", ::testing::TempDir() + "/config.json", "--out", "out.fslog",
+                          "--gpu", "h100-80gb", "--steps", "2", "--conf", "max_split_size_mb:128",
+                          "--seq", "1024", "--micro-batch", "4", "--dtype", "bf16", "--optimizer",
+                          "adamw-fused", "--attention", "sdpa", "--recompute"));
+  absl::StatusOr<std::vector<std::string>> infer =
+      Args(R"({"mode": "inference", "batch": 8, "context": 512})");
+  ASSERT_TRUE(infer.ok()) << infer.status();
+  EXPECT_THAT(*infer, ::testing::IsSupersetOf({"--mode", "inference", "--seq", "512"}));
+}
+
+TEST(PredictBesideTest, WhatCannotBePredictedNamesTheKey) {
+  EXPECT_THAT(std::string(Args(R"({"mode": "training", "micro_batch": 4})").status().message()),
+              HasSubstr("job.seq"));
+  EXPECT_THAT(std::string(Args(R"({"mode": "inference", "context": 4})").status().message()),
+              HasSubstr("job.batch"));
+  EXPECT_THAT(
+      std::string(Args(R"({"seq": 8, "micro_batch": 1, "optimizer": "lion"})").status().message()),
+      HasSubstr("job.optimizer \"lion\""));
+  EXPECT_THAT(
+      std::string(Args(R"({"mode": "serving", "seq": 8, "micro_batch": 1})").status().message()),
+      HasSubstr("job.mode"));
+  EXPECT_FALSE(PredictArguments("{\"job\": {}}", "c.json", "o", "h100-80gb", "", 1).ok());
+  EXPECT_FALSE(PredictArguments("not json", "c.json", "o", "h100-80gb", "", 1).ok());
+}
+
+}  // namespace
+}  // namespace fragscope::cli

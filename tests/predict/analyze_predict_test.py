@@ -1,0 +1,85 @@
+"""`fragscope analyze LOG --predict`: the log's recorded job predicted and set beside it.
+
+Run by ctest (tests/predict/CMakeLists.txt, predict.analyze_predict) with PYTHONPATH,
+FRAGSCOPE_LIB_DIR and FRAGSCOPE_BIN set. Prints "skipped: ..." and exits 0 without torch,
+transformers or the hooks.
+
+  - A prediction's log (it records its model and job) beside the prediction of that job: the same
+    job twice, so every figure and every phase is equal (two steps: the log's forward phases set
+    the steps).
+  - Without an interpreter that runs (FRAGSCOPE_PYTHON), and for a log without a model record,
+    the report is made and a warning says why nothing was predicted.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from prerequisites import missing as _missing
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIG = {"model_type": "gpt2", "n_layer": 2, "n_embd": 128, "n_head": 4, "vocab_size": 1000,
+          "n_positions": 256}
+
+
+def _analyze(log, env=None, *extra):
+    done = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", log, "--gpu", "h100-80gb",
+                           "--no-sweep", "--threads", "1", "--predict", "--json", "-", *extra],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["ranks"][0]
+
+
+class AnalyzePredictTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        from fragscope.predict_hf_loop import predict_hf
+
+        cls.tmp = tempfile.TemporaryDirectory()
+        config = os.path.join(cls.tmp.name, "config.json")
+        with open(config, "w") as f:
+            json.dump(CONFIG, f)
+        cls.log = os.path.join(cls.tmp.name, "job.fslog")
+        predict_hf(config, cls.log, seq=128, micro_batch=2, steps=2, optimizer="adamw-fused")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_the_same_job_is_equal_phase_by_phase(self):
+        rank = _analyze(self.log)
+        p = rank["prediction"]
+        self.assertIsNotNone(p, rank["replay"]["warnings"])
+        self.assertIn("--steps 2", p["b_origin"])
+        self.assertIn("--optimizer adamw-fused", p["b_origin"])
+        self.assertEqual(p["a_figures"], p["b_figures"])
+        self.assertGreater(p["a_figures"]["allocations"], 100)
+        phases = [q["phase"] for q in p["phases"]]
+        self.assertIn("step 1 / backward", phases)
+        for q in p["phases"]:
+            self.assertEqual(q["a"], q["b"], q["phase"])
+
+    def test_no_interpreter_is_a_warning(self):
+        env = dict(os.environ, FRAGSCOPE_PYTHON="/nonexistent/python3")
+        rank = _analyze(self.log, env)
+        self.assertIsNone(rank["prediction"])
+        warnings = " ".join(rank["replay"]["warnings"])
+        self.assertIn("--predict: the prediction did not run", warnings)
+        self.assertIn("FRAGSCOPE_PYTHON", warnings)
+
+    def test_a_log_without_a_model_record_is_a_warning(self):
+        log = os.path.join(HERE, "..", "data", "gpu", "h100_gpt2_124m_two_steps.fslog")
+        rank = _analyze(log)
+        self.assertIsNone(rank["prediction"])
+        self.assertIn("no model record", " ".join(rank["replay"]["warnings"]))
+
+
+if __name__ == "__main__":
+    reason = _missing()
+    if reason:
+        print(f"skipped: {reason}")
+        sys.exit(0)
+    unittest.main()
