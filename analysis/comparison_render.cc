@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 #include "analysis/excerpt.h"
+#include "analysis/html_report.h"
 #include "analysis/text_report.h"
 
 namespace fragscope {
@@ -62,10 +63,13 @@ OrderedJson PhaseJson(const std::optional<PhaseFigures>& p) {
 
 void RenderComparisonText(const ReportComparison& c, std::ostream& out) {
   out << "\n";
-  WriteWrapped(out,
-               absl::StrCat(c.title, " (", c.b_origin,
-                            c.b_seconds > 0 ? absl::StrFormat("; %.1f s", c.b_seconds) : "", "):"),
-               "");
+  WriteWrapped(
+      out,
+      c.b_origin.empty()
+          ? absl::StrCat(c.title, ":")
+          : absl::StrCat(c.title, " (", c.b_origin,
+                         c.b_seconds > 0 ? absl::StrFormat("; %.1f s", c.b_seconds) : "", "):"),
+      "");
   out << absl::StrFormat("  %-16s %14s %14s   %s\n", "", c.a_name, c.b_name, "difference");
   Row(out, "peak allocated", c.a.peak_allocated_bytes, c.b.peak_allocated_bytes, true);
   Row(out, "peak reserved", c.a.peak_reserved_bytes, c.b.peak_reserved_bytes, true);
@@ -107,6 +111,53 @@ OrderedJson ComparisonJson(const ReportComparison& c) {
   }
   j["phases"] = std::move(phases);
   return j;
+}
+
+namespace {
+
+// One row of the HTML tables: a, b, and the difference, marked when there is one.
+void HtmlRow(std::ostream& out, const std::string& what, uint64_t a, uint64_t b, bool bytes) {
+  out << "<tr" << (a != b ? " class=\"d\"" : "") << "><td class=\"l\">" << HtmlEscape(what)
+      << "</td><td>" << HtmlEscape(bytes ? FormatSize(a) : absl::StrCat(a)) << "</td><td>"
+      << HtmlEscape(bytes ? FormatSize(b) : absl::StrCat(b)) << "</td><td>"
+      << HtmlEscape(Difference(a, b, bytes)) << "</td></tr>";
+}
+
+std::string HtmlCell(const std::optional<PhaseFigures>& p, uint64_t PhaseFigures::*field,
+                     bool bytes) {
+  return HtmlEscape(Cell(p, field, bytes));
+}
+
+}  // namespace
+
+void WriteComparisonHtml(const ReportComparison& c, std::ostream& out) {
+  out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fragscope "
+         "diff</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:"
+         "collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}.l{text-align:"
+         "left}tr.d{background:#fff3cd}</style></head><body>\n";
+  out << "<h1>" << HtmlEscape(c.title) << "</h1><table><tr><th class=\"l\"></th><th>"
+      << HtmlEscape(c.a_name) << "</th><th>" << HtmlEscape(c.b_name)
+      << "</th><th>difference</th></tr>";
+  HtmlRow(out, "peak allocated", c.a.peak_allocated_bytes, c.b.peak_allocated_bytes, true);
+  HtmlRow(out, "peak reserved", c.a.peak_reserved_bytes, c.b.peak_reserved_bytes, true);
+  HtmlRow(out, "peak demand", c.a.peak_demand_bytes, c.b.peak_demand_bytes, true);
+  HtmlRow(out, "allocations", c.a.allocations, c.b.allocations, false);
+  HtmlRow(out, "OOMs", c.a.ooms, c.b.ooms, false);
+  out << "</table><h2>Phases</h2><table><tr><th class=\"l\">phase</th><th>allocations A</th>"
+         "<th>B</th><th>peak allocated A</th><th>B</th><th>peak reserved A</th><th>B</th></tr>";
+  for (const ComparedPhase& p : c.phases) {
+    const bool same = p.a.has_value() && p.b.has_value() && p.a->allocations == p.b->allocations &&
+                      p.a->peak_allocated_bytes == p.b->peak_allocated_bytes &&
+                      p.a->peak_reserved_bytes == p.b->peak_reserved_bytes;
+    out << "<tr" << (same ? "" : " class=\"d\"") << "><td class=\"l\">" << HtmlEscape(p.phase)
+        << "</td><td>" << HtmlCell(p.a, &PhaseFigures::allocations, false) << "</td><td>"
+        << HtmlCell(p.b, &PhaseFigures::allocations, false) << "</td><td>"
+        << HtmlCell(p.a, &PhaseFigures::peak_allocated_bytes, true) << "</td><td>"
+        << HtmlCell(p.b, &PhaseFigures::peak_allocated_bytes, true) << "</td><td>"
+        << HtmlCell(p.a, &PhaseFigures::peak_reserved_bytes, true) << "</td><td>"
+        << HtmlCell(p.b, &PhaseFigures::peak_reserved_bytes, true) << "</td></tr>";
+  }
+  out << "</table></body></html>\n";
 }
 
 }  // namespace fragscope

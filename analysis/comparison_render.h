@@ -14,5 +14,7 @@ inline constexpr size_t kComparedPhasesShown = 40;
 
 void RenderComparisonText(const ReportComparison& c, std::ostream& out);
 estimator::OrderedJson ComparisonJson(const ReportComparison& c);
+// A self-contained HTML page of the comparison (`fragscope diff --html`): no script, no network.
+void WriteComparisonHtml(const ReportComparison& c, std::ostream& out);
 
 }  // namespace fragscope

@@ -18,4 +18,7 @@ int RunSweepCommand(const std::vector<std::string>& args, std::ostream& out, std
 // fragscope convert IN OUT : .fslog, PyTorch snapshot pickle, Chrome trace JSON.
 int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// fragscope diff A B : two traces of one job side by side.
+int RunDiffCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 }  // namespace fragscope::cli

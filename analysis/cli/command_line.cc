@@ -32,6 +32,7 @@ constexpr Command kCommands[] = {
     {"merge", "the cross-rank report from many ranks' summaries", RunMergeCommand},
     {"verify", "check that fragscope's allocator reproduces a trace's decisions", RunVerifyCommand},
     {"sweep", "replay a trace under a grid of allocator settings", RunSweepCommand},
+    {"diff", "two traces of one job side by side: peaks, OOMs, each phase", RunDiffCommand},
     {"convert", "convert between .fslog, PyTorch snapshot pickle and Chrome trace JSON",
      RunConvertCommand},
 };
