@@ -233,8 +233,48 @@ void ListAssumptions(const std::set<std::string>& given, AssumptionBasis basis, 
   } else {
     add("batch", "batch", absl::StrCat(i.batch), AssumptionBasis::kDefault);
     add("context", "context", absl::StrCat(i.context), AssumptionBasis::kDefault);
-    add("dtype", "dtype", std::string(est::DTypeName(i.weights)), AssumptionBasis::kDefault);
+    add("dtype", "weights", std::string(est::DTypeName(i.weights)), AssumptionBasis::kDefault);
+    if (i.autocast.has_value()) {
+      add("autocast", "autocast", std::string(est::DTypeName(*i.autocast)),
+          AssumptionBasis::kDefault);
+    }
+    add("kv_cache", "KV cache", i.use_kv_cache ? "held" : "none (use_cache off)",
+        AssumptionBasis::kDefault);
   }
+}
+
+// The inference keys only a record has (Note [Model records]): "weight_dtype" (the dtype the
+// weights are held in, fp32 under autocast), "autocast" (the forward's autocast dtype: the KV
+// cache's too) and "use_cache" (false: no KV cache). Sets `given` for ListAssumptions. Returns
+// false for any other key.
+absl::StatusOr<bool> ApplyRecordedInferenceKey(const std::string& name, const Json& value,
+                                               const std::string& where, ModelJob* job,
+                                               std::set<std::string>* given) {
+  est::InferenceConfig& i = job->infer;
+  if (name == "use_cache") {
+    if (!value.is_boolean()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: expected true or false, got %s", where, value.dump()));
+    }
+    i.use_kv_cache = value.get<bool>();
+    given->insert("kv_cache");
+    return true;
+  }
+  if (name != "weight_dtype" && name != "autocast") return false;
+  absl::StatusOr<est::DType> d = value.is_string()
+                                     ? est::ParseDType(value.get<std::string>(), where)
+                                     : absl::InvalidArgumentError(absl::StrCat(
+                                           where, ": expected a dtype, got ", value.dump()));
+  if (!d.ok()) return d.status();
+  if (name == "weight_dtype") {
+    i.weights = *d;
+    given->insert("dtype");
+  } else {
+    i.autocast = *d;
+    i.kv_cache = *d;
+    given->insert("autocast");
+  }
+  return true;
 }
 
 // A recorded job's value as SPEC text: strings as they are, numbers and booleans printed.
@@ -262,6 +302,11 @@ absl::Status ApplyRecordedJob(const Json& recorded, absl::string_view prefix, Mo
   for (const auto& [name, value] : recorded.items()) {
     if (name == "mode") continue;
     const std::string where = absl::StrCat(prefix, "job.", name);
+    if (!job->training) {
+      absl::StatusOr<bool> applied = ApplyRecordedInferenceKey(name, value, where, job, given);
+      if (!applied.ok()) return applied.status();
+      if (*applied) continue;
+    }
     std::optional<std::string> text = ValueText(value);
     if (!text.has_value()) {
       return absl::InvalidArgumentError(

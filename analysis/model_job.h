@@ -12,7 +12,11 @@
 //                                "batch": N, "context": N, "dtype": "bf16"|"fp16"|"fp32",
 //                                "optimizer": "adamw"|"adamw-fused"|"adam"|"sgd"|...,
 //                                "attention": "sdpa"|"flash"|"eager", "recompute": "none"|...,
-//                                "activations": "torch-autocast"|"korthikanti"}}
+//                                "activations": "torch-autocast"|"korthikanti",
+//                                inference only: "weight_dtype": the dtype the weights are held
+//                                in (fp32 under autocast), "autocast": the forward's autocast
+//                                dtype (the KV cache's too), "use_cache": false for one forward
+//                                pass without a KV cache}}
 //
 // Keys of SPEC (each belongs to one mode; a key of the other mode is a usage error that names
 // the key meant):

@@ -43,7 +43,7 @@ absl::StatusOr<MemoryEstimate> EstimateInference(const ModelSpec& spec,
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ValidateInferenceConfig(config));
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
       ValidateParallelLayout(config.layout, spec, LayoutUse::kInference));
-  if (config.context > 0) {
+  if (config.context > 0 && config.use_kv_cache) {
     FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
         RequireArchitecture(spec, "the KV cache (use --context 0 for weights only)"));
   }
@@ -55,10 +55,21 @@ absl::StatusOr<MemoryEstimate> EstimateInference(const ModelSpec& spec,
   estimate.model_name = spec.name;
   estimate.total_parameters = count.total;
   estimate.parameters_on_gpu = shard.total();
-  estimate.workload = absl::StrFormat(
-      "inference: weights %s, KV cache %s, batch %d, context %d tokens; tp %d x pp %d",
-      DTypeName(config.weights), DTypeName(config.kv_cache), config.batch, config.context,
-      layout.tp, layout.pp);
+  const std::string weights_held =
+      config.autocast.has_value() && *config.autocast != config.weights
+          ? absl::StrFormat("%s under %s autocast", DTypeName(config.weights),
+                            DTypeName(*config.autocast))
+          : std::string(DTypeName(config.weights));
+  estimate.workload =
+      config.use_kv_cache
+          ? absl::StrFormat(
+                "inference: weights %s, KV cache %s, batch %d, context %d tokens; tp %d x pp %d",
+                weights_held, DTypeName(config.kv_cache), config.batch, config.context, layout.tp,
+                layout.pp)
+          : absl::StrFormat(
+                "inference: weights %s, no KV cache (one forward of batch %d x %d tokens); tp %d "
+                "x pp %d",
+                weights_held, config.batch, config.context, layout.tp, layout.pp);
 
   Term weights;
   weights.key = "weights";
@@ -69,7 +80,7 @@ absl::StatusOr<MemoryEstimate> EstimateInference(const ModelSpec& spec,
   weights.source = "Transformer Math 101 (EleutherAI 2023); accelerate estimate.py dtype table";
   estimate.terms.push_back(weights);
 
-  if (spec.has_architecture()) {
+  if (spec.has_architecture() && config.use_kv_cache) {
     const double per_token = KvCacheBytesPerToken(spec, config.kv_cache, layout);
     Term kv;
     kv.key = "kv_cache";

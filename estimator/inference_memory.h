@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 
@@ -30,9 +31,15 @@ namespace fragscope::estimator {
 struct InferenceConfig {
   DType weights = DType::kBf16;
   DType kv_cache = DType::kBf16;
-  int64_t batch = 1;             // concurrent sequences
-  int64_t context = 2048;        // tokens per sequence held in the KV cache
-  int64_t prompt_tokens = 0;     // prefill length for timing; 0 = context
+  int64_t batch = 1;          // concurrent sequences
+  int64_t context = 2048;     // tokens per sequence held in the KV cache
+  int64_t prompt_tokens = 0;  // prefill length for timing; 0 = context
+  // false: no KV cache is held (one forward pass of batch x context tokens, transformers'
+  // use_cache=False); the KV cache term is left out.
+  bool use_kv_cache = true;
+  // The autocast dtype the forward runs under, when the weights are held in another (fp32
+  // weights under bf16 autocast); said in the workload line.
+  std::optional<DType> autocast;
   ParallelLayout layout;         // tp and pp split the model; dp (replicas) is ignored
   double overhead_factor = 1.2;  // >= 1; 1 removes the overhead line's bytes
   DeviceOverheads overheads;

@@ -176,6 +176,57 @@ TEST(JobVerdictTest, AHuggingFaceConfigDefaultsToTheMeasuredActivationModel) {
                    .ok());
 }
 
+// An inference prediction (one forward under bf16 autocast, fp32 weights, no KV cache) is
+// described as that job, not as the estimator's default inference.
+TEST(JobVerdictTest, AnInferenceRecordDescribesTheJobThatRan) {
+  constexpr char kInference[] =
+      R"({"format": "fragscope.model/1", "config": {"model_type": "gpt2", "n_layer": 2, )"
+      R"("n_embd": 128, "n_head": 4, "vocab_size": 1000, "n_positions": 512}, )"
+      R"("job": {"mode": "inference", "batch": 2, "context": 512, "dtype": "bf16", )"
+      R"("weight_dtype": "fp32", "autocast": "bf16", "use_cache": false}})";
+  absl::StatusOr<ModelJob> job = ModelJobFromRecord(kInference);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE(job->training);
+  EXPECT_EQ(job->infer.batch, 2);
+  EXPECT_EQ(job->infer.context, 512);
+  EXPECT_EQ(job->infer.weights, estimator::DType::kFp32);
+  EXPECT_EQ(job->infer.autocast, estimator::DType::kBf16);
+  EXPECT_FALSE(job->infer.use_kv_cache);
+  absl::StatusOr<estimator::MemoryEstimate> e = EstimateModelJob(*job);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(e->workload, HasSubstr("weights fp32 under bf16 autocast, no KV cache (one forward "
+                                     "of batch 2 x 512 tokens)"));
+  EXPECT_EQ(e->Find("kv_cache"), nullptr);
+  for (const Assumption& a : job->assumptions) {
+    if (a.name == "weights" || a.name == "KV cache" || a.name == "batch") {
+      EXPECT_EQ(a.basis, AssumptionBasis::kRecorded) << a.name;
+    }
+  }
+  // A KV cache held is a term; bad values name the key.
+  absl::StatusOr<ModelJob> cached = ModelJobFromRecord(
+      R"({"format": "fragscope.model/1", "config": {"model_type": "gpt2", "n_layer": 2, )"
+      R"("n_embd": 128, "n_head": 4, "vocab_size": 1000}, "job": {"mode": "inference", )"
+      R"("batch": 2, "context": 512, "use_cache": true}})");
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_NE(EstimateModelJob(*cached)->Find("kv_cache"), nullptr);
+  EXPECT_THAT(
+      std::string(ModelJobFromRecord(
+                      R"({"format": "fragscope.model/1", "config": )"
+                      R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 128, "n_head": 4}, "job": )"
+                      R"({"mode": "inference", "use_cache": 1}})")
+                      .status()
+                      .message()),
+      HasSubstr("job.use_cache"));
+  EXPECT_THAT(
+      std::string(ModelJobFromRecord(
+                      R"({"format": "fragscope.model/1", "config": )"
+                      R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 128, "n_head": 4}, "job": )"
+                      R"({"mode": "inference", "weight_dtype": "fp13"}})")
+                      .status()
+                      .message()),
+      HasSubstr("job.weight_dtype"));
+}
+
 TEST(JobVerdictTest, TheDemoSetsItsJobAgainstItsModel) {
   CommandRun demo = Fragscope({"demo", "--no-html", "--threads", "1"});
   ASSERT_EQ(demo.code, 0) << demo.err;
