@@ -57,7 +57,9 @@ def _parser():
                    choices=["adamw", "adamw-fused", "adamw-foreach", "sgd", "none"])
     p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16",
                    help="autocast dtype (fp32: no autocast)")
-    p.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa")
+    p.add_argument("--attention", choices=["auto", "sdpa", "eager"], default="auto",
+                   help="auto (default): as transformers chooses, SDPA unless the model has none, "
+                   "then eager")
     p.add_argument("--recompute", action="store_true", help="gradient checkpointing")
     p.add_argument("--model-fn", help="MODULE:FUNCTION building the model (instead of --config)")
     p.add_argument("--step-fn", help="MODULE:FUNCTION(state, index) running one step")
@@ -149,15 +151,24 @@ def main(argv=None):
     except (PredictionError, OSError) as e:
         print(f"python -m fragscope predict: {e}", file=sys.stderr)
         return 1
+    attention = getattr(result, "attention", None)
+    notes = getattr(result, "notes", [])
     if args.json:
         print(json.dumps({"log": args.out, "gpu": result.gpu.key, "parallel": args.parallel,
                           "world_size": args.world_size, "rank": args.rank,
+                          "attention": attention, "notes": notes,
+                          "params": getattr(result, "params", None),
                           "peak_allocated_bytes": result.peak_allocated,
                           "peak_reserved_bytes": result.peak_reserved,
                           "phases": [vars(p) for p in result.phases]}, indent=1))
     else:
         print(f"predicted {result.allocations} allocations into {args.out} "
               f"(kernels as on {result.gpu.name})")
+        if attention is not None:
+            how = "as transformers chooses" if args.attention == "auto" else "as asked"
+            print(f"  attention: {attention} ({how})")
+        for note in notes:
+            print(f"  assumed: {note}")
         if args.world_size > 1 or args.parallel:
             how = args.parallel or "wrapped by the model function"
             print(f"  rank {args.rank} of {args.world_size} ({how}, fake process group)")

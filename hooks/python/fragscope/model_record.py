@@ -3,6 +3,17 @@
 The analyzer reads it back (analysis/model_job.h) and compares the model's theoretical footprint
 with the job's memory cap, without a --model flag. The record holds the model's Hugging Face
 config (scalar entries only: a record carries at most 4096 bytes) and the job's shape.
+
+The job's keys ("job": {...}; None values left out, the analyzer then says what it assumed):
+  mode          "training" | "inference"
+  training:     seq, micro_batch; dtype (the autocast dtype, "fp32": none), optimizer, recompute,
+                activations
+  inference:    batch, context (the forward's token ids: batch x context); dtype (as training:
+                the predictor's --dtype, the autocast dtype); weight_dtype (the dtype the weights
+                are held in: "fp32" for a model built in fp32 and run under bf16 autocast);
+                autocast ("bf16" | "fp16": the forward's autocast dtype; absent without
+                autocast); use_cache (false: one forward pass, no KV cache)
+  both:         attention ("sdpa" | "eager" | "flash": the implementation the model ran)
 """
 
 import json
@@ -22,7 +33,7 @@ _ESSENTIAL = (
     "hidden_dropout", "dropout", "hidden_dropout_prob", "activation_dropout")
 
 _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimizer", "attention",
-             "recompute", "activations")
+             "recompute", "activations", "weight_dtype", "autocast", "use_cache")
 
 
 def config_dict(model_or_config):
@@ -49,8 +60,9 @@ def _scalars(config):
 
 def model_json(model_or_config, **job):
     """The record's JSON text. job: mode ("training"/"inference"), seq, micro_batch, batch,
-    context, dtype, optimizer, attention ("sdpa"/"eager"/"flash"), recompute, activations; None
-    values are left out (the analyzer then says what it assumed)."""
+    context, dtype, optimizer, attention ("sdpa"/"eager"/"flash"), recompute, activations,
+    weight_dtype, autocast, use_cache (the module doc); None values are left out (the analyzer
+    then says what it assumed)."""
     unknown = set(job) - set(_JOB_KEYS)
     if unknown:
         raise TypeError(f"record_model: unknown job keys {sorted(unknown)}; known: {_JOB_KEYS}")

@@ -7,6 +7,10 @@ The loop is the one scripts/gpu/model_oom_check.py runs: the model built on the 
 token ids of micro_batch x seq, bf16 (or fp16) autocast, loss = model(input_ids, labels).loss,
 backward, the optimizer's step, zero_grad(set_to_none=True); markers "step N / forward",
 "step N / backward", "step N / optimizer". Inference: the forward under torch.no_grad().
+The attention implementation is transformers' own choice unless one is asked for
+(predict_attention.py). A random scalar that only chooses a branch (LayerDrop) takes the likelier
+branch, noted in `Prediction.notes` (predict_random_branches.py); a step that fails names the
+phase, module and op (predict_location.py).
 One rank of an FSDP2 or DDP job (predict_parallel.py): the model is built on the device and
 wrapped after gradient checkpointing, before the optimizer; under FSDP2 bf16/fp16 is its
 MixedPrecisionPolicy (parameters all-gathered in that dtype, gradients reduced in fp32) instead
@@ -62,20 +66,44 @@ def _write_model_record(config, job):
     _load(_ALLOC).fragscope_record_model(model_record.model_json(config, **job).encode())
 
 
+_DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def _record_job(job, model, attention):
+    """The job's keys for the model record, once the model is built: the attention it runs and,
+    for inference, the dtype its weights are held in (fp32 under autocast). An attention the
+    record has no name for (flex_attention, a hub kernel) is left out: the analyzer assumes."""
+    base = attention.split("|")[-1]  # "paged|sdpa" runs SDPA
+    recorded = "flash" if base.startswith("flash") else base
+    job = dict(job)
+    if recorded in ("sdpa", "eager", "flash"):
+        job["attention"] = recorded
+    if job["mode"] == "inference":
+        weights = next((p.dtype for p in model.parameters()), None)
+        name = str(weights).replace("torch.", "") if weights is not None else None
+        job["weight_dtype"] = _DTYPE_NAMES.get(name, name)
+    return job
+
+
 def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optimizer="adamw",
-               dtype="bf16", attention="sdpa", recompute=False, gpu="h100-80gb", conf=None,
+               dtype="bf16", attention="auto", recompute=False, gpu="h100-80gb", conf=None,
                lr=1e-4, overrides=None, journal=None, world_size=1, rank=0, parallel=None,
                bucket_cap_mb=None):
     """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
     `journal`: predict_capture.capture). `micro_batch` is per rank; world_size, rank, parallel
     ("fsdp2", "ddp") and bucket_cap_mb (ddp): the rank of a data-parallel job
-    (predict_parallel.py)."""
+    (predict_parallel.py). attention: "auto" (transformers' choice: SDPA, else eager), "sdpa" or
+    "eager"; the one used is `Prediction.attention`. `Prediction.notes`: what the prediction
+    assumed (a random branch's likelier side); `Prediction.params`: the model's parameters (each
+    shared one once)."""
     import contextlib
 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from . import predict_parallel
+    from . import predict_attention, predict_parallel
+    from .predict_location import Location, failure
+    from .predict_random_branches import mode as random_branches
 
     if mode not in ("training", "inference"):
         raise PredictionError(f"mode must be training or inference, not {mode!r}")
@@ -92,70 +120,110 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         raise PredictionError(str(e)) from e
     if rank_job is not None and mode != "training":
         raise PredictionError(f"parallel={parallel!r} predicts training steps, not {mode}")
+    predict_attention.requested(attention)  # a bad value fails before the config is read
     cfg = load_config(config, overrides)
+    predict_attention.check_supported(cfg, attention)
     autocast_dtype = getattr(torch, DTYPES[dtype]) if DTYPES[dtype] else None
     # FSDP2 computes in the dtype its MixedPrecisionPolicy all-gathers, without autocast.
     param_dtype = None
     if rank_job is not None and rank_job.parallel == "fsdp2":
         param_dtype, autocast_dtype = autocast_dtype, None
-    job = {"mode": mode, "seq": seq, "micro_batch": micro_batch, "dtype": dtype,
-           "optimizer": optimizer if mode == "training" else None, "attention": attention,
+    training = mode == "training"
+    # Inference names its shape batch x context and says how the forward ran (model_record.py).
+    job = {"mode": mode, "seq": seq if training else None,
+           "micro_batch": micro_batch if training else None,
+           "batch": None if training else micro_batch, "context": None if training else seq,
+           "dtype": dtype, "optimizer": optimizer if training else None,
            "recompute": "full" if recompute else "none",
-           "activations": "torch-autocast" if autocast_dtype else None}
+           "activations": "torch-autocast" if autocast_dtype else None,
+           "autocast": None if training or autocast_dtype is None else dtype,
+           "use_cache": None if training else False}
+    job = {k: v for k, v in job.items() if v is not None}
+    location = Location()
+    built = {}  # the attention used and the recorded job, once the model is built
     with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark), \
             contextlib.ExitStack() as ranks:
-        mesh = None
-        if rank_job is not None:
-            mesh = ranks.enter_context(predict_parallel.fake_process_group(rank_job))
-        mark("init / weights")
-        torch.manual_seed(0)
+        phase = []
 
-        def make_model():
-            with torch.device("cuda"):
-                model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attention)
-            if mode != "training":
-                return model.eval()
-            model.train()
-            if recompute:
-                model.gradient_checkpointing_enable(
-                    gradient_checkpointing_kwargs={"use_reentrant": False})
-            return model
+        def marked(text):
+            phase.append(text)
+            mark(text)
 
-        if rank_job is None:
-            model = make_model()
-            # The record's job has no data-parallel layout: a rank's shard is not described.
-            _write_model_record(cfg, job)
-        else:
-            model = predict_parallel.build(make_model, rank_job, mesh, param_dtype=param_dtype)
-        opt = None
-        if mode == "training":
-            if optimizer.startswith("adamw"):
-                flags = {"adamw-fused": {"fused": True}, "adamw-foreach": {"foreach": True}}
-                opt = torch.optim.AdamW(model.parameters(), lr=lr, **flags.get(optimizer, {}))
-            elif optimizer == "sgd":
-                opt = torch.optim.SGD(model.parameters(), lr=lr)
-        vocab = cfg.vocab_size
-        for step in range(steps):
-            ids = torch.randint(0, vocab, (micro_batch, seq), device="cuda")
-            mark(f"step {step} / forward")
-            with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
-                                enabled=autocast_dtype is not None):
-                if mode == "training":
-                    loss = model(input_ids=ids, labels=ids).loss
-                else:
-                    with torch.no_grad():
-                        loss = model(input_ids=ids, use_cache=False).logits
-            if mode == "training":
-                mark(f"step {step} / backward")
-                loss.backward()
-                if opt is not None:
-                    mark(f"step {step} / optimizer")
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-            del loss, ids
-        mark("end")
-        del model, opt
+        ranks.enter_context(location.watching())
+        branches = ranks.enter_context(random_branches(location))
+        try:
+            mesh = None
+            if rank_job is not None:
+                mesh = ranks.enter_context(predict_parallel.fake_process_group(rank_job))
+            marked("init / weights")
+            torch.manual_seed(0)
+
+            def make_model():
+                with torch.device("cuda"):
+                    model = AutoModelForCausalLM.from_config(
+                        cfg, attn_implementation=predict_attention.requested(attention))
+                built["attention"] = predict_attention.used(model)
+                built["params"] = sum(p.numel() for p in model.parameters())
+                location.name_modules(model)
+                if not training:
+                    return model.eval()
+                model.train()
+                if recompute:
+                    model.gradient_checkpointing_enable(
+                        gradient_checkpointing_kwargs={"use_reentrant": False})
+                return model
+
+            if rank_job is None:
+                model = make_model()
+                # The record's job has no data-parallel layout: a rank's shard is not described.
+                built["job"] = _record_job(job, model, built["attention"])
+                _write_model_record(cfg, built["job"])
+            else:
+                model = predict_parallel.build(make_model, rank_job, mesh,
+                                               param_dtype=param_dtype)
+            opt = _optimizer(model, optimizer, lr) if training else None
+            for step in range(steps):
+                ids = torch.randint(0, cfg.vocab_size, (micro_batch, seq), device="cuda")
+                marked(f"step {step} / forward")
+                with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
+                                    enabled=autocast_dtype is not None):
+                    if training:
+                        loss = model(input_ids=ids, labels=ids).loss
+                    else:
+                        with torch.no_grad():
+                            loss = model(input_ids=ids, use_cache=False).logits
+                if training:
+                    marked(f"step {step} / backward")
+                    loss.backward()
+                    if opt is not None:
+                        marked(f"step {step} / optimizer")
+                        opt.step()
+                        opt.zero_grad(set_to_none=True)
+                del loss, ids
+            marked("end")
+            del model, opt
+        except PredictionError:
+            raise
+        except Exception as e:
+            # The failing module and op, from the watch (predict_location.py).
+            raise failure(e, location, phase[-1] if phase else None) from e
+        finally:
+            prediction.notes = branches.notes
     prediction.config = cfg
-    prediction.job = job
+    prediction.job = built.get("job", job)
+    prediction.attention = built.get("attention")
+    prediction.params = built.get("params")
     prediction.rank_job = rank_job
     return prediction
+
+
+def _optimizer(model, optimizer, lr):
+    """The training loop's optimizer (None for "none")."""
+    import torch
+
+    if optimizer.startswith("adamw"):
+        flags = {"adamw-fused": {"fused": True}, "adamw-foreach": {"foreach": True}}
+        return torch.optim.AdamW(model.parameters(), lr=lr, **flags.get(optimizer, {}))
+    if optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=lr)
+    return None

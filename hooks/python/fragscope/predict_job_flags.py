@@ -9,7 +9,8 @@ def add_step_flags(p):
     p.add_argument("--optimizer", default="adamw",
                    choices=["adamw", "adamw-fused", "adamw-foreach", "sgd", "none"])
     p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
-    p.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa")
+    p.add_argument("--attention", choices=["auto", "sdpa", "eager"], default="auto",
+                   help="auto: as transformers chooses (SDPA, else eager)")
     p.add_argument("--recompute", action="store_true", help="gradient checkpointing")
     p.add_argument("--gpu", default="h100-80gb",
                    help="the job's GPU (its kernels' choices, and its memory unless --capacity)")
