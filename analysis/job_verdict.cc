@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
+#include "analysis/excerpt.h"
 #include "analysis/model_gap.h"
 #include "estimator/gpu_presets.h"
 #include "estimator/inverse_search.h"
@@ -180,7 +181,7 @@ JobVerdict DecideVerdict(const std::vector<OomExplanation>& ooms,
         "use: no packing, and so no allocator setting, can make them fit",
         Size(static_cast<double>(d.peak.bytes)),
         d.peak.phase.empty() ? std::string("before any phase marker")
-                             : absl::StrCat("in \"", d.peak.phase, "\""),
+                             : absl::StrCat("in \"", Excerpt(d.peak.phase), "\""),
         d.peak.event_index, d.factor, Size(static_cast<double>(d.limit_bytes)));
     return v;
   }

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "allocator/format_size.h"
+#include "analysis/excerpt.h"
 #include "analysis/text_report.h"
 
 namespace fragscope {
@@ -65,7 +66,7 @@ void RenderDemand(const DemandCheck& d, std::ostream& out) {
           "%.2fx the %s the job may use%s.",
           d.whole_job ? "the whole job" : "up to the job's OOM", Size(d.peak.bytes),
           d.peak.phase.empty() ? std::string("before any phase marker")
-                               : absl::StrCat("in \"", d.peak.phase, "\""),
+                               : absl::StrCat("in \"", Excerpt(d.peak.phase), "\""),
           d.peak.event_index, d.peak.refused_request ? " (with the refused request)" : "", d.factor,
           Size(d.limit_bytes),
           d.outside_bytes > 0
