@@ -11,7 +11,8 @@ sample of a known distribution (`aten.rand`: uniform on [0, 1); `aten.randn`: st
 and each comparison of such a sample with a Python number (`lt`, `le`, `gt`, `ge`), whose
 probability of being true follows from the distribution. When a comparison is read as a Python
 bool it is the value it has at the sample's median (0.5, or 0), which is the likelier outcome of
-any threshold test; a sample read as a number is its median. Each read is noted (`notes`), with
+any threshold test; a sample read as a number is its median. Each read of an uncertain outcome
+(a test certain either way, as LayerDrop 0, assumes nothing) is noted (`notes`), with
 the module that made it (predict_location.py); a comparison against the running module's
 `layerdrop` (or its config's) is named LayerDrop. Any other data-dependent read still fails, and
 the failure names its module and op.
@@ -122,13 +123,15 @@ def mode(location):
         def _read(self, func, args):
             t = args[0]
             test = self.tests.get(t)
-            if test is not None:
+            if test is not None and 0.0 < test.probability < 1.0:
                 layerdrop = _layerdrop(location.innermost())
                 label = "LayerDrop" if layerdrop is not None and math.isclose(
                     layerdrop, test.constant) else "random branch"
                 what = f"{test.text()} (true with probability {test.probability:.3g})"
                 self._note(label, what, f"{str(test.value).lower()}, the likelier branch")
                 return test.value
+            if test is not None:
+                return test.value  # a certain outcome (LayerDrop 0): nothing assumed
             sample = self.samples.get(t)
             if sample is not None:
                 self._note("random scalar", f"{sample.name}() as a number",
