@@ -5,7 +5,7 @@ FRAGSCOPE_LIB_DIR and FRAGSCOPE_BIN set. Prints "skipped: ..." and exits 0 witho
 transformers or libfragscope_torch.so. Small configs (hidden 64, two layers): about 30 s.
 
   - AttentionTest: "auto" takes SDPA where transformers does and eager for a model without it
-    (GPT-J), in the Prediction, the recorded job and `--json`; an explicit "sdpa" for GPT-J is
+    (GPT-J; BLOOM, Mamba and gpt-oss run too), in the Prediction, the recorded job and `--json`; an explicit "sdpa" for GPT-J is
     exit 1 naming the model type and the choices that work; "eager" is recorded as flash off.
   - RandomBranchTest: OPT's LayerDrop in training takes the likelier branch: at layerdrop 0.1
     every layer runs (the same allocations as layerdrop 0) and a note says so; at 0.9 the layers
@@ -36,6 +36,17 @@ OPT = {"model_type": "opt", "num_hidden_layers": 2, "hidden_size": 64, "ffn_dim"
 LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
          "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
          "vocab_size": 128, "max_position_embeddings": 64}
+# Models whose transformers class has no SDPA path: "auto" runs them eager.
+WITHOUT_SDPA = {
+    "bloom": {"model_type": "bloom", "n_layer": 2, "hidden_size": 64, "n_head": 4,
+              "vocab_size": 128},
+    "mamba": {"model_type": "mamba", "num_hidden_layers": 2, "hidden_size": 64,
+              "vocab_size": 128},
+    "gpt_oss": {"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 64,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                "intermediate_size": 64, "num_local_experts": 4, "vocab_size": 128,
+                "layer_types": ["sliding_attention", "full_attention"]},
+}
 SEQ, MICRO_BATCH = 32, 2
 
 from prerequisites import missing as _missing  # noqa: E402
@@ -80,6 +91,13 @@ class AttentionTest(unittest.TestCase):
         gptj = _predict(GPTJ, "gptj")
         self.assertEqual(gptj.attention, "eager")
         self.assertEqual(gptj.job["attention"], "eager")
+
+    def test_models_without_sdpa_run_eager(self):
+        for name, config in WITHOUT_SDPA.items():
+            with self.subTest(model_type=name):
+                prediction = _predict(config, name)
+                self.assertEqual(prediction.attention, "eager")
+                self.assertGreater(prediction.phase("step 0 / backward").allocations, 0)
 
     def test_cli_says_which(self):
         log = _log("gptj_cli")

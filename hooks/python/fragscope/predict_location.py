@@ -142,5 +142,5 @@ def failure(error, location, phase):
         where.append(f"op {op}")
     message = str(error).strip().splitlines()
     first = message[0] if message else ""
-    return PredictionError(f"the step failed {', '.join(where)}: {type(error).__name__}: "
+    return PredictionError(f"the prediction failed {', '.join(where)}: {type(error).__name__}: "
                            f"{first}")
