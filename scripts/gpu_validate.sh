@@ -30,13 +30,18 @@
 #              the hook modes in the GPT-2 job through the installed package
 #   parallel   one rank of FSDP2 and DDP jobs under the fake process group on the GPU vs
 #              `python -m fragscope predict --parallel`, and `fragscope verify` of its log
+# and the third round's (GPU_VALIDATE_STEPS=predict3):
+#   predict3   eight architectures not yet recorded (train_job.ROUND3_MODELS: qwen2, qwen3_moe,
+#              gemma2, phi3, falcon, olmo2, deepseek_v3, starcoder2; two layers each) x two shapes
+#              x fused and foreach AdamW, three steps, as predict measures them
 # then OUT_DIR/summary.md (also rewritten after every step) with every figure, the GPU, driver,
 # torch version, date and commit. Artifacts are kept small: snapshots under 1 MB each, .fslog
 # files over 1 MB are deleted once checked.
 #
 # Environment: GPU_VALIDATE_STEPS (default "tests oracle modes oom bench estimator"),
 # GPU_VALIDATE_BASELINE_PACK (observecost's "before" pack), GPU_VALIDATE_WHEEL_DIR,
-# GPU_VALIDATE_PREDICT_MODELS (predict's --models: all six take ~480 s on an H100),
+# GPU_VALIDATE_PREDICT_MODELS (predict's and predict3's --models: all six of predict take ~480 s
+# on an H100), GPU_VALIDATE_OPTIMIZERS (predict3's --optimizers, default fused,foreach),
 # GPU_VALIDATE_BUDGET_S (default 540: no step starts after it, and each step's limit is cut to
 # what is left). Without a CUDA device every GPU step prints "skipped: no CUDA device" (the oom
 # step still runs its CPU design check) and the script exits 0. GPU_VALIDATE_DRY_RUN=1 runs the
@@ -154,6 +159,16 @@ step_predict() {
   python3 scripts/gpu/predict_accuracy.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
     --timeout 90 --jobs 6 "${models[@]}" "${dry[@]}"
 }
+step_predict3() {
+  set_dry
+  need "$FRAGSCOPE_BIN"
+  models=()
+  if [ -n "${GPU_VALIDATE_PREDICT_MODELS:-}" ]; then models=(--models "$GPU_VALIDATE_PREDICT_MODELS"); fi
+  optimizers=()
+  if [ -n "${GPU_VALIDATE_OPTIMIZERS:-}" ]; then optimizers=(--optimizers "$GPU_VALIDATE_OPTIMIZERS"); fi
+  python3 scripts/gpu/predict_accuracy.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" --round 3 \
+    --timeout 90 --jobs 6 "${models[@]}" "${optimizers[@]}" "${dry[@]}"
+}
 step_bigjob() {
   set_dry
   need "$FRAGSCOPE_BIN"
@@ -228,7 +243,7 @@ step_parallel() {
   exit "$rc"
 }
 export -f need set_dry step_tests step_oracle step_modes step_oom step_bench step_estimator \
-  step_predict step_bigjob step_pools step_observecost step_wheel step_parallel
+  step_predict step_predict3 step_bigjob step_pools step_observecost step_wheel step_parallel
 export GPU_VALIDATE_DRY_RUN=${GPU_VALIDATE_DRY_RUN:-0}
 
 run_step() {  # NAME LIMIT_SECONDS
@@ -278,6 +293,7 @@ run_step pools 80
 run_step observecost 130
 run_step wheel 150
 run_step parallel 120
+run_step predict3 560
 python3 scripts/gpu/summary.py write "$out"
 echo "gpu_validate: $failures step(s) failed, timed out or not run, in ${SECONDS}s"
 echo "gpu_validate: summary: $out/summary.md"

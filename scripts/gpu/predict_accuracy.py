@@ -7,9 +7,13 @@ of the same job on the CPU: peak allocated, peak reserved, allocation count; the
 the prediction's replay under the same cap (`fragscope analyze --capacity --memory-fraction`).
 
     predict_accuracy.py all OUT_DIR --fragscope BIN [--dry-run] [--models A,B] [--jobs N]
+                                    [--round 3 [--optimizers fused,foreach]]
     predict_accuracy.py table OUT_DIR --fragscope BIN    # the table again from OUT_DIR's files
-    predict_accuracy.py measure MODEL INDEX OUT.json LOG [--dry-run]    # child: one observed run
-    predict_accuracy.py capped MODEL OUT.json INDEX:BYTES...            # child: capped runs
+    predict_accuracy.py measure MODEL INDEX OUT.json LOG [--dry-run] [--round 3 --optimizer O]
+    predict_accuracy.py capped MODEL OUT.json INDEX:OPTIMIZER:BYTES... [--round 3]
+
+Round 3 (--round 3): train_job.ROUND3_MODELS, architectures not yet recorded, three steps, each
+setting with fused and with foreach AdamW (--optimizers picks).
 
 The predictions run on the host's CPUs (--jobs at a time) while the GPU runs go one by one.
 --dry-run: train_job.DRY_MODELS, and the "measured" runs are train_job's loop on fragscope's
@@ -36,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import train_job  # noqa: E402
 
-STEPS = 2
+STEPS = {2: 2, 3: 3}  # steps per run, by round
 CAPS = (0.9, 1.1)
 # Their first setting's observed log is kept: GPT-2's and the Mistral-like model's are in
 # tests/data/gpu/; the Mixtral-like model's routing allocations are not yet predicted (-7 %).
@@ -44,22 +48,27 @@ KEEP = ("gpt2-124m", "mistral-0.3b-gqa", "mixtral-2l")
 GIB = float(1 << 30)
 
 
-def shapes(model, index, dry_run):
-    seq, micro_batch = train_job.models(dry_run)[model][1][index]
-    return [(seq, micro_batch)] * STEPS
+def shapes(model, index, dry_run, rnd):
+    seq, micro_batch = train_job.models(dry_run, rnd == 3)[model][1][index]
+    return [(seq, micro_batch)] * STEPS[rnd]
 
 
-def measure(model, index, out, log, dry_run, gpu):
+def setting_name(model, index, optimizer, rnd):
+    return f"{model}.{index}" if rnd == 2 else f"{model}.{index}.{optimizer}"
+
+
+def measure(model, index, out, log, dry_run, gpu, rnd=2, optimizer="fused"):
     """Child: one uncapped run, observed (GPU) or on the simulated device (dry run)."""
     import torch
 
-    config = train_job.models(dry_run)[model][0]
-    result = {"model": model, "index": index, "steps": STEPS}
+    config = train_job.models(dry_run, rnd == 3)[model][0]
+    result = {"model": model, "index": index, "steps": STEPS[rnd], "optimizer": optimizer}
     if dry_run:
         from fragscope.predict_device import find_gpu
 
         with train_job.simulated(log, gpu) as (prediction, mark):
-            result["oom"] = train_job.run(config, shapes(model, index, True), mark)
+            result["oom"] = train_job.run(config, shapes(model, index, True, rnd), mark,
+                                          optimizer)
             mark("end")
         result.update(peak_allocated=prediction.peak_allocated,
                       peak_reserved=prediction.peak_reserved,
@@ -72,7 +81,8 @@ def measure(model, index, out, log, dry_run, gpu):
         import fragscope
 
         fragscope.observe(log=log)
-        result["oom"] = train_job.run(config, shapes(model, index, False), fragscope.mark)
+        result["oom"] = train_job.run(config, shapes(model, index, False, rnd), fragscope.mark,
+                                      optimizer)
         fragscope.mark("end")
         stats = torch.cuda.memory_stats(0)
         result.update(peak_allocated=stats["allocated_bytes.all.peak"],
@@ -86,8 +96,8 @@ def measure(model, index, out, log, dry_run, gpu):
     return 0
 
 
-def capped(model, out, caps):
-    """Child (GPU): each INDEX:BYTES run natively under that cap, one after the other."""
+def capped(model, out, caps, rnd=2):
+    """Child (GPU): each INDEX:OPTIMIZER:BYTES run natively under that cap, one after another."""
     import torch
 
     if not torch.cuda.is_available():
@@ -96,13 +106,14 @@ def capped(model, out, caps):
     total = torch.cuda.get_device_properties(0).total_memory
     results = []
     for spec in caps:
-        index, cap = (int(x) for x in spec.split(":"))
+        index, optimizer, cap = spec.split(":")
+        index, cap = int(index), int(cap)
         train_job.release()
         torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), 0)
-        oom = train_job.run(train_job.MODELS[model][0], shapes(model, index, False),
-                            lambda text: None)
+        oom = train_job.run(train_job.models(False, rnd == 3)[model][0],
+                            shapes(model, index, False, rnd), lambda text: None, optimizer)
         stats = torch.cuda.memory_stats(0)
-        results.append({"index": index, "cap_bytes": cap, "oom": oom,
+        results.append({"index": index, "optimizer": optimizer, "cap_bytes": cap, "oom": oom,
                         "peak_reserved": stats["reserved_bytes.all.peak"]})
     with open(out, "w") as f:
         json.dump(results, f, indent=1)
@@ -129,16 +140,17 @@ class Parent:
             f.write(f"$ {' '.join(cmd)}\n{text}")
         return rc, text
 
-    def predict(self, model, index, gpu):
+    def predict(self, model, index, optimizer, gpu):
         """`python -m fragscope predict` of one setting; its JSON, or {"error": ...}."""
-        config, settings = train_job.models(self.a.dry_run)[model]
+        config, settings = train_job.models(self.a.dry_run, self.a.round == 3)[model]
         seq, micro_batch = settings[index]
-        name = f"{model}.{index}"
+        name = setting_name(model, index, optimizer, self.a.round)
         with open(self.path(f"{model}.config.json"), "w") as f:
             json.dump(config, f, indent=1)
         cmd = [sys.executable, "-m", "fragscope", "predict", "--config",
                self.path(f"{model}.config.json"), "--seq", str(seq), "--micro-batch",
-               str(micro_batch), "--steps", str(STEPS), "--optimizer", "adamw-fused", "--gpu",
+               str(micro_batch), "--steps", str(STEPS[self.a.round]), "--optimizer",
+               f"adamw-{optimizer}", "--gpu",
                gpu, "--json", "--out", self.path(f"{name}.predicted.fslog")]
         rc, text = self.call(f"{name}.predict", cmd, self.a.timeout)
         if rc != 0:
@@ -158,6 +170,10 @@ class Parent:
     def child(self, name, args, timeout):
         rc, text = self.call(name, [sys.executable, __file__] + args, timeout)
         return rc, text
+
+
+def row_name(r, rnd):
+    return setting_name(r["model"], r["index"], r.get("optimizer", "fused"), rnd)
 
 
 def delta(measured, predicted):
@@ -192,8 +208,9 @@ def commit():
 def run_all(a):
     os.makedirs(a.out_dir, exist_ok=True)
     p = Parent(a)
-    table = train_job.models(a.dry_run)
+    table = train_job.models(a.dry_run, a.round == 3)
     names = a.models.split(",") if a.models else list(table)
+    optimizers = a.optimizers.split(",")
     for n in names:
         if n not in table:
             print(f"predict_accuracy.py: unknown model {n!r} (known: {', '.join(table)})",
@@ -205,12 +222,17 @@ def run_all(a):
     dry = ["--dry-run", "--gpu", gpu] if a.dry_run else []
     # The first GPU run says which GPU the predictions are for; then they run in the background.
     futures = {}
+    runs = [(index, o) for index in range(max(len(t[1]) for t in table.values()))
+            for o in optimizers]
     for model in names:
-        for index in range(len(table[model][1])):
-            name = f"{model}.{index}"
+        for index, optimizer in runs:
+            if index >= len(table[model][1]):
+                continue
+            name = setting_name(model, index, optimizer, a.round)
             log = p.path(f"{name}.observed.fslog")
             rc, text = p.child(f"{name}.measure", ["measure", model, str(index),
-                                                   p.path(f"{name}.json"), log] + dry,
+                                                   p.path(f"{name}.json"), log, "--round",
+                                                   str(a.round), "--optimizer", optimizer] + dry,
                                a.timeout)
             if "skipped: no CUDA device" in text:
                 print("skipped: no CUDA device")
@@ -220,10 +242,10 @@ def run_all(a):
                 gpu = gpu_key(measured["device"])
             if not futures:
                 target = gpu if gpu != "auto" else "h100-80gb"
-                futures = {(m, i): pool.submit(p.predict, m, i, target)
-                           for m in names for i in range(len(table[m][1]))}
-            rows.append({"model": model, "index": index, "shape": table[model][1][index],
-                         "measured": measured, "log": log,
+                futures = {(m, i, o): pool.submit(p.predict, m, i, o, target)
+                           for m in names for i in range(len(table[m][1])) for o in optimizers}
+            rows.append({"model": model, "index": index, "optimizer": optimizer,
+                         "shape": table[model][1][index], "measured": measured, "log": log,
                          "error": None if measured else f"measure exit {rc}: {text[-300:]}"})
         # Caps: 0.9x and 1.1x the measured peak reserved of each setting.
         todo = [r for r in rows if r["model"] == model and r["measured"]]
@@ -232,18 +254,19 @@ def run_all(a):
             for r, f, cap in caps:
                 r.setdefault("capped", {})[f] = p.replay_ooms(
                     r["log"], r["measured"]["total_memory"], cap,
-                    f"{model}.{r['index']}.measured_cap{int(f * 100)}")
+                    f"{row_name(r, a.round)}.measured_cap{int(f * 100)}")
         elif caps:
             out = p.path(f"{model}.capped.json")
             rc, _ = p.child(f"{model}.capped", ["capped", model, out] +
-                            [f"{r['index']}:{cap}" for r, _, cap in caps], a.timeout)
+                            [f"{r['index']}:{r['optimizer']}:{cap}" for r, _, cap in caps] +
+                            ["--round", str(a.round)], a.timeout)
             got = json.load(open(out)) if rc == 0 and os.path.exists(out) else []
             for (r, f, cap), c in zip(caps, got):
                 r.setdefault("capped", {})[f] = c["oom"] is not None
             for r, f, cap in caps[len(got):]:
                 r.setdefault("capped", {})[f] = f"capped run exit {rc}"
     for r in rows:
-        r["predicted"] = futures[(r["model"], r["index"])].result()
+        r["predicted"] = futures[(r["model"], r["index"], r["optimizer"])].result()
     pool.shutdown()
     ok = finish(a, p, rows, gpu) and ok
     keep(a, rows)
@@ -254,7 +277,7 @@ def finish(a, p, rows, gpu):
     """The predictions' replays under the caps, then the table; False when something failed."""
     ok = True
     for r in rows:
-        name = f"{r['model']}.{r['index']}"
+        name = row_name(r, a.round)
         if r["measured"] is None or "error" in r["predicted"]:
             ok = False
             r["error"] = r["error"] or r["predicted"]["error"]
@@ -273,11 +296,12 @@ def rebuild(a):
     from the predict child's output); the predictions' cap replays are run again here."""
     p = Parent(a)
     rows, gpu = [], a.gpu
-    for model, (_, settings) in train_job.models(a.dry_run).items():
+    for model, (_, settings) in train_job.models(a.dry_run, a.round == 3).items():
         capped = p.path(f"{model}.capped.json")
         got = json.load(open(capped)) if os.path.exists(capped) else []
-        for index, shape in enumerate(settings):
-            name = f"{model}.{index}"
+        for (index, shape), optimizer in ((x, o) for x in enumerate(settings)
+                                          for o in a.optimizers.split(",")):
+            name = setting_name(model, index, optimizer, a.round)
             if not os.path.exists(p.path(f"{name}.json")):
                 continue
             measured = json.load(open(p.path(f"{name}.json")))
@@ -288,8 +312,10 @@ def rebuild(a):
                 predicted = train_job.first_json(text)
             except (ValueError, KeyError):
                 predicted = {"error": "no prediction in " + p.path(f"{name}.predict.txt")}
-            mine = [c for c in got if c["index"] == index]
-            rows.append({"model": model, "index": index, "shape": shape, "measured": measured,
+            mine = [c for c in got
+                    if c["index"] == index and c.get("optimizer", "fused") == optimizer]
+            rows.append({"model": model, "index": index, "optimizer": optimizer, "shape": shape,
+                         "measured": measured,
                          "log": p.path(f"{name}.observed.fslog"), "error": None,
                          "predicted": predicted,
                          "capped": {f: c["oom"] is not None for f, c in zip(CAPS, mine)}})
@@ -304,17 +330,19 @@ def write(a, rows, gpu):
     (dry run) when loop and predictor differ."""
     agree = True
     device = next((r["measured"]["device"] for r in rows if r["measured"]), "?")
-    md = [f"Prediction accuracy: {STEPS} training steps (fused AdamW, bf16 autocast, SDPA) on "
+    steps = STEPS[a.round]
+    md = [f"Prediction accuracy: {steps} training steps (AdamW as each row says, bf16 autocast, "
+          f"SDPA) on "
           f"{'the simulated ' + gpu + ' (dry run)' if a.dry_run else device}, "
           f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}, host "
           f"{platform.node()}, {commit()}; predicted with `python -m fragscope predict "
-          f"--optimizer adamw-fused --steps {STEPS}`, capped runs against the prediction's "
+          f"--optimizer adamw-OPTIMIZER --steps {steps}`, capped runs against the prediction's "
           "replay under the same cap.", "",
-          "| model | seq x mb | peak allocated GiB (measured / predicted / delta) | peak reserved "
-          "GiB | allocations | 0.9x cap (measured / predicted) | 1.1x cap |",
-          "|---|---|---|---|---|---|---|"]
+          "| model | seq x mb | AdamW | peak allocated GiB (measured / predicted / delta) | peak "
+          "reserved GiB | allocations | 0.9x cap (measured / predicted) | 1.1x cap |",
+          "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        shape = f"{r['shape'][0]} x {r['shape'][1]}"
+        shape = f"{r['shape'][0]} x {r['shape'][1]} | {r.get('optimizer', 'fused')}"
         if r["error"]:
             md.append(f"| {r['model']} | {shape} | error: {r['error'][:200]} | | | | |")
             continue
@@ -355,9 +383,9 @@ def keep(a, rows):
     for r in rows:
         if not os.path.exists(r["log"]):
             continue
-        if r["model"] in KEEP and r["index"] == 0:
+        if (r["model"] in KEEP or a.round == 3) and r["index"] == 0:
             shutil.copy(r["log"], os.path.join(a.out_dir, "keep"))
-            shutil.copy(os.path.join(a.out_dir, f"{r['model']}.{r['index']}.json"),
+            shutil.copy(os.path.join(a.out_dir, f"{row_name(r, a.round)}.json"),
                         os.path.join(a.out_dir, "keep"))
         if os.path.getsize(r["log"]) > (4 << 20):
             os.remove(r["log"])
@@ -373,10 +401,19 @@ def main():
         p.add_argument("log")
         p.add_argument("--dry-run", action="store_true")
         p.add_argument("--gpu", default="h100-80gb")
+        p.add_argument("--round", type=int, choices=[2, 3], default=2)
+        p.add_argument("--optimizer", choices=train_job.OPTIMIZERS, default="fused")
         c = p.parse_args()
-        return measure(c.model, c.index, c.out, c.log, c.dry_run, c.gpu)
+        return measure(c.model, c.index, c.out, c.log, c.dry_run, c.gpu, c.round, c.optimizer)
     if len(sys.argv) > 1 and sys.argv[1] == "capped":
-        return capped(sys.argv[2], sys.argv[3], sys.argv[4:])
+        p = argparse.ArgumentParser()
+        p.add_argument("cmd")
+        p.add_argument("model")
+        p.add_argument("out")
+        p.add_argument("caps", nargs="+")
+        p.add_argument("--round", type=int, choices=[2, 3], default=2)
+        c = p.parse_args()
+        return capped(c.model, c.out, c.caps, c.round)
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("cmd", choices=["all", "table"])
     p.add_argument("out_dir")
@@ -387,7 +424,19 @@ def main():
                    help="the predictions' GPU (default: the one measured; dry run: h100-80gb)")
     p.add_argument("--jobs", type=int, default=4, help="predictions at a time")
     p.add_argument("--timeout", type=int, default=120, help="per child process, seconds")
+    p.add_argument("--round", type=int, choices=[2, 3], default=2,
+                   help="2: train_job.MODELS (fused AdamW, two steps); 3: ROUND3_MODELS (three "
+                   "steps, --optimizers)")
+    p.add_argument("--optimizers", help="round 3: comma-separated, of fused, foreach (default "
+                   "both; round 2: fused)")
     a = p.parse_args()
+    if a.optimizers is None:
+        a.optimizers = ",".join(train_job.OPTIMIZERS) if a.round == 3 else "fused"
+    if a.round == 2 and a.optimizers != "fused":
+        p.error("round 2 measures fused AdamW only")
+    for o in a.optimizers.split(","):
+        if o not in train_job.OPTIMIZERS:
+            p.error(f"--optimizers: unknown {o!r} (known: {', '.join(train_job.OPTIMIZERS)})")
     if a.dry_run and a.gpu == "auto":
         a.gpu = "h100-80gb"
     return run_all(a) if a.cmd == "all" else rebuild(a)

@@ -49,7 +49,40 @@ DRY_MODELS = {
 }
 
 
-def models(dry_run):
+# Round 3: architectures not yet recorded, each a two-layer model of its type's default width
+# (transformers 5.17's AutoConfig.for_model defaults; tests/predict/causal_lm_types.py), a few
+# shrunk where the default would not train on an 80 GB GPU. Run with fused and with foreach AdamW.
+def _two_layers(model_type, **overrides):
+    return dict({"model_type": model_type, "num_hidden_layers": 2}, **overrides)
+
+
+ROUND3_MODELS = {
+    "qwen2-2l": (_two_layers("qwen2"), [(1024, 4), (2048, 2)]),
+    "qwen3-moe-2l": (_two_layers("qwen3_moe", num_experts=32), [(1024, 4), (2048, 2)]),
+    "gemma2-2l": (_two_layers("gemma2", layer_types=["sliding_attention", "full_attention"]),
+                  [(1024, 4), (2048, 2)]),
+    "phi3-2l": (_two_layers("phi3"), [(1024, 4), (2048, 2)]),
+    "falcon-2l": (_two_layers("falcon"), [(1024, 4), (2048, 2)]),
+    "olmo2-2l": (_two_layers("olmo2"), [(1024, 4), (2048, 2)]),
+    "deepseek-v3-2l": (_two_layers("deepseek_v3", first_k_dense_replace=1, n_routed_experts=16,
+                                   hidden_size=2048, intermediate_size=5632,
+                                   moe_intermediate_size=1024, num_attention_heads=16,
+                                   num_key_value_heads=16), [(1024, 2), (2048, 1)]),
+    "starcoder2-2l": (_two_layers("starcoder2"), [(1024, 4), (2048, 2)]),
+}
+# Its dry run: one MoE model with shared experts, in seconds.
+ROUND3_DRY_MODELS = {
+    "qwen2-moe-2l-small": (_two_layers("qwen2_moe", hidden_size=256, intermediate_size=512,
+                                       moe_intermediate_size=128, shared_expert_intermediate_size=256,
+                                       num_experts=4, num_attention_heads=4,
+                                       num_key_value_heads=2, vocab_size=1024), [(128, 2)]),
+}
+OPTIMIZERS = ("fused", "foreach")
+
+
+def models(dry_run, round3=False):
+    if round3:
+        return ROUND3_DRY_MODELS if dry_run else ROUND3_MODELS
     return DRY_MODELS if dry_run else MODELS
 
 
@@ -61,8 +94,9 @@ def hf_config(config):
     return AutoConfig.for_model(data.pop("model_type"), **data)
 
 
-def build(config):
-    """The model on device "cuda" (seed 0, SDPA) and its fused AdamW; (model, optimizer)."""
+def build(config, optimizer="fused"):
+    """The model on device "cuda" (seed 0, SDPA) and its AdamW, fused or foreach;
+    (model, optimizer)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -70,7 +104,8 @@ def build(config):
     with torch.device("cuda"):
         model = AutoModelForCausalLM.from_config(hf_config(config), attn_implementation="sdpa")
     model.train()
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    flags = {"fused": {"fused": True}, "foreach": {"foreach": True}}[optimizer]
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-4, **flags)
 
 
 def train(model, opt, vocab, shapes, mark, first_step=0, autocast=True):
@@ -106,15 +141,16 @@ def release():
     torch.cuda.reset_peak_memory_stats()
 
 
-def run(config, shapes, mark):
-    """Builds the model and trains one step per shape; returns None, or the first line of the
-    OutOfMemoryError that ended it. The model is gone when this returns."""
+def run(config, shapes, mark, optimizer="fused"):
+    """Builds the model and trains one step per shape (AdamW `optimizer`: fused or foreach);
+    returns None, or the first line of the OutOfMemoryError that ended it. The model is gone when
+    this returns."""
     import torch
 
     mark("init / weights")
     try:
-        model, opt = build(config)
-        train(model, opt, config["vocab_size"], shapes, mark)
+        model, opt = build(config, optimizer)
+        train(model, opt, hf_config(config).vocab_size, shapes, mark)
         torch.cuda.synchronize()
         return None
     except torch.OutOfMemoryError as e:
