@@ -5,8 +5,9 @@ FRAGSCOPE_LIB_DIR and FRAGSCOPE_BIN set. Prints "skipped: ..." and exits 0 witho
 transformers or libfragscope_torch.so. Small configs (hidden 64, two layers): about 30 s.
 
   - AttentionTest: "auto" takes SDPA where transformers does and eager for a model without it
-    (GPT-J; BLOOM, Mamba and gpt-oss run too), in the Prediction, the recorded job and `--json`; an explicit "sdpa" for GPT-J is
-    exit 1 naming the model type and the choices that work; "eager" is recorded as flash off.
+    (GPT-J; BLOOM, Mamba and gpt-oss run too), in the Prediction, the recorded job and `--json`;
+    an explicit "sdpa" for GPT-J is exit 1 naming the model type and the choices that work;
+    "eager" is recorded as flash off.
   - RandomBranchTest: OPT's LayerDrop in training takes the likelier branch: at layerdrop 0.1
     every layer runs (the same allocations as layerdrop 0) and a note says so; at 0.9 the layers
     are skipped; the mode alone on fake tensors (randn, a sample read as a number).
@@ -23,8 +24,6 @@ import subprocess
 import sys
 import tempfile
 import unittest
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 GPT2 = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 128,
         "n_positions": 64}
