@@ -306,6 +306,9 @@ absl::Status ApplyRecordedJob(const Json& recorded, absl::string_view prefix, Mo
       absl::StatusOr<bool> applied = ApplyRecordedInferenceKey(name, value, where, job, given);
       if (!applied.ok()) return applied.status();
       if (*applied) continue;
+      // "dtype" is the forward's dtype; the weights' is weight_dtype's where the record has it
+      // (applied by ApplyRecordedInferenceKey, in either order).
+      if (name == "dtype" && recorded.contains("weight_dtype")) continue;
     }
     std::optional<std::string> text = ValueText(value);
     if (!text.has_value()) {
