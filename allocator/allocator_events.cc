@@ -29,6 +29,8 @@ std::string_view EventKindName(EventKind kind) {
       return "marker";
     case EventKind::kModel:
       return "model";
+    case EventKind::kTag:
+      return "tag";
   }
   return "unknown";
 }

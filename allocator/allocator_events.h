@@ -33,6 +33,10 @@ enum class EventKind : uint8_t {
   kMarker = 11,         // a user annotation such as "step 12 / forward" (not emitted by the core)
   // 12 and 13 are the .fslog's state records (fslog/fslog_format.h), which are not events.
   kModel = 14,  // the model the job trains or serves, as JSON (not emitted by the core)
+  // A live block's role (fslog/allocation_role.h), said after its allocation: at once by a
+  // producer that knows it (the predictor), or later when it becomes known (a gradient, an
+  // optimizer state). Not emitted by the core.
+  kTag = 15,
 };
 
 std::string_view EventKindName(EventKind kind);

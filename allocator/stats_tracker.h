@@ -138,6 +138,7 @@ class StatsTracker final : public AllocatorObserver {
       case EventKind::kOptionsChange:
       case EventKind::kMarker:
       case EventKind::kModel:
+      case EventKind::kTag:
         break;
     }
   }

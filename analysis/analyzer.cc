@@ -137,6 +137,20 @@ bool WholeJob(const RankReport& report) {
   return false;
 }
 
+// The demand's parts by role (the log's tag records), largest first; roles that hold nothing
+// are left out.
+std::vector<DemandTerm> RoleTerms(const RoleBytes& roles) {
+  std::vector<DemandTerm> terms;
+  for (int r = 0; r < kAllocationRoleCount; ++r) {
+    if (roles[static_cast<size_t>(r)] == 0) continue;
+    terms.push_back({.name = std::string(AllocationRoleName(static_cast<AllocationRole>(r))),
+                     .bytes = roles[static_cast<size_t>(r)]});
+  }
+  std::stable_sort(terms.begin(), terms.end(),
+                   [](const DemandTerm& a, const DemandTerm& b) { return a.bytes > b.bytes; });
+  return terms;
+}
+
 // The estimator's allocator-visible terms, largest first (the demand's parts where the log has
 // no allocation roles).
 std::vector<DemandTerm> EstimatorTerms(const estimator::MemoryEstimate& estimate) {
@@ -484,7 +498,10 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
         CheckDemand(d, std::min(report.allowed_bytes.value_or(report.capacity_bytes), device_room),
                     WholeJob(report));
   }
-  if (demand_check.has_value() && kept_estimate.has_value()) {
+  if (demand_check.has_value() && demand.summary().has_roles) {
+    demand_check->terms = RoleTerms(demand.summary().peak.roles);
+    demand_check->terms_source = "the log's allocation roles";
+  } else if (demand_check.has_value() && kept_estimate.has_value()) {
     demand_check->terms = EstimatorTerms(*kept_estimate);
     demand_check->terms_source = "the estimator's terms at its own peak";
   }

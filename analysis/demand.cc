@@ -19,49 +19,89 @@ DemandCollector::DemandCollector(const TraceInfo& info) {
       const uint64_t bytes = block.requested_bytes > 0
                                  ? RoundSize(block.requested_bytes, AllocatorOptions())
                                  : block.size;
-      live_blocks_[block.address] = bytes;
+      live_blocks_[block.address] = {.bytes = bytes};
       live_ += bytes;
+      roles_[0] += bytes;
     }
   }
   summary_.peak.bytes = live_;
+  summary_.peak.roles = roles_;
   if (info.device_free_at_open_bytes.has_value() && info.capacity_bytes > 0) {
     const uint64_t held = *info.device_free_at_open_bytes + info.reserved_at_open_bytes;
     summary_.outside_bytes = info.capacity_bytes > held ? info.capacity_bytes - held : 0;
   }
 }
 
-void DemandCollector::Raise(uint64_t bytes, const TraceEvent& event, bool refused) {
+void DemandCollector::Raise(uint64_t bytes, const Moment& at, bool refused,
+                            uint64_t refused_bytes) {
   if (bytes <= summary_.peak.bytes) return;
   summary_.peak = {.bytes = bytes,
-                   .event_index = event.index,
-                   .time_ns = event.time_ns,
+                   .event_index = at.index,
+                   .time_ns = at.time_ns,
                    .phase = phase_,
-                   .refused_request = refused};
+                   .refused_request = refused,
+                   .roles = roles_};
+  summary_.peak.roles[0] += refused_bytes;
+}
+
+void DemandCollector::Drop(const LiveBlock& block) {
+  live_ -= block.bytes;
+  roles_[static_cast<size_t>(block.role)] -= block.bytes;
+}
+
+void DemandCollector::Retag(LiveBlock& block, AllocationRole role) {
+  roles_[static_cast<size_t>(block.role)] -= block.bytes;
+  block.role = role;
+  roles_[static_cast<size_t>(role)] += block.bytes;
 }
 
 void DemandCollector::OnTraceEvent(const TraceEvent& event) {
+  // The tag that follows an alloc at once (Note [Tag records]) belongs to the alloc's moment: a
+  // peak reached by the alloc is taken after it, with the block's role.
+  if (pending_.has_value()) {
+    const Moment at = *pending_;
+    pending_.reset();
+    if (event.kind == EventKind::kTag && event.ptr == at.ptr) {
+      summary_.has_roles = true;
+      if (auto it = live_blocks_.find(event.ptr); it != live_blocks_.end()) {
+        Retag(it->second, event.role);
+      }
+      Raise(live_, at, false);
+      return;
+    }
+    Raise(live_, at, false);
+  }
   switch (event.kind) {
     case EventKind::kAlloc: {
       const uint64_t bytes = DemandBytes(event);
-      auto [it, inserted] = live_blocks_.try_emplace(event.ptr, bytes);
+      auto [it, inserted] = live_blocks_.try_emplace(event.ptr, LiveBlock{.bytes = bytes});
       if (!inserted) {  // an address allocated twice: the trace lost its free; the later counts
-        live_ -= it->second;
-        it->second = bytes;
+        Drop(it->second);
+        it->second = {.bytes = bytes};
       }
       live_ += bytes;
-      Raise(live_, event, false);
+      roles_[0] += bytes;
+      pending_ = Moment{.index = event.index, .time_ns = event.time_ns, .ptr = event.ptr};
       break;
     }
     case EventKind::kFreeRequested: {
       auto it = live_blocks_.find(event.ptr);
       if (it == live_blocks_.end()) break;  // a free of what the trace never allocated
-      live_ -= it->second;
+      Drop(it->second);
       live_blocks_.erase(it);
+      break;
+    }
+    case EventKind::kTag: {
+      summary_.has_roles = true;
+      if (auto it = live_blocks_.find(event.ptr); it != live_blocks_.end()) {
+        Retag(it->second, event.role);
+      }
       break;
     }
     case EventKind::kOom: {
       ++summary_.refused_requests;
-      Raise(live_ + DemandBytes(event), event, true);
+      const uint64_t request = DemandBytes(event);
+      Raise(live_ + request, {.index = event.index, .time_ns = event.time_ns}, true, request);
       if (event.device_total_bytes > 0) {
         const uint64_t held = event.device_free_bytes + event.reserved_bytes;
         if (event.device_total_bytes > held) {
@@ -77,6 +117,11 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
     default:
       break;
   }
+}
+
+void DemandCollector::OnFinish() {
+  if (pending_.has_value()) Raise(live_, *pending_, false);
+  pending_.reset();
 }
 
 }  // namespace fragscope

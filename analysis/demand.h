@@ -13,6 +13,7 @@
 // there; a prediction (or a job that went on) shows the whole step.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,8 +22,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "analysis/replay.h"
 #include "analysis/trace_event.h"
+#include "fslog/allocation_role.h"
 
 namespace fragscope {
+
+// Live bytes by AllocationRole (index: the role's value).
+using RoleBytes = std::array<uint64_t, kAllocationRoleCount>;
 
 struct DemandPeak {
   uint64_t bytes = 0;
@@ -30,6 +35,9 @@ struct DemandPeak {
   uint64_t time_ns = 0;
   std::string phase;             // the marker in effect ("" before the first)
   bool refused_request = false;  // the peak includes a request the job was refused (its OOM)
+  // The live requests by role at the peak (a refused request counts as unknown); all unknown
+  // for a log without tag records.
+  RoleBytes roles{};
 };
 
 struct DemandSummary {
@@ -38,6 +46,7 @@ struct DemandSummary {
   // free - reserved, else the log header's at open); 0 when it shows none.
   uint64_t outside_bytes = 0;
   uint64_t refused_requests = 0;  // the trace's OOM records
+  bool has_roles = false;         // the trace tags its blocks (.fslog 2.5 tag records)
 };
 
 // A replay hook that follows the trace's requests (Note [Demand]). O(live blocks).
@@ -47,17 +56,33 @@ class DemandCollector final : public ReplayHooks {
   // live from the start).
   explicit DemandCollector(const TraceInfo& info);
 
-  uint32_t callbacks() const override { return kHookTraceEvent; }
+  uint32_t callbacks() const override { return kHookTraceEvent | kHookFinish; }
   void OnTraceEvent(const TraceEvent& event) override;
+  void OnFinish() override;
 
   const DemandSummary& summary() const { return summary_; }
   uint64_t live_bytes() const { return live_; }
+  // The live bytes by role now; they sum to live_bytes().
+  const RoleBytes& live_roles() const { return roles_; }
 
  private:
-  void Raise(uint64_t bytes, const TraceEvent& event, bool refused);
+  struct LiveBlock {
+    uint64_t bytes = 0;  // the rounded request
+    AllocationRole role = AllocationRole::kUnknown;
+  };
+  struct Moment {
+    uint64_t index = 0;
+    uint64_t time_ns = 0;
+    DevicePtr ptr = 0;  // the alloc's block
+  };
+  void Raise(uint64_t bytes, const Moment& at, bool refused, uint64_t refused_bytes = 0);
+  void Drop(const LiveBlock& block);
+  void Retag(LiveBlock& block, AllocationRole role);
 
-  absl::flat_hash_map<DevicePtr, uint64_t> live_blocks_;  // address -> rounded request
+  absl::flat_hash_map<DevicePtr, LiveBlock> live_blocks_;  // address -> its request and role
   uint64_t live_ = 0;
+  RoleBytes roles_{};
+  std::optional<Moment> pending_;  // an alloc whose peak waits for the tag that may follow it
   std::string phase_;
   DemandSummary summary_;
 };

@@ -46,6 +46,9 @@ std::string DescribeTraceEvent(const TraceEvent& e) {
       return absl::StrFormat("event %d: options change \"%s\"", e.index, e.text);
     case EventKind::kModel:
       return absl::StrFormat("event %d: model record (%d bytes of JSON)", e.index, e.text.size());
+    case EventKind::kTag:
+      return absl::StrFormat("event %d: tag 0x%x as %s", e.index, e.ptr,
+                             AllocationRoleName(e.role));
     case EventKind::kOom:
       return absl::StrFormat("event %d: oom for %s (device free %s)", e.index,
                              FormatSize(e.bytes > 0 ? e.bytes : e.requested_bytes),

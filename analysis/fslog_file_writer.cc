@@ -80,6 +80,11 @@ void FslogFileWriter::Mark(std::string_view text, uint64_t timestamp_ns) {
   EncodeMarker(text, 0, base_ns_ + timestamp_ns, Reserve(1));
 }
 
+void FslogFileWriter::Tag(DevicePtr ptr, AllocationRole role, uint64_t timestamp_ns) {
+  ++events_;
+  EncodeTag(ptr, static_cast<uint8_t>(role), base_ns_ + timestamp_ns, device_, Reserve(1));
+}
+
 void FslogFileWriter::OptionsChange(std::string_view options, uint64_t timestamp_ns) {
   LogRecord records[kMaxOptionsChangeRecords];
   AppendRecords(records, EncodeOptionsChange(options, base_ns_ + timestamp_ns, 0, records));

@@ -40,6 +40,8 @@ class FslogFileWriter final : public AllocatorObserver {
   // address order (what TraceInfo::initial_segments holds).
   void AppendState(std::span<const InitialSegment> segments);
   void Mark(std::string_view text, uint64_t timestamp_ns);
+  // A tag record (Note [Tag records]): the role of the live block at `ptr`.
+  void Tag(DevicePtr ptr, AllocationRole role, uint64_t timestamp_ns);
   void OptionsChange(std::string_view options, uint64_t timestamp_ns);
   // The model the job runs (Note [Model records] in fslog_format.h).
   void RecordModel(std::string_view json, uint64_t timestamp_ns);

@@ -49,6 +49,7 @@ void CopyEvent(const TraceEvent& from, TraceEvent* to) {
   to->device_total_bytes = from.device_total_bytes;
   to->reserved_bytes = from.reserved_bytes;
   to->allocated_bytes = from.allocated_bytes;
+  to->role = from.role;
   if (from.kind == EventKind::kMarker || from.kind == EventKind::kOptionsChange ||
       from.kind == EventKind::kModel) {
     to->text = from.text;
@@ -133,12 +134,16 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
       continue;  // folded into its first record below
     }
     if (r.kind < static_cast<uint8_t>(EventKind::kAlloc) ||
-        (r.kind > static_cast<uint8_t>(EventKind::kMarker) && kind != EventKind::kModel)) {
+        (r.kind > static_cast<uint8_t>(EventKind::kMarker) && kind != EventKind::kModel &&
+         kind != EventKind::kTag)) {
       // State records were read at Open (Note [State records]); a kind from a newer minor
       // version is passed over.
       if (IsStateRecord(r.kind) && past_state_) return FailLateState(r, i);
       past_state_ = past_state_ || !IsStateRecord(r.kind);
       continue;
+    }
+    if (kind == EventKind::kTag && !AllocationRoleOf(r.words[kWordTagRole]).has_value()) {
+      continue;  // a role this reader does not know (Note [Tag records])
     }
     past_state_ = true;
     if (!have_time_base_ || r.timestamp_ns < time_base_ns_) {
@@ -155,11 +160,17 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->device_free_bytes = event->device_total_bytes = 0;
     event->reserved_bytes = event->allocated_bytes = 0;
     event->pool_id = kDefaultPoolId;
+    event->role = AllocationRole::kUnknown;
     if (kind == EventKind::kMarker || UsesLongTextLayout(r.kind)) {
       return DecodeText(r, i, event);  // tail calls: the path of block events needs no frame
     }
     if (r.device != device_) return FailMixedDevices(r, *event);
     const uint64_t* w = r.words;
+    if (kind == EventKind::kTag) {
+      event->ptr = w[kWordPtr];
+      event->role = static_cast<AllocationRole>(w[kWordTagRole]);  // checked above
+      return true;
+    }
     event->bytes = w[kWordBytes];
     event->requested_bytes = w[kWordRequestedBytes];
     event->stream = w[kWordStream];

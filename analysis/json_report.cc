@@ -238,6 +238,23 @@ OrderedJson Rank(const RankReport& r, const JsonReportOptions& options) {
   j["verdict"] = JsonVerdict(r.verdict);
   j["sweep"] = Sweep(r, options);
   j["model_gap"] = ModelGapJson(r);
+  OrderedJson phases = OrderedJson::array();
+  for (const PhaseFigures& p : r.phases) {
+    OrderedJson roles = OrderedJson::object();
+    for (int role = 0; role < kAllocationRoleCount; ++role) {
+      const uint64_t bytes = p.roles_at_peak_demand[static_cast<size_t>(role)];
+      if (bytes > 0)
+        roles[std::string(AllocationRoleName(static_cast<AllocationRole>(role)))] = bytes;
+    }
+    phases.push_back({{"phase", p.phase},
+                      {"first_event", p.first_event},
+                      {"allocations", p.allocations},
+                      {"peak_allocated_bytes", p.peak_allocated_bytes},
+                      {"peak_reserved_bytes", p.peak_reserved_bytes},
+                      {"peak_demand_bytes", p.peak_demand_bytes},
+                      {"roles_at_peak_demand", std::move(roles)}});
+  }
+  j["phases"] = std::move(phases);
   j["prediction"] = r.prediction.has_value() ? ComparisonJson(*r.prediction) : OrderedJson(nullptr);
   return j;
 }

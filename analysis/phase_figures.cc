@@ -16,13 +16,22 @@ PhaseFigures& PhaseFiguresCollector::Current() {
 
 void PhaseFiguresCollector::OnTraceEvent(const TraceEvent& event) {
   if (event.kind == EventKind::kMarker) {
+    // A phase starts with what the one before it left live.
     if (rows_.size() < kMaxPhases) {
-      rows_.push_back({.phase = event.text, .first_event = event.index});
+      rows_.push_back({.phase = event.text,
+                       .first_event = event.index,
+                       .peak_demand_bytes = demand_.live_bytes(),
+                       .roles_at_peak_demand = demand_.live_roles()});
     } else if (rows_.back().phase != kLaterPhases) {
       rows_.push_back({.phase = kLaterPhases, .first_event = event.index});
     }
   } else if (event.kind == EventKind::kAlloc) {
     ++Current().allocations;
+  } else if (event.kind == EventKind::kTag && !rows_.empty() &&
+             demand_.live_bytes() == rows_.back().peak_demand_bytes) {
+    // The tag right after an alloc that set the phase's peak (Note [Tag records]): the peak's
+    // roles include the new block's.
+    rows_.back().roles_at_peak_demand = demand_.live_roles();
   }
 }
 
@@ -30,7 +39,10 @@ void PhaseFiguresCollector::OnOpDone(const TraceEvent&) {
   PhaseFigures& row = Current();
   row.peak_allocated_bytes = std::max(row.peak_allocated_bytes, metrics_.allocated_now());
   row.peak_reserved_bytes = std::max(row.peak_reserved_bytes, metrics_.reserved_now());
-  row.peak_demand_bytes = std::max(row.peak_demand_bytes, demand_.live_bytes());
+  if (demand_.live_bytes() > row.peak_demand_bytes) {
+    row.peak_demand_bytes = demand_.live_bytes();
+    row.roles_at_peak_demand = demand_.live_roles();
+  }
 }
 
 std::vector<PhaseFigures> PhaseFiguresCollector::Take() {

@@ -25,6 +25,8 @@ struct PhaseFigures {
   uint64_t peak_allocated_bytes = 0;
   uint64_t peak_reserved_bytes = 0;
   uint64_t peak_demand_bytes = 0;
+  // The live requests by role at the phase's demand peak (demand.h; all unknown without tags).
+  RoleBytes roles_at_peak_demand{};
 };
 
 class PhaseFiguresCollector final : public ReplayHooks {
@@ -32,7 +34,8 @@ class PhaseFiguresCollector final : public ReplayHooks {
   static constexpr size_t kMaxPhases = 4096;
   static constexpr char kLaterPhases[] = "(later phases)";
 
-  // REQUIRES: `metrics` and `demand` are hooks of the same replay, added before this one.
+  // REQUIRES: `metrics` and `demand` are hooks of the same replay, added before this one (the
+  // demand has seen each event when this one does).
   PhaseFiguresCollector(const MetricsCollector& metrics, const DemandCollector& demand);
 
   uint32_t callbacks() const override { return kHookTraceEvent | kHookOpDone; }

@@ -218,6 +218,8 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
     case EventKind::kModel:
       recorded_model_ = event.text;  // the last one counts (Note [Model records])
       return;
+    case EventKind::kTag:
+      return;  // a block's role: for the hooks that read it, no allocator operation
     default:
       return;
   }

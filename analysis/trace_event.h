@@ -38,6 +38,7 @@
 #include "allocator/allocator_options.h"
 #include "allocator/pool_id.h"
 #include "allocator/types.h"
+#include "fslog/allocation_role.h"
 
 namespace fragscope {
 
@@ -69,6 +70,8 @@ struct TraceEvent {
   PoolId pool_id;
   // kMarker, kOptionsChange, kModel (JSON: Note [Model records] in fslog/fslog_format.h).
   std::string text;
+  // kTag (.fslog 2.5, Note [Tag records]): the role of the live block at `ptr`.
+  AllocationRole role = AllocationRole::kUnknown;
 };
 
 // TraceEvent::flags bit, beside the allocator's EventFlag bits (which end at bit 6): a

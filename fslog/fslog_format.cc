@@ -69,6 +69,16 @@ void EncodeMarker(std::string_view text, uint64_t thread_id, uint64_t timestamp_
   std::memcpy(RecordBytes(record) + kFirstTextOffset, kept.data(), kept.size());
 }
 
+void EncodeTag(DevicePtr ptr, uint8_t role, uint64_t timestamp_ns, int32_t device,
+               LogRecord* record) {
+  std::memset(record, 0, sizeof(*record));
+  record->timestamp_ns = timestamp_ns;
+  record->kind = static_cast<uint8_t>(EventKind::kTag);
+  record->device = device;
+  record->words[kWordPtr] = ptr;
+  record->words[kWordTagRole] = role;
+}
+
 std::string_view MarkerText(const LogRecord& record) {
   return std::string_view(RecordBytes(record) + kFirstTextOffset,
                           std::min<size_t>(record.aux, kMaxMarkerTextBytes));

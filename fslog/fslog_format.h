@@ -49,7 +49,7 @@ inline constexpr char kFileMagic[8] = {'F', 'S', 'L', 'O', 'G', '\r', '\n', '\x1
 // The version the writer writes. Readers accept majors kOldestReadableVersionMajor through
 // kFormatVersionMajor (2.0 added combined free records: Note [Combined free records]).
 inline constexpr uint16_t kFormatVersionMajor = 2;
-inline constexpr uint16_t kFormatVersionMinor = 4;
+inline constexpr uint16_t kFormatVersionMinor = 5;
 inline constexpr uint16_t kOldestReadableVersionMajor = 1;
 // "FSCK" as the first four bytes of every chunk.
 inline constexpr uint32_t kChunkMagic = 0x4B435346;
@@ -443,6 +443,17 @@ std::string_view MarkerText(const LogRecord& record);
 // `out` has room for kMaxOptionsChangeRecords records.
 size_t EncodeOptionsChange(std::string_view options, uint64_t timestamp_ns, int32_t device,
                            LogRecord* out);
+
+// Note [Tag records] (format 2.5)
+// A `tag` record (EventKind::kTag, block layout) gives the role (fslog/allocation_role.h) of the
+// live block at word 0's address: word 1 holds the role's value, every other word is 0. It
+// follows the block's alloc record at once when the producer knows the role then (the
+// predictor), or comes later, when the role becomes known, and then replaces the block's earlier
+// role; a block's role is its last tag's. A tag of an address where no block lives is passed
+// over. Readers of 2.0-2.4 pass over the kind.
+inline constexpr int kWordTagRole = 1;
+void EncodeTag(DevicePtr ptr, uint8_t role, uint64_t timestamp_ns, int32_t device,
+               LogRecord* record);
 
 // Encodes a model record (Note [Model records]) like an options change. Text beyond
 // kMaxModelTextBytes is truncated and flagged.

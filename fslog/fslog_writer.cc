@@ -283,6 +283,12 @@ void FslogWriter::Mark(std::string_view text) {
   AppendWaiting(&record, 1, /*flush=*/false);
 }
 
+void FslogWriter::Tag(DevicePtr ptr, uint8_t role) {
+  LogRecord record;
+  EncodeTag(ptr, role, 0, header_.device_index, &record);
+  AppendWaiting(&record, 1, /*flush=*/false);
+}
+
 void FslogWriter::RecordOptionsChange(std::string_view options) {
   LogRecord records[kMaxOptionsChangeRecords];
   const size_t n = EncodeOptionsChange(options, 0, header_.device_index, records);

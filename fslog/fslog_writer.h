@@ -168,6 +168,8 @@ class FslogWriter : public AllocatorObserver {
   // A user annotation, e.g. "step 12 / forward"; longer than kMaxMarkerTextBytes is truncated
   // and flagged. Thread-safe; may briefly wait for a buffer.
   void Mark(std::string_view text);
+  // The role of the live block at `ptr` (Note [Tag records]): a tag record.
+  void Tag(DevicePtr ptr, uint8_t role);
 
   // Records that the allocator now runs with `options` (at most kMaxOptionsChangeTextBytes kept).
   // Thread-safe; may briefly wait for a buffer.

@@ -89,6 +89,12 @@ size_t fragscope_snapshot_json(int device, char* buf, size_t len);
 void fragscope_mark(const char* text);
 /* The job's model as JSON (fragscope.model/1: analysis/model_job.h) in every log. */
 void fragscope_record_model(const char* json);
+/* The role of the live block at `ptr` on `device` (fslog/allocation_role.h: 1 weights, 2
+ * gradients, 3 optimizer states, 4 optimizer-step temporaries, 5 activations saved for backward,
+ * 6 other temporaries, 7 workspaces, 8 communication buffers) as a tag record in that device's
+ * log (fslog/FORMAT.md, "Tag records"). Returns 0; -1 for a role outside 0..8 (nothing written);
+ * a no-op without a log. */
+int fragscope_tag_block(const void* ptr, int device, int role);
 /* Writes everything recorded so far to the log files. 0, or -1 on a write error. */
 int fragscope_flush(void);
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/device_stats.h"
 #include "allocator/memory_summary.h"
+#include "fslog/allocation_role.h"
 #include "hooks/fragscope_alloc.h"
 #include "hooks/pluggable_allocator.h"
 #include "hooks/pluggable_internal.h"
@@ -165,6 +166,25 @@ void fragscope_record_model(const char* json) {
   } catch (...) {
     ReportException("fragscope_record_model");
   }
+}
+
+int fragscope_tag_block(const void* ptr, int device, int role) {
+  try {
+    if (role < 0 || !fragscope::AllocationRoleOf(static_cast<uint64_t>(role)).has_value()) {
+      fragscope::hooks::ReportError(absl::StrFormat("fragscope_tag_block: role %d is not 0..%d",
+                                                    role, fragscope::kAllocationRoleCount - 1));
+      return -1;
+    }
+    if (auto* logs = fragscope::hooks::PluggableRegistry().logs()) {
+      if (fragscope::FslogWriter* writer = logs->Get(device)) {
+        writer->Tag(reinterpret_cast<fragscope::DevicePtr>(ptr), static_cast<uint8_t>(role));
+      }
+    }
+    return 0;
+  } catch (...) {
+    ReportException("fragscope_tag_block");
+  }
+  return -1;
 }
 
 int fragscope_flush(void) {

@@ -108,6 +108,7 @@ class ConvertHooks final : public ReplayHooks {
     if (e.kind == EventKind::kMarker) fslog_->Mark(e.text, e.time_ns);
     if (e.kind == EventKind::kOptionsChange) fslog_->OptionsChange(e.text, e.time_ns);
     if (e.kind == EventKind::kModel) fslog_->RecordModel(e.text, e.time_ns);
+    if (e.kind == EventKind::kTag) fslog_->Tag(e.ptr, e.role, e.time_ns);
   }
   void OnAllocatorEvent(const AllocatorEvent& e) override {
     if (in_trace_oom_) {

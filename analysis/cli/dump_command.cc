@@ -17,6 +17,7 @@
 #include "analysis/cli/flag_parser.h"
 #include "analysis/cli/usage_error.h"
 #include "analysis/excerpt.h"
+#include "fslog/allocation_role.h"
 #include "fslog/fslog_format.h"
 #include "fslog/fslog_reader.h"
 
@@ -189,6 +190,15 @@ class Printer {
       case EventKind::kMarker:
         absl::StrAppendFormat(&line, " '%s' thread=%d%s", Excerpt(entry.text), r.words[0],
                               (r.flags & kRecordFlagTruncated) ? " truncated" : "");
+        return line;
+      case EventKind::kTag:
+        if (std::optional<AllocationRole> role = AllocationRoleOf(r.words[kWordTagRole])) {
+          absl::StrAppendFormat(&line, " ptr=0x%x role=%s", r.words[kWordPtr],
+                                AllocationRoleName(*role));
+        } else {
+          absl::StrAppendFormat(&line, " ptr=0x%x role=%d (unknown value)", r.words[kWordPtr],
+                                r.words[kWordTagRole]);
+        }
         return line;
       case EventKind::kOptionsChange:
       case EventKind::kModel:

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/open_trace.h"
+#include "analysis/replay.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"
@@ -61,6 +63,51 @@ TEST(DemandTest, CountsRoundedRequestsFreesAndRefusedRequests) {
   EXPECT_EQ(d.summary().outside_bytes, 10 * kMiB);
   EXPECT_EQ(d.summary().refused_requests, 1u);
   EXPECT_EQ(d.live_bytes(), 1024u + 512u);
+}
+
+// Tag records (Note [Tag records]): a block's role is its last tag's, a tag right after its alloc
+// counts at the alloc's moment, and the roles always sum to the demand.
+TEST(DemandTest, RolesFollowTheTagsAndSumToTheDemand) {
+  TraceBuilder t(uint64_t{1} << 30, "", "roles.fslog");
+  t.Mark("init / weights");
+  const DevicePtr weight = t.Alloc(100 * kMiB);
+  t.Tag(weight, AllocationRole::kWeights);
+  t.Mark("step 0 / forward");
+  const DevicePtr saved = t.Alloc(50 * kMiB);
+  t.Tag(saved, AllocationRole::kTemporaries);
+  t.Tag(saved, AllocationRole::kSavedActivations);  // known later: the last tag counts
+  const DevicePtr peak = t.Alloc(30 * kMiB);        // the peak, tagged at once
+  t.Tag(peak, AllocationRole::kTemporaries);
+  t.Free(peak);
+  t.Free(saved);
+  t.Tag(saved, AllocationRole::kGradients);  // no block there any more: passed over
+  const std::string log = t.Finish();
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(log, {});
+  ASSERT_TRUE(opener.ok()) << opener.status();
+  absl::StatusOr<std::unique_ptr<TraceSource>> source = opener->Open();
+  ASSERT_TRUE(source.ok()) << source.status();
+  DemandCollector demand((*source)->info());
+  Replayer replayer(**source, {.capacity_bytes = uint64_t{1} << 30});
+  ASSERT_TRUE(replayer.Init().ok());
+  ASSERT_TRUE(replayer.Run(&demand).ok());
+  const DemandSummary& d = demand.summary();
+  EXPECT_TRUE(d.has_roles);
+  EXPECT_EQ(d.peak.bytes, 180 * kMiB);
+  EXPECT_EQ(d.peak.roles[static_cast<size_t>(AllocationRole::kWeights)], 100 * kMiB);
+  EXPECT_EQ(d.peak.roles[static_cast<size_t>(AllocationRole::kSavedActivations)], 50 * kMiB);
+  EXPECT_EQ(d.peak.roles[static_cast<size_t>(AllocationRole::kTemporaries)], 30 * kMiB);
+  EXPECT_EQ(d.peak.roles[static_cast<size_t>(AllocationRole::kUnknown)], 0u);
+  EXPECT_EQ(demand.live_roles()[static_cast<size_t>(AllocationRole::kWeights)], 100 * kMiB);
+  EXPECT_EQ(demand.live_roles()[static_cast<size_t>(AllocationRole::kGradients)], 0u);
+  // The verdict's demand line names the parts by role, largest first.
+  CommandRun r =
+      Fragscope({"analyze", log, "--capacity", "128MiB", "--no-summary", "--threads", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("largest parts (the log's allocation roles): weights 100.00 MiB,"));
+  EXPECT_THAT(r.out, HasSubstr("saved_activations 50.00 MiB,"));
+  // dump shows each tag.
+  CommandRun dump = Fragscope({"dump", log});
+  EXPECT_THAT(dump.out, HasSubstr("role=saved_activations"));
 }
 
 // A whole step recorded on a large device (as a prediction is), analyzed for a 128 MiB one: its

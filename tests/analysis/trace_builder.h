@@ -89,6 +89,8 @@ class TraceBuilder {
     EXPECT_TRUE(allocator_->SetMemoryFraction(options.per_process_memory_fraction).ok());
     writer_->OptionsChange(conf, now_ns_);
   }
+  // A block's role (Note [Tag records]), as the predictor tags it.
+  void Tag(DevicePtr p, AllocationRole role) { writer_->Tag(p, role, now_ns_); }
   // The job's model (Note [Model records]), as fragscope.record_model() writes it.
   void RecordModel(const std::string& json) {
     Tick();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "fslog/allocation_role.h"
 #include "fslog/crc32c.h"
 #include "gtest/gtest.h"
 #include "tests/fslog/fslog_test_util.h"
@@ -79,6 +80,26 @@ TEST(FslogFormatTest, MarkerKeepsShortTextAndFlagsTruncation) {
   EXPECT_EQ(record.flags, kRecordFlagTruncated);
   record.aux = 255;  // corrupt length: still bounded by the record
   EXPECT_EQ(MarkerText(record).size(), kMaxMarkerTextBytes);
+}
+
+// Note [Tag records]: the block's address in word 0, the role in word 1, nothing else.
+TEST(FslogFormatTest, TagRecordsCarryTheBlockAndItsRole) {
+  LogRecord record;
+  EncodeTag(0x7f0000200000, static_cast<uint8_t>(AllocationRole::kSavedActivations), 42, 3,
+            &record);
+  EXPECT_EQ(record.kind, static_cast<uint8_t>(EventKind::kTag));
+  EXPECT_EQ(record.timestamp_ns, 42u);
+  EXPECT_EQ(record.device, 3);
+  EXPECT_EQ(record.flags, 0);
+  EXPECT_EQ(record.words[kWordPtr], 0x7f0000200000u);
+  EXPECT_EQ(record.words[kWordTagRole], 5u);
+  for (int w = 2; w < 8; ++w) EXPECT_EQ(record.words[w], 0u) << "word " << w;
+  EXPECT_EQ(RecordKindName(record.kind), "tag");
+  EXPECT_EQ(AllocationRoleOf(5), AllocationRole::kSavedActivations);
+  EXPECT_EQ(AllocationRoleOf(kAllocationRoleCount), std::nullopt);
+  for (int r = 0; r < kAllocationRoleCount; ++r) {
+    EXPECT_NE(AllocationRoleName(static_cast<AllocationRole>(r)), "");
+  }
 }
 
 TEST(FslogFormatTest, OptionsChangeSpansContinuationRecords) {

@@ -37,9 +37,9 @@ class MixtralTest(unittest.TestCase):
         phase = [""]
         malloc, mark = predict_capture._Session.malloc, predict_capture._Session.mark
 
-        def record_malloc(session, size, stream=0):
+        def record_malloc(session, size, stream=0, role=None):
             sizes.append((phase[0], size))
-            return malloc(session, size, stream)
+            return malloc(session, size, stream, role)
 
         def record_mark(session, text):
             phase[0] = text

@@ -74,8 +74,8 @@ def record(run):
     malloc, free = predict_capture._Session.malloc, predict_capture._Session.free
     mark = predict_capture._Session.mark
 
-    def record_malloc(session, size, stream=0):
-        ptr = malloc(session, size, stream)
+    def record_malloc(session, size, stream=0, role=None):
+        ptr = malloc(session, size, stream, role)
         events.append(("alloc", phase[0], size, stream, ptr))
         return ptr
 

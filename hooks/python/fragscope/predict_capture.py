@@ -19,7 +19,7 @@ import ctypes
 import os
 import weakref
 
-from . import _ALLOC, _TORCH, _load, lib_dir
+from . import _ALLOC, _TORCH, _load, lib_dir, predict_roles
 from .predict_device import current_stream_handle, find_gpu, simulated_cuda
 
 __all__ = ["Prediction", "capture", "predict", "PredictionError"]
@@ -83,17 +83,22 @@ class _Session:
             raise PredictionError(self.lib.fragscope_last_error().decode())
         _Session.generation += 1
         self.generation = _Session.generation
+        self.lib.fragscope_tag_block.argtypes = [c.c_void_p, c.c_int, c.c_int]
+        self.lib.fragscope_tag_block.restype = c.c_int
+        self.role = predict_roles.TEMPORARIES  # the role of the allocations made now
         self.live = {}  # storage key -> device pointer, while it holds memory
         self.watched = set()  # keys of the CUDA storages seen, whose death frees their memory
         self.allocations = 0
         self.open = True
 
-    def malloc(self, size, stream=0):
+    def malloc(self, size, stream=0, role=None):
+        """A block of `size` bytes on `stream`, tagged `role` (default: the current role)."""
         ptr = self.lib.fragscope_malloc(size, 0, stream or None)
         if not ptr:
             raise PredictionError(
                 f"fragscope's allocator refused {size} bytes on the simulated device: "
                 + self.lib.fragscope_last_error().decode())
+        self.lib.fragscope_tag_block(ptr, 0, self.role if role is None else role)
         self.allocations += 1
         if self.journal is not None:
             self.journal.append(("alloc", ptr, size))
@@ -127,6 +132,12 @@ class _Session:
             self.live[key] = self.malloc(size, stream)
         if old is not None:
             self.free(old)
+
+    def tag_storage(self, storage, role):
+        """The live block of a tracked storage is `role` from now on."""
+        ptr = self.live.get(storage._cdata)
+        if ptr is not None and self.open and self.generation == _Session.generation:
+            self.lib.fragscope_tag_block(ptr, 0, role)
 
     def _storage_died(self, key):
         self.watched.discard(key)

@@ -101,7 +101,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     import torch
     from transformers import AutoModelForCausalLM
 
-    from . import predict_attention, predict_parallel
+    from . import predict_attention, predict_parallel, predict_roles
     from .predict_location import Location, failure
     from .predict_random_branches import mode as random_branches
 
@@ -173,31 +173,40 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                         gradient_checkpointing_kwargs={"use_reentrant": False})
                 return model
 
-            if rank_job is None:
-                model = make_model()
-                # The record's job has no data-parallel layout: a rank's shard is not described.
-                built["job"] = _record_job(job, model, built["attention"])
-                _write_model_record(cfg, built["job"])
-            else:
-                model = predict_parallel.build(make_model, rank_job, mesh,
-                                               param_dtype=param_dtype)
+            with predict_roles.current(predict_roles.WEIGHTS):
+                if rank_job is None:
+                    model = make_model()
+                    # The record's job has no data-parallel layout: a rank's shard is not
+                    # described.
+                    built["job"] = _record_job(job, model, built["attention"])
+                    _write_model_record(cfg, built["job"])
+                else:
+                    model = predict_parallel.build(make_model, rank_job, mesh,
+                                                   param_dtype=param_dtype)
             opt = _optimizer(model, optimizer, lr) if training else None
+            predict_roles.tag_states_when_made(opt)
+            if training:
+                predict_roles.tag_gradients_when_made(model.parameters())
             for step in range(steps):
                 ids = torch.randint(0, cfg.vocab_size, (micro_batch, seq), device="cuda")
                 marked(f"step {step} / forward")
                 with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
                                     enabled=autocast_dtype is not None):
                     if training:
-                        loss = model(input_ids=ids, labels=ids).loss
+                        with predict_roles.saving_activations(model.parameters()):
+                            loss = model(input_ids=ids, labels=ids).loss
                     else:
                         with torch.no_grad():
                             loss = model(input_ids=ids, use_cache=False).logits
                 if training:
                     marked(f"step {step} / backward")
                     loss.backward()
+                    predict_roles.tag_gradients(model.parameters())
                     if opt is not None:
                         marked(f"step {step} / optimizer")
-                        opt.step()
+                        with predict_roles.current(predict_roles.OPTIMIZER_TEMPORARIES):
+                            opt.step()
+                        predict_roles.tag_optimizer_states(opt)
                         opt.zero_grad(set_to_none=True)
                 del loss, ids
             marked("end")

@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_flatten
 
 from . import predict_copy_metadata, predict_reductions
 from .predict_device import current_stream_handle
+from .predict_roles import WORKSPACES
 
 aten = torch.ops.aten
 
@@ -360,24 +361,24 @@ class Recorder(TorchDispatchMode):
             handle = (threading.get_ident(), stream)
             if handle not in self.cublas_handles:
                 self.cublas_handles.add(handle)
-                self.session.malloc(cublas_workspace_bytes(self.gpu), stream)
+                self.session.malloc(cublas_workspace_bytes(self.gpu), stream, WORKSPACES)
             if _uses_cublaslt(func, args) and handle not in self.cublaslt_handles:
                 self.cublaslt_handles.add(handle)
-                self.session.malloc(cublaslt_workspace_bytes(), stream)
+                self.session.malloc(cublaslt_workspace_bytes(), stream, WORKSPACES)
         scratch = scratch or predict_copy_metadata.metadata_bytes(self.gpu, func, args, kwargs,
                                                                   out)
         if scratch:
-            self.session.free(self.session.malloc(scratch, stream))
+            self.session.free(self.session.malloc(scratch, stream, WORKSPACES))
         if func in predict_reductions.REDUCTIONS:
             staging = predict_reductions.scratch(
                 self.gpu, args, kwargs, acc_bytes=8 if args[0].dtype == torch.float64 else 4)
             if staging:
-                buffer = self.session.malloc(staging[0], stream)
-                self.session.free(self.session.malloc(staging[1], stream))
+                buffer = self.session.malloc(staging[0], stream, WORKSPACES)
+                self.session.free(self.session.malloc(staging[1], stream, WORKSPACES))
                 self.session.free(buffer)
         elif func is aten._scaled_dot_product_flash_attention_backward.default:
             workspace = flash_backward_scratch_bytes(args[1], args[2])
-            self.session.free(self.session.malloc(workspace, stream))
+            self.session.free(self.session.malloc(workspace, stream, WORKSPACES))
         return out
 
     def _accumulates_in_place(self, args, kwargs):
@@ -425,4 +426,4 @@ class Recorder(TorchDispatchMode):
             self.session.track(t.untyped_storage(), stream, size=8)
         self.session.track(attention.untyped_storage(), stream)
         self.session.track(logsumexp.untyped_storage(), stream)
-        self.session.free(self.session.malloc(_FLASH_SCRATCH_BYTES, stream))
+        self.session.free(self.session.malloc(_FLASH_SCRATCH_BYTES, stream, WORKSPACES))

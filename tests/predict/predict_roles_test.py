@@ -1,0 +1,99 @@
+"""Who holds the memory in a prediction: every allocation tagged with its role (.fslog 2.5 tag
+records; hooks/python/fragscope/predict_roles.py), read back by `fragscope analyze`.
+
+Run by ctest (tests/predict/CMakeLists.txt, predict.roles) with PYTHONPATH, FRAGSCOPE_LIB_DIR and
+FRAGSCOPE_BIN set. Prints "skipped: ..." and exits 0 without torch, transformers or the hooks.
+
+  - A two-step GPT-2 (2 layers) with foreach AdamW: at every phase's demand peak the roles sum to
+    the demand and nothing is unknown; at the step's peak (the optimizer step) the weights, the
+    gradients and the optimizer states are the parameters' bytes, once, once and twice (each
+    tensor rounded to 512 bytes, as the allocator rounds it), and the foreach step's temporaries
+    stand beside them.
+  - The forward's saved activations and the backward's gradients appear in their phases.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from prerequisites import missing as _missing
+
+# Wide and short, so that the optimizer step (states, gradients and its temporaries) is the peak.
+CONFIG = {"model_type": "gpt2", "n_layer": 2, "n_embd": 512, "n_head": 4, "vocab_size": 16384,
+          "n_positions": 512}
+
+
+def _rounded(nbytes):
+    return max(512, (nbytes + 511) // 512 * 512)
+
+
+class RolesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        from fragscope.predict_hf_loop import predict_hf
+
+        data = dict(CONFIG)
+        cfg = AutoConfig.for_model(data.pop("model_type"), **data)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(cfg)
+        cls.param_bytes = sum(_rounded(p.numel() * 4) for p in model.parameters())
+        cls.tmp = tempfile.TemporaryDirectory()
+        config = os.path.join(cls.tmp.name, "config.json")
+        with open(config, "w") as f:
+            json.dump(CONFIG, f)
+        cls.log = os.path.join(cls.tmp.name, "job.fslog")
+        predict_hf(config, cls.log, seq=64, micro_batch=1, steps=2, optimizer="adamw-foreach")
+        out = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", cls.log, "--no-sweep",
+                              "--threads", "1", "--json", "-"], check=True, capture_output=True,
+                             text=True).stdout
+        cls.rank = json.loads(out)["ranks"][0]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_roles_sum_to_the_demand_in_every_phase(self):
+        for p in self.rank["phases"]:
+            roles = p["roles_at_peak_demand"]
+            self.assertEqual(sum(roles.values()), p["peak_demand_bytes"], p["phase"])
+            self.assertNotIn("unknown", roles, p["phase"])
+
+    def test_the_step_peak_by_role(self):
+        demand = self.rank["verdict"]["demand"]
+        self.assertEqual(demand["terms_source"], "the log's allocation roles")
+        parts = {t["name"]: t["bytes"] for t in demand["terms"]}
+        self.assertIn("optimizer", demand["phase"])
+        self.assertEqual(parts["weights"], self.param_bytes)
+        self.assertEqual(parts["gradients"], self.param_bytes)
+        self.assertEqual(parts["optimizer_states"], 2 * self.param_bytes)
+        self.assertGreater(parts["optimizer_temporaries"], 0)
+        self.assertEqual(sum(parts.values()), demand["peak_bytes"])
+
+    def test_each_phase_holds_its_own_kind(self):
+        phases = {p["phase"]: p["roles_at_peak_demand"] for p in self.rank["phases"]}
+        self.assertEqual(set(phases["init / weights"]) - {"weights"}, set())
+        self.assertGreater(phases["step 0 / forward"].get("saved_activations", 0), 0)
+        self.assertNotIn("optimizer_states", phases["step 0 / forward"])  # made at the first step
+        self.assertGreater(phases["step 1 / forward"].get("optimizer_states", 0), 0)
+        self.assertGreater(phases["step 0 / backward"].get("gradients", 0), 0)
+
+    def test_dump_shows_the_tags(self):
+        out = subprocess.run([os.environ["FRAGSCOPE_BIN"], "dump", self.log], check=True,
+                             capture_output=True, text=True).stdout
+        for role in ("weights", "gradients", "optimizer_states", "saved_activations",
+                     "workspaces"):
+            self.assertIn(f"role={role}", out)
+
+
+if __name__ == "__main__":
+    reason = _missing()
+    if reason:
+        print(f"skipped: {reason}")
+        sys.exit(0)
+    unittest.main()
