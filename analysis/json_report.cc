@@ -94,7 +94,8 @@ OrderedJson Oom(const OomExplanation& x) {
                        {"before_trace", p.origin.before_trace},
                        {"alloc_event", p.origin.index},
                        {"alloc_time_ns", p.origin.time_ns},
-                       {"phase", p.phase}});
+                       {"phase", p.phase},
+                       {"role", AllocationRoleName(p.origin.role)}});
   }
   j["pinning"] = std::move(pinning);
   j["avoided_by"] = x.avoided_by;

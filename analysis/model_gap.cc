@@ -53,6 +53,26 @@ std::string CategoryOfPhase(const MapBlock& block) {
   return "";
 }
 
+// The term a live block belongs to, from its role (the log's tag records); "" for the roles no
+// term covers (library workspaces and communication buffers: the estimator's workspace term is
+// configured, not derived).
+std::string CategoryOfRole(AllocationRole role) {
+  switch (role) {
+    case AllocationRole::kWeights:
+      return "weights";
+    case AllocationRole::kGradients:
+      return "gradients";
+    case AllocationRole::kOptimizerStates:
+    case AllocationRole::kOptimizerTemporaries:
+      return "optimizer";
+    case AllocationRole::kSavedActivations:
+    case AllocationRole::kTemporaries:
+      return "activations";
+    default:
+      return "";
+  }
+}
+
 }  // namespace
 
 double AllocatorVisibleBytes(const est::MemoryEstimate& estimate) {
@@ -80,11 +100,18 @@ ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSumma
     terms[category].estimated_bytes += t.value;
     gap.theoretical_bytes += t.value;
   }
+  // Blocks with roles (a predicted log's) are attributed by role, else by their phase.
+  for (const SegmentMap& m : layout.maps) {
+    for (const MapBlock& b : m.blocks) {
+      gap.by_role |=
+          b.state == MapBlockState::kAllocated && b.origin.role != AllocationRole::kUnknown;
+    }
+  }
   for (const SegmentMap& m : layout.maps) {
     for (const MapBlock& b : m.blocks) {
       if (b.state != MapBlockState::kAllocated) continue;
       gap.allocated_bytes += static_cast<double>(b.size);
-      const std::string category = CategoryOfPhase(b);
+      const std::string category = gap.by_role ? CategoryOfRole(b.origin.role) : CategoryOfPhase(b);
       if (category.empty()) {
         gap.unattributed_bytes += static_cast<double>(b.size);
       } else {
@@ -114,8 +141,11 @@ ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSumma
   if (!gap.likely_term.empty()) {
     const TermGap& t = terms[gap.likely_term];
     gap.lines.push_back(absl::StrFormat(
-        "The gap most likely sits in %s: blocks allocated in its phases hold %s against %s "
-        "estimated (heuristic: blocks are attributed by the marker phase they were allocated in).",
+        gap.by_role ? "The gap most likely sits in %s: blocks of its roles hold %s against %s "
+                      "estimated (the blocks' roles, from the log's tag records)."
+                    : "The gap most likely sits in %s: blocks allocated in its phases hold %s "
+                      "against %s estimated (heuristic: blocks are attributed by the marker phase "
+                      "they were allocated in).",
         gap.likely_term, size(t.measured_bytes), size(t.estimated_bytes)));
   } else if (diff < 0 && gap.allocated_bytes > 0) {
     gap.lines.push_back(

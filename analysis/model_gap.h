@@ -42,8 +42,9 @@ struct ModelGap {
   double theoretical_bytes = 0;  // the allocator-visible device terms
   double allocated_bytes = 0;    // what the job held
   std::vector<TermGap> terms;
-  double unattributed_bytes = 0;   // live blocks whose phase maps to no term
-  std::string likely_term;         // "" when no term exceeds its estimate
+  double unattributed_bytes = 0;  // live blocks whose phase (or role) maps to no term
+  bool by_role = false;     // blocks attributed by their roles (tag records), not their phases
+  std::string likely_term;  // "" when no term exceeds its estimate
   std::vector<std::string> lines;  // the human explanation
 };
 

@@ -219,7 +219,9 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
       recorded_model_ = event.text;  // the last one counts (Note [Model records])
       return;
     case EventKind::kTag:
-      return;  // a block's role: for the hooks that read it, no allocator operation
+      // A block's role (no allocator operation): its origin says it from now on.
+      if (LiveBlock* live = live_.Find(event.ptr)) live->origin.role = event.role;
+      return;
     default:
       return;
   }

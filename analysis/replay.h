@@ -171,6 +171,8 @@ struct BlockOrigin {
   uint64_t time_ns = 0;  // trace time of its alloc
   uint32_t phase = 0;    // Replayer::PhaseText(phase)
   bool before_trace = false;
+  // Its role, from the trace's tag records (.fslog 2.5, Note [Tag records]); unknown without.
+  AllocationRole role = AllocationRole::kUnknown;
 };
 
 struct ReplayOom {

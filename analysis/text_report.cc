@@ -75,8 +75,13 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
           p.origin.before_trace ? "before the trace" : Where(p.origin.index, p.origin.time_ns);
       std::string phase = p.origin.before_trace ? "" : p.phase;
       if (phase.size() > 36) phase = phase.substr(0, 33) + "...";
-      out << absl::StrFormat("        %-11s %-11s %-26s %s%s\n", Size(p.size),
-                             Size(p.requested_bytes), when, phase,
+      // The block's role where the log tags its blocks (a prediction's).
+      const std::string role =
+          p.origin.role == AllocationRole::kUnknown
+              ? ""
+              : absl::StrCat(" [", std::string(AllocationRoleName(p.origin.role)), "]");
+      out << absl::StrFormat("        %-11s %-11s %-26s %s%s%s\n", Size(p.size),
+                             Size(p.requested_bytes), when, phase, role,
                              p.pending_free ? " [pending free]" : "");
     }
   }
