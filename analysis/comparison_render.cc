@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "allocator/format_size.h"
 #include "analysis/excerpt.h"
 #include "analysis/html_report.h"
@@ -45,6 +46,11 @@ OrderedJson FiguresJson(const ComparedFigures& f) {
   j["peak_demand_bytes"] = f.peak_demand_bytes;
   j["allocations"] = f.allocations;
   j["ooms"] = f.ooms;
+  OrderedJson terms = OrderedJson::array();
+  for (const DemandTerm& t : f.demand_terms)
+    terms.push_back({{"name", t.name}, {"bytes", t.bytes}});
+  j["demand_terms"] = std::move(terms);
+  j["terms_source"] = f.terms_source;
   return j;
 }
 
@@ -76,6 +82,17 @@ void RenderComparisonText(const ReportComparison& c, std::ostream& out) {
   Row(out, "peak demand", c.a.peak_demand_bytes, c.b.peak_demand_bytes, true);
   Row(out, "allocations", c.a.allocations, c.b.allocations, false);
   Row(out, "OOMs", c.a.ooms, c.b.ooms, false);
+  for (const auto& [name, f] : {std::pair{&c.a_name, &c.a}, std::pair{&c.b_name, &c.b}}) {
+    if (f->demand_terms.empty()) continue;
+    std::vector<std::string> parts;
+    for (const DemandTerm& t : f->demand_terms) {
+      parts.push_back(absl::StrCat(t.name, " ", FormatSize(t.bytes)));
+    }
+    WriteWrapped(out,
+                 absl::StrCat("at ", *name, "'s demand peak (", f->terms_source,
+                              "): ", absl::StrJoin(parts, ", ")),
+                 "  ");
+  }
   if (c.phases.empty()) return;
   out << absl::StrFormat("  %-28s %15s %23s %23s\n", "phase (a / b)", "allocations",
                          "peak allocated", "peak reserved");

@@ -15,6 +15,10 @@ ComparedFigures Figures(const RankReport& r) {
   f.peak_demand_bytes = r.verdict.demand.has_value() ? r.verdict.demand->peak.bytes : 0;
   f.allocations = r.metrics.allocations;
   f.ooms = r.oom_count;
+  if (r.verdict.demand.has_value()) {
+    f.demand_terms = r.verdict.demand->terms;
+    f.terms_source = r.verdict.demand->terms_source;
+  }
   return f;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/job_verdict.h"
 #include "analysis/phase_figures.h"
 
 namespace fragscope {
@@ -20,6 +21,10 @@ struct ComparedFigures {
   uint64_t peak_demand_bytes = 0;
   uint64_t allocations = 0;
   uint64_t ooms = 0;
+  // The parts of the demand's peak (JobVerdict's DemandCheck: the log's roles, else the
+  // estimator's terms) and where they come from; empty when neither is known.
+  std::vector<DemandTerm> demand_terms;
+  std::string terms_source;
 };
 
 // One phase present in either trace; a phase only one has is nullopt on the other side.
