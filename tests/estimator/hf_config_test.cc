@@ -1,9 +1,11 @@
 // The Hugging Face config reader: unknown model types read as Llama-style decoders with the
 // assumption stated, missing and malformed keys named with the model type, structures the spec
 // cannot describe refused by name. Exact counts of known types: hf_parameter_counts_test.cc.
+#include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/estimator/estimate_run.h"
 
 #include "estimator/model_presets.h"
 #include "estimator/model_spec_json.h"
@@ -47,6 +49,20 @@ TEST(HfConfigTest, UnknownTypeReadsItsBiasExpertAndMlaKeys) {
   EXPECT_FALSE(spec->mlp_bias);
   EXPECT_EQ(spec->num_experts, 8);
   EXPECT_EQ(spec->moe_layers(), 32);
+}
+
+TEST(HfConfigTest, TheEstimateCarriesTheAssumption) {
+  const std::string path = ::testing::TempDir() + "/fragscope_unknown_type.json";
+  std::ofstream(path) << R"({"model_type": "foo", )" << kLlama3Keys << "}";
+  for (const char* mode : {"--train", "--context"}) {
+    std::vector<std::string> args = {"--model-json", path, mode};
+    if (std::string(mode) == "--context") args.push_back("2048");
+    const ::fragscope::testing::EstimateResult r = ::fragscope::testing::RunEstimate(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(::fragscope::testing::Contains(
+        r.out, "model_type \"foo\" is not known: read as a Llama-style decoder"))
+        << r.out;
+  }
 }
 
 TEST(HfConfigTest, AMissingKeyNamesItsAliasesAndTheModelType) {
