@@ -9,6 +9,7 @@
 
 #include "estimator/model_presets.h"
 #include "estimator/model_spec_json.h"
+#include "estimator/parallel_layout.h"
 #include "estimator/parameter_count.h"
 
 namespace fragscope::estimator {
@@ -180,6 +181,17 @@ TEST(HfConfigTest, PipelineStageZeroTakesTheDenseLayersFirst) {
   const LayerMix first_two = FirstLayers(*count, 2);
   EXPECT_EQ(first_two.dense, 2);
   EXPECT_EQ(first_two.moe, 0);
+  // pp 4: stage 0 holds layers 0-7, the 3 dense ones and 5 with experts (ep 2 halves those).
+  ParallelLayout layout;
+  layout.pp = 4;
+  layout.dp = 2;
+  layout.ep = 2;
+  ASSERT_TRUE(ValidateParallelLayout(layout, *spec, LayoutUse::kTraining).ok());
+  const ParameterShard shard = ShardParameters(*spec, *count, layout);
+  EXPECT_EQ(shard.expert, 5.0 * static_cast<double>(count->expert_parameters) / 2.0);
+  EXPECT_EQ(shard.tensor_parallel, static_cast<double>(8 * count->attention_weights +
+                                                       3 * count->mlp_weights + count->embedding));
+  EXPECT_EQ(shard.replicated, static_cast<double>(8 * count->layer_norms + 5 * count->router));
 }
 
 }  // namespace
