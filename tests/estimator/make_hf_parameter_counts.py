@@ -48,6 +48,12 @@ VARIANTS = [
     ("gpt_neox+sequential", "gpt_neox", {"use_parallel_residual": False,
                                          "attention_bias": False}),
     ("starcoder2+no_bias", "starcoder2", {"use_bias": False}),
+    # Published sizes: Falcon-40B (new decoder architecture, 8 KV heads) and DeepSeek-V3 (61
+    # layers, the first 3 dense).
+    ("falcon-40b", "falcon",
+     {"num_hidden_layers": 60, "hidden_size": 8192, "num_attention_heads": 128,
+      "num_kv_heads": 8, "new_decoder_architecture": True, "ffn_hidden_size": None}),
+    ("deepseek-v3-671b", "deepseek_v3", {"num_hidden_layers": 61, "first_k_dense_replace": 3}),
 ]
 
 
