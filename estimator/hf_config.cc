@@ -200,9 +200,9 @@ absl::Status ReadExperts(const Reader& r, const Architecture& a) {
   if (shared_experts > 0) {
     if (static_cast<double>(shared_experts) * static_cast<double>(spec.expert_ffn()) >
         kMaxParameters) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("n_shared_experts = ", shared_experts, " x moe_intermediate_size = ",
-                       spec.expert_ffn(), " is beyond the limit of 9e15"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "n_shared_experts = ", shared_experts, " x moe_intermediate_size = ", spec.expert_ffn(),
+          " is beyond the limit of 9e15"));
     }
     // DeepSeek's shared experts are one MLP of n_shared_experts x moe_intermediate_size.
     spec.shared_expert_ffn_size = shared_experts * spec.expert_ffn();
