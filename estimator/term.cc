@@ -7,6 +7,14 @@
 
 namespace fragscope::estimator {
 
+absl::string_view StepMomentName(StepMoment moment) {
+  return moment == StepMoment::kOptimizerStep ? "optimizer step" : "backward start";
+}
+
+absl::string_view StepMomentKey(StepMoment moment) {
+  return moment == StepMoment::kOptimizerStep ? "optimizer_step" : "backward_start";
+}
+
 double MemoryEstimate::DeviceBytes() const {
   double sum = 0;
   for (const Term& term : terms) {

@@ -35,7 +35,26 @@ struct Term {
   // False for a device term that is not alive at the peak the total describes (the gradients of
   // a torch-autocast job, freed before the forward): reported, but not summed.
   bool at_peak = true;
+  // Training: whether the term is alive at each of the step's two candidate peaks (StepPeaks);
+  // EstimateTraining sets at_peak from the one that is larger.
+  bool at_backward_start = true;
+  bool at_optimizer_step = true;
 };
+
+// The moments of a training step whose live memory can be its peak: the start of the backward
+// (activations, the loss's gradients) and the optimizer step (gradients, states, the update's
+// temporaries), both in the steady state (optimizer states alive from the first step on).
+enum class StepMoment : uint8_t { kBackwardStart, kOptimizerStep };
+
+struct StepPeaks {
+  double backward_start = 0;                     // device bytes alive at the start of the backward
+  double optimizer_step = 0;                     // device bytes alive during the optimizer step
+  StepMoment peak = StepMoment::kBackwardStart;  // the larger (backward start on a tie)
+};
+
+// "backward start" / "optimizer step"; the JSON spells them "backward_start" / "optimizer_step".
+absl::string_view StepMomentName(StepMoment moment);
+absl::string_view StepMomentKey(StepMoment moment);
 
 // What a training estimate's activation terms assume, stated in the report's header line and
 // JSON: flash attention drops the s^2 attention tensors and dropout adds masks, so the same flags
@@ -60,6 +79,8 @@ struct MemoryEstimate {
   std::vector<std::string> notes;  // caveats that apply to this configuration
   // Training only (inference stores no activations).
   std::optional<ActivationAssumptions> activations;
+  // Training with activations counted: the two moments and which one is the peak.
+  std::optional<StepPeaks> step_peaks;
 
   // Sum of the device terms alive at the peak, in bytes.
   double DeviceBytes() const;

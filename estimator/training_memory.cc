@@ -12,10 +12,12 @@
 #include "estimator/autocast_activations.h"
 #include "estimator/lora.h"
 #include "estimator/optimizer_states.h"
+#include "estimator/optimizer_step.h"
 #include "estimator/overheads.h"
 #include "estimator/parallel_layout.h"
 #include "estimator/parameter_count.h"
 #include "estimator/status_macros.h"
+#include "estimator/units.h"
 
 namespace fragscope::estimator {
 namespace {
@@ -81,6 +83,14 @@ std::string AssumptionsText(const ActivationAssumptions& a) {
                       a.dropout ? "on" : "off");
 }
 
+// "adamw foreach"; the implementation is named for torch.optim's optimizers only.
+std::string OptimizerLabel(const TrainingConfig& c) {
+  if (c.optimizer == Optimizer::kAdam8Bit || c.optimizer == Optimizer::kAdafactor) {
+    return std::string(OptimizerName(c.optimizer));
+  }
+  return absl::StrCat(OptimizerName(c.optimizer), " ", OptimizerImplName(c.optimizer_impl));
+}
+
 std::string Workload(const TrainingConfig& c, int zero_stage) {
   const ParallelLayout& l = c.layout;
   std::string precision = c.precision == Precision::kFp32
@@ -98,11 +108,47 @@ std::string Workload(const TrainingConfig& c, int zero_stage) {
   }
   return absl::StrFormat(
       "training: %s, %s, %s%s; tp %d x pp %d x dp %d = %d GPU%s%s%s%s; seq %d, micro-batch %d; %s",
-      precision, OptimizerName(c.optimizer), sharding, lora, l.tp, l.pp, l.dp, l.gpus(),
+      precision, OptimizerLabel(c), sharding, lora, l.tp, l.pp, l.dp, l.gpus(),
       l.gpus() == 1 ? "" : "s", l.ep > 1 ? absl::StrCat(", ep ", l.ep) : "",
       l.vpp > 1 ? absl::StrCat(", vpp ", l.vpp) : "",
       l.sequence_parallel ? ", sequence parallel" : "", c.seq_len, c.micro_batch,
       AssumptionsText(Assumptions(c)));
+}
+
+// Sums the device terms alive at each moment of a torch-autocast step, takes the larger as the
+// peak the total describes, and marks the terms not alive then.
+void ChoosePeak(const TrainingConfig& config, MemoryEstimate& estimate) {
+  StepPeaks peaks;
+  for (const Term& term : estimate.terms) {
+    if (term.placement != Placement::kDevice) continue;
+    if (term.at_backward_start) peaks.backward_start += term.value;
+    if (term.at_optimizer_step) peaks.optimizer_step += term.value;
+  }
+  peaks.peak = peaks.optimizer_step > peaks.backward_start ? StepMoment::kOptimizerStep
+                                                           : StepMoment::kBackwardStart;
+  const bool at_step = peaks.peak == StepMoment::kOptimizerStep;
+  for (Term& term : estimate.terms) {
+    if (term.placement != Placement::kDevice) continue;
+    term.at_peak = at_step ? term.at_optimizer_step : term.at_backward_start;
+    if (!term.at_peak) absl::StrAppend(&term.label, " [not at the peak]");
+  }
+  estimate.step_peaks = peaks;
+  if (at_step) {
+    estimate.notes.push_back(absl::StrFormat(
+        "the peak is in the optimizer step (%.2f GiB: weights, gradients, states and the "
+        "update's temporaries), above the start of the backward (%.2f GiB: activations and the "
+        "loss's gradients)",
+        peaks.optimizer_step / kGiB, peaks.backward_start / kGiB));
+  } else {
+    estimate.notes.push_back(absl::StrFormat(
+        "the peak is at the start of the backward (%.2f GiB), above the optimizer step "
+        "(%.2f GiB)%s",
+        peaks.backward_start / kGiB, peaks.optimizer_step / kGiB,
+        config.persistent_gradients
+            ? ""
+            : "; the gradients are not alive then: zero_grad(set_to_none=True) frees them before "
+              "the forward (--persistent-grads when they are kept across micro-batches)"));
+  }
 }
 
 }  // namespace
@@ -182,14 +228,33 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                              FormatNumber(layers), layout.tp),
              "Hu et al. arXiv:2106.09685: r (d_in + d_out) per matrix"});
   } else {
-    estimate.terms.push_back(Place(
+    Term weights =
         StateTerm("weights", absl::StrCat("weights (", PrecisionName(config.precision), ")"), base,
                   weight_bytes, zero == 3,
                   absl::StrCat(mixed ? "mixed precision: 16-bit working weights (Micikevicius et "
                                        "al. arXiv:1710.03740)"
                                      : "fp32 weights",
-                               zero == 3 ? absl::StrCat("; ", zero_source) : "")),
-        config.offload_params));
+                               zero == 3 ? absl::StrCat("; ", zero_source) : ""));
+    if (mixed && config.activation_model == ActivationModel::kTorchAutocast &&
+        count.architectural) {
+      // Under autocast the parameters are fp32 and the 16-bit weights are the casts the linear
+      // layers save for the backward: their matrices only (not the embedding lookup, positions,
+      // norms or biases; not transformers 5's experts, whose grouped matmul runs in fp32; the
+      // output layer's, also when it is tied), freed by the backward: not alive in the
+      // optimizer step. Measured with scripts/estimator/saved_tensors_probe.py.
+      const double experts = static_cast<double>(count.moe_layers) *
+                             static_cast<double>(count.active_expert_parameters);
+      const double cast = static_cast<double>(count.matmul_weights_active) - experts;
+      weights =
+          StateTerm("weights",
+                    absl::StrCat("weights (", PrecisionName(config.precision),
+                                 " copies saved by the linear layers)"),
+                    {{"P_matmul", cast * count.given_count_scale(), d}}, weight_bytes, zero == 3,
+                    "torch.autocast casts each linear layer's fp32 weight and the layer "
+                    "saves the copy (estimator/training_memory.cc)");
+      weights.at_optimizer_step = false;
+    }
+    estimate.terms.push_back(Place(std::move(weights), config.offload_params));
   }
 
   // Gradients.
@@ -218,15 +283,13 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                              zero >= 2 ? absl::StrCat("; ", zero_source) : "")),
       offload);
   const bool autocast = config.activation_model == ActivationModel::kTorchAutocast;
-  if (autocast && config.include_activations && !config.persistent_gradients) {
+  // A torch-autocast step has two candidate peaks (StepPeaks): the start of the backward and the
+  // optimizer step; each term says at which it is alive.
+  const bool two_moments = autocast && config.include_activations;
+  if (two_moments && !config.persistent_gradients) {
     // zero_grad(set_to_none=True) frees them before the forward; the backward allocates them
-    // while it frees more activations than that, so the peak (its start) holds none.
-    gradients.at_peak = false;
-    absl::StrAppend(&gradients.label, " [not at the peak]");
-    estimate.notes.push_back(
-        "gradients are not counted in the total: a torch-autocast step's peak is at the start of "
-        "the backward, before they are allocated (--persistent-grads when they are kept across "
-        "micro-batches)");
+    // while it frees more activations than that, so its start holds none.
+    gradients.at_backward_start = false;
   }
   estimate.terms.push_back(gradients);
   if (mixed && !config.lora.enabled() && config.gradients == GradientRegime::k16BitPlusFp32Copy) {
@@ -277,6 +340,21 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                                    zero >= 1 ? absl::StrCat("; ", zero_source) : "")),
             offload));
 
+  if (two_moments && !offload) {
+    double updated = 0;  // parameters this rank's optimizer updates
+    for (const Group& group : trainable) {
+      updated += group.params / (zero >= 1 ? group.shard_degree : 1.0);
+    }
+    if (std::optional<Term> step = OptimizerStepTerm(spec, config, updated)) {
+      step->at_backward_start = false;
+      estimate.terms.push_back(*std::move(step));
+    } else {
+      estimate.notes.push_back(absl::StrCat(
+          "the optimizer step's temporaries of ", OptimizerName(config.optimizer),
+          " (not torch.optim's) are not modelled: the optimizer-step peak holds its states only"));
+    }
+  }
+
   if (zero == 3 && count.architectural) {
     const double largest = static_cast<double>(count.largest_module) * count.given_count_scale() /
                            static_cast<double>(layout.tp);
@@ -291,6 +369,7 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
         absl::StrFormat("%s * %s", FormatNumber(gathered_bytes), FormatCount(largest));
     gathered.source =
         "DeepSpeed stage3.py estimate_zero3_model_states_mem_needs (4 x largest layer)";
+    gathered.at_optimizer_step = false;  // released after the layer's backward
     estimate.terms.push_back(gathered);
   }
 
@@ -315,7 +394,10 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                             : "",
           "); the activation terms are the full fine-tuning's"));
     }
-    for (Term& term : activations) estimate.terms.push_back(std::move(term));
+    for (Term& term : activations) {
+      term.at_optimizer_step = false;  // freed by the backward
+      estimate.terms.push_back(std::move(term));
+    }
   } else {
     estimate.notes.push_back("activations not included (model states only)");
   }
@@ -324,6 +406,8 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   }
   for (Term& term : DeviceOverheadTerms(config.overheads))
     estimate.terms.push_back(std::move(term));
+
+  if (two_moments) ChoosePeak(config, estimate);
 
   for (Term& term : ParameterQuantities(spec, count, shard)) {
     estimate.quantities.push_back(std::move(term));
