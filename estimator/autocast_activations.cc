@@ -55,6 +55,14 @@ double InputCasts(const ModelSpec& spec, bool moe_layer) {
   return casts;
 }
 
+// Whether SDPA runs PyTorch's math kernel: Falcon passes its one (or few) key/value heads to
+// scaled_dot_product_attention without enable_gqa, and with fewer key heads than query heads
+// neither flash nor the memory-efficient kernel accepts the inputs (sdp_utils' head-count
+// check; fragscope's predictor makes the same choice, hooks/python/fragscope/predict_kernels.py).
+bool SdpaRunsMath(const ModelSpec& spec) {
+  return spec.model_type == "falcon" && spec.kv_heads() < spec.num_heads;
+}
+
 AutocastLayer Layer(const ModelSpec& spec, const TrainingConfig& config, bool moe_layer) {
   const double s = static_cast<double>(config.seq_len);
   const double b = static_cast<double>(config.micro_batch);
@@ -79,10 +87,19 @@ AutocastLayer Layer(const ModelSpec& spec, const TrainingConfig& config, bool mo
     const double d_v = static_cast<double>(spec.value_head_dim());
     const double r = static_cast<double>(spec.q_lora_rank + spec.kv_lora_rank);
     layer.attention = e * s * b * a * (2.0 * d_h + (d_h - d_r + d_v) + d_v) + 8.0 * s * b * r;
+  } else if (SdpaRunsMath(spec)) {
+    // The math kernel upcasts to fp32 and saves the scaled queries, the keys and values as
+    // broadcast (one head's storage each) and the softmax (below); the output's 16-bit cast is
+    // the output projection's input.
+    layer.attention = e * s * b * q + 4.0 * s * b * (q + 2.0 * k);
   } else {
     layer.attention = e * s * b * (spec.fused_qkv ? 2.0 * q + 4.0 * k : 2.0 * q + 2.0 * k);
   }
-  if (!config.flash_attention) layer.scores = a * s * s * b * (4.0 + e + m);
+  if (SdpaRunsMath(spec)) {
+    layer.scores = 4.0 * a * s * s * b;  // the fp32 softmax (Falcon's attention dropout is 0)
+  } else if (!config.flash_attention) {
+    layer.scores = a * s * s * b * (4.0 + e + m);
+  }
   if (moe_layer) {
     const double experts = static_cast<double>(spec.num_experts);
     const double top_k = static_cast<double>(spec.experts_top_k);
@@ -167,6 +184,49 @@ absl::Status CheckSupported(const ModelSpec& spec, const TrainingConfig& config)
 }
 
 }  // namespace
+
+std::optional<Term> AttentionBackwardTerm(const ModelSpec& spec, const TrainingConfig& config) {
+  if (!spec.has_architecture() || spec.moe_layers() == spec.num_layers) {
+    return std::nullopt;
+  }
+  const AutocastLayer layer = Layer(spec, config, false);
+  if (layer.scores == 0 || spec.is_mla()) return std::nullopt;
+  const double s = static_cast<double>(config.seq_len);
+  const double b = static_cast<double>(config.micro_batch);
+  const double h = static_cast<double>(spec.hidden_size);
+  const double v = static_cast<double>(spec.vocab_size);
+  const double a = static_cast<double>(spec.num_heads);
+  const double q = static_cast<double>(spec.query_width());
+  const double f = static_cast<double>(spec.ffn());
+  const double e = WeightBytes(config.precision);
+  const double w_mlp = (spec.gated_mlp ? 3.0 : 2.0) * h * f;
+  const double w_o = q * h;
+  const double c_mlp = spec.gated_mlp && !spec.fused_gate_up ? 2.0 : 1.0;
+  const double scores = 4.0 * a * s * s * b;
+  const double allocated = 4.0 * v * h + 4.0 * (w_mlp + w_o) + 8.0 * s * b * h + 2.0 * scores;
+  const double freed =
+      2.0 * v * h + 2.0 * (w_mlp + w_o) + layer.mlp + e * s * b * h * c_mlp + e * s * b * q;
+  Term term;
+  term.key = "attention_backward";
+  term.label = "last layer's attention backward (fp32 score gradients, less what is freed)";
+  term.value = allocated - freed;
+  term.formula =
+      "4 V h + 4 (W_mlp + W_o) + 8 s b h + 2 (4 a s^2 b) - [2 V h + 2 (W_mlp + W_o) + mlp + "
+      "E s b h c_mlp + E s b q]";
+  term.values = absl::StrFormat(
+      "%s + 4 * (%s + %s) + %s + 2 * %s - [%s + 2 * (%s + %s) + %s + %s + %s]",
+      FormatCount(4.0 * v * h), FormatCount(w_mlp), FormatCount(w_o), FormatCount(8.0 * s * b * h),
+      FormatCount(scores), FormatCount(2.0 * v * h), FormatCount(w_mlp), FormatCount(w_o),
+      FormatCount(layer.mlp), FormatCount(e * s * b * h * c_mlp), FormatCount(e * s * b * q));
+  term.source =
+      "fragscope: the predictor's allocations of a Falcon step (SDPA's math kernel), at its "
+      "backward peak";
+  term.at_backward_start = false;
+  term.at_backward_end = false;
+  term.at_optimizer_step = false;
+  term.at_attention_backward = true;
+  return term;
+}
 
 double AutocastBytesPerLayer(const ModelSpec& spec, const TrainingConfig& config) {
   return Layer(spec, config, spec.is_moe() && spec.dense_layers == 0).total();

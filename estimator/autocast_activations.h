@@ -32,6 +32,7 @@
 // The 16-bit weight copies saved for the backward are the estimator's "weights" term.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,5 +52,17 @@ double AutocastBytesPerLayer(const ModelSpec& spec, const TrainingConfig& config
 // pipeline or sequence parallelism; no recompute; no MoE; the spec must have an architecture.
 absl::StatusOr<std::vector<Term>> AutocastActivationTerms(const ModelSpec& spec,
                                                           const TrainingConfig& config);
+
+// The term "attention_backward", alive only at the step moment of that name, when the layers
+// store s^2 scores (eager attention or SDPA's math kernel; empty otherwise): the softmax backward
+// of the last layer allocates two fp32 score-sized tensors (the gradient of the probabilities and
+// of the scores) after the output layer's fp32 gradient, the last layer's MLP and output
+// projection gradients and the residual stream's fp32 gradient exist, and after their 16-bit
+// weight copies, the MLP's activations and the loss's tensors were freed:
+//   4 V h + 4 (W_mlp + W_o) + 8 s b h + 2 (4 a s^2 b)
+//     - [2 V h + 2 (W_mlp + W_o) + mlp + E s b h c_mlp + E s b q]
+// with W_mlp, W_o one layer's MLP and output-projection weights. Read from the predictor's
+// allocations of Falcon (estimator/README.md).
+std::optional<Term> AttentionBackwardTerm(const ModelSpec& spec, const TrainingConfig& config);
 
 }  // namespace fragscope::estimator

@@ -8,11 +8,31 @@
 namespace fragscope::estimator {
 
 absl::string_view StepMomentName(StepMoment moment) {
-  return moment == StepMoment::kOptimizerStep ? "optimizer step" : "backward start";
+  switch (moment) {
+    case StepMoment::kBackwardStart:
+      return "backward start";
+    case StepMoment::kBackwardEnd:
+      return "backward end";
+    case StepMoment::kOptimizerStep:
+      return "optimizer step";
+    case StepMoment::kAttentionBackward:
+      return "last layer's attention backward";
+  }
+  return "?";
 }
 
 absl::string_view StepMomentKey(StepMoment moment) {
-  return moment == StepMoment::kOptimizerStep ? "optimizer_step" : "backward_start";
+  switch (moment) {
+    case StepMoment::kBackwardStart:
+      return "backward_start";
+    case StepMoment::kBackwardEnd:
+      return "backward_end";
+    case StepMoment::kOptimizerStep:
+      return "optimizer_step";
+    case StepMoment::kAttentionBackward:
+      return "attention_backward";
+  }
+  return "?";
 }
 
 double MemoryEstimate::DeviceBytes() const {

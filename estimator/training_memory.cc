@@ -115,39 +115,61 @@ std::string Workload(const TrainingConfig& c, int zero_stage) {
       AssumptionsText(Assumptions(c)));
 }
 
-// Sums the device terms alive at each moment of a torch-autocast step, takes the larger as the
+// Sums the device terms alive at each moment of a torch-autocast step, takes the largest as the
 // peak the total describes, and marks the terms not alive then.
 void ChoosePeak(const TrainingConfig& config, MemoryEstimate& estimate) {
   StepPeaks peaks;
   for (const Term& term : estimate.terms) {
     if (term.placement != Placement::kDevice) continue;
     if (term.at_backward_start) peaks.backward_start += term.value;
+    if (term.at_backward_end) peaks.backward_end += term.value;
     if (term.at_optimizer_step) peaks.optimizer_step += term.value;
+    if (term.at_attention_backward) peaks.attention_backward += term.value;
   }
-  peaks.peak = peaks.optimizer_step > peaks.backward_start ? StepMoment::kOptimizerStep
-                                                           : StepMoment::kBackwardStart;
-  const bool at_step = peaks.peak == StepMoment::kOptimizerStep;
+  double largest = peaks.backward_start;
+  if (peaks.backward_end > largest) {
+    largest = peaks.backward_end;
+    peaks.peak = StepMoment::kBackwardEnd;
+  }
+  if (peaks.optimizer_step > largest) {
+    largest = peaks.optimizer_step;
+    peaks.peak = StepMoment::kOptimizerStep;
+  }
+  if (peaks.attention_backward > largest) peaks.peak = StepMoment::kAttentionBackward;
   for (Term& term : estimate.terms) {
     if (term.placement != Placement::kDevice) continue;
-    term.at_peak = at_step ? term.at_optimizer_step : term.at_backward_start;
+    switch (peaks.peak) {
+      case StepMoment::kBackwardStart:
+        term.at_peak = term.at_backward_start;
+        break;
+      case StepMoment::kBackwardEnd:
+        term.at_peak = term.at_backward_end;
+        break;
+      case StepMoment::kOptimizerStep:
+        term.at_peak = term.at_optimizer_step;
+        break;
+      case StepMoment::kAttentionBackward:
+        term.at_peak = term.at_attention_backward;
+        break;
+    }
     if (!term.at_peak) absl::StrAppend(&term.label, " [not at the peak]");
   }
   estimate.step_peaks = peaks;
-  if (at_step) {
-    estimate.notes.push_back(absl::StrFormat(
-        "the peak is in the optimizer step (%.2f GiB: weights, gradients, states and the "
-        "update's temporaries), above the start of the backward (%.2f GiB: activations and the "
-        "loss's gradients)",
-        peaks.optimizer_step / kGiB, peaks.backward_start / kGiB));
-  } else {
-    estimate.notes.push_back(absl::StrFormat(
-        "the peak is at the start of the backward (%.2f GiB), above the optimizer step "
-        "(%.2f GiB)%s",
-        peaks.backward_start / kGiB, peaks.optimizer_step / kGiB,
-        config.persistent_gradients
-            ? ""
-            : "; the gradients are not alive then: zero_grad(set_to_none=True) frees them before "
-              "the forward (--persistent-grads when they are kept across micro-batches)"));
+  estimate.notes.push_back(absl::StrFormat(
+      "the peak is at the %s: backward start %.2f GiB (activations, the loss's gradients), "
+      "backward end %.2f GiB (all gradients), optimizer step %.2f GiB (gradients, states, the "
+      "update's temporaries)%s",
+      StepMomentName(peaks.peak), peaks.backward_start / kGiB, peaks.backward_end / kGiB,
+      peaks.optimizer_step / kGiB,
+      peaks.attention_backward > 0
+          ? absl::StrFormat(", last layer's attention backward %.2f GiB (stored s^2 scores)",
+                            peaks.attention_backward / kGiB)
+          : ""));
+  if (peaks.peak == StepMoment::kBackwardStart && !config.persistent_gradients) {
+    estimate.notes.push_back(
+        "the gradients are not alive at the start of the backward: zero_grad(set_to_none=True) "
+        "frees them before the forward (--persistent-grads when they are kept across "
+        "micro-batches)");
   }
 }
 
@@ -253,6 +275,7 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                     "torch.autocast casts each linear layer's fp32 weight and the layer "
                     "saves the copy (estimator/training_memory.cc)");
       weights.at_optimizer_step = false;
+      weights.at_backward_end = false;
     }
     estimate.terms.push_back(Place(std::move(weights), config.offload_params));
   }
@@ -283,10 +306,10 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                              zero >= 2 ? absl::StrCat("; ", zero_source) : "")),
       offload);
   const bool autocast = config.activation_model == ActivationModel::kTorchAutocast;
-  // A torch-autocast step has two candidate peaks (StepPeaks): the start of the backward and the
-  // optimizer step; each term says at which it is alive.
-  const bool two_moments = autocast && config.include_activations;
-  if (two_moments && !config.persistent_gradients) {
+  // A torch-autocast step has three candidate peaks (StepPeaks): the start and the end of the
+  // backward and the optimizer step; each term says at which it is alive.
+  const bool step_moments = autocast && config.include_activations;
+  if (step_moments && !config.persistent_gradients) {
     // zero_grad(set_to_none=True) frees them before the forward; the backward allocates them
     // while it frees more activations than that, so its start holds none.
     gradients.at_backward_start = false;
@@ -340,19 +363,39 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                                    zero >= 1 ? absl::StrCat("; ", zero_source) : "")),
             offload));
 
-  if (two_moments && !offload) {
+  if (step_moments && !offload) {
     double updated = 0;  // parameters this rank's optimizer updates
     for (const Group& group : trainable) {
       updated += group.params / (zero >= 1 ? group.shard_degree : 1.0);
     }
     if (std::optional<Term> step = OptimizerStepTerm(spec, config, updated)) {
       step->at_backward_start = false;
+      step->at_backward_end = false;
       estimate.terms.push_back(*std::move(step));
     } else {
       estimate.notes.push_back(absl::StrCat(
           "the optimizer step's temporaries of ", OptimizerName(config.optimizer),
           " (not torch.optim's) are not modelled: the optimizer-step peak holds its states only"));
     }
+  }
+
+  if (step_moments && spec.tied_embeddings && count.architectural && !config.lora.enabled() &&
+      layout.tp == 1) {
+    // The output layer's gradient reaches the shared weight first; the embedding lookup's dense
+    // gradient (embedding_dense_backward, fp32 V x h) is then alive beside it until it is added
+    // in place: measured as the last and highest allocation of the backward of tied models.
+    Term tied;
+    tied.key = "embedding_gradient";
+    tied.label = "embedding lookup's gradient (tied weights, end of backward)";
+    tied.value = 4.0 * static_cast<double>(count.embedding);
+    tied.formula = "4 V h";
+    tied.values = absl::StrFormat("4 * %s", FormatCount(static_cast<double>(count.embedding)));
+    tied.source =
+        "fragscope: PyTorch's embedding backward and AccumulateGrad, seen in the predictor's "
+        "allocations (estimator/README.md)";
+    tied.at_backward_start = false;
+    tied.at_optimizer_step = false;
+    estimate.terms.push_back(tied);
   }
 
   if (zero == 3 && count.architectural) {
@@ -370,6 +413,7 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
     gathered.source =
         "DeepSpeed stage3.py estimate_zero3_model_states_mem_needs (4 x largest layer)";
     gathered.at_optimizer_step = false;  // released after the layer's backward
+    gathered.at_backward_end = false;
     estimate.terms.push_back(gathered);
   }
 
@@ -396,6 +440,7 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
     }
     for (Term& term : activations) {
       term.at_optimizer_step = false;  // freed by the backward
+      term.at_backward_end = false;
       estimate.terms.push_back(std::move(term));
     }
   } else {
@@ -407,7 +452,18 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   for (Term& term : DeviceOverheadTerms(config.overheads))
     estimate.terms.push_back(std::move(term));
 
-  if (two_moments) ChoosePeak(config, estimate);
+  if (step_moments && !config.lora.enabled()) {
+    if (std::optional<Term> attention = AttentionBackwardTerm(spec, config)) {
+      // The moment holds what the backward start holds but the output layer's and the loss's
+      // tensors, plus this term.
+      for (Term& term : estimate.terms) {
+        term.at_attention_backward = term.at_backward_start && term.key != "activations_output" &&
+                                     term.key != "loss_backward";
+      }
+      estimate.terms.push_back(*std::move(attention));
+    }
+  }
+  if (step_moments) ChoosePeak(config, estimate);
 
   for (Term& term : ParameterQuantities(spec, count, shard)) {
     estimate.quantities.push_back(std::move(term));

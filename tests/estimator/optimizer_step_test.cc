@@ -148,7 +148,7 @@ TEST(OptimizerStepTest, ReportsSayWhereThePeakIs) {
   Report report;
   report.estimate = e;
   const std::string text = RenderText(report);
-  EXPECT_NE(text.find("peak in the optimizer step (backward start"), std::string::npos) << text;
+  EXPECT_NE(text.find("peak at the optimizer step (backward start"), std::string::npos) << text;
   EXPECT_NE(text.find("adamw foreach"), std::string::npos) << text;
   const std::string json = RenderJson(report);
   EXPECT_NE(json.find("\"peak\": \"optimizer_step\""), std::string::npos) << json;
