@@ -35,8 +35,13 @@ struct AutocastLayer {
   }
 };
 
-// N: bytes per element of s b h that one norm saves.
-double NormBytes(const ModelSpec& spec) { return spec.norm == NormKind::kLayerNorm ? 4.0 : 8.0; }
+// N: bytes per element of s b h that one norm saves: LayerNorm's kernel its fp32 input (4), the
+// Python RMSNorm its fp32 input and normalized tensor (8), Cohere's Python LayerNorm three fp32
+// tensors of s b h (12, as scripts/estimator/saved_tensors_probe.py lists them).
+double NormBytes(const ModelSpec& spec) {
+  if (spec.model_type == "cohere") return 12.0;
+  return spec.norm == NormKind::kLayerNorm ? 4.0 : 8.0;
+}
 
 // Bytes per element of s b f that a dense MLP of width f saves (E = 2).
 double MlpBytes(const ModelSpec& spec, double e) {
