@@ -55,8 +55,10 @@ def main():
                 weight_copy = (t.dtype != torch.float32
                                and (tuple(t.shape) in shapes or tuple(t.shape)[::-1] in shapes)
                                and t.dim() >= 2 and t.shape[0] != args.micro_batch)
+                # The storage is kept (it is saved anyway): a freed temporary's StorageImpl
+                # address, the key, could otherwise come back for a new storage and hide it.
                 saved[key] = (where["block"], st.nbytes(), tuple(t.shape), str(t.dtype),
-                              weight_copy)
+                              weight_copy, st)
             return t
 
         ids = torch.randint(0, cfg.vocab_size, (args.micro_batch, args.seq), device="cuda")
@@ -74,7 +76,7 @@ def main():
             copies = sum(v[1] for v in rows if v[4])
             print(f"== {'layer ' + str(block) if block != 'outside' else 'outside the layers'}: "
                   f"{act:,} B = {act / sbh:.4f} s b h (weight copies {copies:,} B)")
-            for _, nbytes, shape, dtype, copy in rows:
+            for _, nbytes, shape, dtype, copy, _ in rows:
                 print(f"  {nbytes:>14,}  {nbytes / sbh:8.4f} sbh  {str(list(shape)):28} {dtype}"
                       f"{'  (weight copy)' if copy else ''}")
         print(f"allocated after the forward - before: {m1 - m0:,} B")

@@ -103,6 +103,10 @@ TEST(AutocastActivationsTest, OtherArchitecturesMatchTheSavedTensorsListed) {
     EXPECT_NEAR(formula / l.bytes, 1.0, 0.002) << formula;
     EXPECT_LE(formula, l.bytes);
   }
+  // DeepSeek-V3's MLA and MoE layer (its first layer is dense): the activations_moe term.
+  ASSERT_OK_AND_ASSIGN(MemoryEstimate deepseek,
+                       EstimateTraining(TwoLayerSpec("deepseek_v3"), Autocast(1000, 1, false)));
+  EXPECT_NEAR(deepseek.Find("activations_moe")->value / 1138409328.0, 1.0, 0.002);
 }
 
 // The predictor's peaks (tests/data/estimator/causal_lm_predictions.json, fused AdamW, seq 2048,
