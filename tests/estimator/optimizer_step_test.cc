@@ -4,6 +4,8 @@
 //   PYTHONPATH=hooks/python python3 -m fragscope predict --config llama7b.json --seq 2048
 //     --micro-batch 1 --optimizer adamw-foreach|adamw-fused --steps 2 --out X.fslog --json
 // with llama7b.json = AutoConfig.for_model("llama") (32 layers), mistral7b.json likewise.
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -113,7 +115,29 @@ TEST(OptimizerStepTest, ForLoopAndSgdTemporaries) {
   ASSERT_FALSE(bnb.notes.empty());
 }
 
-TEST(OptimizerStepTest, OnlyTheTorchAutocastModelHasTwoMoments) {
+TEST(OptimizerStepTest, ForLoopAdamWAndSgdAsPredicted) {
+  // The two-layer Llama of the accuracy test, two steps predicted by
+  // scripts/estimator/predict_optimizers.py (the predict command offers foreach and fused only).
+  const std::string path =
+      std::string(FRAGSCOPE_ESTIMATOR_TEST_DIR) + "/../data/estimator/configs/llama.json";
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  ASSERT_OK_AND_ASSIGN(const ModelSpec spec, ModelSpecFromJson(text.str()));
+  TrainingConfig config = Predicted(OptimizerImpl::kForLoop);
+  ASSERT_OK_AND_ASSIGN(MemoryEstimate loop, EstimateTraining(spec, config));
+  EXPECT_EQ(loop.step_peaks->peak, StepMoment::kOptimizerStep);
+  EXPECT_NEAR(loop.DeviceBytes() / 11786356224.0, 1.0, 0.001);
+  config.optimizer = Optimizer::kSgdMomentum;
+  config.optimizer_impl = OptimizerImpl::kForeach;
+  ASSERT_OK_AND_ASSIGN(MemoryEstimate momentum, EstimateTraining(spec, config));
+  EXPECT_NEAR(momentum.DeviceBytes() / 8323314176.0, 1.0, 0.01);
+  config.optimizer = Optimizer::kSgd;
+  ASSERT_OK_AND_ASSIGN(MemoryEstimate sgd, EstimateTraining(spec, config));
+  EXPECT_NEAR(sgd.DeviceBytes() / 5655654912.0, 1.0, 0.01);
+}
+
+TEST(OptimizerStepTest, OnlyTheTorchAutocastModelHasStepMoments) {
   // The Korthikanti model describes Megatron's step (its fused optimizer, gradients always
   // counted): one peak, no optimizer-step term.
   TrainingConfig config = Predicted(OptimizerImpl::kForeach);
