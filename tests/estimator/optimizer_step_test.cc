@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -15,6 +16,7 @@
 #include "estimator/report.h"
 #include "estimator/training_memory.h"
 #include "estimator/units.h"
+#include "tests/estimator/estimate_run.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope::estimator {
@@ -177,6 +179,46 @@ TEST(OptimizerStepTest, ReportsSayWhereThePeakIs) {
   const std::string json = RenderJson(report);
   EXPECT_NE(json.find("\"peak\": \"optimizer_step\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"optimizer_step_bytes\""), std::string::npos) << json;
+}
+
+TEST(OptimizerStepTest, TheCommandTakesTheImplementationInTheNameOrAFlag) {
+  using testing::Contains;
+  using testing::RunEstimate;
+  const std::vector<std::string> job = {"--preset",
+                                        "llama-2-7b",
+                                        "--train",
+                                        "--seq",
+                                        "2048",
+                                        "--flash-attention",
+                                        "--no-dropout",
+                                        "--activation-model",
+                                        "torch-autocast",
+                                        "--cuda-context-mib",
+                                        "0",
+                                        "--workspace-mib",
+                                        "64"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = job;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunEstimate(args);
+  };
+  const testing::EstimateResult named = with({"--optimizer", "adamw-fused", "--json", "-"});
+  ASSERT_EQ(named.code, 0) << named.err;
+  EXPECT_TRUE(Contains(named.out, "\"optimizer_step_bytes\"")) << named.out;
+  EXPECT_TRUE(Contains(named.out, "adamw fused")) << named.out;
+  const testing::EstimateResult flag = with({"--optimizer-impl", "fused", "--json", "-"});
+  ASSERT_EQ(flag.code, 0) << flag.err;
+  EXPECT_EQ(flag.out, named.out);
+  const testing::EstimateResult foreach = with({});
+  EXPECT_TRUE(Contains(foreach.out, "adamw foreach")) << foreach.out;
+  EXPECT_TRUE(Contains(foreach.out, "peak at the optimizer step")) << foreach.out;
+  const testing::EstimateResult both =
+      with({"--optimizer", "adamw-fused", "--optimizer-impl", "foreach"});
+  EXPECT_EQ(both.code, 2);
+  EXPECT_TRUE(Contains(both.err, "--optimizer-impl")) << both.err;
+  const testing::EstimateResult unknown = with({"--optimizer-impl", "multi-tensor"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_TRUE(Contains(unknown.err, "'multi-tensor'")) << unknown.err;
 }
 
 }  // namespace
