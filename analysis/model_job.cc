@@ -120,9 +120,11 @@ absl::Status ApplyKey(absl::string_view key, absl::string_view value, absl::stri
     return p.status();
   }
   if (key == "optimizer") {
-    absl::StatusOr<est::Optimizer> o = est::ParseOptimizer(value, field);
-    if (o.ok()) t.optimizer = *o;
-    return o.status();
+    absl::StatusOr<est::OptimizerChoice> o = est::ParseOptimizerChoice(value, field);
+    if (!o.ok()) return o.status();
+    t.optimizer = o->optimizer;
+    if (o->impl.has_value()) t.optimizer_impl = *o->impl;
+    return absl::OkStatus();
   }
   if (key == "recompute") {
     absl::StatusOr<est::Recompute> r = est::ParseRecompute(value, field);
@@ -222,7 +224,9 @@ void ListAssumptions(const std::set<std::string>& given, AssumptionBasis basis, 
     add("micro_batch", "micro_batch", absl::StrCat(t.micro_batch), AssumptionBasis::kDefault);
     add("precision", "precision", std::string(est::PrecisionName(t.precision)),
         AssumptionBasis::kDefault);
-    add("optimizer", "optimizer", std::string(est::OptimizerName(t.optimizer)),
+    add("optimizer", "optimizer",
+        absl::StrCat(est::OptimizerName(t.optimizer), " ",
+                     est::OptimizerImplName(t.optimizer_impl)),
         AssumptionBasis::kDefault);
     add("activations", "activations", std::string(est::ActivationModelName(t.activation_model)),
         hf);
@@ -328,8 +332,6 @@ absl::Status ApplyRecordedJob(const Json& recorded, absl::string_view prefix, Mo
       text = std::string(*text == "eager" ? "0" : "1");
     } else if (name == "dtype" && job->training) {
       key = "precision";
-    } else if (name == "optimizer" && absl::EndsWith(*text, "-fused")) {
-      text->resize(text->size() - 6);  // the fused kernel keeps the same states
     }
     const KeyInfo* k = FindKey(key);
     if (k == nullptr) continue;  // keys of a later format version are passed over

@@ -22,7 +22,7 @@ ModelSpec GptLike(std::string name, int64_t layers, int64_t hidden, int64_t head
   spec.vocab_size = vocab;
   spec.tied_embeddings = true;
   spec.norm = NormKind::kLayerNorm;
-  spec.linear_biases = true;
+  spec.SetLinearBiases(true);
   spec.position_embedding = PositionKind::kLearned;
   spec.max_positions = positions;
   return spec;
@@ -42,7 +42,7 @@ ModelSpec LlamaLike(std::string name, int64_t layers, int64_t hidden, int64_t he
   spec.vocab_size = vocab;
   spec.tied_embeddings = false;
   spec.norm = NormKind::kRmsNorm;
-  spec.linear_biases = false;
+  spec.SetLinearBiases(false);
   spec.position_embedding = PositionKind::kRotary;
   return spec;
 }

@@ -38,29 +38,91 @@ namespace {
 // fields (each of its integer products is a summand of this sum or of a part of it).
 double ParameterUpperBound(const ModelSpec& s) {
   const double h = static_cast<double>(s.hidden_size);
-  const double d =
-      s.head_dim > 0 ? static_cast<double>(s.head_dim) : h / static_cast<double>(s.num_heads);
-  const double q = static_cast<double>(s.num_heads) * d;
-  const double kv = static_cast<double>(s.kv_heads()) * d;
+  const double a = static_cast<double>(s.num_heads);
+  const double d = s.head_dim > 0 ? static_cast<double>(s.head_dim) : h / a;
+  const double d_v = s.v_head_dim > 0 ? static_cast<double>(s.v_head_dim) : d;
+  const double q = a * d;
+  const double kv = static_cast<double>(s.kv_heads()) * (d + d_v);
+  const double r = static_cast<double>(s.q_lora_rank) + static_cast<double>(s.kv_lora_rank) +
+                   static_cast<double>(s.qk_rope_head_dim);
+  const double attention =
+      h * (2 * q + kv + a * d_v) + r * (h + q + a * (d + d_v)) + 3 * (q + kv + r + h);
   const double f = s.ffn_size > 0 ? static_cast<double>(s.ffn_size) : 4 * h;
   const double experts = static_cast<double>(s.num_experts);
   const double f_expert = s.moe_ffn_size > 0 ? static_cast<double>(s.moe_ffn_size) : f;
-  const double per_layer = h * (2 * q + 2 * kv) + 3 * h * (f + experts * f_expert) +
-                           3 * (q + kv + f + experts * f_expert) + h * (experts + 8);
+  const double f_all = f + experts * f_expert + static_cast<double>(s.shared_expert_ffn_size);
+  const double per_layer = attention + 3 * h * f_all + 3 * f_all +
+                           h * (experts + 4 + 2 * static_cast<double>(s.norms_per_layer));
   return static_cast<double>(s.num_layers) * per_layer +
-         (2 * static_cast<double>(s.vocab_size) + static_cast<double>(s.max_positions) + 8) * h;
+         (3 * static_cast<double>(s.vocab_size) + static_cast<double>(s.max_positions) + 8) * h;
+}
+
+// The structure fields that only make sense together (MLA, MoE layers, norms).
+absl::Status ValidateStructure(const ModelSpec& spec) {
+  if (spec.norms_per_layer > 8) {
+    return FieldError("norms_per_layer", spec.norms_per_layer, "must be at most 8");
+  }
+  if (spec.is_mla()) {
+    if (spec.head_dim <= 0) {
+      return absl::InvalidArgumentError(
+          "head_dim: multi-head latent attention (kv_lora_rank > 0) needs the query/key head "
+          "width given (qk_nope_head_dim + qk_rope_head_dim)");
+    }
+    if (spec.qk_rope_head_dim > spec.head_dim) {
+      return FieldError("qk_rope_head_dim", spec.qk_rope_head_dim,
+                        absl::StrCat("must be at most head_dim = ", spec.head_dim));
+    }
+    if (spec.qk_norm != QkNorm::kNone) {
+      return absl::InvalidArgumentError(
+          "qk_norm: q/k norms on multi-head latent attention are not modelled");
+    }
+  } else if (spec.q_lora_rank > 0 || spec.qk_rope_head_dim > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.q_lora_rank > 0 ? "q_lora_rank" : "qk_rope_head_dim",
+                     " needs multi-head latent attention (kv_lora_rank > 0)"));
+  }
+  if (!spec.is_moe()) {
+    const std::pair<absl::string_view, int64_t> moe_only[] = {
+        {"dense_layers", spec.dense_layers},
+        {"shared_expert_ffn_size", spec.shared_expert_ffn_size}};
+    for (const auto& [field, value] : moe_only) {
+      if (value != 0) return FieldError(field, value, "needs num_experts > 0");
+    }
+  }
+  if (spec.dense_layers > spec.num_layers) {
+    return FieldError("dense_layers", spec.dense_layers,
+                      absl::StrCat("exceeds num_layers = ", spec.num_layers));
+  }
+  if (spec.shared_expert_gate && spec.shared_expert_ffn_size <= 0) {
+    return absl::InvalidArgumentError(
+        "shared_expert_gate: needs a shared expert (shared_expert_ffn_size > 0)");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::Status ValidateModelSpec(const ModelSpec& spec) {
   const std::pair<absl::string_view, int64_t> non_negative[] = {
-      {"num_layers", spec.num_layers},     {"hidden_size", spec.hidden_size},
-      {"num_heads", spec.num_heads},       {"num_kv_heads", spec.num_kv_heads},
-      {"head_dim", spec.head_dim},         {"ffn_size", spec.ffn_size},
-      {"vocab_size", spec.vocab_size},     {"max_positions", spec.max_positions},
-      {"num_experts", spec.num_experts},   {"experts_top_k", spec.experts_top_k},
-      {"moe_ffn_size", spec.moe_ffn_size}, {"parameter_count", spec.parameter_count}};
+      {"num_layers", spec.num_layers},
+      {"hidden_size", spec.hidden_size},
+      {"num_heads", spec.num_heads},
+      {"num_kv_heads", spec.num_kv_heads},
+      {"head_dim", spec.head_dim},
+      {"ffn_size", spec.ffn_size},
+      {"vocab_size", spec.vocab_size},
+      {"max_positions", spec.max_positions},
+      {"num_experts", spec.num_experts},
+      {"experts_top_k", spec.experts_top_k},
+      {"moe_ffn_size", spec.moe_ffn_size},
+      {"parameter_count", spec.parameter_count},
+      {"v_head_dim", spec.v_head_dim},
+      {"q_lora_rank", spec.q_lora_rank},
+      {"kv_lora_rank", spec.kv_lora_rank},
+      {"qk_rope_head_dim", spec.qk_rope_head_dim},
+      {"dense_layers", spec.dense_layers},
+      {"shared_expert_ffn_size", spec.shared_expert_ffn_size},
+      {"norms_per_layer", spec.norms_per_layer}};
   for (const auto& [field, value] : non_negative) {
     if (absl::Status status = RequireNonNegative(field, value); !status.ok()) return status;
   }
@@ -90,6 +152,7 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
                                                    " must divide num_heads = ", spec.num_heads,
                                                    " (each query group has the same size)"));
   }
+  if (absl::Status status = ValidateStructure(spec); !status.ok()) return status;
   // Integer counts (CountParameters) must not overflow: a spec this large is a typo, not a model.
   if (const double bound = ParameterUpperBound(spec); bound > kMaxParameters) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -143,6 +206,27 @@ absl::string_view PositionKindName(PositionKind kind) {
       return "alibi";
   }
   return "?";
+}
+
+absl::string_view QkNormName(QkNorm kind) {
+  switch (kind) {
+    case QkNorm::kNone:
+      return "none";
+    case QkNorm::kPerHead:
+      return "per_head";
+    case QkNorm::kFullWidth:
+      return "full_width";
+  }
+  return "?";
+}
+
+absl::StatusOr<QkNorm> ParseQkNorm(absl::string_view text, absl::string_view field) {
+  const std::string name = absl::AsciiStrToLower(text);
+  if (name == "none") return QkNorm::kNone;
+  if (name == "per_head") return QkNorm::kPerHead;
+  if (name == "full_width") return QkNorm::kFullWidth;
+  return absl::InvalidArgumentError(absl::StrCat(field, ": unknown q/k norm '", text,
+                                                 "' (expected none, per_head or full_width)"));
 }
 
 absl::StatusOr<NormKind> ParseNormKind(absl::string_view text, absl::string_view field) {

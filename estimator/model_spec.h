@@ -8,13 +8,25 @@
 //
 // Zero-valued optional fields take the usual defaults, resolved by the accessors below:
 //   num_kv_heads 0 -> num_heads (MHA); head_dim 0 -> hidden_size / num_heads;
-//   ffn_size 0 -> 4 * hidden_size; moe_ffn_size 0 -> ffn_size.
+//   ffn_size 0 -> 4 * hidden_size; moe_ffn_size 0 -> ffn_size; v_head_dim 0 -> head dim.
 // Field names equal the JSON keys of model_spec_json.h, so an error naming a field names the key.
+//
+// The structure fields describe what transformers' modules hold, so that a Hugging Face config
+// reads into an exact parameter count (tests/estimator/hf_parameter_counts.json):
+//   attention  Q, K, V, O projections (one fused QKV matrix or three), their biases, norms on
+//              queries and keys, or multi-head latent attention (MLA, kv_lora_rank > 0: DeepSeek's
+//              low-rank Q and KV projections with a shared rotary key part);
+//   MLP        gated (gate, up, down) or plain (fc1, fc2), width, biases;
+//   MoE        routed experts (a router h x E without bias, E expert MLPs of moe_ffn_size),
+//              top-k, a shared-expert MLP and its sigmoid gate, and which layers are dense;
+//   norms      kind (LayerNorm or RMSNorm), bias, non-parametric, how many per layer;
+//   embedding  tied or not, learned positions, an output-layer bias.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,6 +36,10 @@ namespace fragscope::estimator {
 
 enum class NormKind : uint8_t { kLayerNorm, kRmsNorm };
 enum class PositionKind : uint8_t { kRotary, kLearned, kAlibi };
+// Norms on queries and keys before attention: none, one vector of head_dim shared by all heads
+// (Qwen3, Gemma 3, Phi), or one over the whole projection width, a d_h and g d_h (OLMo 2, OLMoE,
+// Cohere, StableLM).
+enum class QkNorm : uint8_t { kNone, kPerHead, kFullWidth };
 
 struct ModelSpec {
   std::string name;
@@ -37,11 +53,10 @@ struct ModelSpec {
   int64_t vocab_size = 0;
   bool tied_embeddings = true;           // output layer shares the input embedding
   NormKind norm = NormKind::kLayerNorm;  // LayerNorm has weight+bias, RMSNorm weight only
-  bool linear_biases = true;             // biases on every linear layer (GPT-2/3, OPT, BLOOM)
   PositionKind position_embedding = PositionKind::kLearned;
   int64_t max_positions = 0;    // rows of the learned position table (kLearned only)
   bool embedding_norm = false;  // a norm right after the embedding (BLOOM)
-  int64_t num_experts = 0;      // routed experts per layer; 0 = dense MLP
+  int64_t num_experts = 0;      // routed experts per MoE layer; 0 = dense MLP
   int64_t experts_top_k = 0;    // experts active per token
   int64_t moe_ffn_size = 0;     // expert FFN size; 0 -> ffn_size
   int64_t parameter_count = 0;  // > 0: a given count (see above)
@@ -50,6 +65,42 @@ struct ModelSpec {
   bool fused_qkv = false;    // one QKV projection (GPT-2's c_attn); false: q, k, v separately
   bool python_gelu = false;  // transformers' Python tanh GeLU ("gelu_new"): fp32 intermediates
 
+  // Biases of the linear layers (the JSON key "linear_biases" sets the first three at once).
+  bool qkv_bias = true;            // Q, K, V projections (MLA: the down-projections q_a, kv_a)
+  bool attention_out_bias = true;  // output projection O
+  bool mlp_bias = true;            // MLP matrices (fc1/gate/up and fc2/down), also in experts
+  bool lm_head_bias = false;       // the untied output layer (Phi, GPT-J)
+
+  // Attention.
+  QkNorm qk_norm = QkNorm::kNone;
+  bool qk_norm_bias = false;        // the q/k norms are LayerNorms with a bias (Phi)
+  int64_t v_head_dim = 0;           // value head width; 0 -> head_dimension()
+  int64_t q_lora_rank = 0;          // MLA: rank of the query down-projection; 0 = direct q_proj
+  int64_t kv_lora_rank = 0;         // MLA when > 0: rank of the joint KV down-projection
+  int64_t qk_rope_head_dim = 0;     // MLA: rotary part of head_dim, one shared key of this width
+  bool parallel_attention = false;  // attention and MLP both read the block input (one residual)
+
+  // MLP.
+  bool fused_gate_up = false;  // gate and up in one matrix (Phi-3); counts are the same
+  std::string activation;      // the config's activation name ("silu", "gelu_new"); "" unknown
+
+  // Mixture of experts (num_experts > 0).
+  int64_t dense_layers = 0;            // layers with the dense MLP (ffn_size) instead of experts;
+                                       // they are taken to be the first ones (DeepSeek-V3)
+  int64_t shared_expert_ffn_size = 0;  // an always-active MLP beside the experts; 0 = none
+  bool shared_expert_gate = false;     // a sigmoid gate h -> 1 on it (Qwen2-MoE)
+
+  // Norms.
+  bool norm_bias = true;        // LayerNorm's bias (Cohere's LayerNorm has none); not RMSNorm's
+  bool norm_parameters = true;  // false: non-parametric norms (OLMo)
+  int64_t norms_per_layer = 2;  // 1 with one shared pre-norm (parallel attention), 4 in Gemma 2
+
+  // Where the spec came from: the Hugging Face model_type ("" for fragscope's schema), and what
+  // the reader assumed where the config did not say (shown with every estimate).
+  std::string model_type;
+  std::vector<std::string> assumptions;
+
+  void SetLinearBiases(bool on) { qkv_bias = attention_out_bias = mlp_bias = on; }
   bool has_architecture() const { return num_layers > 0; }
   bool is_moe() const { return num_experts > 0; }
   int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
@@ -58,10 +109,21 @@ struct ModelSpec {
   }
   int64_t ffn() const { return ffn_size > 0 ? ffn_size : 4 * hidden_size; }
   int64_t expert_ffn() const { return moe_ffn_size > 0 ? moe_ffn_size : ffn(); }
+  bool is_mla() const { return kv_lora_rank > 0; }
+  int64_t value_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dimension(); }
+  // Layers with routed experts (all but dense_layers in an MoE model, none otherwise).
+  int64_t moe_layers() const { return is_moe() ? num_layers - dense_layers : 0; }
   // a * d_h: width of the query projection (== hidden_size unless head_dim is explicit).
   int64_t query_width() const { return num_heads * head_dimension(); }
-  // g * d_h: width of each of the K and V projections.
+  // g * d_h: width of each of the K and V projections (of the keys and values MLA expands).
   int64_t kv_width() const { return kv_heads() * head_dimension(); }
+  // g * d_v: width of the values (== kv_width() unless v_head_dim is given).
+  int64_t value_width() const { return kv_heads() * value_head_dim(); }
+  // Parameters of one norm of width w: weight (and bias for LayerNorm with bias).
+  int64_t NormParameters(int64_t w) const {
+    if (!norm_parameters) return 0;
+    return norm == NormKind::kLayerNorm && norm_bias ? 2 * w : w;
+  }
 };
 
 // The most parameters a spec may describe (given or counted from its architecture): 9e15, over
@@ -96,5 +158,7 @@ absl::string_view NormKindName(NormKind kind);
 absl::string_view PositionKindName(PositionKind kind);
 absl::StatusOr<NormKind> ParseNormKind(absl::string_view text, absl::string_view field);
 absl::StatusOr<PositionKind> ParsePositionKind(absl::string_view text, absl::string_view field);
+absl::string_view QkNormName(QkNorm kind);
+absl::StatusOr<QkNorm> ParseQkNorm(absl::string_view text, absl::string_view field);
 
 }  // namespace fragscope::estimator

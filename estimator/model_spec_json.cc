@@ -16,6 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 
+#include "estimator/hf_config.h"
+#include "estimator/json_fields.h"
 #include "estimator/json_value.h"
 #include "estimator/model_presets.h"
 #include "estimator/status_macros.h"
@@ -25,114 +27,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-// A text from the file for a message: quoted, at most 40 bytes of it, non-printable bytes escaped.
-std::string Quoted(absl::string_view text) {
-  std::string out = "\"";
-  for (size_t i = 0; i < text.size() && i < 40; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      absl::StrAppendFormat(&out, "\\x%02x", c);
-    }
-  }
-  absl::StrAppend(&out, text.size() > 40 ? "...\"" : "\"");
-  return out;
-}
-
-// A value for a message: numbers and booleans as written, a string as a short excerpt.
-std::string Describe(const Json& value) {
-  if (value.is_number()) return absl::StrCat(value.get<double>());
-  if (value.is_boolean()) return value.get<bool>() ? "true" : "false";
-  if (value.is_string()) {
-    return absl::StrCat(Quoted(value.get_ref<const std::string&>()), " (a string)");
-  }
-  return absl::StrCat("a JSON ", JsonKindName(value));
-}
-
-// Member `key` of `object`, or nullptr.
-const Json* Find(const Json& object, absl::string_view key) {
-  const auto it = object.find(std::string_view(key.data(), key.size()));
-  return it == object.end() ? nullptr : &*it;
-}
-
-absl::StatusOr<int64_t> ReadInteger(const Json& value, absl::string_view key) {
-  constexpr double kMaxExact = 9007199254740992.0;  // 2^53
-  const double number = value.is_number() ? value.get<double>() : -1;
-  if (number < 0 || number != std::floor(number) || number > kMaxExact) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, ": expected a non-negative integer, got ", Describe(value)));
-  }
-  return static_cast<int64_t>(number);
-}
-
-absl::StatusOr<bool> ReadBool(const Json& value, absl::string_view key) {
-  if (!value.is_boolean()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, ": expected true or false, got ", Describe(value)));
-  }
-  return value.get<bool>();
-}
-
-absl::StatusOr<std::string> ReadString(const Json& value, absl::string_view key) {
-  if (!value.is_string()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, ": expected a string, got ", Describe(value)));
-  }
-  return value.get<std::string>();
-}
-
-// Reads one value into a member of its type. A null integer or boolean counts as absent (Hugging
-// Face configs write null for "the class default"); the enumerations are strings.
-absl::Status ReadInto(const Json& value, absl::string_view key, int64_t& field) {
-  if (value.is_null()) return absl::OkStatus();
-  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(field, ReadInteger(value, key));
-  return absl::OkStatus();
-}
-
-absl::Status ReadInto(const Json& value, absl::string_view key, bool& field) {
-  if (value.is_null()) return absl::OkStatus();
-  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(field, ReadBool(value, key));
-  return absl::OkStatus();
-}
-
-absl::Status ReadInto(const Json& value, absl::string_view key, NormKind& field) {
-  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string text, ReadString(value, key));
-  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(field, ParseNormKind(text, key));
-  return absl::OkStatus();
-}
-
-absl::Status ReadInto(const Json& value, absl::string_view key, PositionKind& field) {
-  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string text, ReadString(value, key));
-  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(field, ParsePositionKind(text, key));
-  return absl::OkStatus();
-}
-
-// Reads `key` of `object` into `field` if the key is there.
-template <typename T>
-absl::Status MaybeRead(const Json& object, absl::string_view key, T& field) {
-  const Json* value = Find(object, key);
-  return value == nullptr ? absl::OkStatus() : ReadInto(*value, key, field);
-}
-
-// A key of a spec file and the ModelSpec member it sets.
-struct SpecKey {
-  const char* key;
-  std::variant<int64_t ModelSpec::*, bool ModelSpec::*, NormKind ModelSpec::*,
-               PositionKind ModelSpec::*>
-      member;
-};
-
-// Reads the keys `object` has into `spec`, in the order listed (the first bad one is reported).
-absl::Status ReadKeys(const Json& object, absl::Span<const SpecKey> keys, ModelSpec& spec) {
-  for (const SpecKey& k : keys) {
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
-        std::visit([&](auto member) { return MaybeRead(object, k.key, spec.*member); }, k.member));
-  }
-  return absl::OkStatus();
-}
-
-// fragscope's own schema: "name", "base", then these, each named as its ModelSpec member.
+// fragscope's own schema: "name", "base", "linear_biases" (sets qkv_bias, attention_out_bias and
+// mlp_bias, before they are read), then these, each named as its ModelSpec member.
 const SpecKey kOwnSchemaKeys[] = {{"num_layers", &ModelSpec::num_layers},
                                   {"hidden_size", &ModelSpec::hidden_size},
                                   {"num_heads", &ModelSpec::num_heads},
@@ -143,7 +39,6 @@ const SpecKey kOwnSchemaKeys[] = {{"num_layers", &ModelSpec::num_layers},
                                   {"vocab_size", &ModelSpec::vocab_size},
                                   {"tied_embeddings", &ModelSpec::tied_embeddings},
                                   {"norm", &ModelSpec::norm},
-                                  {"linear_biases", &ModelSpec::linear_biases},
                                   {"position_embedding", &ModelSpec::position_embedding},
                                   {"max_positions", &ModelSpec::max_positions},
                                   {"embedding_norm", &ModelSpec::embedding_norm},
@@ -152,136 +47,57 @@ const SpecKey kOwnSchemaKeys[] = {{"num_layers", &ModelSpec::num_layers},
                                   {"moe_ffn_size", &ModelSpec::moe_ffn_size},
                                   {"parameter_count", &ModelSpec::parameter_count},
                                   {"fused_qkv", &ModelSpec::fused_qkv},
-                                  {"python_gelu", &ModelSpec::python_gelu}};
+                                  {"python_gelu", &ModelSpec::python_gelu},
+                                  {"qkv_bias", &ModelSpec::qkv_bias},
+                                  {"attention_out_bias", &ModelSpec::attention_out_bias},
+                                  {"mlp_bias", &ModelSpec::mlp_bias},
+                                  {"lm_head_bias", &ModelSpec::lm_head_bias},
+                                  {"qk_norm", &ModelSpec::qk_norm},
+                                  {"qk_norm_bias", &ModelSpec::qk_norm_bias},
+                                  {"v_head_dim", &ModelSpec::v_head_dim},
+                                  {"q_lora_rank", &ModelSpec::q_lora_rank},
+                                  {"kv_lora_rank", &ModelSpec::kv_lora_rank},
+                                  {"qk_rope_head_dim", &ModelSpec::qk_rope_head_dim},
+                                  {"parallel_attention", &ModelSpec::parallel_attention},
+                                  {"fused_gate_up", &ModelSpec::fused_gate_up},
+                                  {"activation", &ModelSpec::activation},
+                                  {"dense_layers", &ModelSpec::dense_layers},
+                                  {"shared_expert_ffn_size", &ModelSpec::shared_expert_ffn_size},
+                                  {"shared_expert_gate", &ModelSpec::shared_expert_gate},
+                                  {"norm_bias", &ModelSpec::norm_bias},
+                                  {"norm_parameters", &ModelSpec::norm_parameters},
+                                  {"norms_per_layer", &ModelSpec::norms_per_layer}};
 
 absl::StatusOr<ModelSpec> FromOwnSchema(const Json& root) {
   for (const auto& [key, value] : root.items()) {
-    bool known = key == "name" || key == "base";
+    bool known = key == "name" || key == "base" || key == "linear_biases";
     for (const SpecKey& k : kOwnSchemaKeys) known = known || key == k.key;
     if (!known) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown field ", Quoted(key), " (known fields: name, base, ",
+          "unknown field ", QuotedExcerpt(key), " (known fields: name, base, linear_biases, ",
           absl::StrJoin(kOwnSchemaKeys, ", ",
                         [](std::string* out, const SpecKey& k) { absl::StrAppend(out, k.key); }),
           ")"));
     }
   }
   ModelSpec spec;
-  if (const Json* base = Find(root, "base")) {
-    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string name, ReadString(*base, "base"));
+  if (const Json* base = FindKey(root, "base")) {
+    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string name, ReadJsonString(*base, "base"));
     absl::StatusOr<ModelSpec> preset = FindModelPreset(name);
     if (!preset.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("base: ", preset.status().message()));
     }
     spec = *std::move(preset);
   }
-  if (const Json* name = Find(root, "name")) {
-    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec.name, ReadString(*name, "name"));
+  if (const Json* name = FindKey(root, "name")) {
+    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec.name, ReadJsonString(*name, "name"));
   }
-  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ReadKeys(root, kOwnSchemaKeys, spec));
+  if (const Json* biases = FindNonNull(root, "linear_biases")) {
+    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const bool on, ReadJsonBool(*biases, "linear_biases"));
+    spec.SetLinearBiases(on);
+  }
+  FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ReadSpecKeys(root, kOwnSchemaKeys, spec));
   if (spec.name.empty()) spec.name = "custom";
-  return spec;
-}
-
-absl::StatusOr<ModelSpec> FromHuggingFace(const Json& root, const std::string& model_type) {
-  ModelSpec spec;
-  spec.name = model_type;
-  if (const Json* name = Find(root, "_name_or_path");
-      name != nullptr && name->is_string() && !name->get_ref<const std::string&>().empty()) {
-    spec.name = name->get<std::string>();
-  }
-  if (model_type == "llama" || model_type == "mistral" || model_type == "mixtral") {
-    spec.gated_mlp = true;
-    spec.norm = NormKind::kRmsNorm;
-    spec.position_embedding = PositionKind::kRotary;
-    spec.tied_embeddings = false;
-    spec.linear_biases = false;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ReadKeys(root,
-                                                 {{"num_hidden_layers", &ModelSpec::num_layers},
-                                                  {"hidden_size", &ModelSpec::hidden_size},
-                                                  {"num_attention_heads", &ModelSpec::num_heads},
-                                                  {"num_key_value_heads", &ModelSpec::num_kv_heads},
-                                                  {"head_dim", &ModelSpec::head_dim}},
-                                                 spec));
-    // Without it, transformers uses the config class's default (11008 for llama, 14336 for
-    // mistral and mixtral), right only for the model it was taken from: ask rather than guess.
-    if (const Json* ffn = Find(root, "intermediate_size"); ffn == nullptr || ffn->is_null()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "intermediate_size: missing from this ", model_type,
-          " config (transformers would use its class default, which fits one model size "
-          "only); add the model's own value"));
-    }
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
-        ReadKeys(root,
-                 {{"intermediate_size", &ModelSpec::ffn_size},
-                  {"vocab_size", &ModelSpec::vocab_size},
-                  {"tie_word_embeddings", &ModelSpec::tied_embeddings}},
-                 spec));
-    bool attention_bias = false;
-    bool mlp_bias = false;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeRead(root, "attention_bias", attention_bias));
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeRead(root, "mlp_bias", mlp_bias));
-    if (attention_bias != mlp_bias) {
-      return absl::InvalidArgumentError(
-          "attention_bias/mlp_bias: biases on only some linear layers are not modelled; write "
-          "the spec in fragscope's own schema");
-    }
-    spec.linear_biases = attention_bias;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(
-        ReadKeys(root,
-                 {{"num_local_experts", &ModelSpec::num_experts},
-                  {"num_experts_per_tok", &ModelSpec::experts_top_k}},
-                 spec));
-    if (spec.num_experts == 0) spec.experts_top_k = 0;
-  } else if (model_type == "gpt2") {
-    spec.vocab_size = 50257;
-    spec.max_positions = 1024;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ReadKeys(root,
-                                                 {{"n_layer", &ModelSpec::num_layers},
-                                                  {"n_embd", &ModelSpec::hidden_size},
-                                                  {"n_head", &ModelSpec::num_heads},
-                                                  {"n_inner", &ModelSpec::ffn_size},
-                                                  {"n_positions", &ModelSpec::max_positions},
-                                                  {"vocab_size", &ModelSpec::vocab_size}},
-                                                 spec));
-    // transformers' GPT2Attention projects q, k, v with one c_attn; its default activation
-    // "gelu_new" is a Python tanh GeLU.
-    spec.fused_qkv = true;
-    std::string activation = "gelu_new";
-    if (const Json* act = Find(root, "activation_function")) {
-      FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(activation, ReadString(*act, "activation_function"));
-    }
-    spec.python_gelu = activation == "gelu_new";
-  } else if (model_type == "opt") {
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(ReadKeys(root,
-                                                 {{"num_hidden_layers", &ModelSpec::num_layers},
-                                                  {"hidden_size", &ModelSpec::hidden_size},
-                                                  {"num_attention_heads", &ModelSpec::num_heads},
-                                                  {"ffn_dim", &ModelSpec::ffn_size},
-                                                  {"vocab_size", &ModelSpec::vocab_size}},
-                                                 spec));
-    // OPT's learned position table has 2 rows more than max_position_embeddings.
-    if (const Json* positions = Find(root, "max_position_embeddings");
-        positions != nullptr && !positions->is_null()) {
-      FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const int64_t rows,
-                                           ReadInteger(*positions, "max_position_embeddings"));
-      spec.max_positions = rows + 2;
-    }
-    int64_t projection = spec.hidden_size;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeRead(root, "word_embed_proj_dim", projection));
-    bool pre_norm = true;
-    FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(MaybeRead(root, "do_layer_norm_before", pre_norm));
-    if (projection != spec.hidden_size || !pre_norm) {
-      return absl::InvalidArgumentError(
-          "word_embed_proj_dim/do_layer_norm_before: OPT variants with projected embeddings or "
-          "post-LayerNorm (opt-350m) are not modelled");
-    }
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model_type: ", Quoted(model_type),
-                     " is not supported (llama, mistral, mixtral, gpt2, opt); write the spec in "
-                     "fragscope's own schema"));
-  }
   return spec;
 }
 
@@ -294,10 +110,10 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view json_text) {
         absl::StrCat("a model spec must be a JSON object, got a JSON ", JsonKindName(root)));
   }
   ModelSpec spec;
-  if (const Json* model_type = Find(root, "model_type")) {
+  if (const Json* model_type = FindKey(root, "model_type")) {
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(const std::string type,
-                                         ReadString(*model_type, "model_type"));
-    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec, FromHuggingFace(root, type));
+                                         ReadJsonString(*model_type, "model_type"));
+    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec, ModelSpecFromHuggingFaceConfig(root, type));
   } else {
     FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(spec, FromOwnSchema(root));
   }

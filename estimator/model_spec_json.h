@@ -1,22 +1,23 @@
 // Model specs from JSON: fragscope's own schema, or a Hugging Face config.json.
 //
 // Own schema (strict: an unknown key is an error naming it). Every key is optional; "base" starts
-// from a preset and the other keys override it. Keys equal the ModelSpec field names:
+// from a preset and the other keys override it; "linear_biases" sets qkv_bias,
+// attention_out_bias and mlp_bias at once. Keys equal the ModelSpec field names:
 //   {"name": "my-7b", "base": "llama-2-7b", "num_layers": 32, "hidden_size": 4096,
 //    "num_heads": 32, "num_kv_heads": 8, "head_dim": 128, "ffn_size": 11008, "gated_mlp": true,
 //    "vocab_size": 32000, "tied_embeddings": false, "norm": "rmsnorm", "linear_biases": false,
 //    "position_embedding": "rotary", "max_positions": 0, "embedding_norm": false,
 //    "num_experts": 0, "experts_top_k": 0, "moe_ffn_size": 0, "parameter_count": 0,
-//    "fused_qkv": false, "python_gelu": false}
+//    "fused_qkv": false, "python_gelu": false, "qkv_bias": false, "attention_out_bias": false,
+//    "mlp_bias": false, "lm_head_bias": false, "qk_norm": "none", "qk_norm_bias": false,
+//    "v_head_dim": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "qk_rope_head_dim": 0,
+//    "parallel_attention": false, "fused_gate_up": false, "activation": "silu",
+//    "dense_layers": 0, "shared_expert_ffn_size": 0, "shared_expert_gate": false,
+//    "norm_bias": true, "norm_parameters": true, "norms_per_layer": 2}
 //
-// Hugging Face config.json (recognised by its "model_type"; other keys are ignored): model_type
-// llama, mistral and mixtral (num_hidden_layers, hidden_size, num_attention_heads,
-// num_key_value_heads, head_dim, intermediate_size, vocab_size, tie_word_embeddings,
-// attention_bias/mlp_bias, num_local_experts, num_experts_per_tok; intermediate_size is
-// required: transformers' class default fits one model size only), gpt2 (n_layer, n_embd,
-// n_head, n_inner, n_positions, vocab_size, activation_function; fused_qkv is set, python_gelu
-// for "gelu_new") and opt (ffn_dim, max_position_embeddings + 2).
-// Other model types are an error: write the spec in the own schema instead.
+// A Hugging Face config.json (recognised by its "model_type"; other keys are ignored) is read by
+// hf_config.h: every decoder-only type, known ones exactly, unknown ones as Llama-style decoders
+// with the assumption stated in the spec.
 //
 // Errors are kInvalidArgument naming the key, e.g. "hidden_size: expected a non-negative
 // integer, got -5", and the result is validated (ValidateModelSpec).

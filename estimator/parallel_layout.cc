@@ -94,22 +94,33 @@ ParameterShard ShardParameters(const ModelSpec& spec, const ParameterCount& coun
     return shard;
   }
   const double scale = count.given_count_scale();
-  const double layers = static_cast<double>(LayersOnFirstStage(spec, layout));
+  const int64_t stage_layers = LayersOnFirstStage(spec, layout);
+  const double layers = static_cast<double>(stage_layers);
+  // Dense and MoE blocks on stage 0 (dense layers come first), each block's parameters by kind.
+  const LayerMix mix = FirstLayers(count, stage_layers);
+  const double dense = static_cast<double>(mix.dense);
+  const double moe = static_cast<double>(mix.moe);
   const bool last_stage_too = layout.pp == 1;
-  const double split_per_layer =
-      static_cast<double>(count.attention_weights + count.attention_column_biases +
-                          count.mlp_weights + count.mlp_column_biases);
-  const double replicated_per_layer = static_cast<double>(
-      count.layer_norms + count.attention_row_biases + count.mlp_row_biases + count.router);
+  const double split_total =
+      layers * static_cast<double>(count.attention_weights + count.attention_column_biases) +
+      dense * static_cast<double>(count.mlp_weights + count.mlp_column_biases) +
+      moe * static_cast<double>(count.shared_expert);
+  const double replicated_total =
+      layers * static_cast<double>(count.layer_norms + count.attention_norms +
+                                   count.attention_row_biases) +
+      dense * static_cast<double>(count.mlp_row_biases) +
+      moe * static_cast<double>(count.router + count.shared_expert_gate);
+  const double split_per_layer = split_total / layers;
+  const double replicated_per_layer = replicated_total / layers;
   const double output = last_stage_too ? static_cast<double>(count.output_layer) : 0.0;
   const double final_norm = last_stage_too ? static_cast<double>(count.final_norm) : 0.0;
   const double embedding = static_cast<double>(count.embedding);
   const double outside_replicated =
       static_cast<double>(count.position_embedding + count.embedding_norm) + final_norm;
 
-  shard.tensor_parallel = scale * (layers * split_per_layer + embedding + output) / t;
-  shard.replicated = scale * (layers * replicated_per_layer + outside_replicated);
-  shard.expert = scale * layers * static_cast<double>(count.expert_parameters) /
+  shard.tensor_parallel = scale * (split_total + embedding + output) / t;
+  shard.replicated = scale * (replicated_total + outside_replicated);
+  shard.expert = scale * moe * static_cast<double>(count.expert_parameters) /
                  (t * static_cast<double>(layout.ep));
   shard.formula =
       "(L_s * block_split + V h + out) / tp + L_s * block_replicated + outside_replicated";
@@ -118,8 +129,8 @@ ParameterShard ShardParameters(const ModelSpec& spec, const ParameterCount& coun
       FormatCount(embedding), FormatCount(output), layout.tp, FormatNumber(layers),
       FormatCount(replicated_per_layer), FormatCount(outside_replicated));
   if (count.expert_parameters > 0) {
-    shard.formula += " + L_s * experts / (tp * ep)";
-    shard.values += absl::StrFormat(" + %s * %s / (%d * %d)", FormatNumber(layers),
+    shard.formula += " + L_moe,s * experts / (tp * ep)";
+    shard.values += absl::StrFormat(" + %s * %s / (%d * %d)", FormatNumber(moe),
                                     FormatCount(static_cast<double>(count.expert_parameters)),
                                     layout.tp, layout.ep);
   }

@@ -7,11 +7,15 @@
 // micro-batches of activations), following Megatron's theoretical_memory_usage.py.
 //
 // Sharding of the parameters on stage 0 (docs/estimator_reference.md §1.1; L_s = ceil(L / pp)):
-//   split by tp    L_s * (Q,K,V,O and MLP matrices + their column-parallel biases)
+//   split by tp    L_s * (Q,K,V,O + their column-parallel biases) + dense MLP matrices and
+//                  column biases of its dense layers + shared experts of its MoE layers
 //                  + V h (vocab-parallel embedding) + V h if untied and pp == 1 (output layer)
-//   replicated     L_s * (norms + row-parallel biases + router) + learned positions
-//                  + embedding norm + final norm if pp == 1 (it lives on the last stage)
-//   experts        L_s * (all experts of a layer) / (tp * ep)   (expert tensor parallel = tp)
+//   replicated     L_s * (norms, q/k norms, O bias) + MLP row biases + routers and shared-expert
+//                  gates + learned positions + embedding norm + final norm if pp == 1 (it lives
+//                  on the last stage)
+//   experts        L_moe,s * (all experts of a layer) / (tp * ep)   (expert tensor parallel = tp)
+// A model with dense and MoE layers has its dense layers first (DeepSeek-V3's
+// first_k_dense_replace), so stage 0 takes them first (FirstLayers in parameter_count.h).
 // Megatron's own count omits biases and puts the final norm on stage 0; reference/megatron.h
 // reproduces that exactly, this file models where the tensors really are.
 // A bare parameter count (no architecture) is split as P / (tp * pp) (EleutherAI's 3D rule).

@@ -120,6 +120,11 @@ std::string RenderText(const Report& report) {
   absl::StrAppend(&out, "  ", std::string(kLabelWidth + 38, '-'), "\n");
   absl::StrAppend(&out, absl::StrFormat("  %-*s %18s %10s %7s\n", kLabelWidth, "total on GPU",
                                         FormatCount(device), Gib(device), "100.0%"));
+  if (const std::optional<StepPeaks>& p = e.step_peaks) {
+    absl::StrAppend(&out, "  peak at the ", StepMomentName(p->peak), " (backward start ",
+                    Gib(p->backward_start), " GiB, backward end ", Gib(p->backward_end),
+                    " GiB, optimizer step ", Gib(p->optimizer_step), " GiB)\n");
+  }
   if (host > 0) {
     absl::StrAppend(&out, absl::StrFormat("  %-*s %18s %10s %7s\n", kLabelWidth,
                                           "total on host (CPU offload, this rank)",
@@ -187,6 +192,15 @@ OrderedJson ReportJson(const Report& report) {
   }
   j["terms"] = std::move(terms);
   j["device_total_bytes"] = Number(std::round(device));
+  if (const std::optional<StepPeaks>& p = e.step_peaks) {
+    j["step_peaks"] = {{"peak", StepMomentKey(p->peak)},
+                       {"backward_start_bytes", Number(std::round(p->backward_start))},
+                       {"backward_end_bytes", Number(std::round(p->backward_end))},
+                       {"attention_backward_bytes", Number(std::round(p->attention_backward))},
+                       {"optimizer_step_bytes", Number(std::round(p->optimizer_step))}};
+  } else {
+    j["step_peaks"] = nullptr;
+  }
   j["host_total_bytes"] = Number(std::round(e.HostBytes()));
   j["quantities"] = QuantitiesJson(e.quantities);
   j["notes"] = e.notes;

@@ -99,7 +99,7 @@ absl::StatusOr<std::vector<Term>> RooflineTerms(const ModelSpec& spec,
   double weights_read = all_weights;
   if (arch && spec.is_moe()) {
     const double experts =
-        static_cast<double>(spec.num_layers * count.expert_parameters) * scale * bytes_per_weight;
+        static_cast<double>(count.moe_layers * count.expert_parameters) * scale * bytes_per_weight;
     const double fraction = std::min(
         1.0, static_cast<double>(spec.experts_top_k) * b / static_cast<double>(spec.num_experts));
     weights_read = all_weights - experts * (1.0 - fraction);

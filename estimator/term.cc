@@ -7,6 +7,34 @@
 
 namespace fragscope::estimator {
 
+absl::string_view StepMomentName(StepMoment moment) {
+  switch (moment) {
+    case StepMoment::kBackwardStart:
+      return "backward start";
+    case StepMoment::kBackwardEnd:
+      return "backward end";
+    case StepMoment::kOptimizerStep:
+      return "optimizer step";
+    case StepMoment::kAttentionBackward:
+      return "last layer's attention backward";
+  }
+  return "?";
+}
+
+absl::string_view StepMomentKey(StepMoment moment) {
+  switch (moment) {
+    case StepMoment::kBackwardStart:
+      return "backward_start";
+    case StepMoment::kBackwardEnd:
+      return "backward_end";
+    case StepMoment::kOptimizerStep:
+      return "optimizer_step";
+    case StepMoment::kAttentionBackward:
+      return "attention_backward";
+  }
+  return "?";
+}
+
 double MemoryEstimate::DeviceBytes() const {
   double sum = 0;
   for (const Term& term : terms) {

@@ -35,7 +35,41 @@ struct Term {
   // False for a device term that is not alive at the peak the total describes (the gradients of
   // a torch-autocast job, freed before the forward): reported, but not summed.
   bool at_peak = true;
+  // Training: whether the term is alive at each of the step's candidate peaks (StepPeaks);
+  // EstimateTraining sets at_peak from the one that is largest.
+  bool at_backward_start = true;
+  bool at_backward_end = true;
+  bool at_optimizer_step = true;
+  bool at_attention_backward = false;  // only when the step has that moment (StepPeaks)
 };
+
+// The moments of a training step whose live memory can be its peak, in the steady state
+// (optimizer states alive from the first step on):
+//   kBackwardStart  activations, the 16-bit weight copies, the loss's two fp32 gradients
+//   kBackwardEnd    every gradient, and with tied embeddings the embedding lookup's dense
+//                   gradient before it is added to the output layer's
+//   kOptimizerStep  gradients, states and the update's temporaries
+//   kAttentionBackward  with s^2 attention scores stored (eager attention, SDPA's math kernel):
+//                   the softmax backward of the last layer, whose two fp32 score-sized
+//                   temporaries come after the output layer's gradient
+enum class StepMoment : uint8_t {
+  kBackwardStart,
+  kBackwardEnd,
+  kOptimizerStep,
+  kAttentionBackward
+};
+
+struct StepPeaks {
+  double backward_start = 0;  // device bytes alive at each moment
+  double backward_end = 0;
+  double optimizer_step = 0;
+  double attention_backward = 0;                 // 0 when the step has no such moment
+  StepMoment peak = StepMoment::kBackwardStart;  // the largest (the earliest on a tie)
+};
+
+// "backward start" / "backward end" / "optimizer step"; the JSON keys use underscores.
+absl::string_view StepMomentName(StepMoment moment);
+absl::string_view StepMomentKey(StepMoment moment);
 
 // What a training estimate's activation terms assume, stated in the report's header line and
 // JSON: flash attention drops the s^2 attention tensors and dropout adds masks, so the same flags
@@ -60,6 +94,8 @@ struct MemoryEstimate {
   std::vector<std::string> notes;  // caveats that apply to this configuration
   // Training only (inference stores no activations).
   std::optional<ActivationAssumptions> activations;
+  // Training with activations counted: the two moments and which one is the peak.
+  std::optional<StepPeaks> step_peaks;
 
   // Sum of the device terms alive at the peak, in bytes.
   double DeviceBytes() const;

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "estimator/model_spec.h"
 #include "estimator/status_macros.h"
@@ -15,6 +16,12 @@ absl::Status Unknown(absl::string_view field, absl::string_view what, absl::stri
                      absl::string_view expected) {
   return absl::InvalidArgumentError(
       absl::StrCat(field, ": unknown ", what, " '", text, "' (expected ", expected, ")"));
+}
+
+// torch.optim's Adam, AdamW and SGD have all three implementations; 8-bit Adam
+// (bitsandbytes) and Adafactor (transformers) are other libraries' with their own kernels.
+bool IsTorchOptim(Optimizer optimizer) {
+  return optimizer != Optimizer::kAdam8Bit && optimizer != Optimizer::kAdafactor;
 }
 
 }  // namespace
@@ -76,6 +83,18 @@ absl::string_view GradientRegimeName(GradientRegime regime) {
       return "fp32";
     case GradientRegime::k16BitPlusFp32Copy:
       return "16bit+fp32";
+  }
+  return "?";
+}
+
+absl::string_view OptimizerImplName(OptimizerImpl impl) {
+  switch (impl) {
+    case OptimizerImpl::kForLoop:
+      return "for-loop";
+    case OptimizerImpl::kForeach:
+      return "foreach";
+    case OptimizerImpl::kFused:
+      return "fused";
   }
   return "?";
 }
@@ -150,6 +169,36 @@ absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view text, absl::string_vi
   }
   if (name == "adafactor") return Optimizer::kAdafactor;
   return Unknown(field, "optimizer", text, "adam, adamw, adam8bit, sgd, sgd-momentum or adafactor");
+}
+
+absl::StatusOr<OptimizerImpl> ParseOptimizerImpl(absl::string_view text, absl::string_view field) {
+  const std::string name = absl::AsciiStrToLower(text);
+  if (name == "for-loop") return OptimizerImpl::kForLoop;
+  if (name == "foreach") return OptimizerImpl::kForeach;
+  if (name == "fused") return OptimizerImpl::kFused;
+  return Unknown(field, "optimizer implementation", text, "for-loop, foreach or fused");
+}
+
+absl::StatusOr<OptimizerChoice> ParseOptimizerChoice(absl::string_view text,
+                                                     absl::string_view field) {
+  OptimizerChoice choice;
+  absl::string_view name = text;
+  for (const OptimizerImpl impl :
+       {OptimizerImpl::kForLoop, OptimizerImpl::kForeach, OptimizerImpl::kFused}) {
+    const std::string suffix = absl::StrCat("-", OptimizerImplName(impl));
+    if (absl::EndsWithIgnoreCase(text, suffix)) {
+      name = text.substr(0, text.size() - suffix.size());
+      choice.impl = impl;
+      break;
+    }
+  }
+  FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(choice.optimizer, ParseOptimizer(name, field));
+  if (choice.impl.has_value() && !IsTorchOptim(choice.optimizer)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": '", text, "': ", OptimizerName(choice.optimizer),
+        " is not torch.optim's, so it has no for-loop, foreach or fused implementation to choose"));
+  }
+  return choice;
 }
 
 absl::StatusOr<Recompute> ParseRecompute(absl::string_view text, absl::string_view field) {

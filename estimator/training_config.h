@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -30,6 +31,19 @@ enum class GradientRegime : uint8_t { k16Bit, kFp32, k16BitPlusFp32Copy };
 
 enum class Optimizer : uint8_t { kAdam, kAdamW, kAdam8Bit, kSgd, kSgdMomentum, kAdafactor };
 
+// How torch.optim runs the update (Adam, AdamW, SGD): one parameter at a time (foreach=False),
+// on per-device-and-dtype lists of tensors with the _foreach_ kernels (PyTorch's default for
+// CUDA parameters), or in one fused kernel (fused=True). It decides the step's temporaries
+// (optimizer_step.h).
+enum class OptimizerImpl : uint8_t { kForLoop, kForeach, kFused };
+
+// An optimizer name with the implementation it may carry: "adamw-fused", "adam-foreach",
+// "sgd-for-loop"; `impl` is empty for a bare name.
+struct OptimizerChoice {
+  Optimizer optimizer = Optimizer::kAdamW;
+  std::optional<OptimizerImpl> impl;
+};
+
 // Korthikanti et al. (arXiv:2205.05198): none stores everything; selective recomputes the
 // attention core (drops the a s^2 terms); full keeps only each layer's input.
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
@@ -45,6 +59,7 @@ struct TrainingConfig {
   Precision precision = Precision::kBf16Mixed;
   GradientRegime gradients = GradientRegime::kFp32;
   Optimizer optimizer = Optimizer::kAdamW;
+  OptimizerImpl optimizer_impl = OptimizerImpl::kForeach;
   int zero_stage = 0;                  // DeepSpeed ZeRO 0-3
   bool distributed_optimizer = false;  // Megatron: shards master + states over dp (= ZeRO-1)
   bool offload_optimizer = false;      // ZeRO-Offload: master, states, gradients on the CPU
@@ -72,12 +87,19 @@ absl::Status ValidateTrainingConfig(const TrainingConfig& config);
 absl::string_view PrecisionName(Precision precision);
 absl::string_view GradientRegimeName(GradientRegime regime);
 absl::string_view OptimizerName(Optimizer optimizer);
+absl::string_view OptimizerImplName(OptimizerImpl impl);
 absl::string_view RecomputeName(Recompute recompute);
 absl::string_view ActivationModelName(ActivationModel model);
 
 absl::StatusOr<Precision> ParsePrecision(absl::string_view text, absl::string_view field);
 absl::StatusOr<GradientRegime> ParseGradientRegime(absl::string_view text, absl::string_view field);
 absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view text, absl::string_view field);
+absl::StatusOr<OptimizerImpl> ParseOptimizerImpl(absl::string_view text, absl::string_view field);
+// An optimizer name, optionally suffixed "-for-loop", "-foreach" or "-fused" (the spellings of
+// fragscope's predictor and model records); the suffix is refused where torch.optim has no such
+// implementation (adam8bit, adafactor, SGD fused).
+absl::StatusOr<OptimizerChoice> ParseOptimizerChoice(absl::string_view text,
+                                                     absl::string_view field);
 absl::StatusOr<Recompute> ParseRecompute(absl::string_view text, absl::string_view field);
 absl::StatusOr<ActivationModel> ParseActivationModel(absl::string_view text,
                                                      absl::string_view field);

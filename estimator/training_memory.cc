@@ -12,10 +12,12 @@
 #include "estimator/autocast_activations.h"
 #include "estimator/lora.h"
 #include "estimator/optimizer_states.h"
+#include "estimator/optimizer_step.h"
 #include "estimator/overheads.h"
 #include "estimator/parallel_layout.h"
 #include "estimator/parameter_count.h"
 #include "estimator/status_macros.h"
+#include "estimator/units.h"
 
 namespace fragscope::estimator {
 namespace {
@@ -81,6 +83,14 @@ std::string AssumptionsText(const ActivationAssumptions& a) {
                       a.dropout ? "on" : "off");
 }
 
+// "adamw foreach"; the implementation is named for torch.optim's optimizers only.
+std::string OptimizerLabel(const TrainingConfig& c) {
+  if (c.optimizer == Optimizer::kAdam8Bit || c.optimizer == Optimizer::kAdafactor) {
+    return std::string(OptimizerName(c.optimizer));
+  }
+  return absl::StrCat(OptimizerName(c.optimizer), " ", OptimizerImplName(c.optimizer_impl));
+}
+
 std::string Workload(const TrainingConfig& c, int zero_stage) {
   const ParallelLayout& l = c.layout;
   std::string precision = c.precision == Precision::kFp32
@@ -98,11 +108,69 @@ std::string Workload(const TrainingConfig& c, int zero_stage) {
   }
   return absl::StrFormat(
       "training: %s, %s, %s%s; tp %d x pp %d x dp %d = %d GPU%s%s%s%s; seq %d, micro-batch %d; %s",
-      precision, OptimizerName(c.optimizer), sharding, lora, l.tp, l.pp, l.dp, l.gpus(),
+      precision, OptimizerLabel(c), sharding, lora, l.tp, l.pp, l.dp, l.gpus(),
       l.gpus() == 1 ? "" : "s", l.ep > 1 ? absl::StrCat(", ep ", l.ep) : "",
       l.vpp > 1 ? absl::StrCat(", vpp ", l.vpp) : "",
       l.sequence_parallel ? ", sequence parallel" : "", c.seq_len, c.micro_batch,
       AssumptionsText(Assumptions(c)));
+}
+
+// Sums the device terms alive at each moment of a torch-autocast step, takes the largest as the
+// peak the total describes, and marks the terms not alive then.
+void ChoosePeak(const TrainingConfig& config, MemoryEstimate& estimate) {
+  StepPeaks peaks;
+  for (const Term& term : estimate.terms) {
+    if (term.placement != Placement::kDevice) continue;
+    if (term.at_backward_start) peaks.backward_start += term.value;
+    if (term.at_backward_end) peaks.backward_end += term.value;
+    if (term.at_optimizer_step) peaks.optimizer_step += term.value;
+    if (term.at_attention_backward) peaks.attention_backward += term.value;
+  }
+  double largest = peaks.backward_start;
+  if (peaks.backward_end > largest) {
+    largest = peaks.backward_end;
+    peaks.peak = StepMoment::kBackwardEnd;
+  }
+  if (peaks.optimizer_step > largest) {
+    largest = peaks.optimizer_step;
+    peaks.peak = StepMoment::kOptimizerStep;
+  }
+  if (peaks.attention_backward > largest) peaks.peak = StepMoment::kAttentionBackward;
+  for (Term& term : estimate.terms) {
+    if (term.placement != Placement::kDevice) continue;
+    switch (peaks.peak) {
+      case StepMoment::kBackwardStart:
+        term.at_peak = term.at_backward_start;
+        break;
+      case StepMoment::kBackwardEnd:
+        term.at_peak = term.at_backward_end;
+        break;
+      case StepMoment::kOptimizerStep:
+        term.at_peak = term.at_optimizer_step;
+        break;
+      case StepMoment::kAttentionBackward:
+        term.at_peak = term.at_attention_backward;
+        break;
+    }
+    if (!term.at_peak) absl::StrAppend(&term.label, " [not at the peak]");
+  }
+  estimate.step_peaks = peaks;
+  estimate.notes.push_back(absl::StrFormat(
+      "the peak is at the %s: backward start %.2f GiB (activations, the loss's gradients), "
+      "backward end %.2f GiB (all gradients), optimizer step %.2f GiB (gradients, states, the "
+      "update's temporaries)%s",
+      StepMomentName(peaks.peak), peaks.backward_start / kGiB, peaks.backward_end / kGiB,
+      peaks.optimizer_step / kGiB,
+      peaks.attention_backward > 0
+          ? absl::StrFormat(", last layer's attention backward %.2f GiB (stored s^2 scores)",
+                            peaks.attention_backward / kGiB)
+          : ""));
+  if (peaks.peak == StepMoment::kBackwardStart && !config.persistent_gradients) {
+    estimate.notes.push_back(
+        "the gradients are not alive at the start of the backward: zero_grad(set_to_none=True) "
+        "frees them before the forward (--persistent-grads when they are kept across "
+        "micro-batches)");
+  }
 }
 
 }  // namespace
@@ -182,14 +250,34 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                              FormatNumber(layers), layout.tp),
              "Hu et al. arXiv:2106.09685: r (d_in + d_out) per matrix"});
   } else {
-    estimate.terms.push_back(Place(
+    Term weights =
         StateTerm("weights", absl::StrCat("weights (", PrecisionName(config.precision), ")"), base,
                   weight_bytes, zero == 3,
                   absl::StrCat(mixed ? "mixed precision: 16-bit working weights (Micikevicius et "
                                        "al. arXiv:1710.03740)"
                                      : "fp32 weights",
-                               zero == 3 ? absl::StrCat("; ", zero_source) : "")),
-        config.offload_params));
+                               zero == 3 ? absl::StrCat("; ", zero_source) : ""));
+    if (mixed && config.activation_model == ActivationModel::kTorchAutocast &&
+        count.architectural) {
+      // Under autocast the parameters are fp32 and the 16-bit weights are the casts the linear
+      // layers save for the backward: their matrices only (not the embedding lookup, positions,
+      // norms or biases; not transformers 5's experts, whose grouped matmul runs in fp32; the
+      // output layer's, also when it is tied), freed by the backward: not alive in the
+      // optimizer step. Measured with scripts/estimator/saved_tensors_probe.py.
+      const double experts = static_cast<double>(count.moe_layers) *
+                             static_cast<double>(count.active_expert_parameters);
+      const double cast = static_cast<double>(count.matmul_weights_active) - experts;
+      weights =
+          StateTerm("weights",
+                    absl::StrCat("weights (", PrecisionName(config.precision),
+                                 " copies saved by the linear layers)"),
+                    {{"P_matmul", cast * count.given_count_scale(), d}}, weight_bytes, zero == 3,
+                    "torch.autocast casts each linear layer's fp32 weight and the layer "
+                    "saves the copy (estimator/training_memory.cc)");
+      weights.at_optimizer_step = false;
+      weights.at_backward_end = false;
+    }
+    estimate.terms.push_back(Place(std::move(weights), config.offload_params));
   }
 
   // Gradients.
@@ -218,15 +306,13 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                              zero >= 2 ? absl::StrCat("; ", zero_source) : "")),
       offload);
   const bool autocast = config.activation_model == ActivationModel::kTorchAutocast;
-  if (autocast && config.include_activations && !config.persistent_gradients) {
+  // A torch-autocast step has three candidate peaks (StepPeaks): the start and the end of the
+  // backward and the optimizer step; each term says at which it is alive.
+  const bool step_moments = autocast && config.include_activations;
+  if (step_moments && !config.persistent_gradients) {
     // zero_grad(set_to_none=True) frees them before the forward; the backward allocates them
-    // while it frees more activations than that, so the peak (its start) holds none.
-    gradients.at_peak = false;
-    absl::StrAppend(&gradients.label, " [not at the peak]");
-    estimate.notes.push_back(
-        "gradients are not counted in the total: a torch-autocast step's peak is at the start of "
-        "the backward, before they are allocated (--persistent-grads when they are kept across "
-        "micro-batches)");
+    // while it frees more activations than that, so its start holds none.
+    gradients.at_backward_start = false;
   }
   estimate.terms.push_back(gradients);
   if (mixed && !config.lora.enabled() && config.gradients == GradientRegime::k16BitPlusFp32Copy) {
@@ -277,6 +363,41 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                                    zero >= 1 ? absl::StrCat("; ", zero_source) : "")),
             offload));
 
+  if (step_moments && !offload) {
+    double updated = 0;  // parameters this rank's optimizer updates
+    for (const Group& group : trainable) {
+      updated += group.params / (zero >= 1 ? group.shard_degree : 1.0);
+    }
+    if (std::optional<Term> step = OptimizerStepTerm(spec, config, updated)) {
+      step->at_backward_start = false;
+      step->at_backward_end = false;
+      estimate.terms.push_back(*std::move(step));
+    } else {
+      estimate.notes.push_back(absl::StrCat(
+          "the optimizer step's temporaries of ", OptimizerName(config.optimizer),
+          " (not torch.optim's) are not modelled: the optimizer-step peak holds its states only"));
+    }
+  }
+
+  if (step_moments && spec.tied_embeddings && count.architectural && !config.lora.enabled() &&
+      layout.tp == 1) {
+    // The output layer's gradient reaches the shared weight first; the embedding lookup's dense
+    // gradient (embedding_dense_backward, fp32 V x h) is then alive beside it until it is added
+    // in place: measured as the last and highest allocation of the backward of tied models.
+    Term tied;
+    tied.key = "embedding_gradient";
+    tied.label = "embedding lookup's gradient (tied weights, end of backward)";
+    tied.value = 4.0 * static_cast<double>(count.embedding);
+    tied.formula = "4 V h";
+    tied.values = absl::StrFormat("4 * %s", FormatCount(static_cast<double>(count.embedding)));
+    tied.source =
+        "fragscope: PyTorch's embedding backward and AccumulateGrad, seen in the predictor's "
+        "allocations (estimator/README.md)";
+    tied.at_backward_start = false;
+    tied.at_optimizer_step = false;
+    estimate.terms.push_back(tied);
+  }
+
   if (zero == 3 && count.architectural) {
     const double largest = static_cast<double>(count.largest_module) * count.given_count_scale() /
                            static_cast<double>(layout.tp);
@@ -291,6 +412,8 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
         absl::StrFormat("%s * %s", FormatNumber(gathered_bytes), FormatCount(largest));
     gathered.source =
         "DeepSpeed stage3.py estimate_zero3_model_states_mem_needs (4 x largest layer)";
+    gathered.at_optimizer_step = false;  // released after the layer's backward
+    gathered.at_backward_end = false;
     estimate.terms.push_back(gathered);
   }
 
@@ -315,7 +438,11 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                             : "",
           "); the activation terms are the full fine-tuning's"));
     }
-    for (Term& term : activations) estimate.terms.push_back(std::move(term));
+    for (Term& term : activations) {
+      term.at_optimizer_step = false;  // freed by the backward
+      term.at_backward_end = false;
+      estimate.terms.push_back(std::move(term));
+    }
   } else {
     estimate.notes.push_back("activations not included (model states only)");
   }
@@ -324,6 +451,19 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   }
   for (Term& term : DeviceOverheadTerms(config.overheads))
     estimate.terms.push_back(std::move(term));
+
+  if (step_moments && !config.lora.enabled()) {
+    if (std::optional<Term> attention = AttentionBackwardTerm(spec, config)) {
+      // The moment holds what the backward start holds but the output layer's and the loss's
+      // tensors, plus this term.
+      for (Term& term : estimate.terms) {
+        term.at_attention_backward = term.at_backward_start && term.key != "activations_output" &&
+                                     term.key != "loss_backward";
+      }
+      estimate.terms.push_back(*std::move(attention));
+    }
+  }
+  if (step_moments) ChoosePeak(config, estimate);
 
   for (Term& term : ParameterQuantities(spec, count, shard)) {
     estimate.quantities.push_back(std::move(term));

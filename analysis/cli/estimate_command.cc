@@ -44,6 +44,12 @@ namespace {
 namespace est = ::fragscope::estimator;
 using estimate::Flags;
 
+// What the model spec's reader assumed (an unknown Hugging Face model_type read as a Llama-style
+// decoder) goes with the estimate, so the numbers are never shown without it.
+void AddSpecAssumptions(const est::ModelSpec& spec, est::MemoryEstimate& estimate) {
+  for (const std::string& assumption : spec.assumptions) estimate.notes.push_back(assumption);
+}
+
 std::string SolveLine(const std::string& what, int64_t answer, const est::GpuSpec& gpu) {
   if (answer == 0) return absl::StrCat("no ", what, " fits ", gpu.name, " (even 1 does not)\n");
   // The search stops at the largest value a configuration accepts.
@@ -223,6 +229,7 @@ absl::Status Run(const Flags& flags, std::ostream& out, absl::Status& output_err
     if (!estimate.ok()) return estimate.status();
     report.estimate = *std::move(estimate);
     if (!bare_count_note.empty()) report.estimate.notes.push_back(bare_count_note);
+    AddSpecAssumptions(*spec, report.estimate);
   } else {
     absl::StatusOr<est::InferenceConfig>& config = inference_config;
     est::RooflineOptions roofline;
@@ -257,6 +264,7 @@ absl::Status Run(const Flags& flags, std::ostream& out, absl::Status& output_err
     if (!estimate.ok()) return estimate.status();
     report.estimate = *std::move(estimate);
     if (!bare_count_note.empty()) report.estimate.notes.push_back(bare_count_note);
+    AddSpecAssumptions(*spec, report.estimate);
     if (report.has_gpu && report.gpu.peak_flops > 0) {
       absl::StatusOr<std::vector<est::Term>> timing =
           est::RooflineTerms(*spec, *config, report.gpu, roofline);

@@ -100,7 +100,20 @@ absl::StatusOr<est::TrainingConfig> BuildTraining(const Flags& flags) {
   FRAGSCOPE_RETURN_IF_ERROR(ReadLayout(flags, c.layout));
   FRAGSCOPE_RETURN_IF_ERROR(ReadEnum(flags, "precision", est::ParsePrecision, c.precision));
   FRAGSCOPE_RETURN_IF_ERROR(ReadEnum(flags, "grads", est::ParseGradientRegime, c.gradients));
-  FRAGSCOPE_RETURN_IF_ERROR(ReadEnum(flags, "optimizer", est::ParseOptimizer, c.optimizer));
+  if (const std::optional<std::string> value = flags.Value("optimizer")) {
+    absl::StatusOr<est::OptimizerChoice> choice = est::ParseOptimizerChoice(*value, "--optimizer");
+    if (!choice.ok()) return choice.status();
+    c.optimizer = choice->optimizer;
+    if (choice->impl.has_value()) {
+      if (flags.Has("optimizer-impl")) {
+        return absl::InvalidArgumentError(absl::StrCat("--optimizer-impl: --optimizer ", *value,
+                                                       " already names the implementation"));
+      }
+      c.optimizer_impl = *choice->impl;
+    }
+  }
+  FRAGSCOPE_RETURN_IF_ERROR(
+      ReadEnum(flags, "optimizer-impl", est::ParseOptimizerImpl, c.optimizer_impl));
   FRAGSCOPE_RETURN_IF_ERROR(ReadEnum(flags, "recompute", est::ParseRecompute, c.recompute));
   FRAGSCOPE_RETURN_IF_ERROR(
       ReadEnum(flags, "activation-model", est::ParseActivationModel, c.activation_model));
@@ -149,6 +162,7 @@ absl::Status CheckModeFlags(const Flags& flags, bool training) {
   static const char* const kTrainingOnly[] = {"precision",
                                               "grads",
                                               "optimizer",
+                                              "optimizer-impl",
                                               "zero",
                                               "distributed-optimizer",
                                               "offload-optimizer",

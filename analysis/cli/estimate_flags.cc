@@ -45,7 +45,12 @@ GPU. Every term's formula, values and source: --explain. Units: bytes; GiB = 2^3
             "default bf16 (16-bit = mixed precision with fp32 master weights)", "Training"},
            {"--grads", "16bit|fp32|16bit+fp32",
             "gradient buffers under mixed precision (default fp32)", "Training"},
-           {"--optimizer", "NAME", "adam, adamw (default), adam8bit, sgd, sgd-momentum, adafactor",
+           {"--optimizer", "NAME",
+            "adam, adamw (default), adam8bit, sgd, sgd-momentum, adafactor; torch.optim's may "
+            "end -for-loop, -foreach or -fused (adamw-fused)",
+            "Training"},
+           {"--optimizer-impl", "for-loop|foreach|fused",
+            "torch.optim's implementation (default foreach, PyTorch's for CUDA parameters)",
             "Training"},
            {"--zero", "0|1|2|3", "DeepSpeed ZeRO stage (default 0)", "Training"},
            {"--distributed-optimizer", "", "Megatron's distributed optimizer (ZeRO-1 over dp)",

@@ -231,7 +231,7 @@ TEST(JobVerdictTest, TheDemoSetsItsJobAgainstItsModel) {
   CommandRun demo = Fragscope({"demo", "--no-html", "--threads", "1"});
   ASSERT_EQ(demo.code, 0) << demo.err;
   EXPECT_THAT(demo.out, HasSubstr("from the log's model record"));
-  EXPECT_THAT(demo.out, HasSubstr("theoretical peak 15.40 GiB fits within"));
+  EXPECT_THAT(demo.out, HasSubstr("theoretical peak 15.40 GiB fits"));
   EXPECT_THAT(demo.out, HasSubstr("term              estimated      live here"));
   EXPECT_THAT(demo.out, HasSubstr("The fix: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
 }

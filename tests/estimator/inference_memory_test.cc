@@ -137,7 +137,7 @@ ModelSpec LlmAnalysisLlama7b() {
   spec.vocab_size = 32000;
   spec.tied_embeddings = false;
   spec.norm = NormKind::kRmsNorm;
-  spec.linear_biases = false;
+  spec.SetLinearBiases(false);
   spec.position_embedding = PositionKind::kRotary;
   return spec;
 }

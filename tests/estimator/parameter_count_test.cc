@@ -53,7 +53,9 @@ TEST(ParameterCountTest, EveryPresetIsValidAndSumsItsBreakdown) {
     ASSERT_TRUE(count.ok()) << spec.name << ": " << count.status();
     const int64_t model_level = count->embedding + count->position_embedding +
                                 count->embedding_norm + count->final_norm + count->output_layer;
-    EXPECT_EQ(count->total, spec.num_layers * count->per_layer + model_level) << spec.name;
+    EXPECT_EQ(count->total, count->blocks + model_level) << spec.name;
+    const int64_t per_layer = spec.is_moe() ? count->per_moe_layer : count->per_dense_layer;
+    EXPECT_EQ(count->blocks, spec.num_layers * per_layer) << spec.name;
     EXPECT_LE(count->active, count->total) << spec.name;
     EXPECT_GT(count->largest_module, 0) << spec.name;
   }
@@ -88,7 +90,7 @@ TEST(ParameterCountTest, BareCountHasNoBreakdown) {
   ASSERT_TRUE(count.ok()) << count.status();
   EXPECT_FALSE(count->architectural);
   EXPECT_EQ(count->total, 7000000000);
-  EXPECT_EQ(count->per_layer, 0);
+  EXPECT_EQ(count->blocks, 0);
 }
 
 // Found by tests/fuzz/model_spec_json_fuzz: a Mixtral config with 1,162,171,968 heads of 128
@@ -131,10 +133,10 @@ TEST(ParameterCountTest, GivenCountOverridesArchitecturalTotal) {
 TEST(ParameterCountTest, AdafactorFactoredCountIsFarBelowParameterCount) {
   absl::StatusOr<ParameterCount> count = CountParameters(*FindModelPreset("gpt2-small"));
   ASSERT_TRUE(count.ok());
-  // Per layer: Q, K, V, O (768 + 768) each = 6144; MLP 2 x (768 + 3072) = 7680; vectors
-  // (biases 3*768 + 768 + 3072 + 768, norms 4*768) = 9984; 12 layers = 285,696. Plus the
-  // embedding (50257 + 768), positions (1024 + 768) and the final norm (1536).
-  EXPECT_EQ(count->factored_second_moment, 285696 + 51025 + 1792 + 1536);
+  // Per layer: the fused c_attn 768 + 2304 and O 768 + 768 = 4608; MLP 2 x (768 + 3072) = 7680;
+  // vectors (biases 3*768 + 768 + 3072 + 768, norms 4*768) = 9984; 12 layers = 267,264. Plus
+  // the embedding (50257 + 768), positions (1024 + 768) and the final norm (1536).
+  EXPECT_EQ(count->factored_second_moment, 267264 + 51025 + 1792 + 1536);
   EXPECT_LT(count->factored_second_moment, count->total / 100);
 }
 

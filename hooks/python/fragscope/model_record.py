@@ -30,7 +30,17 @@ _ESSENTIAL = (
     "attention_bias", "mlp_bias", "num_local_experts", "num_experts_per_tok", "n_layer", "n_embd",
     "n_head", "n_inner", "n_positions", "activation_function", "ffn_dim",
     "max_position_embeddings", "resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout",
-    "hidden_dropout", "dropout", "hidden_dropout_prob", "activation_dropout")
+    "hidden_dropout", "dropout", "hidden_dropout_prob", "activation_dropout",
+    # Read by the estimator's config reader (estimator/hf_config.cc) for the other decoder types.
+    "num_layers", "num_heads", "d_model", "num_kv_heads", "n_head_kv", "ffn_hidden_size",
+    "hidden_act", "hidden_activation", "activation", "qkv_bias", "use_qkv_bias", "use_bias",
+    "bias", "enable_bias", "qk_layernorm", "use_qk_norm", "use_parallel_residual", "parallel_attn",
+    "new_decoder_architecture", "multi_query", "num_ln_in_parallel_attn", "alibi", "num_experts",
+    "n_routed_experts", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "n_shared_experts", "first_k_dense_replace", "decoder_sparse_step", "mlp_only_layers",
+    "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+    "word_embed_proj_dim", "do_layer_norm_before", "_remove_final_layer_norm",
+    "layer_norm_elementwise_affine", "is_encoder_decoder")
 
 _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimizer", "attention",
              "recompute", "activations", "weight_dtype", "autocast", "use_cache")
