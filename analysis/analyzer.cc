@@ -137,6 +137,12 @@ bool WholeJob(const RankReport& report) {
   return false;
 }
 
+std::vector<DemandTerm> LargestFirst(std::vector<DemandTerm> terms) {
+  std::stable_sort(terms.begin(), terms.end(),
+                   [](const DemandTerm& a, const DemandTerm& b) { return a.bytes > b.bytes; });
+  return terms;
+}
+
 // The demand's parts by role (the log's tag records), largest first; roles that hold nothing
 // are left out.
 std::vector<DemandTerm> RoleTerms(const RoleBytes& roles) {
@@ -146,9 +152,7 @@ std::vector<DemandTerm> RoleTerms(const RoleBytes& roles) {
     terms.push_back({.name = std::string(AllocationRoleName(static_cast<AllocationRole>(r))),
                      .bytes = roles[static_cast<size_t>(r)]});
   }
-  std::stable_sort(terms.begin(), terms.end(),
-                   [](const DemandTerm& a, const DemandTerm& b) { return a.bytes > b.bytes; });
-  return terms;
+  return LargestFirst(std::move(terms));
 }
 
 // The estimator's allocator-visible terms, largest first (the demand's parts where the log has
@@ -162,9 +166,7 @@ std::vector<DemandTerm> EstimatorTerms(const estimator::MemoryEstimate& estimate
     }
     terms.push_back({.name = t.label, .bytes = static_cast<uint64_t>(t.value)});
   }
-  std::stable_sort(terms.begin(), terms.end(),
-                   [](const DemandTerm& a, const DemandTerm& b) { return a.bytes > b.bytes; });
-  return terms;
+  return LargestFirst(std::move(terms));
 }
 
 }  // namespace

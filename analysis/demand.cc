@@ -7,18 +7,24 @@
 
 namespace fragscope {
 
-uint64_t DemandBytes(const TraceEvent& event) {
+namespace {
+
+// A request rounded as PyTorch's defaults round it; `size` where the request is not recorded.
+uint64_t RoundedRequest(uint64_t requested, uint64_t size) {
   static const AllocatorOptions kDefaults;
-  if (event.requested_bytes > 0) return RoundSize(event.requested_bytes, kDefaults);
-  return event.bytes;
+  return requested > 0 ? RoundSize(requested, kDefaults) : size;
+}
+
+}  // namespace
+
+uint64_t DemandBytes(const TraceEvent& event) {
+  return RoundedRequest(event.requested_bytes, event.bytes);
 }
 
 DemandCollector::DemandCollector(const TraceInfo& info) {
   for (const InitialSegment& segment : info.initial_segments) {
     for (const InitialBlock& block : segment.allocated) {
-      const uint64_t bytes = block.requested_bytes > 0
-                                 ? RoundSize(block.requested_bytes, AllocatorOptions())
-                                 : block.size;
+      const uint64_t bytes = RoundedRequest(block.requested_bytes, block.size);
       live_blocks_[block.address] = {.bytes = bytes};
       live_ += bytes;
       roles_[0] += bytes;
@@ -49,10 +55,14 @@ void DemandCollector::Drop(const LiveBlock& block) {
   roles_[static_cast<size_t>(block.role)] -= block.bytes;
 }
 
-void DemandCollector::Retag(LiveBlock& block, AllocationRole role) {
+void DemandCollector::ApplyTag(const TraceEvent& tag) {
+  summary_.has_roles = true;
+  auto it = live_blocks_.find(tag.ptr);
+  if (it == live_blocks_.end()) return;  // no block there: passed over
+  LiveBlock& block = it->second;
   roles_[static_cast<size_t>(block.role)] -= block.bytes;
-  block.role = role;
-  roles_[static_cast<size_t>(role)] += block.bytes;
+  block.role = tag.role;
+  roles_[static_cast<size_t>(block.role)] += block.bytes;
 }
 
 void DemandCollector::OnTraceEvent(const TraceEvent& event) {
@@ -62,10 +72,7 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
     const Moment at = *pending_;
     pending_.reset();
     if (event.kind == EventKind::kTag && event.ptr == at.ptr) {
-      summary_.has_roles = true;
-      if (auto it = live_blocks_.find(event.ptr); it != live_blocks_.end()) {
-        Retag(it->second, event.role);
-      }
+      ApplyTag(event);
       Raise(live_, at, false);
       return;
     }
@@ -91,13 +98,9 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
       live_blocks_.erase(it);
       break;
     }
-    case EventKind::kTag: {
-      summary_.has_roles = true;
-      if (auto it = live_blocks_.find(event.ptr); it != live_blocks_.end()) {
-        Retag(it->second, event.role);
-      }
+    case EventKind::kTag:
+      ApplyTag(event);
       break;
-    }
     case EventKind::kOom: {
       ++summary_.refused_requests;
       const uint64_t request = DemandBytes(event);

@@ -77,7 +77,7 @@ class DemandCollector final : public ReplayHooks {
   };
   void Raise(uint64_t bytes, const Moment& at, bool refused, uint64_t refused_bytes = 0);
   void Drop(const LiveBlock& block);
-  void Retag(LiveBlock& block, AllocationRole role);
+  void ApplyTag(const TraceEvent& tag);
 
   absl::flat_hash_map<DevicePtr, LiveBlock> live_blocks_;  // address -> its request and role
   uint64_t live_ = 0;
