@@ -140,13 +140,17 @@ ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSumma
       gap.theoretical_bytes > 0 ? 100.0 * diff / gap.theoretical_bytes : 0.0));
   if (!gap.likely_term.empty()) {
     const TermGap& t = terms[gap.likely_term];
-    gap.lines.push_back(absl::StrFormat(
-        gap.by_role ? "The gap most likely sits in %s: blocks of its roles hold %s against %s "
-                      "estimated (the blocks' roles, from the log's tag records)."
-                    : "The gap most likely sits in %s: blocks allocated in its phases hold %s "
-                      "against %s estimated (heuristic: blocks are attributed by the marker phase "
-                      "they were allocated in).",
-        gap.likely_term, size(t.measured_bytes), size(t.estimated_bytes)));
+    // Two literal formats: absl checks each at compile time, which a chosen one defeats.
+    gap.lines.push_back(
+        gap.by_role
+            ? absl::StrFormat("The gap most likely sits in %s: blocks of its roles hold %s against "
+                              "%s estimated (the blocks' roles, from the log's tag records).",
+                              gap.likely_term, size(t.measured_bytes), size(t.estimated_bytes))
+            : absl::StrFormat(
+                  "The gap most likely sits in %s: blocks allocated in its phases hold %s against "
+                  "%s estimated (heuristic: blocks are attributed by the marker phase they were "
+                  "allocated in).",
+                  gap.likely_term, size(t.measured_bytes), size(t.estimated_bytes)));
   } else if (diff < 0 && gap.allocated_bytes > 0) {
     gap.lines.push_back(
         "Allocated memory is below the footprint: the job had not reached its theoretical peak "
