@@ -215,6 +215,10 @@ void ListAssumptions(const std::set<std::string>& given, AssumptionBasis basis, 
     job->assumptions.push_back(
         {std::move(name), std::move(value), was_given ? basis : default_basis});
   };
+  // What the config reader assumed (an unknown model_type read as a Llama-style decoder).
+  for (const std::string& assumed : job->spec.assumptions) {
+    job->assumptions.push_back({"architecture", assumed, AssumptionBasis::kDefault});
+  }
   const AssumptionBasis hf =
       job->hugging_face ? AssumptionBasis::kConfig : AssumptionBasis::kDefault;
   add("train", "mode", job->training ? "training" : "inference",

@@ -1,5 +1,6 @@
 #include "estimator/autocast_activations.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -214,10 +215,12 @@ std::optional<Term> AttentionBackwardTerm(const ModelSpec& spec, const TrainingC
   Term term;
   term.key = "attention_backward";
   term.label = "last layer's attention backward (fp32 score gradients, less what is freed)";
-  term.value = allocated - freed;
+  // What the moment adds over the backward's start; at short sequences it frees more than it
+  // allocates, and then that moment is below the backward's start (never the peak): 0.
+  term.value = std::max(0.0, allocated - freed);
   term.formula =
-      "4 V h + 4 (W_mlp + W_o) + 8 s b h + 2 (4 a s^2 b) - [2 V h + 2 (W_mlp + W_o) + mlp + "
-      "E s b h c_mlp + E s b q]";
+      "max(0, 4 V h + 4 (W_mlp + W_o) + 8 s b h + 2 (4 a s^2 b) - [2 V h + 2 (W_mlp + W_o) + mlp + "
+      "E s b h c_mlp + E s b q])";
   term.values = absl::StrFormat(
       "%s + 4 * (%s + %s) + %s + 2 * %s - [%s + 2 * (%s + %s) + %s + %s + %s]",
       FormatCount(4.0 * v * h), FormatCount(w_mlp), FormatCount(w_o), FormatCount(8.0 * s * b * h),
@@ -272,15 +275,19 @@ absl::StatusOr<std::vector<Term>> AutocastActivationTerms(const ModelSpec& spec,
   terms.push_back(embedding);
 
   const double norm = NormBytes(spec);
+  // Soft-capped logits (cap * tanh(logits / cap)) keep the tanh's output, in the compute dtype.
+  const double capped = spec.logit_softcapping ? e : 0.0;
   Term output;
   output.key = "activations_output";
-  output.label = "activations (output layer + loss: fp32 log-softmax)";
-  output.value = 4.0 * s * b * v + (norm + e) * s * b * h;
-  output.formula = "4 s b V + (N + E) s b h";
-  output.values =
-      absl::StrFormat("4 * %s * %s * %s + (%s + %s) * %s * %s * %s", FormatNumber(s),
-                      FormatNumber(b), FormatNumber(v), FormatNumber(norm), FormatNumber(e),
-                      FormatNumber(s), FormatNumber(b), FormatNumber(h));
+  output.label = spec.logit_softcapping
+                     ? "activations (output layer + soft-capping tanh + loss: fp32 log-softmax)"
+                     : "activations (output layer + loss: fp32 log-softmax)";
+  output.value = (4.0 + capped) * s * b * v + (norm + e) * s * b * h;
+  output.formula = spec.logit_softcapping ? "(4 + E) s b V + (N + E) s b h" : "4 s b V + (N + E) s b h";
+  output.values = absl::StrFormat(
+      "%s * %s * %s * %s + (%s + %s) * %s * %s * %s", FormatNumber(4.0 + capped), FormatNumber(s),
+      FormatNumber(b), FormatNumber(v), FormatNumber(norm), FormatNumber(e), FormatNumber(s),
+      FormatNumber(b), FormatNumber(h));
   output.source = kSource;
   terms.push_back(output);
 

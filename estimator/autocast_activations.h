@@ -45,7 +45,8 @@
 //     shared expert 4 E s b f_s (+ E s b h with its sigmoid gate: the output it scales)
 //   dropout  2 m s b h          the two hidden dropout masks (attention dropout is in SDPA)
 // Dense layers (all of a dense model, DeepSeek's first_k_dense_replace) and MoE layers are two
-// terms. Output layer and loss: 4 s b V (the loss's fp32 log-softmax) + N s b h (final norm) +
+// terms. Output layer and loss: 4 s b V (the loss's fp32 log-softmax; + E s b V, the tanh's output,
+// with logit soft-capping) + N s b h (final norm) +
 // E s b h (the cast input of the output projection). Embedding: 8 s b (token ids) + m s b h.
 // Loss backward: 8 s b V, two fp32 logits-sized buffers alive together at the start of the
 // backward (measured: peak - end of forward = 8 s b V).

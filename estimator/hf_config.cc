@@ -134,6 +134,14 @@ absl::Status ReadSizes(const Reader& r, const Architecture& a) {
   }
   // transformers' "gelu_new" is a Python tanh GeLU that keeps fp32 intermediates.
   spec.python_gelu = !spec.gated_mlp && spec.activation == "gelu_new";
+  // A number (not null) turns the causal LM's logit soft-capping on.
+  if (const Json* cap = r.First({"final_logit_softcapping"})) {
+    if (!cap->is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "final_logit_softcapping: must be a number or null, got ", QuotedExcerpt(cap->dump())));
+    }
+    spec.logit_softcapping = cap->get<double>() > 0;
+  }
   return absl::OkStatus();
 }
 

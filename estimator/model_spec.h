@@ -64,6 +64,7 @@ struct ModelSpec {
   // (autocast_activations.h): how transformers' eager modules store activations.
   bool fused_qkv = false;    // one QKV projection (GPT-2's c_attn); false: q, k, v separately
   bool python_gelu = false;  // transformers' Python tanh GeLU ("gelu_new"): fp32 intermediates
+  bool logit_softcapping = false;  // cap * tanh(logits / cap) (Gemma 2): the tanh's output is saved
 
   // Biases of the linear layers (the JSON key "linear_biases" sets the first three at once).
   bool qkv_bias = true;            // Q, K, V projections (MLA: the down-projections q_a, kv_a)

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/model_job.h"
 #include "gmock/gmock.h"
@@ -225,6 +226,30 @@ TEST(JobVerdictTest, AnInferenceRecordDescribesTheJobThatRan) {
                       .status()
                       .message()),
       HasSubstr("job.weight_dtype"));
+}
+
+// A record of a model_type the reader does not know is estimated as a Llama-style decoder, and
+// the footprint's assumptions say so; a needed field it lacks is named.
+TEST(JobVerdictTest, AnUnknownModelTypeIsEstimatedWithItsAssumptionStated) {
+  absl::StatusOr<ModelJob> job = ModelJobFromRecord(
+      R"({"format": "fragscope.model/1", "config": {"model_type": "acme_lm", )"
+      R"("num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, )"
+      R"("intermediate_size": 512, "vocab_size": 1000}, "job": {"seq": 512}})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  bool stated = false;
+  for (const Assumption& a : job->assumptions) {
+    stated = stated || (a.name == "architecture" && absl::StrContains(a.value, "acme_lm") &&
+                        absl::StrContains(a.value, "Llama-style"));
+  }
+  EXPECT_TRUE(stated);
+  EXPECT_TRUE(EstimateModelJob(*job).ok());
+  EXPECT_THAT(std::string(ModelJobFromRecord(
+                              R"({"format": "fragscope.model/1", "config": {"model_type": )"
+                              R"("acme_lm", "num_hidden_layers": 2, "hidden_size": 256, )"
+                              R"("num_attention_heads": 4, "vocab_size": 1000}})")
+                              .status()
+                              .message()),
+              HasSubstr("intermediate_size"));
 }
 
 TEST(JobVerdictTest, TheDemoSetsItsJobAgainstItsModel) {

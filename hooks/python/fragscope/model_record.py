@@ -40,7 +40,7 @@ _ESSENTIAL = (
     "n_shared_experts", "first_k_dense_replace", "decoder_sparse_step", "mlp_only_layers",
     "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     "word_embed_proj_dim", "do_layer_norm_before", "_remove_final_layer_norm",
-    "layer_norm_elementwise_affine", "is_encoder_decoder")
+    "layer_norm_elementwise_affine", "is_encoder_decoder", "final_logit_softcapping")
 
 _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimizer", "attention",
              "recompute", "activations", "weight_dtype", "autocast", "use_cache")
