@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 #include "analysis/comparison_render.h"
@@ -74,13 +75,14 @@ void RenderOom(std::ostream& out, const OomExplanation& x, size_t number) {
            "<th>allocated at</th><th class=\"l\">phase</th></tr>";
     for (const PinningBlock& p : x.pinning) {
       out << absl::StrFormat(
-          "<tr><td>%s</td><td>%s</td><td>0x%x</td><td>0x%x</td><td>%s</td><td class=\"l\">%s%s"
+          "<tr><td>%s</td><td>%s</td><td>0x%x</td><td>0x%x</td><td>%s</td><td class=\"l\">%s%s%s"
           "</td></tr>",
           Size(p.size), Size(p.requested_bytes), p.address, p.segment,
           p.origin.before_trace
               ? "before the trace"
               : absl::StrFormat("event %d (%s)", p.origin.index, FormatDuration(p.origin.time_ns)),
-          HtmlEscape(p.phase), p.pending_free ? " [pending free]" : "");
+          HtmlEscape(p.phase), p.pending_free ? " [pending free]" : "",
+          p.site.empty() ? "" : absl::StrCat("<br>at <code>", HtmlEscape(p.site), "</code>"));
     }
     out << "</table>";
   }

@@ -20,7 +20,9 @@ std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 // Fractions and seconds: six significant digits.
 OrderedJson Fraction(double v) { return JsonNumber(v, 6); }
 
-OrderedJson Layout(const LayoutSummary& l) {
+}  // namespace
+
+OrderedJson LayoutJson(const LayoutSummary& l) {
   OrderedJson j;
   j["event"] = l.index;
   j["time_ns"] = l.time_ns;
@@ -35,6 +37,8 @@ OrderedJson Layout(const LayoutSummary& l) {
   j["rmm_fragmentation"] = Fraction(l.rmm_fragmentation);
   return j;
 }
+
+namespace {
 
 OrderedJson Oom(const OomExplanation& x) {
   OrderedJson j;
@@ -95,7 +99,8 @@ OrderedJson Oom(const OomExplanation& x) {
                        {"alloc_event", p.origin.index},
                        {"alloc_time_ns", p.origin.time_ns},
                        {"phase", p.phase},
-                       {"role", AllocationRoleName(p.origin.role)}});
+                       {"role", AllocationRoleName(p.origin.role)},
+                       {"site", p.site}});
   }
   j["pinning"] = std::move(pinning);
   j["avoided_by"] = x.avoided_by;
@@ -234,8 +239,8 @@ OrderedJson Rank(const RankReport& r, const JsonReportOptions& options) {
   OrderedJson explained = OrderedJson::array();
   for (const OomExplanation& x : r.ooms) explained.push_back(Oom(x));
   j["ooms"] = {{"count", r.oom_count}, {"explained", std::move(explained)}};
-  j["at"] = r.at_layout.has_value() ? Layout(*r.at_layout) : OrderedJson(nullptr);
-  j["layout_at_end"] = Layout(r.final_layout);
+  j["at"] = r.at_layout.has_value() ? LayoutJson(*r.at_layout) : OrderedJson(nullptr);
+  j["layout_at_end"] = LayoutJson(r.final_layout);
   j["verdict"] = JsonVerdict(r.verdict);
   j["sweep"] = Sweep(r, options);
   j["model_gap"] = ModelGapJson(r);

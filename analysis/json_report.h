@@ -19,6 +19,9 @@ estimator::OrderedJson JsonReport(const AnalysisReport& report, const JsonReport
 void WriteJsonReport(const AnalysisReport& report, const JsonReportOptions& options,
                      std::ostream& out);
 
+// A layout's totals (REPORT_SCHEMA.md, "layout"), without its segments.
+estimator::OrderedJson LayoutJson(const LayoutSummary& layout);
+
 // `fragscope sweep --json`: the sweep alone (schema "fragscope.sweep"): the trace and device
 // members and the sweep object of the analysis schema, without the analysis it did not run.
 inline constexpr int kSweepSchemaVersion = 1;

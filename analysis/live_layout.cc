@@ -162,10 +162,15 @@ LiveLayout::Segments::iterator LiveLayout::Erase(Segments::iterator it) {
 }
 
 PinningBlock LiveLayout::Pinning(const LiveKey& key) {
-  PinningBlock p{key.address, key.segment, key.size, key.requested_bytes, key.pending_free, {}, {}};
+  PinningBlock p{.address = key.address,
+                 .segment = key.segment,
+                 .size = key.size,
+                 .requested_bytes = key.requested_bytes,
+                 .pending_free = key.pending_free};
   if (std::optional<BlockOrigin> origin = replayer_.LiveOrigin(key.address)) {
     p.origin = *origin;
     p.phase = replayer_.PhaseText(origin->phase);
+    p.site = replayer_.SiteText(origin->site);
   }
   return p;
 }

@@ -26,6 +26,7 @@ struct PinningBlock {
   bool pending_free = false;
   BlockOrigin origin;
   std::string phase;
+  std::string site;  // the allocation's call site ("" = not known)
 };
 
 struct FragmentedSegment {

@@ -266,7 +266,10 @@ void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
   absl::StatusOr<DevicePtr> ptr = AllocateAs(event, event.requested_bytes);
   ClearQueuedSegmentAllocs();
   LiveBlock live;
-  live.origin = BlockOrigin{event.index, event.time_ns, current_phase_, false};
+  live.origin = BlockOrigin{.index = event.index,
+                            .time_ns = event.time_ns,
+                            .phase = current_phase_,
+                            .site = event.site};
   if (ptr.ok()) {
     live.ours = *ptr;
     phases_.Ref(current_phase_);

@@ -173,6 +173,7 @@ struct BlockOrigin {
   bool before_trace = false;
   // Its role, from the trace's tag records (.fslog 2.5, Note [Tag records]); unknown without.
   AllocationRole role = AllocationRole::kUnknown;
+  uint32_t site = 0;  // its call site, Replayer::SiteText(site); 0 = not known
 };
 
 struct ReplayOom {
@@ -259,6 +260,7 @@ class Replayer {
   uint64_t last_index() const { return last_index_; }
   uint64_t last_time_ns() const { return last_time_ns_; }
   const std::string& PhaseText(uint32_t phase) const { return phases_.Text(phase); }
+  const std::string& SiteText(uint32_t site) const { return source_.SiteText(site); }
   const std::string& current_phase() const { return PhaseText(current_phase_); }
   // Origins of the live blocks, by the replay's (allocator's) address. O(live blocks).
   absl::flat_hash_map<DevicePtr, BlockOrigin> LiveBlockOrigins() const;

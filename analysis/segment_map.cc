@@ -6,7 +6,8 @@ namespace fragscope {
 
 LayoutSummary SummarizeLayout(const AllocatorSnapshot& snapshot,
                               const absl::flat_hash_map<DevicePtr, BlockOrigin>& origins,
-                              const std::function<std::string(uint32_t)>& phase_text) {
+                              const std::function<std::string(uint32_t)>& phase_text,
+                              const std::function<std::string(uint32_t)>& site_text) {
   LayoutSummary layout;
   layout.maps.reserve(snapshot.segments.size());
   for (const SegmentInfo& s : snapshot.segments) {
@@ -43,6 +44,7 @@ LayoutSummary SummarizeLayout(const AllocatorSnapshot& snapshot,
         if (auto it = origins.find(b.address); it != origins.end()) {
           block.origin = it->second;
           block.phase = phase_text(it->second.phase);
+          if (it->second.site != 0) block.site = site_text(it->second.site);
         }
       }
       map.blocks.push_back(std::move(block));
@@ -68,7 +70,8 @@ LayoutSummary SummarizeLayout(const AllocatorSnapshot& snapshot,
 LayoutSummary CurrentLayout(Replayer& replayer) {
   LayoutSummary layout =
       SummarizeLayout(replayer.allocator().Snapshot(), replayer.LiveBlockOrigins(),
-                      [&](uint32_t phase) { return replayer.PhaseText(phase); });
+                      [&](uint32_t phase) { return replayer.PhaseText(phase); },
+                      [&](uint32_t site) { return replayer.SiteText(site); });
   layout.index = replayer.last_index();
   layout.time_ns = replayer.last_time_ns();
   return layout;

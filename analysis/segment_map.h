@@ -29,6 +29,7 @@ struct MapBlock {
   MapBlockState state = MapBlockState::kFree;
   BlockOrigin origin;  // live blocks only
   std::string phase;   // live blocks only
+  std::string site;    // live blocks only: the call site ("" = not known)
 };
 
 struct SegmentMap {
@@ -71,7 +72,8 @@ struct LayoutSummary {
 // Builds the layout from an allocator snapshot and the replay's block origins.
 LayoutSummary SummarizeLayout(const AllocatorSnapshot& snapshot,
                               const absl::flat_hash_map<DevicePtr, BlockOrigin>& origins,
-                              const std::function<std::string(uint32_t)>& phase_text);
+                              const std::function<std::string(uint32_t)>& phase_text,
+                              const std::function<std::string(uint32_t)>& site_text);
 
 // The layout of a replay right now.
 LayoutSummary CurrentLayout(Replayer& replayer);

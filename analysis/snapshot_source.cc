@@ -162,6 +162,7 @@ absl::Status SnapshotSource::Init(const SnapshotSourceOptions& options) {
   }
   ReconstructInitialState();
   pool_ids_ = TraceEntryPoolIds(*snapshot_, static_cast<int>(device_));
+  sites_ = CollectSnapshotCallSites(*snapshot_, device_);
   InferCapacity();
   CollectAnnotations();
   return absl::OkStatus();
@@ -410,6 +411,11 @@ absl::StatusOr<bool> SnapshotSource::Next(TraceEvent* event) {
                kind == EventKind::kFreeCompleted) {
       event->ptr = e.addr;
       event->requested_bytes = e.size;
+      if (kind == EventKind::kAlloc && !sites_.by_entry.empty()) {
+        if (auto it = sites_.by_entry.find(pos_ - 1); it != sites_.by_entry.end()) {
+          event->site = it->second;
+        }
+      }
     } else {
       event->ptr = e.addr;
       event->bytes = e.size;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "analysis/snapshot_call_sites.h"
 #include "analysis/trace_event.h"
 
 namespace fragscope {
@@ -57,6 +58,7 @@ class SnapshotSource final : public TraceSource {
       const SnapshotSourceOptions& options = {});
 
   absl::StatusOr<bool> Next(TraceEvent* event) override;
+  const std::string& SiteText(uint32_t site) const override { return sites_.Text(site); }
   double Progress() const override;
   // Trace entries with an action this reader does not know (a newer PyTorch's), skipped.
   std::vector<std::string> warnings() const override;
@@ -83,6 +85,8 @@ class SnapshotSource final : public TraceSource {
   size_t pos_ = 0;
   // Each entry's private pool (snapshot_pool_ids.h); empty: all in the default pool.
   std::vector<PoolId> pool_ids_;
+  // The allocations' call sites, from the stacks the snapshot keeps (snapshot_call_sites.h).
+  SnapshotCallSites sites_;
   uint64_t unknown_actions_ = 0;
   std::string first_unknown_action_;
   int64_t first_time_us_ = 0;

@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -83,6 +84,8 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
       out << absl::StrFormat("        %-11s %-11s %-26s %s%s%s\n", Size(p.size),
                              Size(p.requested_bytes), when, phase, role,
                              p.pending_free ? " [pending free]" : "");
+      // Its call site (a snapshot's stack): control characters a hostile file could carry, escaped.
+      if (!p.site.empty()) out << "          at " << absl::CHexEscape(p.site) << "\n";
     }
   }
   for (const std::string& line : x.model_gap) Wrapped(out, line, "      model: ");

@@ -34,4 +34,9 @@ absl::StatusOr<size_t> TraceSource::NextBatch(std::span<TraceEvent* const> event
   return n;
 }
 
+const std::string& TraceSource::SiteText(uint32_t /*site*/) const {
+  static const std::string kNone;
+  return kNone;
+}
+
 }  // namespace fragscope

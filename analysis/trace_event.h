@@ -23,6 +23,8 @@
 //                   marks the OOM retry's)
 //   marker          text                        record_function annotations   --
 //   options_change  text                        --                            --
+//   call site       --                          from `frames` (snapshot_      --
+//                                               call_sites.h)
 #pragma once
 
 #include <bitset>
@@ -72,6 +74,8 @@ struct TraceEvent {
   std::string text;
   // kTag (.fslog 2.5, Note [Tag records]): the role of the live block at `ptr`.
   AllocationRole role = AllocationRole::kUnknown;
+  // kAlloc: the allocation's call site, TraceSource::SiteText(site); 0 = not known.
+  uint32_t site = 0;
 };
 
 // TraceEvent::flags bit, beside the allocator's EventFlag bits (which end at bit 6): a
@@ -169,6 +173,9 @@ class TraceSource {
   // completion's flags saves a pass per free). Returns whether it will: not once reading has
   // started, nor for a source without such records (the default).
   virtual bool FoldFreeCompletions() { return false; }
+  // The text of a call site an event names (TraceEvent::site): "file.py:88 in forward"; "" for 0
+  // and for sources that record none.
+  virtual const std::string& SiteText(uint32_t site) const;
   // Non-fatal problems met so far (torn tail, dropped records).
   virtual std::vector<std::string> warnings() const { return {}; }
   // The fraction of the input consumed so far, in [0, 1] (for progress bars).
