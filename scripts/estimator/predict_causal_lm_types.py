@@ -1,7 +1,9 @@
 """Predicts the training step of the 30 causal-LM types (tests/predict/causal_lm_types.py) with
 fragscope's predictor and writes their per-phase peaks as the estimator's accuracy test data.
 
-Each type: its two-layer default config, seq 2048, micro-batch 1, bf16 autocast, SDPA (eager for
+Each type: its two-layer default config, seq 2048 and micro-batch 1 (or --seq, --micro-batch: the
+held-out setting is --seq 1024 --micro-batch 3, into causal_lm_predictions_seq1024_mb3.json), bf16
+autocast, SDPA (eager for
 the types without it, as transformers loads them), AdamW foreach and fused, two steps (the second
 is the steady state) on an H100 80GB. Run from the repository root:
 
@@ -42,10 +44,10 @@ def attention(model_type):
     return "sdpa" if model_class._supports_sdpa else "eager"
 
 
-def predict(config_path, optimizer, attn, workdir):
+def predict(config_path, optimizer, attn, workdir, seq, micro_batch):
     log = os.path.join(workdir, "step.fslog")
     command = [sys.executable, "-m", "fragscope", "predict", "--config", config_path, "--seq",
-               str(SEQ), "--micro-batch", str(MICRO_BATCH), "--optimizer", optimizer, "--steps",
+               str(seq), "--micro-batch", str(micro_batch), "--optimizer", optimizer, "--steps",
                str(STEPS), "--attention", attn, "--out", log, "--json"]
     run = subprocess.run(command, capture_output=True, text=True)
     if os.path.exists(log):
@@ -64,13 +66,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--types", nargs="*", default=causal_lm_types.TYPES)
+    parser.add_argument("--seq", type=int, default=SEQ)
+    parser.add_argument("--micro-batch", type=int, default=MICRO_BATCH)
     args = parser.parse_args()
     import torch
     import transformers
 
     config_dir = os.path.join(os.path.dirname(os.path.abspath(args.out)), "configs")
     os.makedirs(config_dir, exist_ok=True)
-    data = {"setting": {"seq": SEQ, "micro_batch": MICRO_BATCH, "autocast": "bf16",
+    data = {"setting": {"seq": args.seq, "micro_batch": args.micro_batch, "autocast": "bf16",
                         "gpu": "h100-80gb", "steps": STEPS},
             "torch": torch.__version__, "transformers": transformers.__version__,
             "date": datetime.date.today().isoformat(), "types": {}}
@@ -84,7 +88,8 @@ def main():
         entry = {"attention": attention(model_type)}
         with tempfile.TemporaryDirectory() as workdir:
             for optimizer in OPTIMIZERS:
-                entry[optimizer] = predict(config_path, optimizer, entry["attention"], workdir)
+                entry[optimizer] = predict(config_path, optimizer, entry["attention"], workdir,
+                                           args.seq, args.micro_batch)
                 print(model_type, optimizer, entry[optimizer].get("peak_allocated_bytes",
                                                                   entry[optimizer].get("error")),
                       flush=True)
