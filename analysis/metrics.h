@@ -92,6 +92,8 @@ class MetricsCollector final : public ReplayHooks {
   // The curves now (the job's view: without memory reserved for requests it was refused).
   uint64_t allocated_now() const { return now_.allocated; }
   uint64_t reserved_now() const { return now_.reserved; }
+  uint64_t active_now() const { return now_.active; }
+  uint64_t requested_now() const { return now_.requested; }
 
  private:
   // The four curves, kept from events (PyTorch's "all" stats, without the per-pool split that a

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what fragscope's build needs and is missing on a fresh Debian 12 machine: Abseil,
 # nlohmann/json, CLI11, zstd, GoogleTest, Google Benchmark, CMake, Ninja, clang (fuzzers), ccache,
-# patchelf and the pinned scikit-build-core (the wheel: `pip install .` and its test), and the
+# patchelf and the pinned scikit-build-core (the wheel: `pip install .` and its test), Chromium and
+# the pinned playwright==1.65.2 (the viewer's test in a real browser, tests/view), and the
 # pinned torch==2.11.0 wheel (LibTorch for the hooks; its nvidia-* dependencies provide the
 # libraries torch links against) and transformers==5.17.0 (fragscope.predict's Hugging Face loop).
 # The CUDA 13 toolkit is expected at /usr/local/cuda (it is on the project's machines); without
@@ -10,7 +11,7 @@
 set -euo pipefail
 
 packages=(libabsl-dev googletest libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-          libcli11-dev libzstd-dev cmake ninja-build clang python3-pip ccache patchelf)
+          libcli11-dev libzstd-dev cmake ninja-build clang python3-pip ccache patchelf chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -28,6 +29,13 @@ if ! python3 -c "import scikit_build_core, sys; sys.exit(scikit_build_core.__ver
     2>/dev/null; then
   echo "setup: installing scikit-build-core==1.1.2 (the wheel's build backend)"
   python3 -m pip install --quiet scikit-build-core==1.1.2
+fi
+
+# playwright drives Debian's chromium (its own browser downloads are not used).
+if ! python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('playwright') != '1.65.2')" \
+    2>/dev/null; then
+  echo "setup: installing playwright==1.65.2 (the viewer's browser test)"
+  python3 -m pip install --quiet playwright==1.65.2
 fi
 
 if [ "${FRAGSCOPE_SKIP_TORCH:-0}" != "1" ] && [ -d /usr/local/cuda ]; then

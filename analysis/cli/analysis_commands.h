@@ -21,4 +21,7 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
 // fragscope diff A B : two traces of one job side by side.
 int RunDiffCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// fragscope view LOG : the interactive viewer, as files or served on the loopback interface.
+int RunViewCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 }  // namespace fragscope::cli

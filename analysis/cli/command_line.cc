@@ -33,6 +33,8 @@ constexpr Command kCommands[] = {
     {"verify", "check that fragscope's allocator reproduces a trace's decisions", RunVerifyCommand},
     {"sweep", "replay a trace under a grid of allocator settings", RunSweepCommand},
     {"diff", "two traces of one job side by side: peaks, OOMs, each phase", RunDiffCommand},
+    {"view", "an interactive memory viewer in the browser (files or a local server)",
+     RunViewCommand},
     {"convert", "convert between .fslog, PyTorch snapshot pickle and Chrome trace JSON",
      RunConvertCommand},
 };

@@ -1,0 +1,48 @@
+// The viewer's files for one trace (analysis/view/README.md, "Data contract"): the page, the
+// analysis, the curves at every zoom in tiles, and the layouts at the OOMs, the peak and the end.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "analysis/analyzer.h"
+#include "analysis/open_trace.h"
+#include "analysis/view/view_levels.h"
+#include "analysis/view/view_server.h"
+#include "estimator/json_document.h"
+
+namespace fragscope {
+
+struct ViewBuildOptions {
+  AnalysisOptions analysis;
+  bool api = false;              // served: the page may ask /api/layout for any event
+  size_t max_oom_layouts = 20;   // layouts kept for the first explained OOMs
+  size_t max_finest_buckets = ViewLevels::kMaxFinestBuckets;
+};
+
+struct ViewBuild {
+  std::map<std::string, std::string> files;  // relative path -> content
+  estimator::OrderedJson meta;               // what data/meta.js holds
+  uint64_t events = 0;
+  uint64_t samples = 0;
+  size_t tiles = 0;
+};
+
+absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener,
+                                         const ViewBuildOptions& options);
+
+// data/meta.js of `meta`.
+std::string ViewMetaScript(const estimator::OrderedJson& meta);
+
+// The server's /api/layout: the viewer's layout after `event`, replayed as BuildViewFiles does.
+HttpAnswer ViewLayoutAnswer(const TraceOpener& opener, const AnalysisOptions& analysis,
+                            uint64_t event);
+
+// The page's own files (index.html, its scripts and style), compiled in from
+// analysis/view/assets/ (generated view_assets.cc).
+const std::map<std::string, std::string>& ViewAssets();
+
+}  // namespace fragscope

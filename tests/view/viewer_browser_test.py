@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The viewer's page in Chromium (playwright, the system browser): it loads, draws the timeline,
+zooms (buttons and wheel) and pans within bounded tiles, shows the allocator's segments at the
+first OOM with its pinning blocks marked, a block's details, and a moment clicked on the timeline;
+no console or page errors. Screenshots go to --artifacts.
+
+  viewer_browser_test.py (--dir VIEW_DIR | --url URL) [--artifacts DIR]
+
+Exit 0 on success, 1 with the failed check, 77 (skipped) without chromium or playwright.
+"""
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+STATE = "window.fragscopeViewState"
+SETTLED = f"() => {STATE} && {STATE}.tilesCached > 0 && {STATE}.pendingTiles === 0"
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, what):
+    if not condition:
+        raise Failure(what)
+
+
+def settle(page, action):
+    """Runs `action` and waits for the redraw it causes, with every tile it needs loaded."""
+    before = page.evaluate(f"() => {STATE}.drawCount")
+    action()
+    page.wait_for_function(f"() => {STATE}.drawCount > {before} && {STATE}.pendingTiles === 0",
+                           timeout=30000)
+    return page.evaluate(f"() => {STATE}")
+
+
+def run(page, url, shots):
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_function(SETTLED, timeout=30000)
+    state = page.evaluate(f"() => {STATE}")
+    check(state["drawCount"] >= 1, "the timeline was never drawn")
+    check(page.inner_text("#verdict").strip() != "", "the verdict is empty")
+    check(page.locator("#oom-list li").count() >= 1, "no OOM is listed")
+    page.screenshot(path=os.path.join(shots, "overview.png"))
+    whole = state["range"]
+
+    # Zoom with the buttons, then the wheel around the pointer: the range narrows, the level gets
+    # finer (or is the finest), and the page keeps at most 64 tiles.
+    for _ in range(3):
+        zoomed = settle(page, lambda: page.click("#zoom-in"))
+    check(zoomed["range"][1] - zoomed["range"][0] < (whole[1] - whole[0]) / 4,
+          f"zoom-in did not narrow the range: {whole} -> {zoomed['range']}")
+    check(zoomed["level"] <= state["level"], "zooming in chose a coarser level")
+    box = page.locator("#timeline").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] / 2)
+    for _ in range(4):
+        wheeled = settle(page, lambda: page.mouse.wheel(0, -300))
+    check(wheeled["range"][1] - wheeled["range"][0] < zoomed["range"][1] - zoomed["range"][0],
+          "the wheel did not zoom in")
+    check(wheeled["tilesCached"] <= 64, f"{wheeled['tilesCached']} tiles kept (at most 64)")
+    page.screenshot(path=os.path.join(shots, "zoomed.png"))
+    # Drag to pan: the range moves, its width stays.
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + 40)
+    page.mouse.down()
+
+    def drag():
+        page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + 40, steps=5)
+        page.mouse.up()
+    panned = settle(page, drag)
+    width = wheeled["range"][1] - wheeled["range"][0]
+    check(abs((panned["range"][1] - panned["range"][0]) - width) < 1e-6 * max(1, width) + 1,
+          "panning changed the zoom")
+    check(panned["range"][0] != wheeled["range"][0] or panned["range"][0] == 0,
+          "dragging did not pan")
+    reset = settle(page, lambda: page.click("#zoom-reset"))
+    check(reset["range"] == whole, f"reset did not show the whole job: {reset['range']}")
+
+    # The first OOM: its layout, its pinning blocks marked, a block's details.
+    page.click("#oom-list li >> nth=0")
+    page.wait_for_selector("#segment-map .block", timeout=30000)
+    check("OOM" in page.inner_text("#layout-title"), "the OOM's layout is not titled so")
+    check(page.inner_text("#oom-details").strip() != "", "the OOM's evidence is not shown")
+    pins = page.locator("#segment-map .block.pinning")
+    check(pins.count() >= 1, "no pinning block is marked on the map")
+    pins.first.click()
+    details = page.inner_text("#block-details")
+    check("allocated at" in details and "event" in details, f"block details: {details!r}")
+    check("MiB" in details or "GiB" in details or "KiB" in details, "the block's size is missing")
+    page.screenshot(path=os.path.join(shots, "oom-selected.png"), full_page=True)
+    # Its allocation event selects that moment.
+    page.click("#alloc-event")
+    page.wait_for_function(f"() => {STATE}.selectedEvent !== null")
+    page.wait_for_selector("#segment-map .block", timeout=30000)
+
+    # A moment clicked on the timeline: that event selected, a layout shown for it, and no block
+    # marked as pinning there (the marks belong to the OOM's layout).
+    alloc_event = page.evaluate(f"() => {STATE}.selectedEvent")
+    page.locator("#timeline").scroll_into_view_if_needed()
+    box = page.locator("#timeline").bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.45, box["y"] + box["height"] / 2)
+    page.wait_for_function(f"() => {STATE}.selectedEvent !== {alloc_event}", timeout=30000)
+    clicked = page.evaluate(f"() => {STATE}")
+    low, high = clicked["range"]
+    check(low + 0.3 * (high - low) < clicked["selectedEvent"] < low + 0.6 * (high - low),
+          f"the click selected event {clicked['selectedEvent']} of {clicked['range']}")
+    page.wait_for_function("() => !document.querySelector('#layout-title').textContent"
+                           ".includes('OOM')", timeout=30000)
+    page.wait_for_selector("#segment-map .segment", timeout=30000)
+    check(page.locator("#segment-map .block.pinning").count() == 0,
+          "pinning marks outlived their OOM's layout")
+    page.screenshot(path=os.path.join(shots, "clicked.png"), full_page=True)
+    check(not errors, f"console or page errors: {errors}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dir")
+    where.add_argument("--url")
+    parser.add_argument("--artifacts")
+    args = parser.parse_args()
+    browser_path = shutil.which("chromium")
+    if browser_path is None:
+        print("SKIP: chromium is not installed")
+        return 77
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        print("SKIP: python playwright is not installed")
+        return 77
+    shots = args.artifacts or tempfile.mkdtemp(prefix="fragscope-view-shots-")
+    os.makedirs(shots, exist_ok=True)
+    url = args.url or "file://" + os.path.join(os.path.abspath(args.dir), "index.html")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            run(page, url, shots)
+        except Failure as failure:
+            page.screenshot(path=os.path.join(shots, "failure.png"), full_page=True)
+            print(f"FAIL: {failure} (screenshots in {shots})")
+            return 1
+        finally:
+            browser.close()
+    print(f"viewer page: all checks pass ({url}); screenshots in {shots}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
