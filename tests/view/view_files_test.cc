@@ -144,6 +144,26 @@ TEST(ViewCommandTest, WritesTheFilesWholeAndReplacesOnlyAnEarlierView) {
   EXPECT_EQ(Fragscope({"view", log + ".missing", "--out", TempPath("x")}).code, 1);
 }
 
+// A log cut short (a job killed mid-write) opens with what it has, and says where it stopped.
+TEST(ViewCommandTest, ADamagedLogShowsWhatItHasAndWhereItStopped) {
+  const std::string log = TempPath("demo.fslog");
+  ASSERT_EQ(Fragscope({"demo", "--no-html", "--log", log}).code, 0);
+  const std::string torn = TempPath("torn.fslog");
+  {
+    std::ifstream in(log, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(torn, std::ios::binary) << bytes.substr(0, bytes.size() * 2 / 3);
+  }
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(torn);
+  ASSERT_TRUE(opener.ok());
+  absl::StatusOr<ViewBuild> build = BuildViewFiles(*opener, {});
+  ASSERT_TRUE(build.ok()) << build.status();
+  const nlohmann::json meta = ScriptJson(build->files.at("data/meta.js"), "meta");
+  EXPECT_GT(meta["events"].get<uint64_t>(), 1000u);
+  const std::string warnings = meta["report"]["replay"]["warnings"].dump();
+  EXPECT_THAT(warnings, HasSubstr("torn tail")) << warnings;
+}
+
 TEST(ViewCommandTest, OutputDirectoryRefusesNamesOutsideIt) {
   const std::string dir = TempPath("names");
   EXPECT_FALSE(cli::WriteOutputDirectory(dir, {{"../escape", "x"}}, "m").ok());
