@@ -67,7 +67,7 @@ int RunViewCommand(const std::vector<std::string>& args, std::ostream& out, std:
     port = *parsed;
   }
   const std::string& path = flags->positional[0];
-  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path);
+  absl::StatusOr<TraceOpener> opener = TraceOpener::Create(path, {options.analysis.device});
   if (!opener.ok()) {
     err << "fragscope view: " << opener.status().message() << "\n";
     return 1;

@@ -29,6 +29,11 @@ absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener,
                                          const ViewBuildOptions& options) {
   absl::StatusOr<AnalysisReport> analysis = AnalyzeTraces({opener.path()}, options.analysis);
   if (!analysis.ok()) return analysis.status();
+  if (analysis->ranks.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(opener.path(), " holds the traces of ",
+                                                   analysis->ranks.size(),
+                                                   " devices: give --device N"));
+  }
   const RankReport& rank = analysis->ranks.front();
 
   // The moments whose layouts the page gets without a server.

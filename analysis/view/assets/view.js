@@ -35,7 +35,12 @@ window.FragscopeView = (function () {
 
   function show(layout, title, mine) {
     if (mine !== request) return;
-    FS.renderLayout(layout, title, pinning, selectEvent);
+    try {
+      FS.renderLayout(layout, title, pinning, selectEvent);
+    } catch (e) {
+      // A damaged layout leaves the rest of the page working.
+      FS.status("could not show the layout (" + title + "): " + e.message);
+    }
     timeline.publishState();
   }
 

@@ -1,7 +1,9 @@
 // fragscope view: the timeline. Draws the curves from the levels of detail (analysis/view/
-// README.md): the finest level that still gives at most two buckets per pixel of the visible
+// README.md): the coarsest level that still gives at least one bucket per pixel of the visible
 // range, falling back to coarser loaded levels while its tiles arrive; at most MAX_TILES tiles kept
-// (least recently used dropped; the coarsest level's single tile stays).
+// (least recently used dropped; the coarsest level's single tile stays). Events are not spread
+// evenly over operations, so an event is mapped to operations by binary search on the event
+// column of the coarsest level's tile, which is always kept.
 "use strict";
 
 FS.Timeline = class {
@@ -67,7 +69,17 @@ FS.Timeline = class {
   addTile(level, index, base64) {
     const key = level + "-" + index;
     this.pending.delete(key);
-    this.tiles.set(key, FS.decodeTile(base64));
+    let data;
+    try {
+      data = FS.decodeTile(base64);
+    } catch (e) {
+      // A damaged tile is not asked for again; coarser levels stand in for it.
+      this.failed.add(key);
+      FS.status("tile " + key + " of the timeline is damaged: " + e.message);
+      this.scheduleDraw();
+      return;
+    }
+    this.tiles.set(key, data);
     const pinned = this.coarsest() + "-0";
     while (this.tiles.size > FS.Timeline.MAX_TILES) {
       for (const old of this.tiles.keys()) {
@@ -77,28 +89,48 @@ FS.Timeline = class {
     this.scheduleDraw();
   }
 
-  // The level for the visible range: the finest with at most 2 buckets per pixel.
-  wantedLevel() {
-    const pixels = Math.max(1, this.canvas.clientWidth);
-    const span = Math.max(1, this.range[1] - this.range[0]);
-    const total = Math.max(1, this.last - this.first);
-    for (let level = 0; level < this.meta.levels.length; level++) {
-      const visible = this.meta.levels[level].buckets * span / total;
-      if (visible <= 2 * pixels) return level;
+  // The operations [lo, hi) that the visible range may cover: from the coarsest level's tile
+  // (binary search on its event column: the last bucket starting at or before the event), to
+  // within one of its buckets; proportionally to events while that tile loads.
+  visibleOps() {
+    const coarse = this.tiles.get(this.coarsest() + "-0");
+    const ops = this.meta.operations;
+    if (!coarse) {
+      const total = Math.max(1, this.last - this.first);
+      return [(this.range[0] - this.first) / total * ops, (this.range[1] - this.first) / total * ops];
     }
-    return this.coarsest();
+    const W = this.width, ev = this.columns.event, n = Math.floor(coarse.length / W);
+    const bucketAt = (event) => {
+      let lo = 0, hi = n - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (coarse[mid * W + ev] <= event) lo = mid; else hi = mid - 1;
+      }
+      return lo;
+    };
+    const width = this.meta.levels[this.coarsest()].width;
+    return [bucketAt(this.range[0]) * width, Math.min(ops, (bucketAt(this.range[1]) + 1) * width)];
   }
 
-  // The tiles of `level` that cover the visible range (with one of margin: events are not spread
-  // evenly over operations).
+  // The level for the visible range: the coarsest whose visible buckets are still at least one
+  // per pixel (so no detail the screen could show is lost), else the finest.
+  wantedLevel() {
+    const pixels = Math.max(1, this.canvas.clientWidth - (this.left || 70) - 8);
+    const [lo, hi] = this.visibleOps();
+    for (let level = this.coarsest(); level > 0; level--) {
+      if ((hi - lo) / this.meta.levels[level].width >= pixels) return level;
+    }
+    return 0;
+  }
+
+  // The tiles of `level` that cover the visible range.
   tilesFor(level) {
     const info = this.meta.levels[level];
-    const total = Math.max(1, this.last - this.first);
-    const perTile = this.meta.tile_buckets;
-    const lo = Math.floor((this.range[0] - this.first) / total * info.buckets / perTile) - 1;
-    const hi = Math.floor((this.range[1] - this.first) / total * info.buckets / perTile) + 1;
+    const perTile = this.meta.tile_buckets * info.width;
+    const [lo, hi] = this.visibleOps();
     const out = [];
-    for (let t = Math.max(0, lo); t <= Math.min(info.tiles - 1, hi); t++) out.push(t);
+    const last = Math.min(info.tiles - 1, Math.floor(Math.max(lo, hi - 1) / perTile));
+    for (let t = Math.max(0, Math.floor(lo / perTile)); t <= last; t++) out.push(t);
     return out;
   }
 
@@ -184,6 +216,12 @@ FS.Timeline = class {
       const e = this.range[0] + (this.range[1] - this.range[0]) * k / 5;
       ctx.fillText(FS.count(e), Math.min(cssW - 60, this.x(e)), cssH - 8);
     }
+    // Everything below stays inside the plot area (a bucket starting before the range would
+    // otherwise draw over the axis labels).
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(this.left, 0, cssW - 8 - this.left, bottom + 1);
+    ctx.clip();
     // Phase markers (labelled when there is room) and OOMs.
     const report = this.meta.report || {};
     let lastLabel = -1e9;
@@ -192,7 +230,7 @@ FS.Timeline = class {
       const px = this.x(p.first_event);
       ctx.strokeStyle = "#c8ccd2";
       ctx.beginPath(); ctx.moveTo(px, top); ctx.lineTo(px, bottom); ctx.stroke();
-      if (px - lastLabel > 120) {
+      if (px - lastLabel > 120 && px < cssW - 200) {
         ctx.fillStyle = "#888";
         ctx.fillText(String(p.phase).slice(0, 20), px + 2, top + 9);
         lastLabel = px;
@@ -206,10 +244,19 @@ FS.Timeline = class {
       ctx.lineWidth = 1;
     }
     // The cap and the sweep's peaks.
-    if (limit) this.hline(ctx, y(limit), "#b3261e", "cap " + FS.bytes(limit), cssW, [6, 4]);
-    for (const row of sweep) {
-      this.hline(ctx, y(row.peak_reserved_bytes), "#1b6e3a", row.label + " " +
-                 FS.bytes(row.peak_reserved_bytes), cssW, [2, 3]);
+    const labelled = [];
+    if (limit) {
+      this.hline(ctx, y(limit), "#b3261e", "cap " + FS.bytes(limit), cssW, [6, 4], labelled);
+    }
+    // The sweep's peaks: the recommended setting solid and labelled first; the others labelled
+    // where they do not overlap a label already drawn (the table lists them all).
+    const recommended = ((this.meta.report || {}).verdict || {}).recommended;
+    const order = sweep.slice().sort((a, b) => (b.index === recommended) - (a.index === recommended));
+    for (const row of order) {
+      const best = row.index === recommended;
+      this.hline(ctx, y(row.peak_reserved_bytes), best ? "#137333" : "#5f8f6e",
+                 (best ? "recommended: " : "") + row.label + " " +
+                 FS.bytes(row.peak_reserved_bytes), cssW, best ? [] : [2, 3], labelled);
     }
     // Curves: a band between min and max where the bucket has both, and the max line.
     for (const curve of this.curves) {
@@ -237,6 +284,7 @@ FS.Timeline = class {
       ctx.beginPath(); ctx.moveTo(px, top); ctx.lineTo(px, bottom); ctx.stroke();
       ctx.setLineDash([]);
     }
+    ctx.restore();
     this.level = level;
     this.drawCount++;
     if (this.firstPaintMs === undefined && chunks.length > 0) this.firstPaintMs = performance.now();
@@ -247,17 +295,22 @@ FS.Timeline = class {
     this.publishState();
   }
 
-  hline(ctx, py, color, label, cssW, dash) {
+  // A horizontal line across the plot; its label at the right unless it would overlap one of
+  // `labelled` (the y of the labels drawn so far, which it joins).
+  hline(ctx, py, color, label, cssW, dash, labelled) {
     ctx.strokeStyle = color; ctx.setLineDash(dash);
     ctx.beginPath(); ctx.moveTo(this.left, py); ctx.lineTo(cssW - 8, py); ctx.stroke();
     ctx.setLineDash([]);
+    if (labelled.some((other) => Math.abs(other - py) < 12)) return;
+    labelled.push(py);
     ctx.fillStyle = color;
     ctx.fillText(label, cssW - 8 - ctx.measureText(label).width, py - 3);
   }
 
   sweepRows() {
     const sweep = (this.meta.report || {}).sweep || {};
-    return (sweep.configs || []).filter((r) => !r.error);
+    return (sweep.configs || []).map((r, index) => Object.assign({index: index}, r))
+      .filter((r) => !r.error);
   }
 
   publishState() {
