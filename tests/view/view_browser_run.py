@@ -51,6 +51,48 @@ def check_server(port, view_dir):
     print("server: hostile paths refused, the layout API answers")
 
 
+HOSTILE = '<img src=x onerror="window.__pwned=1">\u202e\x1b[31m'
+
+
+def hostile_snapshot(path):
+    """A PyTorch snapshot (as Python's pickle writes one; no torch) of a fragmentation OOM on a
+    64 MiB device whose phase (user_metadata) and call sites (frames) are HTML and control
+    characters: the page must show them as text."""
+    import pickle
+    mib = 1 << 20
+    segments, trace = [], []
+    t = [1_750_000_000_000_000]
+
+    def entry(action, addr, size, **extra):
+        t[0] += 1
+        trace.append(dict(action=action, addr=addr, size=size, stream=0, time_us=t[0],
+                          frames=[], user_metadata=HOSTILE, compile_context="N/A", **extra))
+    frames = [{"filename": "/home/me/" + HOSTILE + ".py", "line": 7, "name": HOSTILE}]
+    for base in (0x7F0000000000, 0x7F0001400000):
+        entry("segment_alloc", base, 20 * mib)
+        for k in range(4):
+            entry("alloc", base + k * 5 * mib, 5 * mib)
+        blocks = []
+        for k in range(4):
+            live = k % 2 == 1
+            blocks.append({"address": base + k * 5 * mib, "size": 5 * mib,
+                           "requested_size": 5 * mib if live else 0,
+                           "state": "active_allocated" if live else "inactive",
+                           "frames": frames if live else []})
+        segments.append({"device": 0, "address": base, "total_size": 20 * mib,
+                         "allocated_size": 10 * mib, "active_size": 10 * mib,
+                         "requested_size": 10 * mib, "stream": 0, "segment_type": "large",
+                         "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+                         "blocks": blocks})
+    for base in (0x7F0000000000, 0x7F0001400000):
+        for k in (0, 2):
+            entry("free_requested", base + k * 5 * mib, 5 * mib)
+            entry("free_completed", base + k * 5 * mib, 5 * mib)
+    entry("oom", 0, 26 * mib, device_free=24 * mib)
+    with open(path, "wb") as f:
+        pickle.dump({"segments": segments, "device_traces": [trace]}, f)
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -86,6 +128,14 @@ def main():
             server.terminate()
             code = server.wait(timeout=30)
         assert code == 0, f"the server ended with {code} on SIGTERM"
+
+        # Hostile strings from a snapshot: shown as text, never run.
+        snapshot = os.path.join(tmp, "hostile.pickle")
+        hostile_snapshot(snapshot)
+        hostile_view = os.path.join(tmp, "hostile")
+        run([fragscope, "view", snapshot, "--capacity", "64MiB", "--out", hostile_view])
+        run(test + ["--dir", hostile_view, "--hostile",
+                    "--artifacts", os.path.join(artifacts, "hostile")])
     print("viewer: files and server pass; screenshots in", artifacts)
     return 0
 

@@ -117,12 +117,34 @@ def run(page, url, shots):
     check(not errors, f"console or page errors: {errors}")
 
 
+def run_hostile(page, url, shots):
+    """A view whose phases and call sites are HTML: they show as text and nothing runs."""
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_function(SETTLED, timeout=30000)
+    page.click("#oom-list li >> nth=0")
+    page.wait_for_selector("#segment-map .block.pinning", timeout=30000)
+    page.locator("#segment-map .block.pinning").first.click()
+    details = page.inner_text("#block-details")
+    check('<img src=x onerror="window.__pwned=1">' in details,
+          f"the hostile call site is not shown as text: {details!r}")
+    check("\\u202e" in details and "\\u001b" in details,
+          f"bidirectional overrides and control characters are not made visible: {details!r}")
+    check(page.evaluate("() => window.__pwned") is None, "a hostile string ran as HTML")
+    check(page.locator("img").count() == 0, "a hostile string made an element")
+    page.screenshot(path=os.path.join(shots, "hostile.png"), full_page=True)
+    check(not errors, f"page errors: {errors}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--dir")
     where.add_argument("--url")
     parser.add_argument("--artifacts")
+    parser.add_argument("--hostile", action="store_true",
+                        help="the view of view_browser_run.py's hostile snapshot")
     args = parser.parse_args()
     browser_path = shutil.which("chromium")
     if browser_path is None:
@@ -140,7 +162,7 @@ def main():
         browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            run(page, url, shots)
+            (run_hostile if args.hostile else run)(page, url, shots)
         except Failure as failure:
             page.screenshot(path=os.path.join(shots, "failure.png"), full_page=True)
             print(f"FAIL: {failure} (screenshots in {shots})")

@@ -104,7 +104,7 @@ window.FragscopeView = (function () {
     meta: function (m) {
       meta = m;
       document.title = "fragscope view: " + m.title;
-      document.getElementById("title").textContent = "fragscope view: " + m.title + " — " +
+      document.getElementById("title").textContent = "fragscope view: " + FS.safe(m.title) + " — " +
         FS.count(m.events) + " events, " + FS.count(m.operations) + " operations";
       timeline = new FS.Timeline(document.getElementById("timeline"), m, {select: selectEvent});
       installControls();

@@ -24,6 +24,14 @@ FS.duration = function (ns) {
   return (ns / 1e3).toFixed(0) + " us";
 };
 
+// Text from the data, shown as is but for the characters that would change how the rest reads:
+// control characters and the bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069,
+// which could make a call site read backwards) become visible escapes.
+FS.safe = function (text) {
+  return String(text).replace(/[\u0000-\u001f\u007f\u202a-\u202e\u2066-\u2069]/g,
+    (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+};
+
 // el("li", {class: "x", title: "..."}, "text", child, ...): an element with text children.
 FS.el = function (tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -31,12 +39,12 @@ FS.el = function (tag, attrs, ...children) {
     if (key === "class") node.className = value;
     else if (key === "dataset") Object.assign(node.dataset, value);
     else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else node.setAttribute(key, String(value));
+    else node.setAttribute(key, FS.safe(value));
   }
   for (const child of children) {
     if (child === null || child === undefined) continue;
     node.appendChild(typeof child === "string" || typeof child === "number"
-      ? document.createTextNode(String(child)) : child);
+      ? document.createTextNode(FS.safe(child)) : child);
   }
   return node;
 };
@@ -47,7 +55,7 @@ FS.clear = function (node) {
 };
 
 FS.status = function (text) {
-  document.getElementById("status").textContent = text || "";
+  document.getElementById("status").textContent = FS.safe(text || "");
 };
 
 // Loads data/NAME as a script (a page opened from file:// may not fetch its neighbours).

@@ -6,7 +6,7 @@
 FS.MAX_SEGMENTS = 2000;
 
 FS.renderLayout = function (layout, title, pinning, onSelectEvent) {
-  document.getElementById("layout-title").textContent = title;
+  document.getElementById("layout-title").textContent = FS.safe(title);
   const summary = document.getElementById("layout-summary");
   summary.textContent =
     "reserved " + FS.bytes(layout.reserved_bytes) + " · allocated " +

@@ -232,7 +232,7 @@ FS.Timeline = class {
       ctx.beginPath(); ctx.moveTo(px, top); ctx.lineTo(px, bottom); ctx.stroke();
       if (px - lastLabel > 120 && px < cssW - 200) {
         ctx.fillStyle = "#888";
-        ctx.fillText(String(p.phase).slice(0, 20), px + 2, top + 9);
+        ctx.fillText(FS.safe(p.phase).slice(0, 20), px + 2, top + 9);
         lastLabel = px;
       }
     }
@@ -255,7 +255,7 @@ FS.Timeline = class {
     for (const row of order) {
       const best = row.index === recommended;
       this.hline(ctx, y(row.peak_reserved_bytes), best ? "#137333" : "#5f8f6e",
-                 (best ? "recommended: " : "") + row.label + " " +
+                 (best ? "recommended: " : "") + FS.safe(row.label) + " " +
                  FS.bytes(row.peak_reserved_bytes), cssW, best ? [] : [2, 3], labelled);
     }
     // Curves: a band between min and max where the bucket has both, and the max line.
