@@ -45,7 +45,7 @@ void ChromeTraceWriter::OnTraceEvent(const TraceEvent& event) {
     WriteCounter();
     have_pending_ = false;
   }
-  if (event.kind == EventKind::kMarker) {
+  if (event.kind == EventKind::kMarker && event.index >= first_index_) {
     Write({{"name", event.text},
            {"cat", "marker"},
            {"ph", "i"},
@@ -57,12 +57,14 @@ void ChromeTraceWriter::OnTraceEvent(const TraceEvent& event) {
 }
 
 void ChromeTraceWriter::OnOpDone(const TraceEvent& event) {
+  if (event.index < first_index_) return;
   pending_us_ = event.time_ns / 1000;
   have_pending_ = true;
 }
 
 void ChromeTraceWriter::OnOom(const ReplayOom& oom) {
   const TraceEvent& e = *oom.event;
+  if (e.index < first_index_) return;
   Write({{"name", "OOM"},
          {"cat", "oom"},
          {"ph", "i"},

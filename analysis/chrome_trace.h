@@ -31,6 +31,9 @@ class ChromeTraceWriter final : public ReplayHooks {
   void OnOom(const ReplayOom& oom) override;
   void OnFinish() override;
   uint64_t events_written() const { return written_; }
+  // Writes only what trace events from `first` on do (the counters still count every event
+  // before: they are the allocator's figures then). The replay's stop_after_index ends the range.
+  void set_first_index(uint64_t first) { first_index_ = first; }
 
  private:
   // One element of "traceEvents", on a line of its own.
@@ -43,6 +46,7 @@ class ChromeTraceWriter final : public ReplayHooks {
   bool have_pending_ = false;
   uint64_t pending_us_ = 0;
   uint64_t written_ = 0;
+  uint64_t first_index_ = 0;
 };
 
 }  // namespace fragscope

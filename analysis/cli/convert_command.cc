@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -17,6 +18,7 @@
 #include "analysis/chrome_trace.h"
 #include "analysis/cli/analysis_commands.h"
 #include "analysis/cli/cli_flags.h"
+#include "analysis/cli/convert_hooks.h"
 #include "analysis/cli/output_file.h"
 #include "analysis/fslog_file_writer.h"
 #include "analysis/hook_list.h"
@@ -28,11 +30,35 @@
 namespace fragscope::cli {
 namespace {
 
+// --events FIRST:LAST, either end optional; errors name the flag.
+struct EventRange {
+  uint64_t first = 0;
+  std::optional<uint64_t> last;
+};
+absl::StatusOr<EventRange> ParseEventRange(const std::string& text) {
+  const size_t colon = text.find(':');
+  const std::string first = text.substr(0, colon);
+  const std::string last = colon == std::string::npos ? "" : text.substr(colon + 1);
+  EventRange range;
+  uint64_t value = 0;
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--events '", text, "': expected FIRST:LAST event numbers (FIRST <= LAST; 100:, :5000)"));
+  };
+  if (colon == std::string::npos || (first.empty() && last.empty())) return bad();
+  if (!first.empty() && !absl::SimpleAtoi(first, &range.first)) return bad();
+  if (!last.empty()) {
+    if (!absl::SimpleAtoi(last, &value) || value < range.first) return bad();
+    range.last = value;
+  }
+  return range;
+}
+
 const CommandSpec& Command() {
   static const CommandSpec spec{
       .name = "convert",
-      .synopsis = R"txt(IN OUT [--to fslog|pickle|chrome] [--capacity SIZE] [--device N]
-                         [--memory-fraction F | --allowed SIZE])txt",
+      .synopsis = R"txt(IN OUT [--to fslog|pickle|chrome] [--events FIRST:LAST] [--capacity SIZE]
+                         [--device N] [--memory-fraction F | --allowed SIZE])txt",
       .description =
           R"txt(Converts between trace formats. IN: an .fslog event log, a PyTorch snapshot pickle, or an RMM
 CSV. OUT, chosen by --to or by OUT's extension:
@@ -47,158 +73,21 @@ into an unlinked temporary file, and replayed from there.
 A trace with expandable segments needs the device's --capacity unless it records it (snapshots
 do not): their address reservations are sized by it, and without it the output's addresses
 would not be the trace's.
+--events FIRST:LAST (snapshot and Chrome outputs) writes only what the trace's events FIRST to
+LAST did (event numbers as `dump` and the reports give them; either end may be left out), as a
+time range of the job: the snapshot's segments are the layout after LAST, and the blocks
+allocated before FIRST are, for memory_viz, blocks from before the trace.
 Markers are not written to a snapshot. The job's OOMs stay OOMs: one the replay does not
 reproduce (the job ran under a cap or on a device the trace does not record: give
 --memory-fraction, --allowed or --capacity) is written as the trace recorded it, with a warning.)txt",
       .flags =
-          Flags({{{"--to", "FORMAT", "fslog, pickle or chrome (default: from OUT's extension)"}},
+          Flags({{{"--to", "FORMAT", "fslog, pickle or chrome (default: from OUT's extension)"},
+                  {"--events", "FIRST:LAST",
+                   "only the trace events FIRST to LAST, inclusive (snapshot and Chrome outputs)"}},
                  kTraceFlags}),
       .positional = {.min = 2, .max = 2, .error = "expected IN and OUT"},
   };
   return spec;
-}
-
-enum class OutFormat { kFslog, kPickle, kChrome };
-
-// The trace's allocations the replay refused (out of memory where the job was served), and the
-// first one's event number: every output has an oom record (or event) for each where the
-// allocator made one, and neither the allocations nor their frees. Counted beside any writer.
-class RefusedAllocations final : public ReplayHooks {
- public:
-  uint32_t callbacks() const override { return kHookOom; }
-  void OnOom(const ReplayOom& oom) override {
-    if (oom.in_trace) return;  // the job's own OOM
-    if (count_++ == 0) first_ = oom.event->index;
-  }
-  uint64_t count() const { return count_; }
-  // The warning every output gets when the count is not 0.
-  std::string Note() const {
-    return absl::StrFormat(
-        "%s of the trace (the first at event %d) ran out of memory in the replay though the job "
-        "was served: the output has an oom record for each where the allocator made one, and "
-        "neither the allocations nor their frees (give the device's --capacity, or a cap the "
-        "job ran under)",
-        CountOf(count_, "allocation"), first_);
-  }
-
- private:
-  uint64_t count_ = 0;
-  uint64_t first_ = 0;
-};
-
-// Forwards a replay to the chosen writer.
-//
-// The job's OOMs stay OOMs. The replay of a trace OOM tries the request; where the replay serves
-// it (a cap or device the trace does not record), the request's alloc and frees are not written
-// (the job never held it) and an oom record with the trace's figures is, after any segment the
-// replay reserved for it (still cached there, and used by later events).
-class ConvertHooks final : public ReplayHooks {
- public:
-  ConvertHooks(FslogFileWriter* fslog, SnapshotExportBuilder* pickle, int device, int64_t start_us)
-      : fslog_(fslog), pickle_(pickle), device_(device), start_us_(start_us) {}
-  uint32_t callbacks() const override { return kHookTraceEvent | kHookAllocatorEvent | kHookOom; }
-  void OnTraceEvent(const TraceEvent& e) override {
-    // (OnOom follows every trace OOM's replay; should it not, nothing held is lost.)
-    for (const AllocatorEvent& held : held_) Write(held);
-    held_.clear();
-    time_ns_ = e.time_ns;
-    in_trace_oom_ = e.kind == EventKind::kOom;
-    if (fslog_ == nullptr && e.kind == EventKind::kMarker) ++dropped_markers_;
-    if (fslog_ == nullptr) return;
-    if (e.kind == EventKind::kMarker) fslog_->Mark(e.text, e.time_ns);
-    if (e.kind == EventKind::kOptionsChange) fslog_->OptionsChange(e.text, e.time_ns);
-    if (e.kind == EventKind::kModel) fslog_->RecordModel(e.text, e.time_ns);
-    if (e.kind == EventKind::kTag) fslog_->Tag(e.ptr, e.role, e.time_ns);
-  }
-  void OnAllocatorEvent(const AllocatorEvent& e) override {
-    if (in_trace_oom_) {
-      held_.push_back(e);
-      return;
-    }
-    Write(e);
-  }
-  void OnOom(const ReplayOom& oom) override {
-    // The replay's own OOM (RefusedAllocations counts it): its event is written already, if it
-    // has one.
-    if (!in_trace_oom_) return;
-    in_trace_oom_ = false;
-    const bool served = !oom.in_replay;
-    for (const AllocatorEvent& e : held_) {
-      const bool request = e.kind == EventKind::kAlloc || e.kind == EventKind::kFreeRequested ||
-                           e.kind == EventKind::kFreeCompleted;
-      if (!(served && request)) Write(e);
-    }
-    held_.clear();
-    if (!served) return;
-    ++served_ooms_;
-    const TraceEvent& t = *oom.event;
-    AllocatorEvent e;
-    e.kind = EventKind::kOom;
-    e.device = device_;
-    e.stream = t.stream;
-    e.requested_bytes = t.requested_bytes > 0 ? t.requested_bytes : t.bytes;
-    e.bytes = t.bytes > 0 ? t.bytes : e.requested_bytes;
-    e.pool = PoolFor(e.bytes);
-    e.device_free_bytes = t.device_free_bytes;
-    e.device_total_bytes = t.device_total_bytes;
-    e.reserved_bytes = t.reserved_bytes;
-    e.allocated_bytes = t.allocated_bytes;
-    Write(e);
-  }
-  // Trace OOMs the replay served: written from the trace's record.
-  uint64_t served_ooms() const { return served_ooms_; }
-  // Markers a snapshot export leaves out (it writes no annotations).
-  uint64_t dropped_markers() const { return dropped_markers_; }
-
- private:
-  void Write(const AllocatorEvent& e) {
-    if (fslog_ != nullptr) fslog_->Append(e, time_ns_);
-    if (pickle_ != nullptr) pickle_->AddEvent(e, start_us_ + static_cast<int64_t>(time_ns_ / 1000));
-  }
-
-  FslogFileWriter* fslog_;
-  SnapshotExportBuilder* pickle_;
-  int device_;
-  int64_t start_us_;
-  uint64_t time_ns_ = 0;
-  bool in_trace_oom_ = false;
-  std::vector<AllocatorEvent> held_;  // the replay's events for the trace OOM being replayed
-  uint64_t served_ooms_ = 0;
-  uint64_t dropped_markers_ = 0;
-};
-
-// The segments and allocated blocks of `layout` (the replay's, before its first event), as the
-// state records of an .fslog (Note [State records] in fslog_format.h).
-std::vector<InitialSegment> StateBeforeTrace(const LayoutSummary& layout) {
-  std::vector<InitialSegment> state;
-  for (const SegmentMap& m : layout.maps) {
-    InitialSegment& seg = state.emplace_back();
-    seg.address = m.address;
-    seg.size = m.size;
-    seg.pool = m.pool;
-    seg.stream = m.stream;
-    for (const MapBlock& b : m.blocks) {
-      if (b.state != MapBlockState::kFree) {
-        seg.allocated.push_back(InitialBlock{b.address, b.size, b.requested_bytes});
-      }
-    }
-  }
-  return state;
-}
-
-std::vector<ExportSegment> ToExport(const LayoutSummary& layout) {
-  std::vector<ExportSegment> out;
-  for (const SegmentMap& m : layout.maps) {
-    ExportSegment s{m.address, m.size, m.pool == PoolKind::kLarge, m.stream, {}};
-    for (const MapBlock& b : m.blocks) {
-      s.blocks.push_back({b.address, b.size, b.requested_bytes,
-                          b.state == MapBlockState::kAllocated     ? 0
-                          : b.state == MapBlockState::kPendingFree ? 1
-                                                                   : 2});
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
 }
 
 }  // namespace
@@ -242,6 +131,17 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   if (absl::Status s = ApplyAnalysisFlags(*flags, &options); !s.ok()) {
     return UsageError(err, "convert", s.message());
   }
+  EventRange range;
+  if (const std::string* text = flags->Get("--events")) {
+    absl::StatusOr<EventRange> parsed = ParseEventRange(*text);
+    if (!parsed.ok()) return UsageError(err, "convert", parsed.status().message());
+    if (format == OutFormat::kFslog) {
+      return UsageError(err, "convert",
+                        "--events: a range is written to a snapshot (.pickle) or Chrome trace "
+                        "(.json); an .fslog is converted whole");
+    }
+    range = *parsed;
+  }
   absl::StatusOr<TraceOpener> opener = TraceOpener::Create(in, {options.device});
   if (!opener.ok()) {
     err << "fragscope convert: " << opener.status().message() << "\n";
@@ -275,6 +175,7 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   if (options.conf.has_value()) {
     config->empty_cache_at = TraceEmptyCacheCalls(*opener, info, options);
   }
+  if (range.last.has_value()) config->stop_after_index = *range.last;
   Replayer replayer(**source, *config);
   if (absl::Status s = replayer.Init(); !s.ok()) {
     err << "fragscope convert: " << s.message() << "\n";
@@ -301,6 +202,7 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
   };
   if (format == OutFormat::kChrome) {
     ChromeTraceWriter writer(replayer, (*output)->stream());
+    writer.set_first_index(range.first);
     status = run(&writer);
     written = CountOf(writer.events_written(), "trace event") + " (Chrome trace JSON)";
   } else if (format == OutFormat::kFslog) {
@@ -363,6 +265,7 @@ int RunConvertCommand(const std::vector<std::string>& args, std::ostream& out, s
     SnapshotExportBuilder builder(info.device);
     builder.SetAllocatorSettings(FormatAllocatorOptions(config->options));
     ConvertHooks hooks(nullptr, &builder, info.device, info.start_wall_ns / 1000);
+    hooks.set_first_index(range.first);
     status = run(&hooks);
     served_ooms = hooks.served_ooms();
     if (hooks.dropped_markers() > 0) {

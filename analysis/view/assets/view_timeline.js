@@ -292,6 +292,9 @@ FS.Timeline = class {
     document.getElementById("range").textContent =
       "events " + FS.count(this.range[0]) + "–" + FS.count(this.range[1]) + " · " +
       (width === 1 ? "1 op/point" : FS.count(width) + " ops/point");
+    const a = Math.floor(this.range[0]), b = Math.ceil(this.range[1]);
+    document.getElementById("export").textContent = "fragscope convert " +
+      FS.safe(this.meta.title) + " range.pickle --events " + a + ":" + b + "   (or range.json)";
     this.publishState();
   }
 
