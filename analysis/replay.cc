@@ -266,10 +266,8 @@ void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
   absl::StatusOr<DevicePtr> ptr = AllocateAs(event, event.requested_bytes);
   ClearQueuedSegmentAllocs();
   LiveBlock live;
-  live.origin = BlockOrigin{.index = event.index,
-                            .time_ns = event.time_ns,
-                            .phase = current_phase_,
-                            .site = event.site};
+  live.origin = BlockOrigin{
+      .index = event.index, .time_ns = event.time_ns, .phase = current_phase_, .site = event.site};
   if (ptr.ok()) {
     live.ours = *ptr;
     phases_.Ref(current_phase_);

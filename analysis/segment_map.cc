@@ -68,10 +68,10 @@ LayoutSummary SummarizeLayout(const AllocatorSnapshot& snapshot,
 }
 
 LayoutSummary CurrentLayout(Replayer& replayer) {
-  LayoutSummary layout =
-      SummarizeLayout(replayer.allocator().Snapshot(), replayer.LiveBlockOrigins(),
-                      [&](uint32_t phase) { return replayer.PhaseText(phase); },
-                      [&](uint32_t site) { return replayer.SiteText(site); });
+  LayoutSummary layout = SummarizeLayout(
+      replayer.allocator().Snapshot(), replayer.LiveBlockOrigins(),
+      [&](uint32_t phase) { return replayer.PhaseText(phase); },
+      [&](uint32_t site) { return replayer.SiteText(site); });
   layout.index = replayer.last_index();
   layout.time_ns = replayer.last_time_ns();
   return layout;

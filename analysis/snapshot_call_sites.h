@@ -23,7 +23,7 @@
 namespace fragscope {
 
 struct SnapshotCallSites {
-  std::vector<std::string> texts;                   // site id - 1 -> its text; 0 = no site
+  std::vector<std::string> texts;                  // site id - 1 -> its text; 0 = no site
   absl::flat_hash_map<size_t, uint32_t> by_entry;  // device trace position -> site id
 
   const std::string& Text(uint32_t site) const;

@@ -283,11 +283,12 @@ absl::StatusOr<std::vector<Term>> AutocastActivationTerms(const ModelSpec& spec,
                      ? "activations (output layer + soft-capping tanh + loss: fp32 log-softmax)"
                      : "activations (output layer + loss: fp32 log-softmax)";
   output.value = (4.0 + capped) * s * b * v + (norm + e) * s * b * h;
-  output.formula = spec.logit_softcapping ? "(4 + E) s b V + (N + E) s b h" : "4 s b V + (N + E) s b h";
-  output.values = absl::StrFormat(
-      "%s * %s * %s * %s + (%s + %s) * %s * %s * %s", FormatNumber(4.0 + capped), FormatNumber(s),
-      FormatNumber(b), FormatNumber(v), FormatNumber(norm), FormatNumber(e), FormatNumber(s),
-      FormatNumber(b), FormatNumber(h));
+  output.formula =
+      spec.logit_softcapping ? "(4 + E) s b V + (N + E) s b h" : "4 s b V + (N + E) s b h";
+  output.values =
+      absl::StrFormat("%s * %s * %s * %s + (%s + %s) * %s * %s * %s", FormatNumber(4.0 + capped),
+                      FormatNumber(s), FormatNumber(b), FormatNumber(v), FormatNumber(norm),
+                      FormatNumber(e), FormatNumber(s), FormatNumber(b), FormatNumber(h));
   output.source = kSource;
   terms.push_back(output);
 

@@ -34,5 +34,4 @@ std::vector<ExportSegment> ToExport(const LayoutSummary& layout) {
   return out;
 }
 
-
 }  // namespace fragscope::cli

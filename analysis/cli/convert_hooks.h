@@ -128,7 +128,7 @@ class ConvertHooks final : public ReplayHooks {
   uint64_t time_ns_ = 0;
   bool in_trace_oom_ = false;
   uint64_t first_index_ = 0;
-  bool in_range_ = true;  // the current trace event is at or after first_index_
+  bool in_range_ = true;              // the current trace event is at or after first_index_
   std::vector<AllocatorEvent> held_;  // the replay's events for the trace OOM being replayed
   uint64_t served_ooms_ = 0;
   uint64_t dropped_markers_ = 0;

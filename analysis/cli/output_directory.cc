@@ -23,8 +23,8 @@ absl::Status Errno(const char* what, const std::string& path) {
 
 absl::Status WriteFileAt(int dir_fd, const std::string& name, const std::string& content,
                          const std::string& shown) {
-  const int fd = ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                          0644);
+  const int fd =
+      ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("cannot create", shown);
   absl::string_view rest = content;
   while (!rest.empty()) {
@@ -51,20 +51,23 @@ absl::StatusOr<bool> Replaceable(const std::filesystem::path& dir, const std::st
   }
   if (S_ISLNK(st.st_mode)) {
     return absl::FailedPreconditionError(
-        absl::StrCat(dir.string(), " is a symbolic link: not written through (remove it or name "
-                                   "another directory)"));
+        absl::StrCat(dir.string(),
+                     " is a symbolic link: not written through (remove it or name "
+                     "another directory)"));
   }
   if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(dir.string(), " exists and is not a directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir.string(), " exists and is not a directory"));
   }
   std::error_code ec;
   const bool empty = std::filesystem::is_empty(dir, ec);
   struct stat marker_st;
-  const bool earlier = ::lstat((dir / marker).c_str(), &marker_st) == 0 && S_ISREG(marker_st.st_mode);
+  const bool earlier =
+      ::lstat((dir / marker).c_str(), &marker_st) == 0 && S_ISREG(marker_st.st_mode);
   if (!empty && !earlier) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        dir.string(), " holds other files (no ", marker,
-        "): not replaced; name a new or empty directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir.string(), " holds other files (no ", marker,
+                     "): not replaced; name a new or empty directory"));
   }
   return true;
 }
@@ -82,7 +85,8 @@ absl::Status WriteOutputDirectory(const std::string& dir_name,
   const std::filesystem::path parent = dir.has_parent_path() ? dir.parent_path() : ".";
   std::string temporary =
       (parent / absl::StrCat(".", dir.filename().string(), ".fragscope-tmp.XXXXXX")).string();
-  if (::mkdtemp(temporary.data()) == nullptr) return Errno("cannot create a directory in", parent.string());
+  if (::mkdtemp(temporary.data()) == nullptr)
+    return Errno("cannot create a directory in", parent.string());
   bool keep = false;
   absl::Cleanup remove = [&] {
     if (keep) return;
@@ -108,15 +112,16 @@ absl::Status WriteOutputDirectory(const std::string& dir_name,
       const std::string sub = path.substr(0, slash);
       auto it = subdirs.find(sub);
       if (it == subdirs.end()) {
-        if (::mkdirat(root, sub.c_str(), 0755) != 0) return Errno("cannot create", (dir / sub).string());
+        if (::mkdirat(root, sub.c_str(), 0755) != 0)
+          return Errno("cannot create", (dir / sub).string());
         const int fd = ::openat(root, sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) return Errno("cannot open", (dir / sub).string());
         it = subdirs.emplace(sub, fd).first;
       }
       at = it->second;
     }
-    absl::Status s = WriteFileAt(at, path.substr(slash == std::string::npos ? 0 : slash + 1),
-                                 content, shown);
+    absl::Status s =
+        WriteFileAt(at, path.substr(slash == std::string::npos ? 0 : slash + 1), content, shown);
     if (!s.ok()) return s;
   }
   if (::fchmod(root, 0755) != 0) return Errno("cannot set the mode of", temporary);

@@ -29,9 +29,11 @@ CSV (--device N picks one device of a snapshot). The trace is replayed as `analy
 view). --port N serves it on 127.0.0.1:N only (0: a free port), where any moment clicked is
 replayed exactly; elsewhere the page shows the nearest of the moments it carries (each OOM, the
 peak, the end). Ctrl-C stops the server.)",
-      .flags = Flags({{{"--out", "DIR", "write the viewer's files into DIR"},
-                       {"--port", "N", "serve the viewer on http://127.0.0.1:N/ (0: any free port)"}},
-                      kTraceFlags, kSweepFlags}),
+      .flags =
+          Flags({{{"--out", "DIR", "write the viewer's files into DIR"},
+                  {"--port", "N", "serve the viewer on http://127.0.0.1:N/ (0: any free port)"}},
+                 kTraceFlags,
+                 kSweepFlags}),
       .positional = {.min = 1, .max = 1, .error = "expected one trace"},
   };
   return spec;

@@ -61,11 +61,11 @@ absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener,
   OrderedJson levels = OrderedJson::array();
   for (size_t l = 0; l < view->levels.size(); ++l) {
     const ViewLevel& level = view->levels[l];
-    const size_t tiles = (level.buckets.size() + ViewLevels::kTileBuckets - 1) /
-                         ViewLevels::kTileBuckets;
+    const size_t tiles =
+        (level.buckets.size() + ViewLevels::kTileBuckets - 1) / ViewLevels::kTileBuckets;
     for (size_t t = 0; t < tiles; ++t) {
-      const std::string payload = ViewLevels::EncodeTile(level, t * ViewLevels::kTileBuckets,
-                                                         ViewLevels::kTileBuckets);
+      const std::string payload =
+          ViewLevels::EncodeTile(level, t * ViewLevels::kTileBuckets, ViewLevels::kTileBuckets);
       build.files[absl::StrCat("data/L", l, "-", t, ".js")] =
           Script("tile", absl::StrCat(l, ", ", t, ", \"", payload, "\""));
     }

@@ -18,8 +18,8 @@ namespace fragscope {
 
 struct ViewBuildOptions {
   AnalysisOptions analysis;
-  bool api = false;              // served: the page may ask /api/layout for any event
-  size_t max_oom_layouts = 20;   // layouts kept for the first explained OOMs
+  bool api = false;             // served: the page may ask /api/layout for any event
+  size_t max_oom_layouts = 20;  // layouts kept for the first explained OOMs
   size_t max_finest_buckets = ViewLevels::kMaxFinestBuckets;
 };
 

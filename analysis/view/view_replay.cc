@@ -34,9 +34,9 @@ class ViewCollector final : public ReplayHooks {
         moments_.push_back(m);
       }
     }
-    std::stable_sort(moments_.begin(), moments_.end(), [](const ViewMoment& a, const ViewMoment& b) {
-      return a.after_event < b.after_event;
-    });
+    std::stable_sort(
+        moments_.begin(), moments_.end(),
+        [](const ViewMoment& a, const ViewMoment& b) { return a.after_event < b.after_event; });
   }
 
   uint32_t callbacks() const override {
@@ -160,9 +160,8 @@ OrderedJson ViewLayoutJson(const LayoutSummary& layout, size_t max_blocks) {
   // The largest segments first until the block budget is spent; listed in address order.
   std::vector<size_t> order(layout.maps.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return layout.maps[a].size > layout.maps[b].size;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return layout.maps[a].size > layout.maps[b].size; });
   std::vector<bool> listed(layout.maps.size(), false);
   size_t budget = max_blocks;
   uint64_t left_out = 0;

@@ -33,17 +33,17 @@ struct ViewCapture {
 };
 
 struct ViewReplayOptions {
-  bool levels = true;                // sample the curves (false: layouts only, stop after them)
-  std::vector<ViewMoment> moments;   // any order
+  bool levels = true;               // sample the curves (false: layouts only, stop after them)
+  std::vector<ViewMoment> moments;  // any order
   size_t max_finest_buckets = ViewLevels::kMaxFinestBuckets;
 };
 
 struct ViewReplayResult {
   std::vector<ViewLevel> levels;  // finest first; empty without ViewReplayOptions::levels
   uint64_t samples = 0;
-  uint64_t events = 0;  // trace events read
-  uint64_t limit_bytes = 0;     // the cap, else the device
-  uint64_t capacity_bytes = 0;  // the device
+  uint64_t events = 0;                // trace events read
+  uint64_t limit_bytes = 0;           // the cap, else the device
+  uint64_t capacity_bytes = 0;        // the device
   std::vector<ViewCapture> captures;  // in event order (OOMs after the moments before them)
 };
 

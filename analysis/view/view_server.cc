@@ -118,9 +118,8 @@ void ViewServer::HandleConnection(int fd) const {
     request.append(buffer, static_cast<size_t>(n));
   }
   const bool head = absl::StartsWith(request, "HEAD ");
-  const HttpAnswer answer = request.size() > kMaxRequestBytes
-                                ? Plain(413, "request too large\n")
-                                : Answer(request);
+  const HttpAnswer answer =
+      request.size() > kMaxRequestBytes ? Plain(413, "request too large\n") : Answer(request);
   WriteAll(fd, absl::StrCat("HTTP/1.1 ", answer.status, " ", Reason(answer.status),
                             "\r\nContent-Type: ", answer.content_type,
                             "\r\nContent-Length: ", answer.body.size(),

@@ -13,8 +13,8 @@
 namespace fragscope {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Fragscope;
+using ::testing::HasSubstr;
 using testing::TempPath;
 
 std::string DemoLog() {
@@ -75,8 +75,7 @@ TEST(ConvertRangeTest, BadRangesAreUsageErrors) {
     EXPECT_EQ(run.code, 2) << range;
     EXPECT_THAT(run.err, HasSubstr("--events")) << range;
   }
-  testing::CommandRun fslog =
-      Fragscope({"convert", log, TempPath("x.fslog"), "--events", "1:5"});
+  testing::CommandRun fslog = Fragscope({"convert", log, TempPath("x.fslog"), "--events", "1:5"});
   EXPECT_EQ(fslog.code, 2);
   EXPECT_THAT(fslog.err, HasSubstr("converted whole"));
 }

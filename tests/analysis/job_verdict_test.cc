@@ -231,10 +231,10 @@ TEST(JobVerdictTest, AnInferenceRecordDescribesTheJobThatRan) {
 // A record of a model_type the reader does not know is estimated as a Llama-style decoder, and
 // the footprint's assumptions say so; a needed field it lacks is named.
 TEST(JobVerdictTest, AnUnknownModelTypeIsEstimatedWithItsAssumptionStated) {
-  absl::StatusOr<ModelJob> job = ModelJobFromRecord(
-      R"({"format": "fragscope.model/1", "config": {"model_type": "acme_lm", )"
-      R"("num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, )"
-      R"("intermediate_size": 512, "vocab_size": 1000}, "job": {"seq": 512}})");
+  absl::StatusOr<ModelJob> job =
+      ModelJobFromRecord(R"({"format": "fragscope.model/1", "config": {"model_type": "acme_lm", )"
+                         R"("num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, )"
+                         R"("intermediate_size": 512, "vocab_size": 1000}, "job": {"seq": 512}})");
   ASSERT_TRUE(job.ok()) << job.status();
   bool stated = false;
   for (const Assumption& a : job->assumptions) {
@@ -243,13 +243,13 @@ TEST(JobVerdictTest, AnUnknownModelTypeIsEstimatedWithItsAssumptionStated) {
   }
   EXPECT_TRUE(stated);
   EXPECT_TRUE(EstimateModelJob(*job).ok());
-  EXPECT_THAT(std::string(ModelJobFromRecord(
-                              R"({"format": "fragscope.model/1", "config": {"model_type": )"
-                              R"("acme_lm", "num_hidden_layers": 2, "hidden_size": 256, )"
-                              R"("num_attention_heads": 4, "vocab_size": 1000}})")
-                              .status()
-                              .message()),
-              HasSubstr("intermediate_size"));
+  EXPECT_THAT(
+      std::string(ModelJobFromRecord(R"({"format": "fragscope.model/1", "config": {"model_type": )"
+                                     R"("acme_lm", "num_hidden_layers": 2, "hidden_size": 256, )"
+                                     R"("num_attention_heads": 4, "vocab_size": 1000}})")
+                      .status()
+                      .message()),
+      HasSubstr("intermediate_size"));
 }
 
 TEST(JobVerdictTest, TheDemoSetsItsJobAgainstItsModel) {

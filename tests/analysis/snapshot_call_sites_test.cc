@@ -18,8 +18,8 @@
 namespace fragscope {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Fragscope;
+using ::testing::HasSubstr;
 using testing::MakeSnapshot;
 using testing::SnapshotRecorder;
 using testing::TempPath;
@@ -63,9 +63,9 @@ std::shared_ptr<PyTorchSnapshot> FragmentedSnapshot() {
   for (SnapshotSegment& segment : snapshot->segments) {
     for (SnapshotBlock& block : segment.blocks) {
       if (block.state != BlockState::kActiveAllocated || block.address == blocks[7]) continue;
-      block.frames = Stack({{"/site-packages/torch/nn/functional.py", 2000, "linear"},
-                            {"/home/me/model.py", block.address == blocks[1] ? 13 : 40,
-                             "layer\n\x1b[31mred"}});
+      block.frames = Stack(
+          {{"/site-packages/torch/nn/functional.py", 2000, "linear"},
+           {"/home/me/model.py", block.address == blocks[1] ? 13 : 40, "layer\n\x1b[31mred"}});
     }
   }
   return snapshot;

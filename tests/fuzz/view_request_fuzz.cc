@@ -11,9 +11,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const fragscope::ViewServer* const server = new fragscope::ViewServer(
-      {{"index.html", "page"}, {"data/meta.js", "meta"}}, [](uint64_t event) {
-        return fragscope::HttpAnswer{.body = std::to_string(event)};
-      });
+      {{"index.html", "page"}, {"data/meta.js", "meta"}},
+      [](uint64_t event) { return fragscope::HttpAnswer{.body = std::to_string(event)}; });
   const std::string request(reinterpret_cast<const char*>(data), size);
   const fragscope::HttpAnswer answer = server->Answer(request);
   FRAGSCOPE_CHECK(answer.status == 200 || answer.status == 400 || answer.status == 404 ||

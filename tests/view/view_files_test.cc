@@ -22,9 +22,9 @@
 namespace fragscope {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FragmentedOomLog;
 using testing::Fragscope;
+using ::testing::HasSubstr;
 using testing::TempPath;
 
 // The JSON argument of a data script "FragscopeView.CALL(ARGS);".
@@ -119,8 +119,8 @@ TEST(ViewCommandTest, WritesTheFilesWholeAndReplacesOnlyAnEarlierView) {
   // Again over it: replaced, and nothing left beside it.
   run = Fragscope({"view", log, "--out", dir});
   ASSERT_EQ(run.code, 0) << run.err;
-  for (const auto& entry : std::filesystem::directory_iterator(
-           std::filesystem::path(dir).parent_path())) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(dir).parent_path())) {
     EXPECT_FALSE(absl::StrContains(entry.path().filename().string(), "fragscope-tmp"))
         << entry.path();
   }

@@ -85,7 +85,7 @@ TEST(ViewLevelsTest, TilesAreLittleEndianFloat64Columns) {
   ASSERT_EQ(raw.size(), 2 * kViewColumnCount * sizeof(double));  // buckets 8 and 9 only
   double values[2 * kViewColumnCount];
   std::memcpy(values, raw.data(), raw.size());
-  EXPECT_EQ(values[0], 24.0);                                   // event
+  EXPECT_EQ(values[0], 24.0);                                    // event
   EXPECT_EQ(values[3], static_cast<double>(uint64_t{8} << 40));  // allocated_max
   EXPECT_EQ(values[kViewColumnCount + 9], static_cast<double>((uint64_t{9} << 40) + 7));
   EXPECT_EQ(ViewLevels::EncodeTile(finest, 20, 4096), "");

@@ -16,10 +16,9 @@ namespace fragscope {
 namespace {
 
 ViewServer Server() {
-  return ViewServer({{"index.html", "<html>page</html>"}, {"data/meta.js", "meta();"}},
-                    [](uint64_t event) {
-                      return HttpAnswer{.body = absl::StrCat(R"({"event": )", event, "}")};
-                    });
+  return ViewServer(
+      {{"index.html", "<html>page</html>"}, {"data/meta.js", "meta();"}},
+      [](uint64_t event) { return HttpAnswer{.body = absl::StrCat(R"({"event": )", event, "}")}; });
 }
 
 HttpAnswer Get(const ViewServer& server, const std::string& target) {
@@ -46,9 +45,9 @@ TEST(ViewServerTest, ServesOnlyTheFilesItWasGiven) {
 TEST(ViewServerTest, TheLayoutApiTakesOneEventNumber) {
   const ViewServer server = Server();
   EXPECT_EQ(Get(server, "/api/layout?event=42").body, R"({"event": 42})");
-  for (const char* bad : {"/api/layout", "/api/layout?event=", "/api/layout?event=-1",
-                          "/api/layout?event=1x", "/api/layout?event=99999999999999999999999",
-                          "/api/layout?other=1"}) {
+  for (const char* bad :
+       {"/api/layout", "/api/layout?event=", "/api/layout?event=-1", "/api/layout?event=1x",
+        "/api/layout?event=99999999999999999999999", "/api/layout?other=1"}) {
     EXPECT_EQ(Get(server, bad).status, 400) << bad;
   }
 }
@@ -69,7 +68,8 @@ TEST(ViewServerTest, AnswersOnTheLoopbackInterface) {
     EXPECT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
     std::string answer;
     char buffer[4096];
-    for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) answer.append(buffer, static_cast<size_t>(n));
+    for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;)
+      answer.append(buffer, static_cast<size_t>(n));
     ::close(fd);
     return answer;
   };
