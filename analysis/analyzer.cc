@@ -388,6 +388,7 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
       [&oom_context](const ReplayOom& oom) { return ServedByReplacedSettings(oom, oom_context); });
   ProgressHook progress(**source, options);
   DemandCollector demand((*source)->info());
+  ooms.set_demand(&demand);
   HookList hooks;
   hooks.Add(&metrics);
   hooks.Add(&ooms);

@@ -61,6 +61,9 @@ void RenderOom(std::ostream& out, const OomExplanation& x, size_t number) {
         Size(x.private_pool_reserved_bytes), Size(x.private_pool_free_bytes));
   }
   out << "</ul>";
+  if (const std::string held = HeldByRoleText(x); !held.empty()) {
+    out << "<p>Held by role (the job's live requests): " << HtmlEscape(held) << "</p>";
+  }
   for (const std::string& line : x.model_gap) out << "<p>" << HtmlEscape(line) << "</p>";
   if (!x.avoided_by.empty()) out << "<p class=\"fix\">Fix: " << HtmlEscape(x.avoided_by) << "</p>";
   if (x.layout.has_value()) {

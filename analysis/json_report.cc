@@ -1,6 +1,7 @@
 #include "analysis/json_report.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
@@ -39,6 +40,16 @@ OrderedJson LayoutJson(const LayoutSummary& l) {
 }
 
 namespace {
+
+// Bytes by role, the roles that hold nothing left out.
+OrderedJson RoleBytesJson(const std::array<uint64_t, kAllocationRoleCount>& roles) {
+  OrderedJson j = OrderedJson::object();
+  for (int role = 0; role < kAllocationRoleCount; ++role) {
+    const uint64_t bytes = roles[static_cast<size_t>(role)];
+    if (bytes > 0) j[std::string(AllocationRoleName(static_cast<AllocationRole>(role)))] = bytes;
+  }
+  return j;
+}
 
 OrderedJson Oom(const OomExplanation& x) {
   OrderedJson j;
@@ -103,6 +114,7 @@ OrderedJson Oom(const OomExplanation& x) {
                        {"site", p.site}});
   }
   j["pinning"] = std::move(pinning);
+  j["held_by_role"] = RoleBytesJson(x.held_by_role);
   j["avoided_by"] = x.avoided_by;
   j["model_gap"] = x.model_gap;
   return j;
@@ -246,19 +258,13 @@ OrderedJson Rank(const RankReport& r, const JsonReportOptions& options) {
   j["model_gap"] = ModelGapJson(r);
   OrderedJson phases = OrderedJson::array();
   for (const PhaseFigures& p : r.phases) {
-    OrderedJson roles = OrderedJson::object();
-    for (int role = 0; role < kAllocationRoleCount; ++role) {
-      const uint64_t bytes = p.roles_at_peak_demand[static_cast<size_t>(role)];
-      if (bytes > 0)
-        roles[std::string(AllocationRoleName(static_cast<AllocationRole>(role)))] = bytes;
-    }
     phases.push_back({{"phase", p.phase},
                       {"first_event", p.first_event},
                       {"allocations", p.allocations},
                       {"peak_allocated_bytes", p.peak_allocated_bytes},
                       {"peak_reserved_bytes", p.peak_reserved_bytes},
                       {"peak_demand_bytes", p.peak_demand_bytes},
-                      {"roles_at_peak_demand", std::move(roles)}});
+                      {"roles_at_peak_demand", RoleBytesJson(p.roles_at_peak_demand)}});
   }
   j["phases"] = std::move(phases);
   j["prediction"] = r.prediction.has_value() ? ComparisonJson(*r.prediction) : OrderedJson(nullptr);

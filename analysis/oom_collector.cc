@@ -14,6 +14,7 @@ void OomCollector::OnOom(const ReplayOom& oom) {
                                 replayer_.current_phase(), context_);
   x.headroom_bytes = HeadroomBytes(x);
   x.at_cap = AtCap(x.headroom_bytes, x.available_bytes);
+  if (demand_ != nullptr) x.held_by_role = demand_->live_roles();
   if (explanations_.size() < kMaxMaps) x.layout = CurrentLayout(replayer_);
   explanations_.push_back(std::move(x));
   // No more explanations: the layout need not follow the replay any longer.

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "analysis/demand.h"
 #include "analysis/live_layout.h"
 #include "analysis/oom_explainer.h"
 #include "analysis/replay.h"
@@ -26,6 +27,10 @@ class OomCollector final : public ReplayHooks {
   uint32_t callbacks() const override { return kHookOom; }
   void OnOom(const ReplayOom& oom) override;
 
+  // The demand whose live requests by role each explanation records (held_by_role). REQUIRES:
+  // `demand` sees each trace event before this collector's OnOom for it (any hook order does:
+  // every hook's OnTraceEvent runs before the event is applied).
+  void set_demand(const DemandCollector* demand) { demand_ = demand; }
   std::vector<OomExplanation>& explanations() { return explanations_; }
   uint64_t total() const { return total_; }
   // The layout the explanations read (none before the first OOM and after the last explained).
@@ -34,6 +39,7 @@ class OomCollector final : public ReplayHooks {
  private:
   Replayer& replayer_;
   OomReplayContext context_;
+  const DemandCollector* demand_ = nullptr;
   std::vector<OomExplanation> explanations_;
   uint64_t total_ = 0;
   std::optional<LiveLayout> layout_;

@@ -1,7 +1,10 @@
 #include "analysis/oom_explainer.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 #include "allocator/size_policy.h"
@@ -139,6 +142,26 @@ void Classify(OomExplanation& x) {
 }
 
 }  // namespace
+
+std::string HeldByRoleText(const OomExplanation& x) {
+  std::vector<std::pair<uint64_t, int>> held;
+  bool known = false;
+  for (int role = 0; role < kAllocationRoleCount; ++role) {
+    const uint64_t bytes = x.held_by_role[static_cast<size_t>(role)];
+    if (bytes == 0) continue;
+    held.emplace_back(bytes, role);
+    known = known || static_cast<AllocationRole>(role) != AllocationRole::kUnknown;
+  }
+  if (!known) return "";
+  std::sort(held.begin(), held.end(), [](const auto& a, const auto& b) { return a > b; });
+  std::string text;
+  for (const auto& [bytes, role] : held) {
+    absl::StrAppend(&text, text.empty() ? "" : ", ",
+                    std::string(AllocationRoleName(static_cast<AllocationRole>(role))), " ",
+                    Size(bytes));
+  }
+  return text;
+}
 
 std::string_view OomCauseName(OomCause cause) {
   switch (cause) {

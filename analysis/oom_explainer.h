@@ -27,6 +27,7 @@
 // the live blocks that pin them, with where each was allocated (event, time, marker phase).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,6 +37,7 @@
 #include "analysis/oom_layout_evidence.h"
 #include "analysis/replay.h"
 #include "analysis/segment_map.h"
+#include "fslog/allocation_role.h"
 
 namespace fragscope {
 
@@ -100,7 +102,10 @@ struct OomExplanation {
   std::vector<std::string> evidence;          // the arithmetic behind the class
   std::vector<FragmentedSegment> fragmented;  // most free bytes first, at most kMaxSegments
   std::vector<PinningBlock> pinning;          // largest first, at most kMaxPinning
-  std::optional<LayoutSummary> layout;        // the full segment map (first few OOMs only)
+  // Who holds the memory: the job's live requests by role (index: AllocationRole) when it ran
+  // out, from the log's tag records (OomCollector::set_demand); all unknown without them.
+  std::array<uint64_t, kAllocationRoleCount> held_by_role{};
+  std::optional<LayoutSummary> layout;  // the full segment map (first few OOMs only)
   // Filled by later stages: the smallest tested setting that avoids it (sweep), and the
   // distance to the theoretical footprint (--model).
   std::string avoided_by;
@@ -128,6 +133,10 @@ inline constexpr double kAtCapShare = 0.02;
 int64_t HeadroomBytes(const OomExplanation& x);
 // Whether `headroom` leaves a job at its cap.
 bool AtCap(int64_t headroom, uint64_t available_bytes);
+
+// `x.held_by_role` in words, largest first ("optimizer_states 89.80 GiB, weights 44.90 GiB,
+// ..."); "" when no block has a known role (a log without tag records).
+std::string HeldByRoleText(const OomExplanation& x);
 
 // Whether a replay under `cap` (nullopt: none) has more room than the job's recorded cap
 // (RecordedJobCapReplaced; nullopt: none recorded, or it does not apply): a higher cap, or none.

@@ -88,6 +88,9 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
       if (!p.site.empty()) out << "          at " << absl::CHexEscape(p.site) << "\n";
     }
   }
+  if (const std::string held = HeldByRoleText(x); !held.empty()) {
+    Wrapped(out, "held by role (the job's live requests): " + held, "      ");
+  }
   for (const std::string& line : x.model_gap) Wrapped(out, line, "      model: ");
   if (!x.avoided_by.empty()) Wrapped(out, "fix: " + x.avoided_by, "      ");
 }

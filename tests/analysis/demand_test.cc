@@ -10,7 +10,9 @@
 #include "analysis/replay.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/analysis/command_run.h"
+#include "tests/analysis/fragmented_oom_log.h"
 #include "tests/analysis/trace_builder.h"
 
 namespace fragscope::testing {
@@ -108,6 +110,33 @@ TEST(DemandTest, RolesFollowTheTagsAndSumToTheDemand) {
   // dump shows each tag.
   CommandRun dump = Fragscope({"dump", log});
   EXPECT_THAT(dump.out, HasSubstr("role=saved_activations"));
+}
+
+// Each OOM says who holds the memory when the job ran out: its live requests by role (text, JSON).
+TEST(DemandTest, AnOomNamesTheRolesThatHoldTheMemory) {
+  TraceBuilder t(256 * kMiB, "", "held.fslog");
+  const DevicePtr weight = t.Alloc(100 * kMiB);
+  t.Tag(weight, AllocationRole::kWeights);
+  const DevicePtr state = t.Alloc(60 * kMiB);
+  t.Tag(state, AllocationRole::kOptimizerStates);
+  const DevicePtr scratch = t.Alloc(20 * kMiB);  // no tag: unknown
+  (void)scratch;
+  t.AllocExpectOom(120 * kMiB);
+  const std::string log = t.Finish();
+  CommandRun text = Fragscope({"analyze", log, "--no-sweep", "--no-summary"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("held by role (the job's live requests): weights 100.00 MiB, "
+                                  "optimizer_states 60.00 MiB,\n      unknown 20.00 MiB"));
+  CommandRun json = Fragscope({"analyze", log, "--no-sweep", "--json", "-"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  const nlohmann::json held =
+      nlohmann::json::parse(json.out)["ranks"][0]["ooms"]["explained"][0]["held_by_role"];
+  EXPECT_EQ(held, nlohmann::json::parse(R"({"unknown": 20971520, "weights": 104857600, )"
+                                        R"("optimizer_states": 62914560})"));
+  // A log without tags: no line (everything would be unknown), the JSON says so.
+  const std::string untagged = FragmentedOomLog();
+  CommandRun plain = Fragscope({"analyze", untagged, "--no-sweep", "--no-summary"});
+  EXPECT_THAT(plain.out, Not(HasSubstr("held by role")));
 }
 
 // A whole step recorded on a large device (as a prediction is), analyzed for a 128 MiB one: its

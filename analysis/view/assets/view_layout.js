@@ -133,6 +133,11 @@ FS.renderOomDetails = function (oom) {
   const ul = FS.el("ul");
   for (const line of oom.evidence || []) ul.appendChild(FS.el("li", {}, line));
   node.appendChild(ul);
+  const held = Object.entries(oom.held_by_role || {}).sort((a, b) => b[1] - a[1]);
+  if (held.some(([role]) => role !== "unknown")) {
+    node.appendChild(FS.el("p", {}, "Held by role: " +
+      held.map(([role, bytes]) => role + " " + FS.bytes(bytes)).join(", ")));
+  }
   if (oom.avoided_by) node.appendChild(FS.el("p", {}, "Fix: " + oom.avoided_by));
   const pins = oom.pinning || [];
   if (pins.length > 0) {
