@@ -38,7 +38,8 @@ def measure_page(url, zooms):
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"),
-                                    args=["--no-sandbox", "--enable-precise-memory-info"])
+                                    args=["--no-sandbox", "--disable-dev-shm-usage",
+                                          "--enable-precise-memory-info"])
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         loaded = []
         page.on("response", lambda r: loaded.append(r.url))
@@ -97,7 +98,7 @@ def memory_viz(fragscope, log, events, tmp):
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"),
-                                    args=["--no-sandbox"])
+                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
         page = browser.new_page()
         t = time.monotonic()
         try:

@@ -159,7 +159,9 @@ def main():
     os.makedirs(shots, exist_ok=True)
     url = args.url or "file://" + os.path.join(os.path.abspath(args.dir), "index.html")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        # No sandbox (CI runs as root); /tmp rather than a container's small /dev/shm.
+        browser = p.chromium.launch(executable_path=browser_path,
+                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
             (run_hostile if args.hostile else run)(page, url, shots)
