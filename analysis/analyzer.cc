@@ -137,24 +137,6 @@ bool WholeJob(const RankReport& report) {
   return false;
 }
 
-std::vector<DemandTerm> LargestFirst(std::vector<DemandTerm> terms) {
-  std::stable_sort(terms.begin(), terms.end(),
-                   [](const DemandTerm& a, const DemandTerm& b) { return a.bytes > b.bytes; });
-  return terms;
-}
-
-// The demand's parts by role (the log's tag records), largest first; roles that hold nothing
-// are left out.
-std::vector<DemandTerm> RoleTerms(const RoleBytes& roles) {
-  std::vector<DemandTerm> terms;
-  for (int r = 0; r < kAllocationRoleCount; ++r) {
-    if (roles[static_cast<size_t>(r)] == 0) continue;
-    terms.push_back({.name = std::string(AllocationRoleName(static_cast<AllocationRole>(r))),
-                     .bytes = roles[static_cast<size_t>(r)]});
-  }
-  return LargestFirst(std::move(terms));
-}
-
 // The estimator's allocator-visible terms, largest first (the demand's parts where the log has
 // no allocation roles).
 std::vector<DemandTerm> EstimatorTerms(const estimator::MemoryEstimate& estimate) {

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "allocator/format_size.h"
 #include "analysis/excerpt.h"
 #include "analysis/html_report.h"
@@ -84,13 +83,9 @@ void RenderComparisonText(const ReportComparison& c, std::ostream& out) {
   Row(out, "OOMs", c.a.ooms, c.b.ooms, false);
   for (const auto& [name, f] : {std::pair{&c.a_name, &c.a}, std::pair{&c.b_name, &c.b}}) {
     if (f->demand_terms.empty()) continue;
-    std::vector<std::string> parts;
-    for (const DemandTerm& t : f->demand_terms) {
-      parts.push_back(absl::StrCat(t.name, " ", FormatSize(t.bytes)));
-    }
     WriteWrapped(out,
                  absl::StrCat("at ", *name, "'s demand peak (", f->terms_source,
-                              "): ", absl::StrJoin(parts, ", ")),
+                              "): ", TermsText(f->demand_terms)),
                  "  ");
   }
   if (c.phases.empty()) return;

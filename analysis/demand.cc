@@ -1,8 +1,11 @@
 #include "analysis/demand.h"
 
 #include <algorithm>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "allocator/allocator_options.h"
+#include "allocator/format_size.h"
 #include "allocator/size_policy.h"
 
 namespace fragscope {
@@ -125,6 +128,30 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
 void DemandCollector::OnFinish() {
   if (pending_.has_value()) Raise(live_, *pending_, false);
   pending_.reset();
+}
+
+std::vector<DemandTerm> LargestFirst(std::vector<DemandTerm> terms) {
+  std::stable_sort(terms.begin(), terms.end(),
+                   [](const DemandTerm& a, const DemandTerm& b) { return a.bytes > b.bytes; });
+  return terms;
+}
+
+std::vector<DemandTerm> RoleTerms(const RoleBytes& roles) {
+  std::vector<DemandTerm> terms;
+  for (int r = 0; r < kAllocationRoleCount; ++r) {
+    if (roles[static_cast<size_t>(r)] == 0) continue;
+    terms.push_back({.name = std::string(AllocationRoleName(static_cast<AllocationRole>(r))),
+                     .bytes = roles[static_cast<size_t>(r)]});
+  }
+  return LargestFirst(std::move(terms));
+}
+
+std::string TermsText(const std::vector<DemandTerm>& terms, size_t most) {
+  std::string text;
+  for (size_t i = 0; i < terms.size() && i < most; ++i) {
+    absl::StrAppend(&text, i == 0 ? "" : ", ", terms[i].name, " ", FormatSize(terms[i].bytes));
+  }
+  return text;
 }
 
 }  // namespace fragscope

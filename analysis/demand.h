@@ -14,6 +14,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,6 +29,19 @@ namespace fragscope {
 
 // Live bytes by AllocationRole (index: the role's value).
 using RoleBytes = std::array<uint64_t, kAllocationRoleCount>;
+
+// One part of a memory figure: a role's live bytes, or an estimator term.
+struct DemandTerm {
+  std::string name;
+  uint64_t bytes = 0;
+};
+
+// `terms` sorted largest first (ties keep their order).
+std::vector<DemandTerm> LargestFirst(std::vector<DemandTerm> terms);
+// The roles that hold bytes, largest first; roles that hold nothing are left out.
+std::vector<DemandTerm> RoleTerms(const RoleBytes& roles);
+// The first `most` terms in words: "weights 100.00 MiB, optimizer_states 60.00 MiB".
+std::string TermsText(const std::vector<DemandTerm>& terms, size_t most = SIZE_MAX);
 
 struct DemandPeak {
   uint64_t bytes = 0;

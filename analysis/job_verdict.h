@@ -66,12 +66,6 @@ struct FootprintCheck {
   std::vector<FitAlternative> alternatives;
 };
 
-// One part of the demand at its peak (a role's live bytes, or an estimator term).
-struct DemandTerm {
-  std::string name;
-  uint64_t bytes = 0;
-};
-
 struct DemandCheck {
   DemandPeak peak;
   uint64_t limit_bytes = 0;    // what the job may use: the cap, else the device, less outside

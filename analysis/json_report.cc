@@ -1,7 +1,6 @@
 #include "analysis/json_report.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
@@ -17,11 +16,12 @@ using estimator::JsonNumber;
 using estimator::JsonOrNull;
 using estimator::OrderedJson;
 
-std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 // Fractions and seconds: six significant digits.
 OrderedJson Fraction(double v) { return JsonNumber(v, 6); }
 
 }  // namespace
+
+std::string HexAddress(uint64_t v) { return absl::StrFormat("0x%x", v); }
 
 OrderedJson LayoutJson(const LayoutSummary& l) {
   OrderedJson j;
@@ -42,7 +42,7 @@ OrderedJson LayoutJson(const LayoutSummary& l) {
 namespace {
 
 // Bytes by role, the roles that hold nothing left out.
-OrderedJson RoleBytesJson(const std::array<uint64_t, kAllocationRoleCount>& roles) {
+OrderedJson RoleBytesJson(const RoleBytes& roles) {
   OrderedJson j = OrderedJson::object();
   for (int role = 0; role < kAllocationRoleCount; ++role) {
     const uint64_t bytes = roles[static_cast<size_t>(role)];
@@ -65,7 +65,7 @@ OrderedJson Oom(const OomExplanation& x) {
   j["requested_bytes"] = x.requested_bytes;
   j["rounded_bytes"] = x.rounded_bytes;
   j["segment_bytes"] = x.segment_bytes;
-  j["stream"] = Hex(x.stream);
+  j["stream"] = HexAddress(x.stream);
   j["device_total_bytes"] = x.device_total_bytes;
   j["device_free_bytes"] = x.device_free_bytes;
   j["allowed_bytes"] = JsonOrNull(x.allowed_bytes);
@@ -91,7 +91,7 @@ OrderedJson Oom(const OomExplanation& x) {
   j["private_pool_free_bytes"] = x.private_pool_free_bytes;
   OrderedJson fragmented = OrderedJson::array();
   for (const FragmentedSegment& s : x.fragmented) {
-    fragmented.push_back({{"address", Hex(s.address)},
+    fragmented.push_back({{"address", HexAddress(s.address)},
                           {"size_bytes", s.size},
                           {"free_bytes", s.free_bytes},
                           {"holes", s.holes},
@@ -101,8 +101,8 @@ OrderedJson Oom(const OomExplanation& x) {
   j["fragmented"] = std::move(fragmented);
   OrderedJson pinning = OrderedJson::array();
   for (const PinningBlock& p : x.pinning) {
-    pinning.push_back({{"address", Hex(p.address)},
-                       {"segment", Hex(p.segment)},
+    pinning.push_back({{"address", HexAddress(p.address)},
+                       {"segment", HexAddress(p.segment)},
                        {"size_bytes", p.size},
                        {"requested_bytes", p.requested_bytes},
                        {"pending_free", p.pending_free},

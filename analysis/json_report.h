@@ -2,7 +2,9 @@
 // analysis/REPORT_SCHEMA.md; tests/analysis/data/report_golden.json pins it.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
+#include <string>
 
 #include "analysis/report.h"
 #include "estimator/json_document.h"
@@ -18,6 +20,10 @@ struct JsonReportOptions {
 estimator::OrderedJson JsonReport(const AnalysisReport& report, const JsonReportOptions& options);
 void WriteJsonReport(const AnalysisReport& report, const JsonReportOptions& options,
                      std::ostream& out);
+
+// An address or stream handle as the JSON reports write them ("0x7f0000000000": JSON numbers
+// cannot carry 64 bits exactly).
+std::string HexAddress(uint64_t v);
 
 // A layout's totals (REPORT_SCHEMA.md, "layout"), without its segments.
 estimator::OrderedJson LayoutJson(const LayoutSummary& layout);

@@ -1,10 +1,7 @@
 #include "analysis/oom_explainer.h"
 
 #include <algorithm>
-#include <utility>
-#include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
 #include "allocator/size_policy.h"
@@ -144,23 +141,12 @@ void Classify(OomExplanation& x) {
 }  // namespace
 
 std::string HeldByRoleText(const OomExplanation& x) {
-  std::vector<std::pair<uint64_t, int>> held;
   bool known = false;
   for (int role = 0; role < kAllocationRoleCount; ++role) {
-    const uint64_t bytes = x.held_by_role[static_cast<size_t>(role)];
-    if (bytes == 0) continue;
-    held.emplace_back(bytes, role);
-    known = known || static_cast<AllocationRole>(role) != AllocationRole::kUnknown;
+    known = known || (static_cast<AllocationRole>(role) != AllocationRole::kUnknown &&
+                      x.held_by_role[static_cast<size_t>(role)] > 0);
   }
-  if (!known) return "";
-  std::sort(held.begin(), held.end(), [](const auto& a, const auto& b) { return a > b; });
-  std::string text;
-  for (const auto& [bytes, role] : held) {
-    absl::StrAppend(&text, text.empty() ? "" : ", ",
-                    std::string(AllocationRoleName(static_cast<AllocationRole>(role))), " ",
-                    Size(bytes));
-  }
-  return text;
+  return known ? TermsText(RoleTerms(x.held_by_role)) : "";
 }
 
 std::string_view OomCauseName(OomCause cause) {

@@ -27,17 +27,16 @@
 // the live blocks that pin them, with where each was allocated (event, time, marker phase).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "analysis/demand.h"
 #include "analysis/oom_layout_evidence.h"
 #include "analysis/replay.h"
 #include "analysis/segment_map.h"
-#include "fslog/allocation_role.h"
 
 namespace fragscope {
 
@@ -104,7 +103,7 @@ struct OomExplanation {
   std::vector<PinningBlock> pinning;          // largest first, at most kMaxPinning
   // Who holds the memory: the job's live requests by role (index: AllocationRole) when it ran
   // out, from the log's tag records (OomCollector::set_demand); all unknown without them.
-  std::array<uint64_t, kAllocationRoleCount> held_by_role{};
+  RoleBytes held_by_role{};
   std::optional<LayoutSummary> layout;  // the full segment map (first few OOMs only)
   // Filled by later stages: the smallest tested setting that avoids it (sweep), and the
   // distance to the theoretical footprint (--model).

@@ -74,12 +74,7 @@ void RenderDemand(const DemandCheck& d, std::ostream& out) {
               : ""),
       "  ");
   if (d.terms.empty()) return;
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < d.terms.size() && i < 4; ++i) {
-    parts.push_back(absl::StrFormat("%s %s", d.terms[i].name, Size(d.terms[i].bytes)));
-  }
-  WriteWrapped(out,
-               absl::StrCat("largest parts (", d.terms_source, "): ", absl::StrJoin(parts, ", ")),
+  WriteWrapped(out, absl::StrCat("largest parts (", d.terms_source, "): ", TermsText(d.terms, 4)),
                "    ");
 }
 

@@ -5,7 +5,6 @@
 #include <numeric>
 #include <utility>
 
-#include "absl/strings/str_format.h"
 #include "analysis/demand.h"
 #include "analysis/hook_list.h"
 #include "analysis/json_report.h"
@@ -106,8 +105,6 @@ class ViewCollector final : public ReplayHooks {
   std::vector<ViewCapture> captures_;
 };
 
-std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
-
 std::string_view StateName(MapBlockState state) {
   switch (state) {
     case MapBlockState::kAllocated:
@@ -181,7 +178,7 @@ OrderedJson ViewLayoutJson(const LayoutSummary& layout, size_t max_blocks) {
     OrderedJson blocks = OrderedJson::array();
     for (const MapBlock& b : m.blocks) {
       OrderedJson block;
-      block["address"] = Hex(b.address);
+      block["address"] = HexAddress(b.address);
       block["size_bytes"] = b.size;
       block["requested_bytes"] = b.requested_bytes;
       block["state"] = StateName(b.state);
@@ -196,10 +193,10 @@ OrderedJson ViewLayoutJson(const LayoutSummary& layout, size_t max_blocks) {
       blocks.push_back(std::move(block));
     }
     OrderedJson segment;
-    segment["address"] = Hex(m.address);
+    segment["address"] = HexAddress(m.address);
     segment["size_bytes"] = m.size;
     segment["pool"] = PoolKindName(m.pool);
-    segment["stream"] = Hex(m.stream);
+    segment["stream"] = HexAddress(m.stream);
     segment["pool_id"] = {m.pool_id.first, m.pool_id.second};
     segment["allocated_bytes"] = m.allocated_bytes;
     segment["free_bytes"] = m.free_bytes;
