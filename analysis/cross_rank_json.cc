@@ -31,6 +31,10 @@ ordered_json Groups(const std::vector<RankGroup>& groups) {
 }  // namespace
 
 void WriteCrossRankJson(const CrossRankReport& report, std::ostream& out) {
+  out << estimator::DumpJson(CrossRankJson(report));
+}
+
+ordered_json CrossRankJson(const CrossRankReport& report) {
   ordered_json j;
   j["schema"] = kCrossRankSchema;
   j["schema_version"] = kCrossRankSchemaVersion;
@@ -80,7 +84,7 @@ void WriteCrossRankJson(const CrossRankReport& report, std::ostream& out) {
   } else {
     j["worst_report"] = nullptr;
   }
-  out << estimator::DumpJson(j);
+  return j;
 }
 
 }  // namespace fragscope

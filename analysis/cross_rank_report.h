@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "analysis/cross_rank.h"
+#include "estimator/json_document.h"
 #include "analysis/text_report.h"
 
 namespace fragscope {
@@ -19,6 +20,8 @@ inline constexpr int kCrossRankSchemaVersion = 1;
 void RenderCrossRankText(const CrossRankReport& report, const TextReportOptions& options,
                          std::ostream& out);
 void WriteCrossRankJson(const CrossRankReport& report, std::ostream& out);
+// The document WriteCrossRankJson writes.
+estimator::OrderedJson CrossRankJson(const CrossRankReport& report);
 void WriteCrossRankHtml(const CrossRankReport& report, std::ostream& out);
 
 }  // namespace fragscope

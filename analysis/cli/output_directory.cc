@@ -9,10 +9,12 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace fragscope::cli {
 namespace {
@@ -101,27 +103,31 @@ absl::Status WriteOutputDirectory(const std::string& dir_name,
     for (const auto& [name, fd] : subdirs) ::close(fd);
   };
   for (const auto& [path, content] : files) {
-    const size_t slash = path.find('/');
     const std::string shown = (dir / path).string();
-    if (path.empty() || path.find("..") != std::string::npos ||
-        (slash != std::string::npos && path.find('/', slash + 1) != std::string::npos)) {
-      return absl::InvalidArgumentError(absl::StrCat(shown, ": not a file name of the output"));
+    const std::vector<std::string> parts = absl::StrSplit(path, '/');
+    for (const std::string& part : parts) {
+      if (part.empty() || part == "." || part == "..") {
+        return absl::InvalidArgumentError(absl::StrCat(shown, ": not a file name of the output"));
+      }
     }
+    // Each directory on the way, created once and held open (the file is created relative to
+    // it: nothing on the path can be swapped for a link meanwhile).
     int at = root;
-    if (slash != std::string::npos) {
-      const std::string sub = path.substr(0, slash);
-      auto it = subdirs.find(sub);
+    std::string prefix;
+    for (size_t k = 0; k + 1 < parts.size(); ++k) {
+      prefix = prefix.empty() ? parts[k] : absl::StrCat(prefix, "/", parts[k]);
+      auto it = subdirs.find(prefix);
       if (it == subdirs.end()) {
-        if (::mkdirat(root, sub.c_str(), 0755) != 0)
-          return Errno("cannot create", (dir / sub).string());
-        const int fd = ::openat(root, sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) return Errno("cannot open", (dir / sub).string());
-        it = subdirs.emplace(sub, fd).first;
+        if (::mkdirat(at, parts[k].c_str(), 0755) != 0)
+          return Errno("cannot create", (dir / prefix).string());
+        const int fd =
+            ::openat(at, parts[k].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) return Errno("cannot open", (dir / prefix).string());
+        it = subdirs.emplace(prefix, fd).first;
       }
       at = it->second;
     }
-    absl::Status s =
-        WriteFileAt(at, path.substr(slash == std::string::npos ? 0 : slash + 1), content, shown);
+    absl::Status s = WriteFileAt(at, parts.back(), content, shown);
     if (!s.ok()) return s;
   }
   if (::fchmod(root, 0755) != 0) return Errno("cannot set the mode of", temporary);

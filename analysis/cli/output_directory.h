@@ -17,8 +17,8 @@
 
 namespace fragscope::cli {
 
-// `files`: paths relative to `dir` ("index.html", "data/meta.js"; one level of directories)
-// -> content.
+// `files`: paths relative to `dir` ("index.html", "data/meta.js", "data/s0/meta.js"; no empty,
+// "." or ".." component) -> content.
 absl::Status WriteOutputDirectory(const std::string& dir,
                                   const std::map<std::string, std::string>& files,
                                   const std::string& marker);

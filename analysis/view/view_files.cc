@@ -14,19 +14,21 @@ namespace {
 
 using estimator::OrderedJson;
 
-// JSON as a script's argument: ASCII only (no U+2028 surprises, no encoding to declare), bytes
-// that are not UTF-8 replaced rather than thrown on.
 std::string Script(const char* call, const std::string& arguments) {
   return absl::StrCat("FragscopeView.", call, "(", arguments, ");\n");
 }
-std::string Dump(const OrderedJson& j) {
-  return j.dump(-1, ' ', /*ensure_ascii=*/true, OrderedJson::error_handler_t::replace);
+std::string Dump(const OrderedJson& j) { return ViewScriptJson(j); }
+
+// The source argument a data script ends with in a view of several traces (none in a view of
+// one: its files are those of a single-trace view).
+std::string SourceArgument(const ViewSourceName& source) {
+  return source.id.empty() ? "" : absl::StrCat(", ", Dump(source.id));
 }
 
 }  // namespace
 
-absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener,
-                                         const ViewBuildOptions& options) {
+absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener, const ViewBuildOptions& options,
+                                         const ViewSourceName& source) {
   absl::StatusOr<AnalysisReport> analysis = AnalyzeTraces({opener.path()}, options.analysis);
   if (!analysis.ok()) return analysis.status();
   if (analysis->ranks.size() != 1) {
@@ -66,8 +68,8 @@ absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener,
     for (size_t t = 0; t < tiles; ++t) {
       const std::string payload =
           ViewLevels::EncodeTile(level, t * ViewLevels::kTileBuckets, ViewLevels::kTileBuckets);
-      build.files[absl::StrCat("data/L", l, "-", t, ".js")] =
-          Script("tile", absl::StrCat(l, ", ", t, ", \"", payload, "\""));
+      build.files[absl::StrCat(source.dir, "L", l, "-", t, ".js")] =
+          Script("tile", absl::StrCat(l, ", ", t, ", \"", payload, "\"", SourceArgument(source)));
     }
     build.tiles += tiles;
     levels.push_back({{"width", level.width}, {"buckets", level.buckets.size()}, {"tiles", tiles}});
@@ -76,8 +78,8 @@ absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener,
   OrderedJson layouts = OrderedJson::array();
   for (size_t id = 0; id < view->captures.size(); ++id) {
     const ViewCapture& c = view->captures[id];
-    build.files[absl::StrCat("data/layout-", id, ".js")] =
-        Script("layout", absl::StrCat(id, ", ", Dump(ViewLayoutJson(c.layout))));
+    build.files[absl::StrCat(source.dir, "layout-", id, ".js")] = Script(
+        "layout", absl::StrCat(id, ", ", Dump(ViewLayoutJson(c.layout)), SourceArgument(source)));
     layouts.push_back({{"id", id}, {"event", c.layout.index}, {"why", c.moment.why}});
   }
 
@@ -98,12 +100,18 @@ absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener,
   meta["layouts"] = std::move(layouts);
   meta["api"] = options.api;
   meta["report"] = JsonReport(*analysis, {.include_timings = false})["ranks"][0];
-  build.files["data/meta.js"] = ViewMetaScript(meta);
+  if (!source.id.empty()) meta["source"] = source.id;
+  build.files[source.dir + "meta.js"] = ViewMetaScript(meta);
   build.meta = std::move(meta);
+  build.report = std::move(analysis->ranks.front());
   return build;
 }
 
 std::string ViewMetaScript(const OrderedJson& meta) { return Script("meta", Dump(meta)); }
+
+std::string ViewScriptJson(const OrderedJson& j) {
+  return j.dump(-1, ' ', /*ensure_ascii=*/true, OrderedJson::error_handler_t::replace);
+}
 
 HttpAnswer ViewLayoutAnswer(const TraceOpener& opener, const AnalysisOptions& analysis,
                             uint64_t event) {

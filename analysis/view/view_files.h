@@ -23,19 +23,32 @@ struct ViewBuildOptions {
   size_t max_finest_buckets = ViewLevels::kMaxFinestBuckets;
 };
 
+// Where a trace's data files go and what their scripts say. A view of one trace: {"", "data/"};
+// one trace of a view of several: {"s3", "data/s3/"} (its scripts name the source: the page may
+// be loading several traces' files at once).
+struct ViewSourceName {
+  std::string id;
+  std::string dir = "data/";
+};
+
 struct ViewBuild {
-  std::map<std::string, std::string> files;  // relative path -> content
-  estimator::OrderedJson meta;               // what data/meta.js holds
+  std::map<std::string, std::string> files;  // relative path -> content (the page's assets too)
+  estimator::OrderedJson meta;               // what <dir>meta.js holds
+  RankReport report;                         // the trace's analysis
   uint64_t events = 0;
   uint64_t samples = 0;
   size_t tiles = 0;
 };
 
-absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener,
-                                         const ViewBuildOptions& options);
+absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener, const ViewBuildOptions& options,
+                                         const ViewSourceName& source = {});
 
-// data/meta.js of `meta`.
+// The meta script of `meta` (<dir>meta.js).
 std::string ViewMetaScript(const estimator::OrderedJson& meta);
+
+// A data script's payload: JSON as a script argument, ASCII only (no U+2028 surprises, no
+// encoding to declare), bytes that are not UTF-8 replaced rather than thrown on.
+std::string ViewScriptJson(const estimator::OrderedJson& j);
 
 // The server's /api/layout: the viewer's layout after `event`, replayed as BuildViewFiles does.
 HttpAnswer ViewLayoutAnswer(const TraceOpener& opener, const AnalysisOptions& analysis,

@@ -6,10 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -62,8 +65,7 @@ std::string ContentTypeOf(const std::string& path) {
   return "application/octet-stream";
 }
 
-ViewServer::ViewServer(std::map<std::string, std::string> files,
-                       std::function<HttpAnswer(uint64_t)> api)
+ViewServer::ViewServer(std::map<std::string, std::string> files, LayoutApi api)
     : files_(std::move(files)), api_(std::move(api)) {}
 
 ViewServer::~ViewServer() {
@@ -141,11 +143,28 @@ HttpAnswer ViewServer::Answer(const std::string& request) const {
   const absl::string_view query =
       question == absl::string_view::npos ? absl::string_view() : target.substr(question + 1);
   if (path == "/api/layout") {
-    uint64_t event = 0;
-    if (!absl::StartsWith(query, "event=") || !absl::SimpleAtoi(query.substr(6), &event)) {
-      return {.status = 400, .body = R"({"error": "expected /api/layout?event=N"})"};
+    // event=N, and optionally source=ID, in either order; anything else is refused.
+    std::optional<uint64_t> event;
+    std::optional<std::string> source;
+    for (absl::string_view pair : absl::StrSplit(query, '&')) {
+      uint64_t n = 0;
+      if (absl::StartsWith(pair, "event=") && !event && absl::SimpleAtoi(pair.substr(6), &n) &&
+          absl::ascii_isdigit(static_cast<unsigned char>(pair[6]))) {
+        event = n;
+      } else if (absl::StartsWith(pair, "source=") && !source && pair.size() > 7 &&
+                 std::all_of(pair.begin() + 7, pair.end(), [](char c) {
+                   return absl::ascii_isalnum(static_cast<unsigned char>(c));
+                 })) {
+        source = std::string(pair.substr(7));
+      } else {
+        event.reset();
+        break;
+      }
     }
-    return api_(event);
+    if (!event) {
+      return {.status = 400, .body = R"({"error": "expected /api/layout?event=N[&source=ID]"})"};
+    }
+    return api_(source.value_or(""), *event);
   }
   if (!absl::StartsWith(path, "/")) return Plain(404, "not found\n");
   const std::string key = path == "/" ? "index.html" : std::string(path.substr(1));

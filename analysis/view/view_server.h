@@ -1,5 +1,6 @@
 // ViewServer: serves the viewer's files on the loopback interface only, plus one API
-// (/api/layout?event=N), for `fragscope view --port`.
+// (/api/layout?event=N, or ?source=ID&event=N in a view of several traces), for
+// `fragscope view --port`.
 //
 // Hand-written over POSIX sockets rather than Debian's cpp-httplib: that package is a shared
 // library linking OpenSSL, zlib and Brotli (ldd: 12 libraries), which the command and the wheel
@@ -29,8 +30,11 @@ struct HttpAnswer {
 class ViewServer {
  public:
   // `files`: path relative to the root ("index.html", "data/meta.js") -> content.
-  // `api`: answers /api/layout?event=N (called on the serving thread, one request at a time).
-  ViewServer(std::map<std::string, std::string> files, std::function<HttpAnswer(uint64_t)> api);
+  // `api`: answers /api/layout?event=N with (source, N): `source` is the query's source=ID
+  // ("" without one; ID of letters and digits only). Called on the serving thread, one request at
+  // a time.
+  using LayoutApi = std::function<HttpAnswer(const std::string& source, uint64_t event)>;
+  ViewServer(std::map<std::string, std::string> files, LayoutApi api);
   ~ViewServer();
 
   // Binds 127.0.0.1:port (0: a free port). Errors name the port and the reason.
@@ -47,7 +51,7 @@ class ViewServer {
   void HandleConnection(int fd) const;
 
   std::map<std::string, std::string> files_;
-  std::function<HttpAnswer(uint64_t)> api_;
+  LayoutApi api_;
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};

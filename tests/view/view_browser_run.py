@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The viewer end to end: `fragscope view` of the demo's log, as files and served, opened in
-Chromium (viewer_browser_test.py), and the server's answers to hostile paths.
+Chromium (viewer_browser_test.py), and the server's answers to hostile paths; a directory of
+ranks (the demo at three seeds, as snapshots named rank{r}.pickle) as files and served; two logs
+side by side (--diff).
 
   view_browser_run.py FRAGSCOPE_BIN ARTIFACTS_DIR
 
@@ -49,6 +51,36 @@ def check_server(port, view_dir):
     status, body = raw_get(port, "/api/layout?event=100")
     assert status == 200 and b'"maps"' in body, (status, body[:200])
     print("server: hostile paths refused, the layout API answers")
+
+
+def check_sources(port):
+    """A view of several traces: the layout API per source, and only for its sources."""
+    status, body = raw_get(port, "/api/layout?source=s1&event=100")
+    assert status == 200 and b'"maps"' in body, (status, body[:200])
+    for target in ("/api/layout?source=s9&event=100", "/api/layout?source=../s1&event=100"):
+        status, _ = raw_get(port, target)
+        assert status in (400, 404), (target, status)
+    status, _ = raw_get(port, "/data/s1/meta.js")
+    assert status == 200, status
+    print("server: the layout API answers per source")
+
+
+def served(fragscope, args, test, artifacts, check):
+    """`fragscope view ARGS --port 0`, its server checked by `check(port)` and the page by `test`;
+    the server must end cleanly on SIGTERM."""
+    server = subprocess.Popen([fragscope, "view"] + args + ["--port", "0"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        print(line.strip())
+        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+        if check:
+            check(port)
+        run(test + ["--url", f"http://127.0.0.1:{port}/", "--artifacts", artifacts])
+    finally:
+        server.terminate()
+        code = server.wait(timeout=30)
+    assert code == 0, f"the server ended with {code} on SIGTERM"
 
 
 HOSTILE = '<img src=x onerror="window.__pwned=1">\u202e\x1b[31m'
@@ -115,27 +147,40 @@ def main():
         run([fragscope, "view", log, "--out", view])
         run(test + ["--dir", view, "--artifacts", os.path.join(artifacts, "files")])
 
-        server = subprocess.Popen([fragscope, "view", log, "--port", "0"], stdout=subprocess.PIPE,
-                                  text=True)
-        try:
-            line = server.stdout.readline()
-            print(line.strip())
-            port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
-            check_server(port, view)
-            run(test + ["--url", f"http://127.0.0.1:{port}/",
-                        "--artifacts", os.path.join(artifacts, "served")])
-        finally:
-            server.terminate()
-            code = server.wait(timeout=30)
-        assert code == 0, f"the server ended with {code} on SIGTERM"
+        served(fragscope, [log], test, os.path.join(artifacts, "served"),
+               lambda port: check_server(port, view))
 
         # Hostile strings from a snapshot: shown as text, never run.
         snapshot = os.path.join(tmp, "hostile.pickle")
         hostile_snapshot(snapshot)
         hostile_view = os.path.join(tmp, "hostile")
         run([fragscope, "view", snapshot, "--capacity", "64MiB", "--out", hostile_view])
-        run(test + ["--dir", hostile_view, "--hostile",
+        run(test + ["--dir", hostile_view, "--mode", "hostile",
                     "--artifacts", os.path.join(artifacts, "hostile")])
+
+        # The ranks of a job, and two logs side by side.
+        ranks = os.path.join(tmp, "ranks")
+        os.makedirs(ranks)
+        logs = [log]
+        for r, seed in enumerate((3, 4, 5)):
+            rank_log = os.path.join(tmp, f"seed{seed}.fslog")
+            run([fragscope, "demo", "--no-html", "--steps", "4", "--seed", str(seed),
+                 "--log", rank_log], stdout=subprocess.DEVNULL)
+            run([fragscope, "convert", rank_log, os.path.join(ranks, f"rank{r}.pickle")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            logs.append(rank_log)
+        ranks_view = os.path.join(tmp, "ranks-view")
+        run([fragscope, "view", ranks, "--out", ranks_view])
+        run(test + ["--dir", ranks_view, "--mode", "ranks",
+                    "--artifacts", os.path.join(artifacts, "ranks")])
+        served(fragscope, [ranks], test + ["--mode", "ranks"],
+               os.path.join(artifacts, "ranks-served"), check_sources)
+        diff_view = os.path.join(tmp, "diff-view")
+        run([fragscope, "view", "--diff", logs[1], logs[3], "--out", diff_view])
+        run(test + ["--dir", diff_view, "--mode", "diff",
+                    "--artifacts", os.path.join(artifacts, "diff")])
+        served(fragscope, ["--diff", logs[1], logs[3]], test + ["--mode", "diff"],
+               os.path.join(artifacts, "diff-served"), None)
     print("viewer: files and server pass; screenshots in", artifacts)
     return 0
 

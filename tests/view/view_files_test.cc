@@ -167,9 +167,14 @@ TEST(ViewCommandTest, ADamagedLogShowsWhatItHasAndWhereItStopped) {
 TEST(ViewCommandTest, OutputDirectoryRefusesNamesOutsideIt) {
   const std::string dir = TempPath("names");
   EXPECT_FALSE(cli::WriteOutputDirectory(dir, {{"../escape", "x"}}, "m").ok());
-  EXPECT_FALSE(cli::WriteOutputDirectory(dir, {{"a/b/c", "x"}}, "m").ok());
+  for (const char* bad : {"a//c", "a/./c", "a/../c", "/abs", "a/", ""}) {
+    EXPECT_FALSE(cli::WriteOutputDirectory(dir, {{"m", "1"}, {bad, "x"}}, "m").ok()) << bad;
+  }
   EXPECT_FALSE(std::filesystem::exists(dir));
-  ASSERT_TRUE(cli::WriteOutputDirectory(dir, {{"m", "1"}, {"data/x.js", "2"}}, "m").ok());
+  ASSERT_TRUE(
+      cli::WriteOutputDirectory(dir, {{"m", "1"}, {"data/x.js", "2"}, {"data/s0/y.js", "3"}}, "m")
+          .ok());
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir + "/data/s0/y.js"));
   struct stat st;
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0755u);

@@ -16,9 +16,10 @@ namespace fragscope {
 namespace {
 
 ViewServer Server() {
-  return ViewServer(
-      {{"index.html", "<html>page</html>"}, {"data/meta.js", "meta();"}},
-      [](uint64_t event) { return HttpAnswer{.body = absl::StrCat(R"({"event": )", event, "}")}; });
+  return ViewServer({{"index.html", "<html>page</html>"}, {"data/meta.js", "meta();"}},
+                    [](const std::string& source, uint64_t event) {
+                      return HttpAnswer{.body = absl::StrCat(source, ":", event)};
+                    });
 }
 
 HttpAnswer Get(const ViewServer& server, const std::string& target) {
@@ -42,12 +43,18 @@ TEST(ViewServerTest, ServesOnlyTheFilesItWasGiven) {
   EXPECT_EQ(server.Answer("GET / SMTP\r\n\r\n").status, 400);
 }
 
-TEST(ViewServerTest, TheLayoutApiTakesOneEventNumber) {
+TEST(ViewServerTest, TheLayoutApiTakesOneEventNumberAndASource) {
   const ViewServer server = Server();
-  EXPECT_EQ(Get(server, "/api/layout?event=42").body, R"({"event": 42})");
+  EXPECT_EQ(Get(server, "/api/layout?event=42").body, ":42");
+  EXPECT_EQ(Get(server, "/api/layout?source=s3&event=42").body, "s3:42");
+  EXPECT_EQ(Get(server, "/api/layout?event=7&source=b").body, "b:7");
   for (const char* bad :
        {"/api/layout", "/api/layout?event=", "/api/layout?event=-1", "/api/layout?event=1x",
-        "/api/layout?event=99999999999999999999999", "/api/layout?other=1"}) {
+        "/api/layout?event=+1", "/api/layout?event= 1", "/api/layout?event=1&event=2",
+        "/api/layout?event=99999999999999999999999", "/api/layout?other=1",
+        "/api/layout?event=1&other=1", "/api/layout?source=s1", "/api/layout?source=&event=1",
+        "/api/layout?source=../a&event=1", "/api/layout?source=a%2fb&event=1",
+        "/api/layout?source=a&source=b&event=1", "/api/layout?event=1&"}) {
     EXPECT_EQ(Get(server, bad).status, 400) << bad;
   }
 }

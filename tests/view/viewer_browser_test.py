@@ -2,9 +2,11 @@
 """The viewer's page in Chromium (playwright, the system browser): it loads, draws the timeline,
 zooms (buttons and wheel) and pans within bounded tiles, shows the allocator's segments at the
 first OOM with its pinning blocks marked, a block's details, and a moment clicked on the timeline;
-no console or page errors. Screenshots go to --artifacts.
+no console or page errors. --mode ranks: the rank selector and the cross-rank table switch the
+rank shown; --mode diff: two timelines that zoom together aligned by phase, both layouts at a
+click; --mode hostile: strings from the data shown as text. Screenshots go to --artifacts.
 
-  viewer_browser_test.py (--dir VIEW_DIR | --url URL) [--artifacts DIR]
+  viewer_browser_test.py (--dir VIEW_DIR | --url URL) [--mode MODE] [--artifacts DIR]
 
 Exit 0 on success, 1 with the failed check, 77 (skipped) without chromium or playwright.
 """
@@ -117,6 +119,104 @@ def run(page, url, shots):
     check(not errors, f"console or page errors: {errors}")
 
 
+def collect_errors(page):
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return errors
+
+
+def click_timeline(page, selector, share):
+    page.locator(selector).scroll_into_view_if_needed()
+    box = page.locator(selector).bounding_box()
+    page.mouse.click(box["x"] + box["width"] * share, box["y"] + box["height"] / 2)
+
+
+def run_ranks(page, url, shots):
+    """A directory of ranks: the worst shown first, then each rank chosen by the selector or the
+    cross-rank table; a moment clicked shows that rank's segments."""
+    errors = collect_errors(page)
+    page.goto(url)
+    page.wait_for_function(SETTLED, timeout=30000)
+    rows = page.locator("#rank-table tr.rank-row")
+    check(rows.count() >= 3, f"{rows.count()} ranks in the cross-rank table")
+    worst = page.locator("#rank-table tr.rank-row.selected")
+    check(worst.count() == 1 and "worst" in worst.inner_text(),
+          "the worst rank is not the one shown first")
+    first = page.evaluate(f"() => {STATE}.source")
+    check(page.locator("#oom-list li").count() >= 1, "the worst rank's OOM is not listed")
+    check("rank" in page.inner_text("#title"), "the title does not name the rank")
+    page.screenshot(path=os.path.join(shots, "ranks-worst.png"), full_page=True)
+    # The selector: rank 0.
+    page.select_option("#rank-select", "0")
+    page.wait_for_function(f"() => {STATE}.source === 's0' && {STATE}.pendingTiles === 0 && "
+                           f"{STATE}.tilesCached > 0", timeout=30000)
+    check("rank 0 " in page.inner_text("#title"), f"title: {page.inner_text('#title')!r}")
+    check("worst rank only" in page.inner_text("#sweep-table"),
+          "a rank other than the worst does not say where the sweep is")
+    # The table: a third rank (neither the worst nor rank 0); then a moment on its timeline.
+    k = next(k for k in range(1, rows.count()) if f"s{k}" != first)
+    rows.nth(k).click()
+    page.wait_for_function(f"() => {STATE}.source === 's{k}' && {STATE}.tilesCached > 0",
+                           timeout=30000)
+    check(page.input_value("#rank-select") == str(k), "the selector does not follow the table")
+    click_timeline(page, "#timeline", 0.5)
+    page.wait_for_function(f"() => {STATE}.selectedEvent !== null", timeout=30000)
+    page.wait_for_selector("#segment-map .segment", timeout=30000)
+    page.screenshot(path=os.path.join(shots, "ranks-chosen.png"), full_page=True)
+    check(not errors, f"console or page errors: {errors}")
+
+
+def run_diff(page, url, shots):
+    """Two traces side by side: the comparison, both timelines moving together aligned by phase,
+    both layouts at a click, each trace's OOMs."""
+    errors = collect_errors(page)
+    page.goto(url)
+    both = (f"() => {SETTLED[6:]} && {STATE}B && {STATE}B.tilesCached > 0 && "
+            f"{STATE}B.pendingTiles === 0")
+    page.wait_for_function(both, timeout=30000)
+    table = page.inner_text("#diff-table")
+    check("peak reserved" in table and "B − A" in table, f"comparison: {table!r}")
+    check("B against A" in page.inner_text("#verdict"), "no one-line difference at the top")
+    a0 = page.evaluate(f"() => {STATE}.range")
+    b0 = page.evaluate(f"() => {STATE}B.range")
+    for _ in range(2):
+        settle(page, lambda: page.click("#zoom-in"))
+    a1 = page.evaluate(f"() => {STATE}.range")
+    page.wait_for_function(f"() => {STATE}B.range[1] - {STATE}B.range[0] < {b0[1] - b0[0]} / 3",
+                           timeout=30000)
+    check(a1[1] - a1[0] < (a0[1] - a0[0]) / 3, f"zoom did not narrow A: {a0} -> {a1}")
+    # A phase both traces have: A shows it, B follows to its own start of that phase.
+    rows = page.locator("#phase-table tr.phase-row")
+    chosen = None
+    for k in range(rows.count()):
+        row = rows.nth(k)
+        a_first, b_first = row.get_attribute("data-a-first"), row.get_attribute("data-b-first")
+        if a_first and b_first and int(a_first) > 0 and int(a_first) != int(b_first):
+            chosen = (row, int(a_first), int(b_first))
+            break
+    check(chosen is not None, "no phase of both traces that starts at different events")
+    row, a_first, b_first = chosen
+    row.click()
+    page.wait_for_function(f"() => Math.abs({STATE}.range[0] - {a_first}) < 1 && "
+                           f"Math.abs({STATE}B.range[0] - {b_first}) < 1", timeout=30000)
+    page.screenshot(path=os.path.join(shots, "diff-phase.png"), full_page=True)
+    # A click on A: both layouts.
+    click_timeline(page, "#timeline", 0.5)
+    page.wait_for_selector("#segment-map .segment", timeout=30000)
+    page.wait_for_selector("#segment-map-b .segment", timeout=30000)
+    check(page.inner_text("#layout-title").startswith("A: "), "A's layout is not labelled A")
+    check(page.inner_text("#layout-title-b").startswith("B: "), "B's layout is not labelled B")
+    # B's OOM: its pinning blocks on B's map.
+    b_oom = page.locator("#oom-list li", has_text="B #1")
+    check(b_oom.count() == 1, "B's OOM is not listed")
+    b_oom.click()
+    page.wait_for_selector("#segment-map-b .block.pinning", timeout=30000)
+    check("OOM" in page.inner_text("#layout-title-b"), "B's OOM layout is not titled so")
+    page.screenshot(path=os.path.join(shots, "diff-oom.png"), full_page=True)
+    check(not errors, f"console or page errors: {errors}")
+
+
 def run_hostile(page, url, shots):
     """A view whose phases and call sites are HTML: they show as text and nothing runs."""
     errors = []
@@ -143,8 +243,8 @@ def main():
     where.add_argument("--dir")
     where.add_argument("--url")
     parser.add_argument("--artifacts")
-    parser.add_argument("--hostile", action="store_true",
-                        help="the view of view_browser_run.py's hostile snapshot")
+    parser.add_argument("--mode", choices=["trace", "ranks", "diff", "hostile"], default="trace",
+                        help="what the view holds (hostile: view_browser_run.py's snapshot)")
     args = parser.parse_args()
     browser_path = shutil.which("chromium")
     if browser_path is None:
@@ -164,7 +264,8 @@ def main():
                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            (run_hostile if args.hostile else run)(page, url, shots)
+            {"trace": run, "ranks": run_ranks, "diff": run_diff,
+             "hostile": run_hostile}[args.mode](page, url, shots)
         except Failure as failure:
             page.screenshot(path=os.path.join(shots, "failure.png"), full_page=True)
             print(f"FAIL: {failure} (screenshots in {shots})")

@@ -5,17 +5,26 @@
 // Segments drawn at most: the DOM stays bounded whatever the layout (the rest are counted).
 FS.MAX_SEGMENTS = 2000;
 
-FS.renderLayout = function (layout, title, pinning, onSelectEvent) {
-  document.getElementById("layout-title").textContent = FS.safe(title);
-  const summary = document.getElementById("layout-summary");
+// Layout panels: the elements of one (`nodes`: {title, summary, map, details}, from the ids
+// layout-title, layout-summary, segment-map and block-details, with `suffix` for the second
+// panel of a diff).
+FS.layoutNodes = function (suffix) {
+  const get = (id) => document.getElementById(id + suffix);
+  return {title: get("layout-title"), summary: get("layout-summary"), map: get("segment-map"),
+          details: get("block-details"), suffix: suffix};
+};
+
+FS.renderLayout = function (nodes, layout, title, pinning, onSelectEvent) {
+  nodes.title.textContent = FS.safe(title);
+  const summary = nodes.summary;
   summary.textContent =
     "reserved " + FS.bytes(layout.reserved_bytes) + " · allocated " +
     FS.bytes(layout.allocated_bytes) + " · free cached " + FS.bytes(layout.free_cached_bytes) +
     " in " + FS.count(layout.holes) + " holes (largest " + FS.bytes(layout.largest_hole_bytes) +
     ") · " + FS.count(layout.segments) + " segments, " + FS.count(layout.fragmented_segments) +
     " fragmented · RMM fragmentation " + Number(layout.rmm_fragmentation).toFixed(3);
-  const map = FS.clear(document.getElementById("segment-map"));
-  FS.clear(document.getElementById("block-details"));
+  const map = FS.clear(nodes.map);
+  FS.clear(nodes.details);
   const maps = layout.maps || [];
   const shown = maps.slice(0, FS.MAX_SEGMENTS);
   for (const segment of shown) {
@@ -32,7 +41,7 @@ FS.renderLayout = function (layout, title, pinning, onSelectEvent) {
       node.addEventListener("click", () => {
         for (const old of map.querySelectorAll(".block.selected")) old.classList.remove("selected");
         node.classList.add("selected");
-        FS.renderBlock(block, segment, onSelectEvent);
+        FS.renderBlock(nodes, block, segment, onSelectEvent);
       });
       bar.appendChild(node);
     }
@@ -50,8 +59,8 @@ FS.renderLayout = function (layout, title, pinning, onSelectEvent) {
   }
 };
 
-FS.renderBlock = function (block, segment, onSelectEvent) {
-  const details = FS.clear(document.getElementById("block-details"));
+FS.renderBlock = function (nodes, block, segment, onSelectEvent) {
+  const details = FS.clear(nodes.details);
   const rows = [
     ["address", block.address],
     ["segment", segment.address + " (" + FS.bytes(segment.size_bytes) + ", " + segment.pool + ")"],
@@ -61,7 +70,7 @@ FS.renderBlock = function (block, segment, onSelectEvent) {
   ];
   if (block.state !== "free") {
     const when = block.before_trace ? FS.el("span", {}, "before the trace")
-      : FS.el("button", {class: "link", id: "alloc-event",
+      : FS.el("button", {class: "link", id: "alloc-event" + nodes.suffix,
                          onclick: () => onSelectEvent(block.alloc_event)},
               "event " + FS.count(block.alloc_event));
     rows.push(["allocated at", when]);
@@ -96,7 +105,8 @@ FS.renderVerdict = function (report) {
   if (!node.textContent) node.textContent = "No OOM and no verdict to give.";
 };
 
-FS.renderSweep = function (report) {
+// `unswept`: what to say when the report carries no sweep.
+FS.renderSweep = function (report, unswept) {
   const table = FS.clear(document.getElementById("sweep-table"));
   const sweep = report.sweep || {};
   const rec = (report.verdict || {}).recommended;
@@ -108,23 +118,28 @@ FS.renderSweep = function (report) {
       FS.el("td", {}, row.error ? "error" : FS.bytes(row.peak_reserved_bytes)),
       FS.el("td", {}, row.error ? row.error : String(row.ooms))));
   });
+  if ((sweep.configs || []).length === 0) {
+    table.appendChild(FS.el("tr", {}, FS.el("td", {colspan: "3"}, unswept || "no sweep")));
+  }
 };
 
-FS.renderOoms = function (report, onOom) {
+// items: [{oom, k (its number in its trace, from 0), label ("" or "A", "B")}].
+FS.renderOoms = function (items, onOom) {
   const list = FS.clear(document.getElementById("oom-list"));
-  const explained = (report.ooms || {}).explained || [];
-  explained.forEach((oom, k) => {
-    const item = FS.el("li", {dataset: {event: String(oom.event)}},
-      FS.el("b", {}, "#" + (k + 1) + " event " + FS.count(oom.event) + " · " + oom.cause),
+  for (const item of items) {
+    const oom = item.oom;
+    const node = FS.el("li", {dataset: {event: String(oom.event)}},
+      FS.el("b", {}, (item.label ? item.label + " " : "") + "#" + (item.k + 1) + " event " +
+                     FS.count(oom.event) + " · " + oom.cause),
       FS.el("div", {}, oom.headline));
-    item.addEventListener("click", () => {
+    node.addEventListener("click", () => {
       for (const old of list.querySelectorAll("li.selected")) old.classList.remove("selected");
-      item.classList.add("selected");
-      onOom(oom, k);
+      node.classList.add("selected");
+      onOom(item);
     });
-    list.appendChild(item);
-  });
-  if (explained.length === 0) list.appendChild(FS.el("li", {}, "none"));
+    list.appendChild(node);
+  }
+  if (items.length === 0) list.appendChild(FS.el("li", {}, "none"));
 };
 
 FS.renderOomDetails = function (oom) {

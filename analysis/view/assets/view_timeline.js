@@ -7,27 +7,14 @@
 "use strict";
 
 FS.Timeline = class {
-  constructor(canvas, meta, callbacks) {
+  // options: {select(event), onRange(range) (after the user moved the range), rangeNode,
+  // exportNode (may be null), stateName (the window property its state is published on)}.
+  constructor(canvas, options) {
     this.canvas = canvas;
-    this.meta = meta;
-    this.callbacks = callbacks;  // {select(event)}
-    this.columns = {};
-    meta.columns.forEach((name, i) => { this.columns[name] = i; });
-    this.width = meta.columns.length;
-    this.tiles = new Map();      // "level-tile" -> Float64Array, in least-recently-used order
-    this.pending = new Set();    // "level-tile" being loaded
-    this.failed = new Set();
+    this.options = options;
+    this.meta = null;
     this.requested = 0;
     this.drawCount = 0;
-    // The job's events: to the last one read, or an OOM past it (an event number counts the
-    // folded free completions too).
-    this.first = 0;
-    this.last = Math.max(1, meta.events);
-    for (const o of ((meta.report || {}).ooms || {}).explained || []) {
-      this.last = Math.max(this.last, o.event + 1);
-    }
-    this.range = [this.first, this.last];
-    this.selected = null;
     this.showSweep = false;
     this.hidden = new Set();
     // Drawn in this order: allocated last, on top of the demand it usually equals.
@@ -38,6 +25,31 @@ FS.Timeline = class {
       {name: "allocated", max: "allocated_max", min: "allocated_min", color: "#4c78a8"},
     ];
     this.installInput();
+  }
+
+  // Shows a trace: its meta (analysis/view/README.md, "Data contract") and the directory of its
+  // tiles. Tiles of the trace shown before are dropped (and ignored if they still arrive).
+  load(meta, dir, sourceId) {
+    this.meta = meta;
+    this.dir = dir;
+    this.sourceId = sourceId;
+    this.columns = {};
+    meta.columns.forEach((name, i) => { this.columns[name] = i; });
+    this.width = meta.columns.length;
+    this.tiles = new Map();      // "level-tile" -> Float64Array, in least-recently-used order
+    this.pending = new Set();    // "level-tile" being loaded
+    this.failed = new Set();
+    // The job's events: to the last one read, or an OOM past it (an event number counts the
+    // folded free completions too).
+    this.first = 0;
+    this.last = Math.max(1, meta.events);
+    for (const o of ((meta.report || {}).ooms || {}).explained || []) {
+      this.last = Math.max(this.last, o.event + 1);
+    }
+    this.range = [this.first, this.last];
+    this.selected = null;
+    this.firstPaintMs = undefined;
+    this.scheduleDraw();
   }
 
   static get MAX_TILES() { return 64; }
@@ -56,7 +68,7 @@ FS.Timeline = class {
     if (!this.pending.has(key) && !this.failed.has(key)) {
       this.pending.add(key);
       this.requested++;
-      FS.loadScript("data/L" + level + "-" + index + ".js", () => {
+      FS.loadScript(this.dir + "L" + level + "-" + index + ".js", () => {
         this.pending.delete(key);
         this.failed.add(key);
         FS.status("could not load tile " + key + " of the timeline");
@@ -169,6 +181,7 @@ FS.Timeline = class {
   }
 
   draw() {
+    if (!this.meta) return;
     const canvas = this.canvas;
     const ratio = window.devicePixelRatio || 1;
     const cssW = canvas.clientWidth, cssH = canvas.clientHeight;
@@ -289,12 +302,16 @@ FS.Timeline = class {
     this.drawCount++;
     if (this.firstPaintMs === undefined && chunks.length > 0) this.firstPaintMs = performance.now();
     const width = this.meta.levels[level].width;
-    document.getElementById("range").textContent =
-      "events " + FS.count(this.range[0]) + "–" + FS.count(this.range[1]) + " · " +
-      (width === 1 ? "1 op/point" : FS.count(width) + " ops/point");
-    const a = Math.floor(this.range[0]), b = Math.ceil(this.range[1]);
-    document.getElementById("export").textContent = "fragscope convert " +
-      FS.safe(this.meta.title) + " range.pickle --events " + a + ":" + b + "   (or range.json)";
+    if (this.options.rangeNode) {
+      this.options.rangeNode.textContent =
+        "events " + FS.count(this.range[0]) + "–" + FS.count(this.range[1]) + " · " +
+        (width === 1 ? "1 op/point" : FS.count(width) + " ops/point");
+    }
+    if (this.options.exportNode) {
+      const a = Math.floor(this.range[0]), b = Math.ceil(this.range[1]);
+      this.options.exportNode.textContent = "fragscope convert " + FS.safe(this.meta.title) +
+        " range.pickle --events " + a + ":" + b + "   (or range.json)";
+    }
     this.publishState();
   }
 
@@ -317,7 +334,9 @@ FS.Timeline = class {
   }
 
   publishState() {
-    window.fragscopeViewState = {
+    if (!this.meta) return;
+    window[this.options.stateName] = {
+      source: this.sourceId,
       level: this.level,
       range: [this.range[0], this.range[1]],
       tilesCached: this.tiles.size,
@@ -330,6 +349,7 @@ FS.Timeline = class {
   }
 
   zoom(factor, around) {
+    if (!this.meta) return;
     const center = around === undefined ? (this.range[0] + this.range[1]) / 2 : around;
     let span = (this.range[1] - this.range[0]) * factor;
     span = Math.max(20, Math.min(this.last - this.first, span));
@@ -337,12 +357,15 @@ FS.Timeline = class {
     this.setRange(center - span * share, center - span * share + span);
   }
 
-  setRange(a, b) {
-    const span = b - a;
+  // `quiet`: set by another timeline (the ranges of a diff move together), not reported back.
+  setRange(a, b, quiet) {
+    if (!this.meta) return;
+    const span = Math.min(b - a, this.last - this.first);
     if (a < this.first) { a = this.first; b = a + span; }
     if (b > this.last) { b = this.last; a = Math.max(this.first, b - span); }
     this.range = [a, b];
     this.scheduleDraw();
+    if (!quiet && this.options.onRange) this.options.onRange(this.range);
   }
 
   reset() { this.setRange(this.first, this.last); }
@@ -356,11 +379,13 @@ FS.Timeline = class {
     const canvas = this.canvas;
     canvas.addEventListener("wheel", (e) => {
       e.preventDefault();
+      if (!this.meta) return;
       const rect = canvas.getBoundingClientRect();
       this.zoom(e.deltaY < 0 ? 0.8 : 1.25, this.eventAt(e.clientX - rect.left));
     }, {passive: false});
     let drag = null;
     canvas.addEventListener("mousedown", (e) => {
+      if (!this.meta) return;
       drag = {x: e.clientX, range: this.range.slice(), moved: false};
     });
     window.addEventListener("mousemove", (e) => {
@@ -378,7 +403,7 @@ FS.Timeline = class {
       drag = null;
       if (wasClick && e.target === canvas) {
         const rect = canvas.getBoundingClientRect();
-        this.callbacks.select(this.eventAt(e.clientX - rect.left));
+        if (this.meta) this.options.select(this.eventAt(e.clientX - rect.left));
       }
     });
     window.addEventListener("resize", () => this.scheduleDraw());
