@@ -65,6 +65,7 @@ void DemandCollector::ApplyTag(const TraceEvent& tag) {
   LiveBlock& block = it->second;
   roles_[static_cast<size_t>(block.role)] -= block.bytes;
   block.role = tag.role;
+  if (tag.context != nullptr) block.context = tag.context;
   roles_[static_cast<size_t>(block.role)] += block.bytes;
 }
 
@@ -84,13 +85,19 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
   switch (event.kind) {
     case EventKind::kAlloc: {
       const uint64_t bytes = DemandBytes(event);
-      auto [it, inserted] = live_blocks_.try_emplace(event.ptr, LiveBlock{.bytes = bytes});
+      // Its context's role (.fslog 2.6), else unknown until a tag says.
+      const LiveBlock block{
+          .bytes = bytes,
+          .role = event.context != nullptr ? event.context->role : AllocationRole::kUnknown,
+          .context = event.context};
+      summary_.has_roles |= block.role != AllocationRole::kUnknown;
+      auto [it, inserted] = live_blocks_.try_emplace(event.ptr, block);
       if (!inserted) {  // an address allocated twice: the trace lost its free; the later counts
         Drop(it->second);
-        it->second = {.bytes = bytes};
+        it->second = block;
       }
       live_ += bytes;
-      roles_[0] += bytes;
+      roles_[static_cast<size_t>(block.role)] += bytes;
       pending_ = Moment{.index = event.index, .time_ns = event.time_ns, .ptr = event.ptr};
       break;
     }
@@ -128,6 +135,37 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
 void DemandCollector::OnFinish() {
   if (pending_.has_value()) Raise(live_, *pending_, false);
   pending_.reset();
+}
+
+std::vector<DemandTerm> DemandCollector::LiveModules(size_t most) const {
+  absl::flat_hash_map<const std::string*, uint64_t> by_text;  // a context's module, by address
+  absl::flat_hash_map<std::string, uint64_t> by_module;
+  uint64_t without = 0;
+  bool any = false;
+  for (const auto& [ptr, block] : live_blocks_) {
+    if (block.context == nullptr || block.context->module.empty()) {
+      without += block.bytes;
+      continue;
+    }
+    any = true;
+    by_text[&block.context->module] += block.bytes;
+  }
+  if (!any) return {};
+  for (const auto& [text, bytes] : by_text) by_module[*text] += bytes;
+  std::vector<DemandTerm> terms;
+  for (auto& [module, bytes] : by_module) terms.push_back({module, bytes});
+  std::sort(terms.begin(), terms.end(), [](const DemandTerm& a, const DemandTerm& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
+  });
+  uint64_t rest = 0;
+  for (size_t i = most; i < terms.size(); ++i) rest += terms[i].bytes;
+  if (terms.size() > most) {
+    const size_t others = terms.size() - most;
+    terms.resize(most);
+    terms.push_back({absl::StrCat("(", others, " other modules)"), rest});
+  }
+  if (without > 0) terms.push_back({"(no module)", without});
+  return terms;
 }
 
 std::vector<DemandTerm> LargestFirst(std::vector<DemandTerm> terms) {

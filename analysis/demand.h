@@ -78,11 +78,16 @@ class DemandCollector final : public ReplayHooks {
   uint64_t live_bytes() const { return live_; }
   // The live bytes by role now; they sum to live_bytes().
   const RoleBytes& live_roles() const { return roles_; }
+  // The live bytes by the module that allocated them (.fslog 2.6 contexts), largest first: the
+  // first `most` modules, then "(N other modules)" and "(no module)" rows; they sum to
+  // live_bytes(). Empty when no live block names a module. O(live blocks).
+  std::vector<DemandTerm> LiveModules(size_t most) const;
 
  private:
   struct LiveBlock {
     uint64_t bytes = 0;  // the rounded request
     AllocationRole role = AllocationRole::kUnknown;
+    const BlockContext* context = nullptr;
   };
   struct Moment {
     uint64_t index = 0;

@@ -60,7 +60,29 @@ void FslogFileWriter::Append(const AllocatorEvent& event, uint64_t timestamp_ns)
     CombineFree(event, &chunk_.back());
     return;
   }
-  EncodeEvent(event, base_ns_ + timestamp_ns, Reserve(1));
+  if (event.kind == EventKind::kOom && alloc_context_ != 0) {
+    LogRecord pair[2];
+    EncodeOomContext(alloc_context_, base_ns_ + timestamp_ns, device_, &pair[0]);
+    EncodeEvent(event, base_ns_ + timestamp_ns, &pair[1]);
+    AppendRaw(pair, 2);
+    return;
+  }
+  LogRecord* record = Reserve(1);
+  EncodeEvent(event, base_ns_ + timestamp_ns, record);
+  if (event.kind == EventKind::kAlloc) record->words[kWordAllocContext] = alloc_context_;
+}
+
+void FslogFileWriter::DefineString(uint32_t id, std::string_view text, uint64_t timestamp_ns) {
+  LogRecord records[kMaxStringRecords];
+  AppendRaw(records, EncodeString(id, text, base_ns_ + timestamp_ns, device_, records));
+}
+
+void FslogFileWriter::AppendRaw(const LogRecord* records, size_t n) {
+  std::memcpy(static_cast<void*>(Reserve(n)), records, n * sizeof(LogRecord));
+}
+
+void FslogFileWriter::DefineContext(const ContextDefinition& context, uint64_t timestamp_ns) {
+  EncodeContext(context, base_ns_ + timestamp_ns, device_, Reserve(1));
 }
 
 void FslogFileWriter::AppendState(std::span<const InitialSegment> segments) {
@@ -80,9 +102,12 @@ void FslogFileWriter::Mark(std::string_view text, uint64_t timestamp_ns) {
   EncodeMarker(text, 0, base_ns_ + timestamp_ns, Reserve(1));
 }
 
-void FslogFileWriter::Tag(DevicePtr ptr, AllocationRole role, uint64_t timestamp_ns) {
+void FslogFileWriter::Tag(DevicePtr ptr, AllocationRole role, uint64_t timestamp_ns,
+                          uint32_t context) {
   ++events_;
-  EncodeTag(ptr, static_cast<uint8_t>(role), base_ns_ + timestamp_ns, device_, Reserve(1));
+  LogRecord* record = Reserve(1);
+  EncodeTag(ptr, static_cast<uint8_t>(role), base_ns_ + timestamp_ns, device_, record);
+  record->words[kWordTagContext] = context;
 }
 
 void FslogFileWriter::OptionsChange(std::string_view options, uint64_t timestamp_ns) {

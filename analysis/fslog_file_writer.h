@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "allocator/allocator_events.h"
 #include "analysis/trace_event.h"
+#include "fslog/fslog_context.h"
 #include "fslog/fslog_format.h"
 
 namespace fragscope {
@@ -40,9 +41,18 @@ class FslogFileWriter final : public AllocatorObserver {
   // address order (what TraceInfo::initial_segments holds).
   void AppendState(std::span<const InitialSegment> segments);
   void Mark(std::string_view text, uint64_t timestamp_ns);
-  // A tag record (Note [Tag records]): the role of the live block at `ptr`.
-  void Tag(DevicePtr ptr, AllocationRole role, uint64_t timestamp_ns);
+  // A tag record (Note [Tag records]): the role of the live block at `ptr`, and its context from
+  // now on (0: it keeps its own; Note [Context records]).
+  void Tag(DevicePtr ptr, AllocationRole role, uint64_t timestamp_ns, uint32_t context = 0);
   void OptionsChange(std::string_view options, uint64_t timestamp_ns);
+  // Who holds the memory (Note [Context records] in fslog/fslog_context.h): a string and a
+  // context defined (records, not events), and the context the alloc records (and the
+  // oom_context record before an oom record) appended from now on name (0: none).
+  void DefineString(uint32_t id, std::string_view text, uint64_t timestamp_ns);
+  void DefineContext(const ContextDefinition& context, uint64_t timestamp_ns);
+  void set_alloc_context(uint32_t context) { alloc_context_ = context; }
+  // Records as they are (tests of damaged logs), in one chunk; not counted as events.
+  void AppendRaw(const LogRecord* records, size_t n);
   // The model the job runs (Note [Model records] in fslog_format.h).
   void RecordModel(std::string_view json, uint64_t timestamp_ns);
   // Writes the pending chunk and closes the file; the first write error, if any.
@@ -65,6 +75,7 @@ class FslogFileWriter final : public AllocatorObserver {
   int32_t device_ = 0;
   uint64_t base_ns_ = 0;  // header start_monotonic_ns: record timestamps are base + time
   uint64_t time_ns_ = 0;
+  uint32_t alloc_context_ = 0;
   std::vector<LogRecord> chunk_;
   uint64_t chunk_first_ = 0;
   uint64_t sequence_ = 0;

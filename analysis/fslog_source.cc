@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/allocator_options.h"
 #include "analysis/fslog_state.h"
+#include "fslog/fslog_context.h"
 
 namespace fragscope {
 namespace {
@@ -50,6 +51,7 @@ void CopyEvent(const TraceEvent& from, TraceEvent* to) {
   to->reserved_bytes = from.reserved_bytes;
   to->allocated_bytes = from.allocated_bytes;
   to->role = from.role;
+  to->context = from.context;
   if (from.kind == EventKind::kMarker || from.kind == EventKind::kOptionsChange ||
       from.kind == EventKind::kModel) {
     to->text = from.text;
@@ -64,13 +66,15 @@ void CopyEvent(const TraceEvent& from, TraceEvent* to) {
 class FslogSource::Decoder {
  public:
   Decoder(std::string name, int32_t device, uint64_t start_monotonic_ns, bool combined_frees,
-          bool fold_completions)
+          bool fold_completions, bool alloc_contexts, FslogContexts* contexts)
       : name_(std::move(name)),
         device_(device),
         time_base_ns_(start_monotonic_ns),
         have_time_base_(start_monotonic_ns > 0),
         combined_frees_(combined_frees),
-        fold_completions_(fold_completions) {}
+        fold_completions_(fold_completions),
+        alloc_contexts_(alloc_contexts),
+        contexts_(contexts) {}
 
   void SetChunk(std::span<const LogRecord> chunk, uint64_t first_sequence) {
     chunk_ = chunk;
@@ -90,6 +94,13 @@ class FslogSource::Decoder {
   bool DecodeText(const LogRecord& r, size_t i, TraceEvent* event);
   bool FailMixedDevices(const LogRecord& r, const TraceEvent& event);
   bool FailLateState(const LogRecord& r, size_t i);
+  bool FailStrayOomContext(const LogRecord& r, size_t i);
+  // A string or context record (Note [Context records]): defines it; false on an error.
+  bool Define(const LogRecord& r, size_t i);
+  // The context record `record` (of kind `kind`) names by `id`, into *context; false (the error)
+  // for an id no earlier record defines.
+  bool FindContext(uint64_t id, std::string_view kind, uint64_t record,
+                   const BlockContext** context);
 
   std::string name_;
   int32_t device_;
@@ -104,6 +115,11 @@ class FslogSource::Decoder {
   const LogRecord* pending_completion_ = nullptr;
   uint64_t combined_before_ = 0;  // combined free records whose second event was delivered
   bool past_state_ = false;       // a record other than a state record was seen
+  bool alloc_contexts_;           // format 2.6 or later: an alloc's word 6 is its context
+  FslogContexts* contexts_;
+  // The context an oom_context record gave the oom record that must come next.
+  const BlockContext* oom_context_ = nullptr;
+  uint64_t oom_context_record_ = 0;  // the log's strings and contexts (Note [Context records])
   absl::Status error_;
 };
 
@@ -130,8 +146,14 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     const size_t i = pos_++;
     const LogRecord& r = chunk_[i];
     const auto kind = static_cast<EventKind>(r.kind);
-    if (UsesLongTextLayout(r.kind) && (r.flags & kRecordFlagContinuation) != 0) {
+    if ((UsesLongTextLayout(r.kind) || r.kind == kRecordKindString) &&
+        (r.flags & kRecordFlagContinuation) != 0) {
       continue;  // folded into its first record below
+    }
+    if (IsContextRecord(r.kind)) [[unlikely]] {
+      past_state_ = true;
+      if (!Define(r, i)) return false;
+      continue;
     }
     if (r.kind < static_cast<uint8_t>(EventKind::kAlloc) ||
         (r.kind > static_cast<uint8_t>(EventKind::kMarker) && kind != EventKind::kModel &&
@@ -146,6 +168,9 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
       continue;  // a role this reader does not know (Note [Tag records])
     }
     past_state_ = true;
+    if (oom_context_ != nullptr && kind != EventKind::kOom) [[unlikely]] {
+      return FailStrayOomContext(r, i);
+    }
     if (!have_time_base_ || r.timestamp_ns < time_base_ns_) {
       time_base_ns_ = r.timestamp_ns;
       have_time_base_ = true;
@@ -161,6 +186,7 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     event->reserved_bytes = event->allocated_bytes = 0;
     event->pool_id = kDefaultPoolId;
     event->role = AllocationRole::kUnknown;
+    event->context = nullptr;
     if (kind == EventKind::kMarker || UsesLongTextLayout(r.kind)) {
       return DecodeText(r, i, event);  // tail calls: the path of block events needs no frame
     }
@@ -169,19 +195,25 @@ bool FslogSource::Decoder::Next(TraceEvent* event) {
     if (kind == EventKind::kTag) {
       event->ptr = w[kWordPtr];
       event->role = static_cast<AllocationRole>(w[kWordTagRole]);  // checked above
-      return true;
+      return w[kWordTagContext] == 0 ||
+             FindContext(w[kWordTagContext], "tag", event->index, &event->context);
     }
     event->bytes = w[kWordBytes];
     event->requested_bytes = w[kWordRequestedBytes];
     event->stream = w[kWordStream];
     event->pool_id = UnpackPoolId(w[kWordPoolId]);
     if (UsesStatsLayout(r.kind)) {
+      event->context = std::exchange(oom_context_, nullptr);  // kOom: its request's, if named
       event->device_free_bytes = w[kWordDeviceFreeBytes];
       event->device_total_bytes = w[kWordDeviceTotalBytes];
       event->reserved_bytes = w[kWordReservedBytes];
       event->allocated_bytes = w[kWordAllocatedBytes];
     } else {
       event->ptr = w[kWordPtr];
+      // An alloc's word 6 names its context (2.6; 0 in every earlier alloc record).
+      if (kind == EventKind::kAlloc && w[kWordAllocContext] != 0 && alloc_contexts_) [[unlikely]] {
+        return FindContext(w[kWordAllocContext], "alloc", event->index, &event->context);
+      }
       if (combined_frees_ && IsCombinedFree(r)) {
         event->flags = CombinedFreeRequestedFlags(r.flags);
         if (fold_completions_) {
@@ -210,6 +242,89 @@ ABSL_ATTRIBUTE_NOINLINE bool FslogSource::Decoder::DecodeText(const LogRecord& r
     event->text.append(OptionsChangeTextPart(c));
   }
   return true;
+}
+
+ABSL_ATTRIBUTE_NOINLINE bool FslogSource::Decoder::Define(const LogRecord& r, size_t i) {
+  const uint64_t record = first_sequence_ + i + combined_before_;
+  auto fail = [&](const std::string& why) {
+    error_ = absl::InvalidArgumentError(
+        absl::StrFormat("%s: bad %s record %d: %s", name_, RecordKindName(r.kind), record, why));
+    pos_ = chunk_.size();
+    return false;
+  };
+  if (r.kind == kRecordKindString) {
+    const uint64_t id = r.words[kWordStringId];
+    if (id == 0 || id > UINT32_MAX)
+      return fail(absl::StrFormat("string id %d is not 1..2^32-1", id));
+    std::string text(StringTextPart(r));
+    for (size_t j = i + 1; j < chunk_.size(); ++j) {
+      const LogRecord& c = chunk_[j];
+      if (c.kind != r.kind || (c.flags & kRecordFlagContinuation) == 0) break;
+      text.append(StringTextPart(c));
+    }
+    if (text.size() != r.words[kWordStringBytes]) {
+      return fail(absl::StrFormat("string %d is torn: %d of its %d text bytes are in the log", id,
+                                  text.size(), r.words[kWordStringBytes]));
+    }
+    if (!contexts_->strings.emplace(static_cast<uint32_t>(id), std::move(text)).second) {
+      return fail(absl::StrFormat("string %d is defined twice", id));
+    }
+    return true;
+  }
+  if (r.kind == kRecordKindOomContext) {
+    // For the oom record right after it (the reader refuses it if anything else comes first).
+    oom_context_record_ = record;
+    return FindContext(r.words[0], "oom_context", record, &oom_context_);
+  }
+  bool wide = false;
+  const ContextDefinition d = DecodeContext(r, &wide);
+  if (wide || d.id == 0) return fail("an id is not 1..2^32-1 (0: none, for the strings)");
+  BlockContext context;
+  context.role = AllocationRoleOf(d.role).value_or(AllocationRole::kUnknown);
+  context.backward = d.backward;
+  for (const auto& [string_id, field] :
+       {std::pair{d.module, &context.module}, std::pair{d.op, &context.op},
+        std::pair{d.site, &context.site}}) {
+    if (string_id == 0) continue;
+    auto it = contexts_->strings.find(string_id);
+    if (it == contexts_->strings.end()) {
+      return fail(
+          absl::StrFormat("context %d names string %d, which no string record before it "
+                          "defines",
+                          d.id, string_id));
+    }
+    *field = it->second;
+  }
+  contexts_->storage.push_back(std::move(context));
+  if (!contexts_->by_id.emplace(d.id, &contexts_->storage.back()).second) {
+    return fail(absl::StrFormat("context %d is defined twice", d.id));
+  }
+  return true;
+}
+
+ABSL_ATTRIBUTE_NOINLINE bool FslogSource::Decoder::FindContext(uint64_t id, std::string_view kind,
+                                                               uint64_t record,
+                                                               const BlockContext** context) {
+  auto it =
+      id <= UINT32_MAX ? contexts_->by_id.find(static_cast<uint32_t>(id)) : contexts_->by_id.end();
+  if (it == contexts_->by_id.end()) {
+    error_ = absl::InvalidArgumentError(absl::StrFormat(
+        "%s: bad %s record %d: it names context %d, which no context record before it defines",
+        name_, kind, record, id));
+    pos_ = chunk_.size();
+    return false;
+  }
+  *context = it->second;
+  return true;
+}
+
+ABSL_ATTRIBUTE_NOINLINE bool FslogSource::Decoder::FailStrayOomContext(const LogRecord& r,
+                                                                       size_t i) {
+  error_ = absl::InvalidArgumentError(absl::StrFormat(
+      "%s: bad oom_context record %d: the record after it is %s record %d, not an oom", name_,
+      oom_context_record_, RecordKindName(r.kind), first_sequence_ + i + combined_before_));
+  pos_ = chunk_.size();
+  return false;
 }
 
 ABSL_ATTRIBUTE_NOINLINE bool FslogSource::Decoder::FailLateState(const LogRecord& r, size_t i) {
@@ -369,9 +484,12 @@ absl::StatusOr<bool> FslogSource::NextSlow(TraceEvent* event) {
   if (!started_) {
     started_ = true;
     // The name in messages: the path, set after construction.
-    decoder_ =
-        std::make_unique<Decoder>(info_.path, info_.device, reader_.header().start_monotonic_ns,
-                                  reader_.has_combined_frees(), fold_completions_);
+    decoder_ = std::make_unique<Decoder>(
+        info_.path, info_.device, reader_.header().start_monotonic_ns, reader_.has_combined_frees(),
+        fold_completions_,
+        reader_.header().version_major > 2 ||
+            (reader_.header().version_major == 2 && reader_.header().version_minor >= 6),
+        &contexts_);
     background_ = TakeCores(reading_, &cores_taken_);
     if (background_) {
       ring_.resize(kRingBatches);

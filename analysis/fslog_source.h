@@ -28,6 +28,11 @@
 // reader while cores are free). On a machine whose other cores are busy with other processes the
 // reader competes with them and can cost wall time; kCallingThread avoids it.
 //
+// Contexts (.fslog 2.6, Note [Context records] in fslog/fslog_context.h): the log's string and
+// context records are read as they come and are not events; an alloc or tag event points at its
+// BlockContext, which lives as long as the source. An id used before a record defines it, an id
+// defined twice or a torn string is an error naming the record.
+//
 // Threads: Next(), warnings() and Progress() are for one consumer thread (the one that reads);
 // info() does not change once Next() has been called, except expandable_segments, which the
 // consumer's Next() sets when it delivers the first map or unmap.
@@ -35,6 +40,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -42,6 +48,8 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/status/statusor.h"
 #include "analysis/trace_event.h"
@@ -54,6 +62,13 @@ enum class FslogReading : uint8_t {
   kAuto,              // a background thread when a core is free for it
   kBackgroundThread,  // always a background thread
   kCallingThread,     // in Next(), on the caller's thread
+};
+
+// The strings and contexts a log has defined so far (Note [Context records]).
+struct FslogContexts {
+  absl::flat_hash_map<uint32_t, std::string> strings;
+  absl::flat_hash_map<uint32_t, const BlockContext*> by_id;
+  std::deque<BlockContext> storage;
 };
 
 class FslogSource final : public TraceSource {
@@ -108,6 +123,9 @@ class FslogSource final : public TraceSource {
   void StopBackground();
 
   FslogReader reader_;  // the reader thread's while it runs
+  // The decoder's (filled on the thread that decodes); events point into `storage`, which never
+  // moves an element, and are handed to the consumer after the element is made.
+  FslogContexts contexts_;
   std::unique_ptr<Decoder> decoder_;
   FslogReading reading_;
   bool started_ = false;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
+#include "analysis/block_holder.h"
 #include "analysis/comparison_render.h"
 #include "analysis/text_report.h"
 
@@ -35,6 +36,12 @@ pre { font-size: 11px; background: #f8f8f8; padding: 8px; overflow-x: auto; }
 
 std::string Size(uint64_t bytes) { return HtmlEscape(FormatSize(bytes)); }
 
+// A pinning block's holder, on a line of its own in the phase cell ("" when not known).
+std::string HolderCell(const PinningBlock& p) {
+  const std::string holder = HolderText(p.origin.role, p.context);
+  return holder.empty() ? "" : absl::StrCat("<br>", HtmlEscape(holder));
+}
+
 void Card(std::ostream& out, const std::string& value, const std::string& key) {
   out << "<div class=\"card\"><div class=\"v\">" << value << "</div><div class=\"k\">" << key
       << "</div></div>";
@@ -61,8 +68,15 @@ void RenderOom(std::ostream& out, const OomExplanation& x, size_t number) {
         Size(x.private_pool_reserved_bytes), Size(x.private_pool_free_bytes));
   }
   out << "</ul>";
+  if (const std::string holder = HolderText(x.request_context.role, x.request_context);
+      !holder.empty()) {
+    out << "<p>Requested by: " << HtmlEscape(holder) << "</p>";
+  }
   if (const std::string held = HeldByRoleText(x); !held.empty()) {
     out << "<p>Held by role (the job's live requests): " << HtmlEscape(held) << "</p>";
+  }
+  if (!x.held_by_module.empty()) {
+    out << "<p>Held by module: " << HtmlEscape(TermsText(x.held_by_module)) << "</p>";
   }
   for (const std::string& line : x.model_gap) out << "<p>" << HtmlEscape(line) << "</p>";
   if (!x.avoided_by.empty()) out << "<p class=\"fix\">Fix: " << HtmlEscape(x.avoided_by) << "</p>";
@@ -85,7 +99,9 @@ void RenderOom(std::ostream& out, const OomExplanation& x, size_t number) {
               ? "before the trace"
               : absl::StrFormat("event %d (%s)", p.origin.index, FormatDuration(p.origin.time_ns)),
           HtmlEscape(p.phase), p.pending_free ? " [pending free]" : "",
-          p.site.empty() ? "" : absl::StrCat("<br>at <code>", HtmlEscape(p.site), "</code>"));
+          absl::StrCat(
+              HolderCell(p),
+              p.site.empty() ? "" : absl::StrCat("<br>at <code>", HtmlEscape(p.site), "</code>")));
     }
     out << "</table>";
   }

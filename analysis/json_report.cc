@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/device_stats.h"
+#include "analysis/block_holder.h"
 #include "analysis/comparison_render.h"
 #include "analysis/json_verdict.h"
 #include "analysis/settings_check_json.h"
@@ -111,10 +112,21 @@ OrderedJson Oom(const OomExplanation& x) {
                        {"alloc_time_ns", p.origin.time_ns},
                        {"phase", p.phase},
                        {"role", AllocationRoleName(p.origin.role)},
-                       {"site", p.site}});
+                       {"site", p.site},
+                       {"module", p.context.module},
+                       {"op", p.context.op},
+                       {"backward", p.context.backward}});
   }
   j["pinning"] = std::move(pinning);
   j["held_by_role"] = RoleBytesJson(x.held_by_role);
+  OrderedJson modules = OrderedJson::array();
+  for (const DemandTerm& t : x.held_by_module) {
+    modules.push_back({{"module", t.name}, {"bytes", t.bytes}});
+  }
+  j["held_by_module"] = std::move(modules);
+  j["request_context"] = Known(x.request_context)
+                             ? HolderJson(x.request_context.role, x.request_context)
+                             : OrderedJson();
   j["avoided_by"] = x.avoided_by;
   j["model_gap"] = x.model_gap;
   return j;

@@ -171,6 +171,9 @@ PinningBlock LiveLayout::Pinning(const LiveKey& key) {
     p.origin = *origin;
     p.phase = replayer_.PhaseText(origin->phase);
     p.site = replayer_.SiteText(origin->site);
+    // The explanation outlives the trace source that owns the context: a copy.
+    if (origin->context != nullptr) p.context = *origin->context;
+    p.origin.context = nullptr;
   }
   return p;
 }

@@ -14,7 +14,13 @@ void OomCollector::OnOom(const ReplayOom& oom) {
                                 replayer_.current_phase(), context_);
   x.headroom_bytes = HeadroomBytes(x);
   x.at_cap = AtCap(x.headroom_bytes, x.available_bytes);
-  if (demand_ != nullptr) x.held_by_role = demand_->live_roles();
+  if (demand_ != nullptr) {
+    x.held_by_role = demand_->live_roles();
+    x.held_by_module = demand_->LiveModules(kModulesShown);
+  }
+  if (oom.event != nullptr && oom.event->context != nullptr) {
+    x.request_context = *oom.event->context;
+  }
   if (explanations_.size() < kMaxMaps) x.layout = CurrentLayout(replayer_);
   explanations_.push_back(std::move(x));
   // No more explanations: the layout need not follow the replay any longer.

@@ -104,6 +104,11 @@ struct OomExplanation {
   // Who holds the memory: the job's live requests by role (index: AllocationRole) when it ran
   // out, from the log's tag records (OomCollector::set_demand); all unknown without them.
   RoleBytes held_by_role{};
+  // The live requests by the module that allocated them, largest first (DemandCollector::
+  // LiveModules: kModulesShown modules, then the rest summed); empty without contexts.
+  std::vector<DemandTerm> held_by_module;
+  // Who made the request that failed (its alloc's context, .fslog 2.6; empty without).
+  BlockContext request_context;
   std::optional<LayoutSummary> layout;  // the full segment map (first few OOMs only)
   // Filled by later stages: the smallest tested setting that avoids it (sweep), and the
   // distance to the theoretical footprint (--model).
@@ -136,6 +141,9 @@ bool AtCap(int64_t headroom, uint64_t available_bytes);
 // `x.held_by_role` in words, largest first ("optimizer_states 89.80 GiB, weights 44.90 GiB,
 // ..."); "" when no block has a known role (a log without tag records).
 std::string HeldByRoleText(const OomExplanation& x);
+
+// Modules listed by name in an explanation's held_by_module.
+inline constexpr size_t kModulesShown = 8;
 
 // Whether a replay under `cap` (nullopt: none) has more room than the job's recorded cap
 // (RecordedJobCapReplaced; nullopt: none recorded, or it does not apply): a higher cap, or none.

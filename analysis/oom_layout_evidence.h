@@ -24,9 +24,10 @@ struct PinningBlock {
   uint64_t size = 0;
   uint64_t requested_bytes = 0;
   bool pending_free = false;
-  BlockOrigin origin;
+  BlockOrigin origin;  // origin.context is cleared: `context` is its copy
   std::string phase;
-  std::string site;  // the allocation's call site ("" = not known)
+  std::string site;      // the allocation's call site ("" = not known)
+  BlockContext context;  // who holds it (.fslog 2.6; empty fields where not known)
 };
 
 struct FragmentedSegment {

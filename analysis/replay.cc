@@ -220,7 +220,10 @@ void Replayer::Apply(TraceEvent& event, ReplayHooks* hooks) {
       return;
     case EventKind::kTag:
       // A block's role (no allocator operation): its origin says it from now on.
-      if (LiveBlock* live = live_.Find(event.ptr)) live->origin.role = event.role;
+      if (LiveBlock* live = live_.Find(event.ptr)) {
+        live->origin.role = event.role;
+        if (event.context != nullptr) live->origin.context = event.context;
+      }
       return;
     default:
       return;
@@ -266,8 +269,12 @@ void Replayer::ApplyAlloc(const TraceEvent& event, ReplayHooks* hooks) {
   absl::StatusOr<DevicePtr> ptr = AllocateAs(event, event.requested_bytes);
   ClearQueuedSegmentAllocs();
   LiveBlock live;
-  live.origin = BlockOrigin{
-      .index = event.index, .time_ns = event.time_ns, .phase = current_phase_, .site = event.site};
+  live.origin = BlockOrigin{.index = event.index,
+                            .time_ns = event.time_ns,
+                            .phase = current_phase_,
+                            .site = event.site,
+                            .context = event.context};
+  if (event.context != nullptr) live.origin.role = event.context->role;
   if (ptr.ok()) {
     live.ours = *ptr;
     phases_.Ref(current_phase_);

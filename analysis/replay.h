@@ -171,9 +171,12 @@ struct BlockOrigin {
   uint64_t time_ns = 0;  // trace time of its alloc
   uint32_t phase = 0;    // Replayer::PhaseText(phase)
   bool before_trace = false;
-  // Its role, from the trace's tag records (.fslog 2.5, Note [Tag records]); unknown without.
+  // Its role: its context's, then the trace's tag records' (.fslog 2.5, Note [Tag records]);
+  // unknown without.
   AllocationRole role = AllocationRole::kUnknown;
   uint32_t site = 0;  // its call site, Replayer::SiteText(site); 0 = not known
+  // Who holds it (.fslog 2.6): its alloc's context, or a later tag's; the trace source's.
+  const BlockContext* context = nullptr;
 };
 
 struct ReplayOom {

@@ -45,6 +45,9 @@ LayoutSummary SummarizeLayout(const AllocatorSnapshot& snapshot,
           block.origin = it->second;
           block.phase = phase_text(it->second.phase);
           if (it->second.site != 0) block.site = site_text(it->second.site);
+          // The layout may outlive the trace source that owns the context: a copy.
+          if (it->second.context != nullptr) block.context = *it->second.context;
+          block.origin.context = nullptr;
         }
       }
       map.blocks.push_back(std::move(block));

@@ -27,9 +27,10 @@ struct MapBlock {
   uint64_t size = 0;
   uint64_t requested_bytes = 0;  // 0 for free blocks
   MapBlockState state = MapBlockState::kFree;
-  BlockOrigin origin;  // live blocks only
-  std::string phase;   // live blocks only
-  std::string site;    // live blocks only: the call site ("" = not known)
+  BlockOrigin origin;    // live blocks only (origin.context cleared: `context` is its copy)
+  std::string phase;     // live blocks only
+  std::string site;      // live blocks only: the call site ("" = not known)
+  BlockContext context;  // live blocks only: who holds it (.fslog 2.6)
 };
 
 struct SegmentMap {

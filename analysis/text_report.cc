@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "allocator/format_size.h"
+#include "analysis/block_holder.h"
 #include "analysis/comparison_render.h"
 #include "analysis/text_wrap.h"
 
@@ -39,6 +40,10 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
           "  ");
   out << absl::StrFormat("      cause: %s%s%s\n", OomCauseName(x.cause),
                          x.rule == PolicyRule::kNone ? "" : " / ", PolicyRuleName(x.rule));
+  if (const std::string holder = HolderText(x.request_context.role, x.request_context);
+      !holder.empty()) {
+    Wrapped(out, absl::CHexEscape("requested by: " + holder), "      ");
+  }
   Wrapped(out, x.headline, "      ");
   for (const std::string& e : x.evidence) Wrapped(out, e, "        - ");
   Wrapped(out,
@@ -76,20 +81,22 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
           p.origin.before_trace ? "before the trace" : Where(p.origin.index, p.origin.time_ns);
       std::string phase = p.origin.before_trace ? "" : p.phase;
       if (phase.size() > 36) phase = phase.substr(0, 33) + "...";
-      // The block's role where the log tags its blocks (a prediction's).
-      const std::string role =
-          p.origin.role == AllocationRole::kUnknown
-              ? ""
-              : absl::StrCat(" [", std::string(AllocationRoleName(p.origin.role)), "]");
-      out << absl::StrFormat("        %-11s %-11s %-26s %s%s%s\n", Size(p.size),
-                             Size(p.requested_bytes), when, phase, role,
+      out << absl::StrFormat("        %-11s %-11s %-26s %s%s\n", Size(p.size),
+                             Size(p.requested_bytes), when, phase,
                              p.pending_free ? " [pending free]" : "");
-      // Its call site (a snapshot's stack): control characters a hostile file could carry, escaped.
+      // Who holds it (a prediction's roles and modules) and its call site (a snapshot's stack):
+      // control characters a hostile file could carry, escaped.
+      if (const std::string holder = HolderText(p.origin.role, p.context); !holder.empty()) {
+        out << "          " << absl::CHexEscape(holder) << "\n";
+      }
       if (!p.site.empty()) out << "          at " << absl::CHexEscape(p.site) << "\n";
     }
   }
   if (const std::string held = HeldByRoleText(x); !held.empty()) {
     Wrapped(out, "held by role (the job's live requests): " + held, "      ");
+  }
+  if (!x.held_by_module.empty()) {
+    Wrapped(out, absl::CHexEscape("held by module: " + TermsText(x.held_by_module)), "      ");
   }
   for (const std::string& line : x.model_gap) Wrapped(out, line, "      model: ");
   if (!x.avoided_by.empty()) Wrapped(out, "fix: " + x.avoided_by, "      ");

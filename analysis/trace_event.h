@@ -48,6 +48,17 @@ enum class TraceFormat : uint8_t { kFslog, kPyTorchSnapshot, kRmmCsv };
 
 std::string_view TraceFormatName(TraceFormat format);
 
+// Who holds a block (.fslog 2.6, Note [Context records] in fslog/fslog_context.h): what the memory
+// is for, the module and the op that allocated it, where in the code. Owned by the trace source
+// (alive while it is); events and blocks point at it.
+struct BlockContext {
+  AllocationRole role = AllocationRole::kUnknown;
+  bool backward = false;  // allocated in a backward pass
+  std::string module;     // "model.h.7.attn"; "" when not known
+  std::string op;         // "aten::bmm"
+  std::string site;       // "train.py:88 in step"
+};
+
 struct TraceEvent {
   EventKind kind = EventKind::kAlloc;
   PoolKind pool = PoolKind::kSmall;
@@ -76,6 +87,9 @@ struct TraceEvent {
   AllocationRole role = AllocationRole::kUnknown;
   // kAlloc: the allocation's call site, TraceSource::SiteText(site); 0 = not known.
   uint32_t site = 0;
+  // kAlloc: the allocation's context; kTag: the block's context from now on (nullptr: the alloc's
+  // has none; a tag keeps the block's). .fslog 2.6.
+  const BlockContext* context = nullptr;
 };
 
 // TraceEvent::flags bit, beside the allocator's EventFlag bits (which end at bit 6): a

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/check.h"
 #include "fslog/crc32c.h"
+#include "fslog/fslog_context.h"
 
 namespace fragscope {
 namespace {
@@ -39,6 +40,9 @@ std::string_view TruncateUtf8(std::string_view text, size_t max_bytes) {
 std::string_view RecordKindName(uint8_t kind) {
   if (kind == kRecordKindStateSegment) return "state_segment";
   if (kind == kRecordKindStateBlock) return "state_block";
+  if (kind == kRecordKindString) return "string";
+  if (kind == kRecordKindContext) return "context";
+  if (kind == kRecordKindOomContext) return "oom_context";
   return EventKindName(static_cast<EventKind>(kind));
 }
 

@@ -18,7 +18,8 @@
 //
 // Versioning: a reader rejects a major version it does not know (this one reads 1.x and 2.x; 2.0
 // added combined free records, 2.2 state records, 2.3 the header's parallel sizes and memory at
-// open, and compressed chunks, 2.4 the private pool id in word 7: all below). A minor version may
+// open, and compressed chunks, 2.4 the private pool id in word 7, 2.5 tag records, 2.6 context
+// records (fslog_context.h): all below). A minor version may
 // only add record kinds, flag bits, or meanings for fields that are zero/reserved in earlier
 // minors; readers pass unknown kinds through and ignore unknown flags.
 #pragma once
@@ -49,7 +50,7 @@ inline constexpr char kFileMagic[8] = {'F', 'S', 'L', 'O', 'G', '\r', '\n', '\x1
 // The version the writer writes. Readers accept majors kOldestReadableVersionMajor through
 // kFormatVersionMajor (2.0 added combined free records: Note [Combined free records]).
 inline constexpr uint16_t kFormatVersionMajor = 2;
-inline constexpr uint16_t kFormatVersionMinor = 5;
+inline constexpr uint16_t kFormatVersionMinor = 6;
 inline constexpr uint16_t kOldestReadableVersionMajor = 1;
 // "FSCK" as the first four bytes of every chunk.
 inline constexpr uint32_t kChunkMagic = 0x4B435346;

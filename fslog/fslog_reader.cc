@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/check.h"
 #include "fslog/crc32c.h"
+#include "fslog/fslog_context.h"
 #include "fslog/fslog_zstd_input.h"
 
 namespace fragscope {
@@ -326,23 +327,29 @@ absl::StatusOr<bool> FslogReader::Next(LogEntry* entry) {
       } else if (record.kind == static_cast<uint8_t>(EventKind::kMarker)) {
         const std::string_view text = MarkerText(record);
         entry->text.assign(text.data(), text.size());
-      } else if (UsesLongTextLayout(record.kind)) {
+      } else if (UsesLongTextLayout(record.kind) || record.kind == kRecordKindString) {
+        // A text over a first record and continuation records: options changes, models, strings.
+        const bool string = record.kind == kRecordKindString;
+        const auto part = [string](const LogRecord& r) {
+          return string ? StringTextPart(r) : OptionsChangeTextPart(r);
+        };
         if (record.flags & kRecordFlagContinuation) {
           Warn(absl::StrFormat("sequence %d: %s continuation without a start", entry->sequence,
-                               EventKindName(static_cast<EventKind>(record.kind))));
+                               RecordKindName(record.kind)));
           continue;
         }
-        const std::string_view first = OptionsChangeTextPart(record);
+        const std::string_view first = part(record);
         entry->text.assign(first.data(), first.size());
         while (chunk_pos_ < chunk_.size() && chunk_[chunk_pos_].kind == record.kind &&
                (chunk_[chunk_pos_].flags & kRecordFlagContinuation)) {
-          const std::string_view part = OptionsChangeTextPart(chunk_[chunk_pos_++]);
-          entry->text.append(part.data(), part.size());
+          const std::string_view more = part(chunk_[chunk_pos_++]);
+          entry->text.append(more.data(), more.size());
         }
-        if (entry->text.size() != record.words[0]) {
+        const uint64_t total = record.words[string ? kWordStringBytes : 0];
+        if (entry->text.size() != total) {
           Warn(absl::StrFormat("sequence %d: %s has %d text bytes, its record says %d",
-                               entry->sequence, EventKindName(static_cast<EventKind>(record.kind)),
-                               entry->text.size(), record.words[0]));
+                               entry->sequence, RecordKindName(record.kind), entry->text.size(),
+                               total));
         }
       }
       return true;

@@ -3,6 +3,7 @@
 // thread are in fslog_writer_file.cc and fslog_writer_thread.cc.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <mutex>
@@ -18,6 +19,11 @@
 
 namespace fragscope {
 namespace {
+
+// Note [Context records]: the calling thread's allocation context, and whether any thread ever
+// set one (so that a job that names none pays one relaxed load per event, not a TLS read).
+std::atomic<bool> thread_contexts_in_use{false};
+thread_local uint32_t thread_context = 0;
 
 uint64_t ThreadId() {
   static thread_local const uint64_t tid = static_cast<uint64_t>(gettid());
@@ -170,7 +176,22 @@ void FslogWriter::DropLocked() {
 
 // --- Events -----------------------------------------------------------------------------------
 
+void FslogWriter::SetThreadContext(uint32_t context) {
+  if (context != 0 && !thread_contexts_in_use.load(std::memory_order_relaxed)) {
+    thread_contexts_in_use.store(true, std::memory_order_relaxed);
+  }
+  thread_context = context;
+}
+
 void FslogWriter::OnEvent(const AllocatorEvent& event) {
+  if (thread_contexts_in_use.load(std::memory_order_relaxed) && event.kind == EventKind::kAlloc &&
+      thread_context != 0 && event.result_bytes == 0) [[unlikely]] {
+    // An alloc's word 6 (result_bytes, 0 for an alloc) carries the context (format 2.6).
+    AllocatorEvent with_context = event;
+    with_context.result_bytes = thread_context;
+    OnEvent(with_context);
+    return;
+  }
   if (UsesStatsLayout(static_cast<uint8_t>(event.kind))) [[unlikely]] {
     OnStatsEvent(event);  // oom, empty_cache
     return;
@@ -235,9 +256,15 @@ ABSL_ATTRIBUTE_NOINLINE void FslogWriter::OnStatsEvent(const AllocatorEvent& eve
     OnEventSlow(event);
     return;
   }
-  LogRecord record;
-  EncodeEvent(event, 0, &record);
-  AppendWaiting(&record, 1, /*flush=*/true);
+  // The refused request's context, when the thread has one, just before it (Note [Context
+  // records]).
+  LogRecord records[2];
+  uint32_t n = 0;
+  if (thread_contexts_in_use.load(std::memory_order_relaxed) && thread_context != 0) {
+    EncodeOomContext(thread_context, 0, header_.device_index, &records[n++]);
+  }
+  EncodeEvent(event, 0, &records[n++]);
+  AppendWaiting(records, n, /*flush=*/true);
 }
 
 ABSL_ATTRIBUTE_NOINLINE void FslogWriter::OnEventNoRoom(const AllocatorEvent& event) {
@@ -283,9 +310,22 @@ void FslogWriter::Mark(std::string_view text) {
   AppendWaiting(&record, 1, /*flush=*/false);
 }
 
-void FslogWriter::Tag(DevicePtr ptr, uint8_t role) {
+void FslogWriter::Tag(DevicePtr ptr, uint8_t role, uint32_t context) {
   LogRecord record;
   EncodeTag(ptr, role, 0, header_.device_index, &record);
+  record.words[kWordTagContext] = context;
+  AppendWaiting(&record, 1, /*flush=*/false);
+}
+
+void FslogWriter::DefineString(uint32_t id, std::string_view text) {
+  LogRecord records[kMaxStringRecords];
+  const size_t n = EncodeString(id, text, 0, header_.device_index, records);
+  AppendWaiting(records, static_cast<uint32_t>(n), /*flush=*/false);
+}
+
+void FslogWriter::DefineContext(const ContextDefinition& context) {
+  LogRecord record;
+  EncodeContext(context, 0, header_.device_index, &record);
   AppendWaiting(&record, 1, /*flush=*/false);
 }
 

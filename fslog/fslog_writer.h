@@ -90,6 +90,7 @@
 #include "allocator/allocator_events.h"
 #include "fslog/asymmetric_lock.h"
 #include "fslog/fslog_clock.h"
+#include "fslog/fslog_context.h"
 #include "fslog/fslog_format.h"
 #include "fslog/fslog_slot_ring.h"
 #include "fslog/fslog_zstd.h"
@@ -168,8 +169,18 @@ class FslogWriter : public AllocatorObserver {
   // A user annotation, e.g. "step 12 / forward"; longer than kMaxMarkerTextBytes is truncated
   // and flagged. Thread-safe; may briefly wait for a buffer.
   void Mark(std::string_view text);
-  // The role of the live block at `ptr` (Note [Tag records]): a tag record.
-  void Tag(DevicePtr ptr, uint8_t role);
+  // The role of the live block at `ptr` (Note [Tag records]): a tag record; with `context`, the
+  // block's context from now on too (Note [Context records]).
+  void Tag(DevicePtr ptr, uint8_t role, uint32_t context = 0);
+
+  // Who holds the memory (Note [Context records]): string `id` of `text` and a context, each
+  // defined once per log before any record names it. Thread-safe; may briefly wait for a buffer.
+  void DefineString(uint32_t id, std::string_view text);
+  void DefineContext(const ContextDefinition& context);
+  // The context of the allocations the calling thread makes from now on (0: none), written in
+  // their alloc records by every writer. Cost when no thread ever set one: one relaxed load per
+  // event; else a thread-local read per alloc.
+  static void SetThreadContext(uint32_t context);
 
   // Records that the allocator now runs with `options` (at most kMaxOptionsChangeTextBytes kept).
   // Thread-safe; may briefly wait for a buffer.

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "hooks/hook_config.h"
 #include "hooks/process_exit.h"
 
@@ -38,6 +39,7 @@ FslogWriter* DeviceLogs::GetOrOpen(int device, const std::function<FslogHeaderIn
   }
   owned_[index] = *std::move(writer);
   if (!model_json_.empty()) owned_[index]->RecordModel(model_json_);
+  DefineAllLocked(owned_[index].get());
   for (const std::string& marker : early_markers_) owned_[index]->Mark(marker);
   writers_[index].store(owned_[index].get(), std::memory_order_release);
   // The writer registered its atexit flush; registering ours after it makes the hooks stop before
@@ -73,6 +75,48 @@ void DeviceLogs::RecordModelAll(std::string_view json) {
   for (const auto& writer : owned_) {
     if (writer != nullptr) writer->RecordModel(json);
   }
+}
+
+uint32_t DeviceLogs::StringIdLocked(std::string_view text) {
+  if (text.empty()) return 0;
+  const std::string kept(TruncateUtf8(text, kMaxStringTextBytes));
+  auto [it, inserted] = string_ids_.try_emplace(kept, static_cast<uint32_t>(strings_.size() + 1));
+  if (inserted) {
+    strings_.push_back(kept);
+    for (const auto& writer : owned_) {
+      if (writer != nullptr) writer->DefineString(it->second, kept);
+    }
+  }
+  return it->second;
+}
+
+void DeviceLogs::DefineAllLocked(FslogWriter* writer) {
+  for (size_t i = 0; i < strings_.size(); ++i) {
+    writer->DefineString(static_cast<uint32_t>(i + 1), strings_[i]);
+  }
+  for (const ContextDefinition& context : contexts_) writer->DefineContext(context);
+}
+
+uint32_t DeviceLogs::DefineContextAll(uint8_t role, std::string_view module, std::string_view op,
+                                      std::string_view site, bool backward) {
+  if (!enabled()) return 0;
+  MutexLock lock(&mu_);
+  ContextDefinition context{.role = role,
+                            .backward = backward,
+                            .module = StringIdLocked(module),
+                            .op = StringIdLocked(op),
+                            .site = StringIdLocked(site)};
+  const std::string key =
+      absl::StrCat(role, ",", backward, ",", context.module, ",", context.op, ",", context.site);
+  auto [it, inserted] = context_ids_.try_emplace(key, static_cast<uint32_t>(contexts_.size() + 1));
+  if (inserted) {
+    context.id = it->second;
+    contexts_.push_back(context);
+    for (const auto& writer : owned_) {
+      if (writer != nullptr) writer->DefineContext(context);
+    }
+  }
+  return it->second;
 }
 
 absl::Status DeviceLogs::FlushAll() {

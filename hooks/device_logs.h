@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "allocator/mutex.h"
 #include "fslog/fslog_writer.h"
@@ -59,6 +60,12 @@ class DeviceLogs {
 
   // The job's model (Note [Model records]) in every open log, and in every log opened later.
   void RecordModelAll(std::string_view json);
+  // Who holds the memory (Note [Context records] in fslog/fslog_context.h): the id of the context
+  // (role, module path, op, code location, backward), interned once per process, its strings and
+  // itself defined in every open log and in every log opened later. 0 when logging is off.
+  uint32_t DefineContextAll(uint8_t role, std::string_view module, std::string_view op,
+                            std::string_view site, bool backward);
+
   // Flushes every open log; the first error.
   absl::Status FlushAll();
 
@@ -70,6 +77,13 @@ class DeviceLogs {
   std::array<bool, kMaxDevices> failed_ ABSL_GUARDED_BY(mu_){};
   std::vector<std::string> early_markers_ ABSL_GUARDED_BY(mu_);
   std::string model_json_ ABSL_GUARDED_BY(mu_);  // the last RecordModelAll's
+  uint32_t StringIdLocked(std::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DefineAllLocked(FslogWriter* writer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Interned strings (id = index + 1) and contexts (id = index + 1).
+  absl::flat_hash_map<std::string, uint32_t> string_ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> strings_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint32_t> context_ids_ ABSL_GUARDED_BY(mu_);  // by its key
+  std::vector<ContextDefinition> contexts_ ABSL_GUARDED_BY(mu_);
   std::array<std::atomic<FslogWriter*>, kMaxDevices> writers_{};
 };
 

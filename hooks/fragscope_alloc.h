@@ -95,6 +95,18 @@ void fragscope_record_model(const char* json);
  * log (fslog/FORMAT.md, "Tag records"). Returns 0; -1 for a role outside 0..8 (nothing written);
  * a no-op without a log. */
 int fragscope_tag_block(const void* ptr, int device, int role);
+/* Who holds the memory (fslog/FORMAT.md, "Context records"): the id of a context -- role (as
+ * above), module path ("model.h.7.attn"), ATen op ("aten::bmm"), code location ("train.py:88 in
+ * step"), each "" or NULL when not known, and whether it is a backward pass -- interned once per
+ * process and defined in every log (open now or later). 0 without a log, or for a role outside
+ * 0..8 (an error). */
+uint32_t fragscope_define_context(int role, const char* module, const char* op, const char* site,
+                                  int backward);
+/* The context of the allocations this thread makes from now on (0: none): their alloc records
+ * name it. */
+void fragscope_set_context(uint32_t context);
+/* fragscope_tag_block, and the block's context from now on (0: keep it). */
+int fragscope_tag_block_context(const void* ptr, int device, int role, uint32_t context);
 /* Writes everything recorded so far to the log files. 0, or -1 on a write error. */
 int fragscope_flush(void);
 

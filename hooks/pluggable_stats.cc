@@ -168,16 +168,30 @@ void fragscope_record_model(const char* json) {
   }
 }
 
+namespace {
+
+bool CheckRole(const char* function, int role) {
+  if (role >= 0 && fragscope::AllocationRoleOf(static_cast<uint64_t>(role)).has_value()) {
+    return true;
+  }
+  fragscope::hooks::ReportError(absl::StrFormat("%s: role %d is not 0..%d", function, role,
+                                                fragscope::kAllocationRoleCount - 1));
+  return false;
+}
+
+}  // namespace
+
 int fragscope_tag_block(const void* ptr, int device, int role) {
+  return fragscope_tag_block_context(ptr, device, role, 0);
+}
+
+int fragscope_tag_block_context(const void* ptr, int device, int role, uint32_t context) {
   try {
-    if (role < 0 || !fragscope::AllocationRoleOf(static_cast<uint64_t>(role)).has_value()) {
-      fragscope::hooks::ReportError(absl::StrFormat("fragscope_tag_block: role %d is not 0..%d",
-                                                    role, fragscope::kAllocationRoleCount - 1));
-      return -1;
-    }
+    if (!CheckRole("fragscope_tag_block", role)) return -1;
     if (auto* logs = fragscope::hooks::PluggableRegistry().logs()) {
       if (fragscope::FslogWriter* writer = logs->Get(device)) {
-        writer->Tag(reinterpret_cast<fragscope::DevicePtr>(ptr), static_cast<uint8_t>(role));
+        writer->Tag(reinterpret_cast<fragscope::DevicePtr>(ptr), static_cast<uint8_t>(role),
+                    context);
       }
     }
     return 0;
@@ -186,6 +200,22 @@ int fragscope_tag_block(const void* ptr, int device, int role) {
   }
   return -1;
 }
+
+uint32_t fragscope_define_context(int role, const char* module, const char* op, const char* site,
+                                  int backward) {
+  try {
+    if (!CheckRole("fragscope_define_context", role)) return 0;
+    auto* logs = fragscope::hooks::PluggableRegistry().logs();
+    if (logs == nullptr) return 0;
+    return logs->DefineContextAll(static_cast<uint8_t>(role), module ? module : "", op ? op : "",
+                                  site ? site : "", backward != 0);
+  } catch (...) {
+    ReportException("fragscope_define_context");
+  }
+  return 0;
+}
+
+void fragscope_set_context(uint32_t context) { fragscope::FslogWriter::SetThreadContext(context); }
 
 int fragscope_flush(void) {
   try {

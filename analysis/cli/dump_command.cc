@@ -18,6 +18,7 @@
 #include "analysis/cli/usage_error.h"
 #include "analysis/excerpt.h"
 #include "fslog/allocation_role.h"
+#include "fslog/fslog_context.h"
 #include "fslog/fslog_format.h"
 #include "fslog/fslog_reader.h"
 
@@ -162,6 +163,9 @@ class Printer {
         if (kind == EventKind::kAlloc && e.split_bytes != 0) {
           absl::StrAppendFormat(&line, " split_remainder=%s", Size(e.split_bytes));
         }
+        if (kind == EventKind::kAlloc && r.words[kWordAllocContext] != 0) {
+          absl::StrAppendFormat(&line, " context=%d", r.words[kWordAllocContext]);
+        }
         if (kind == EventKind::kFreeCompleted) {
           absl::StrAppendFormat(&line, " merged=%d merged_bytes=%s result=%s", e.merged_count,
                                 Size(e.split_bytes), Size(e.result_bytes));
@@ -199,6 +203,9 @@ class Printer {
           absl::StrAppendFormat(&line, " ptr=0x%x role=%d (unknown value)", r.words[kWordPtr],
                                 r.words[kWordTagRole]);
         }
+        if (r.words[kWordTagContext] != 0) {
+          absl::StrAppendFormat(&line, " context=%d", r.words[kWordTagContext]);
+        }
         return line;
       case EventKind::kOptionsChange:
       case EventKind::kModel:
@@ -206,6 +213,25 @@ class Printer {
                               (r.flags & kRecordFlagTruncated) ? " truncated" : "");
         return line;
       default:
+        if (r.kind == kRecordKindString) {
+          absl::StrAppendFormat(&line, " id=%d '%s'%s", r.words[kWordStringId], Excerpt(entry.text),
+                                (r.flags & kRecordFlagTruncated) ? " truncated" : "");
+          return line;
+        }
+        if (r.kind == kRecordKindOomContext) {
+          absl::StrAppendFormat(&line, " context=%d (of the oom that follows)", r.words[0]);
+          return line;
+        }
+        if (r.kind == kRecordKindContext) {
+          bool wide = false;
+          const ContextDefinition c = DecodeContext(r, &wide);
+          const std::optional<AllocationRole> role = AllocationRoleOf(c.role);
+          absl::StrAppendFormat(&line, " id=%d role=%s module=%d op=%d site=%d%s", c.id,
+                                role ? std::string(AllocationRoleName(*role))
+                                     : absl::StrCat(c.role, " (unknown value)"),
+                                c.module, c.op, c.site, c.backward ? " backward" : "");
+          return line;
+        }
         if (IsStateRecord(r.kind)) {
           absl::StrAppendFormat(&line, " ptr=0x%x size=%s", e.ptr, Size(e.bytes));
           if (r.kind == kRecordKindStateBlock) {

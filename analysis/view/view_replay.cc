@@ -189,6 +189,11 @@ OrderedJson ViewLayoutJson(const LayoutSummary& layout, size_t max_blocks) {
         block["role"] = AllocationRoleName(b.origin.role);
         block["before_trace"] = b.origin.before_trace;
         block["site"] = b.site;
+        if (!b.context.module.empty() || !b.context.op.empty()) {
+          block["module"] = b.context.module;
+          block["op"] = b.context.op;
+          block["backward"] = b.context.backward;
+        }
       }
       blocks.push_back(std::move(block));
     }

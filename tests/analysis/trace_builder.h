@@ -91,6 +91,14 @@ class TraceBuilder {
   }
   // A block's role (Note [Tag records]), as the predictor tags it.
   void Tag(DevicePtr p, AllocationRole role) { writer_->Tag(p, role, now_ns_); }
+  // Who holds the memory (Note [Context records]): strings and contexts defined, and the context
+  // of the allocations made from now on (0: none).
+  void DefineString(uint32_t id, std::string_view text) {
+    writer_->DefineString(id, text, now_ns_);
+  }
+  void DefineContext(const ContextDefinition& context) { writer_->DefineContext(context, now_ns_); }
+  void SetContext(uint32_t context) { writer_->set_alloc_context(context); }
+  FslogFileWriter& writer() { return *writer_; }
   // The job's model (Note [Model records]), as fragscope.record_model() writes it.
   void RecordModel(const std::string& json) {
     Tick();

@@ -86,7 +86,8 @@ inline AllocatorEvent SampleEvent(EventKind kind, uint64_t seed) {
     e.ptr = 0x7f0000000000 + seed * 0x1000;
     e.segment = 0x7f0000000000 + seed * 0x100;
     e.split_bytes = 1024 * seed;
-    e.result_bytes = 4096 * seed;
+    // An alloc's result_bytes is 0 (its record's word 6 names its context: fslog_context.h).
+    e.result_bytes = kind == EventKind::kAlloc ? 0 : 4096 * seed;
     e.merged_count = static_cast<uint8_t>(seed % 3);
   }
   return e;

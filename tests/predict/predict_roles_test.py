@@ -83,12 +83,17 @@ class RolesTest(unittest.TestCase):
         self.assertGreater(phases["step 1 / forward"].get("optimizer_states", 0), 0)
         self.assertGreater(phases["step 0 / backward"].get("gradients", 0), 0)
 
-    def test_dump_shows_the_tags(self):
+    def test_dump_shows_the_contexts_and_tags(self):
         out = subprocess.run([os.environ["FRAGSCOPE_BIN"], "dump", self.log], check=True,
                              capture_output=True, text=True).stdout
-        for role in ("weights", "gradients", "optimizer_states", "saved_activations",
-                     "workspaces"):
-            self.assertIn(f"role={role}", out)
+        # Roles an allocation has when made are in its context; those known later in tags.
+        for role in ("weights", "optimizer_temporaries", "temporaries", "workspaces"):
+            self.assertRegex(out, rf"context +id=\d+ role={role} ")
+        for role in ("gradients", "optimizer_states", "saved_activations"):
+            self.assertRegex(out, rf"tag +ptr=0x[0-9a-f]+ role={role}")
+        self.assertRegex(out, r"alloc .* context=\d+")
+        self.assertIn("'transformer.h.1.mlp.c_fc'", out)
+        self.assertIn("'aten::addmm'", out)
 
 
 if __name__ == "__main__":

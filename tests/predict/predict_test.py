@@ -144,6 +144,23 @@ class CapacityOomTest(unittest.TestCase):
         self.assertEqual(first["phase"], "step 0 / forward")
         # The fp32 logits, as on the H100: 16 x 1024 x 50257 x 4 bytes.
         self.assertEqual(first["requested_bytes"], 16 * 1024 * 50257 * 4)
+        # Who asked: the loss's log-softmax of the fp32 logits, in the model's own forward
+        # (Hugging Face computes the loss there); who pins the fragmented segments: each block
+        # by role and module, the LM head's bf16 weight copy (autocast's) among them.
+        self.assertEqual(first["request_context"]["module"], "GPT2LMHeadModel")
+        self.assertEqual(first["request_context"]["op"], "aten::_log_softmax")
+        self.assertFalse(first["request_context"]["backward"])
+        self.assertTrue(first["pinning"])
+        for block in first["pinning"]:
+            self.assertNotEqual(block["role"], "unknown", block)
+            self.assertNotEqual(block["module"], "", block)
+            self.assertTrue(block["op"].startswith("aten::"), block)
+        self.assertIn(("lm_head", "aten::_to_copy", "saved_activations"),
+                      {(b["module"], b["op"], b["role"]) for b in first["pinning"]})
+        # Held by module: the live requests, summed to what the roles hold.
+        modules = first["held_by_module"]
+        self.assertEqual(sum(m["bytes"] for m in modules), sum(first["held_by_role"].values()))
+        self.assertTrue(any(m["module"].startswith("transformer.h.") for m in modules))
 
     def test_no_oom_at_the_higher_cap(self):
         report = self.analyze(self.FRACTION_11)

@@ -36,7 +36,8 @@ FS.renderLayout = function (nodes, layout, title, pinning, onSelectEvent) {
       const node = FS.el("div", {
         class: cls, style: "width:" + share + "%", title: FS.bytes(block.size_bytes) + " " +
           block.state + (block.phase ? " · " + block.phase : "") +
-          (block.role && block.role !== "unknown" ? " · " + block.role : ""),
+          (block.role && block.role !== "unknown" ? " · " + block.role : "") +
+          (block.module ? " · " + block.module : "") + (block.op ? " · " + block.op : ""),
         dataset: {address: block.address}});
       node.addEventListener("click", () => {
         for (const old of map.querySelectorAll(".block.selected")) old.classList.remove("selected");
@@ -77,6 +78,8 @@ FS.renderBlock = function (nodes, block, segment, onSelectEvent) {
     rows.push(["time", FS.duration(block.alloc_time_ns)]);
     rows.push(["phase", block.phase || "(no marker)"]);
     rows.push(["role", block.role || "unknown"]);
+    if (block.module) rows.push(["module", block.module]);
+    if (block.op) rows.push(["op", block.op + (block.backward ? " (in backward)" : "")]);
     if (block.site) rows.push(["call site", block.site]);
   }
   const dl = FS.el("dl");
@@ -86,6 +89,18 @@ FS.renderBlock = function (nodes, block, segment, onSelectEvent) {
   }
   details.appendChild(FS.el("h2", {}, "Block"));
   details.appendChild(dl);
+};
+
+// Who holds a block, as the reports say it (analysis/block_holder.h): "saved_activations of
+// transformer.h.7.attn (aten::bmm)".
+FS.holder = function (role, c) {
+  let text = role && role !== "unknown" ? role : "";
+  if (c.module) text += (text ? " of " : "") + c.module;
+  if (c.op || c.backward) {
+    text += (text ? " " : "") + "(" + (c.op || "") + (c.op && c.backward ? ", " : "") +
+      (c.backward ? "in backward" : "") + ")";
+  }
+  return text;
 };
 
 FS.renderVerdict = function (report) {
@@ -153,11 +168,19 @@ FS.renderOomDetails = function (oom) {
     node.appendChild(FS.el("p", {}, "Held by role: " +
       held.map(([role, bytes]) => role + " " + FS.bytes(bytes)).join(", ")));
   }
+  const rc = oom.request_context;
+  if (rc) {
+    node.appendChild(FS.el("p", {}, "Requested by: " + FS.holder(rc.role, rc)));
+  }
+  if ((oom.held_by_module || []).length > 0) {
+    node.appendChild(FS.el("p", {}, "Held by module: " +
+      oom.held_by_module.map((m) => m.module + " " + FS.bytes(m.bytes)).join(", ")));
+  }
   if (oom.avoided_by) node.appendChild(FS.el("p", {}, "Fix: " + oom.avoided_by));
   const pins = oom.pinning || [];
   if (pins.length > 0) {
     node.appendChild(FS.el("p", {}, pins.length + " pinning blocks, marked red on the map: " +
-      pins.map((p) => FS.bytes(p.size_bytes) + (p.role && p.role !== "unknown" ? " " + p.role : "") +
+      pins.map((p) => FS.bytes(p.size_bytes) + " " + FS.holder(p.role, p) +
                (p.site ? " at " + p.site : "")).join("; ")));
   }
 };

@@ -19,7 +19,7 @@ import ctypes
 import os
 import weakref
 
-from . import _ALLOC, _TORCH, _load, lib_dir, predict_roles
+from . import _ALLOC, _TORCH, _load, lib_dir, predict_context, predict_roles
 from .predict_device import current_stream_handle, find_gpu, simulated_cuda
 
 __all__ = ["Prediction", "capture", "predict", "PredictionError"]
@@ -85,20 +85,26 @@ class _Session:
         self.generation = _Session.generation
         self.lib.fragscope_tag_block.argtypes = [c.c_void_p, c.c_int, c.c_int]
         self.lib.fragscope_tag_block.restype = c.c_int
+        self.lib.fragscope_tag_block_context.argtypes = [c.c_void_p, c.c_int, c.c_int, c.c_uint32]
+        self.lib.fragscope_tag_block_context.restype = c.c_int
         self.role = predict_roles.TEMPORARIES  # the role of the allocations made now
+        self.contexts = predict_context.Contexts(self.lib)
         self.live = {}  # storage key -> device pointer, while it holds memory
         self.watched = set()  # keys of the CUDA storages seen, whose death frees their memory
         self.allocations = 0
         self.open = True
 
     def malloc(self, size, stream=0, role=None):
-        """A block of `size` bytes on `stream`, tagged `role` (default: the current role)."""
+        """A block of `size` bytes on `stream`, of `role` (default: the current role), its alloc
+        record naming its context (role, module, op: predict_context.py)."""
+        self.lib.fragscope_set_context(
+            self.contexts.current(self.role if role is None else role))
         ptr = self.lib.fragscope_malloc(size, 0, stream or None)
+        self.lib.fragscope_set_context(0)
         if not ptr:
             raise PredictionError(
                 f"fragscope's allocator refused {size} bytes on the simulated device: "
                 + self.lib.fragscope_last_error().decode())
-        self.lib.fragscope_tag_block(ptr, 0, self.role if role is None else role)
         self.allocations += 1
         if self.journal is not None:
             self.journal.append(("alloc", ptr, size))
@@ -252,7 +258,8 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
         with simulated_cuda(target, session.stats, session.empty_cache):
             fake = _FakeMode(allow_non_fake_inputs=True)
             with fake, _swappable_parameters(fake), _foreach_takes_fake_tensors(), \
-                    _resizable_storages(session), Recorder(session, target):
+                    _resizable_storages(session), Recorder(session, target), \
+                    predict_context.module_paths(session.contexts):
                 yield prediction, mark
                 import gc
 

@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import predict_copy_metadata, predict_reductions
+from . import predict_context, predict_copy_metadata, predict_reductions
 from .predict_device import current_stream_handle
 from .predict_roles import WORKSPACES
 
@@ -329,6 +329,11 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if getattr(metadata_only, "depth", 0):
             return func(*args, **kwargs)
+        # The allocations the op makes name it (predict_context.py).
+        with predict_context.op(self.session.contexts, func._schema.name):
+            return self._dispatch(func, args, kwargs)
+
+    def _dispatch(self, func, args, kwargs):
         if _wraps_tensors(args, kwargs):
             # A tensor subclass that wraps others (DTensor: FSDP2's sharded parameters) holds no
             # memory of its own: NotImplemented lets its dispatch run, with this mode on the

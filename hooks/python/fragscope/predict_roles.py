@@ -1,10 +1,11 @@
-"""Who holds the memory: the role of every allocation a prediction makes, as tag records in its
-log (fslog/FORMAT.md, "Tag records"; the values are fslog/allocation_role.h's).
+"""Who holds the memory: the role of every allocation a prediction makes, in its log (the values
+are fslog/allocation_role.h's).
 
-An allocation is tagged when it is made, with the capture's current role (`current(role)`:
+An allocation has the capture's current role when it is made (in its context:
+predict_context.py, fslog/FORMAT.md "Context records") (`current(role)`:
 weights while the model is built, other temporaries during forward and backward, optimizer-step
 temporaries during the step; the kernels' scratch and cuBLAS workspaces are workspaces), and
-re-tagged when its role becomes known later:
+tagged (fslog/FORMAT.md, "Tag records") when its role becomes known later:
 
   - activations saved for backward: autograd's saved-tensor pack hook sees each tensor it saves
     (`saving_activations()`); a parameter (or a view of one) keeps its role;

@@ -1,0 +1,120 @@
+"""Who holds the memory, beyond the role: the module and the ATen op of every allocation a
+prediction makes, as the context its alloc record names (fslog/FORMAT.md, "Context records").
+
+- The module: the innermost module whose forward is running (global forward pre- and post-hooks,
+  which add nothing to the autograd graph, so the allocations stay those of the job), named as
+  the outermost module's named_modules() names it ("transformer.h.7.attn.c_attn"); the outermost
+  module itself by its class ("GPT2LMHeadModel"). In backward, the module whose forward made the
+  autograd node that runs (torch._C._current_autograd_node()): each module's forward post-hook
+  labels the nodes its outputs were made by that no inner module labelled (a walk of the graph
+  that stops at labelled nodes, so every node is labelled once). A recomputation in backward
+  (activation checkpointing) runs the forward hooks again, which win.
+- The op: the ATen op the prediction's dispatch mode is running ("aten::addmm"); none outside one.
+- Backward: whether an autograd node is running.
+
+A context is interned once per (role, module, op, backward) in Python and in the library
+(fragscope_define_context); each allocation sets it (fragscope_set_context) before it is made.
+"""
+
+import contextlib
+import weakref
+
+_LABEL = "fragscope_module"
+
+
+class Contexts:
+    """The context state of one capture session."""
+
+    def __init__(self, lib):
+        import ctypes as c
+
+        self.lib = lib
+        lib.fragscope_define_context.argtypes = [c.c_int, c.c_char_p, c.c_char_p, c.c_char_p,
+                                                 c.c_int]
+        lib.fragscope_define_context.restype = c.c_uint32
+        lib.fragscope_set_context.argtypes = [c.c_uint32]
+        lib.fragscope_set_context.restype = None
+        self.ids = {}      # (role, module, op, backward) -> context id
+        self.modules = []  # the forward stack: module names, innermost last
+        self.op = ""       # the ATen op being dispatched
+        self.names = weakref.WeakKeyDictionary()  # module -> its name
+
+    def current(self, role):
+        """The context id of an allocation made now with `role` (0 when the log has none)."""
+        import torch
+
+        node = torch._C._current_autograd_node()
+        if self.modules:
+            module = self.modules[-1]
+        elif node is not None:
+            module = node.metadata.get(_LABEL, "")
+        else:
+            module = ""
+        key = (role, module, self.op, node is not None)
+        context = self.ids.get(key)
+        if context is None:
+            context = self.lib.fragscope_define_context(role, module.encode(), self.op.encode(),
+                                                        None, int(node is not None))
+            self.ids[key] = context
+        return context
+
+    def name(self, module):
+        """`module`'s name: from the outermost module running when first seen."""
+        name = self.names.get(module)
+        if name is None:
+            if self.modules:
+                # A module first seen inside another (not a submodule of the root): its class.
+                name = f"{self.modules[-1]}.{type(module).__name__}"
+            else:
+                root = type(module).__name__
+                for child_name, child in module.named_modules():
+                    self.names[child] = child_name or root
+                name = self.names[module]
+        return name
+
+    def label(self, outputs, name):
+        """Labels the autograd nodes that made `outputs` (and unlabelled nodes before them)."""
+        import torch
+        from torch.utils._pytree import tree_flatten
+
+        stack = [t.grad_fn for t in tree_flatten(outputs)[0]
+                 if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        while stack:
+            node = stack.pop()
+            metadata = node.metadata
+            if _LABEL in metadata:
+                continue
+            metadata[_LABEL] = name
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+
+
+@contextlib.contextmanager
+def module_paths(contexts):
+    """Inside: `contexts.modules` follows the forward of every module."""
+    from torch.nn.modules import module as nn_module
+
+    def pre(module, args):
+        contexts.modules.append(contexts.name(module))
+
+    def post(module, args, output):
+        name = contexts.modules.pop() if contexts.modules else contexts.name(module)
+        contexts.label(output, name)
+
+    handles = [nn_module.register_module_forward_pre_hook(pre),
+               nn_module.register_module_forward_hook(post, always_call=True)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def op(contexts, name):
+    """Inside: allocations are the op `name`'s."""
+    before = contexts.op
+    contexts.op = name
+    try:
+        yield
+    finally:
+        contexts.op = before
