@@ -1,6 +1,7 @@
 #include "analysis/demo_job.h"
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
 
@@ -17,6 +18,29 @@ absl::StatusOr<DemoJobResult> RunDemoJob(const DemoWorkloadConfig& workload,
   std::string phase = "start";
   WorkloadPhase phase_kind = WorkloadPhase::kInit;
   uint64_t now_ns = 0;
+  // Who holds each tensor, named in the log (Note [Context records]): ids interned here.
+  absl::flat_hash_map<std::string, uint32_t> strings;
+  absl::flat_hash_map<std::string, uint32_t> contexts;
+  auto string_id = [&](const std::string& text) -> uint32_t {
+    if (text.empty()) return 0;
+    auto [it, inserted] = strings.try_emplace(text, static_cast<uint32_t>(strings.size() + 1));
+    if (inserted) log->DefineString(it->second, text, now_ns);
+    return it->second;
+  };
+  auto context_id = [&](const WorkloadHolder& h) {
+    const std::string key =
+        absl::StrCat(static_cast<int>(h.role), "\x1f", h.module, "\x1f", h.op, "\x1f", h.backward);
+    auto [it, inserted] = contexts.try_emplace(key, static_cast<uint32_t>(contexts.size() + 1));
+    if (inserted) {
+      log->DefineContext({.id = it->second,
+                          .role = static_cast<uint8_t>(h.role),
+                          .backward = h.backward,
+                          .module = string_id(h.module),
+                          .op = string_id(h.op)},
+                         now_ns);
+    }
+    return it->second;
+  };
   for (const WorkloadOp& op : GenerateDemoWorkload(workload)) {
     now_ns += kDemoOpNs;
     ++result.ops;
@@ -38,6 +62,7 @@ absl::StatusOr<DemoJobResult> RunDemoJob(const DemoWorkloadConfig& workload,
       live.erase(it);
       continue;
     }
+    if (log != nullptr) log->set_alloc_context(context_id(op.holder));
     absl::StatusOr<DevicePtr> ptr = allocator.Allocate(op.bytes, 0);
     if (!ptr.ok()) {
       if (!absl::IsResourceExhausted(ptr.status())) return ptr.status();
@@ -54,7 +79,10 @@ absl::StatusOr<DemoJobResult> RunDemoJob(const DemoWorkloadConfig& workload,
   const DeviceStats stats = allocator.GetStats();
   result.peak_reserved_bytes = static_cast<uint64_t>(stats.reserved_bytes[0].peak);
   result.peak_allocated_bytes = static_cast<uint64_t>(stats.allocated_bytes[0].peak);
-  if (log != nullptr) allocator.RemoveObserver(log);
+  if (log != nullptr) {
+    log->set_alloc_context(0);
+    allocator.RemoveObserver(log);
+  }
   return result;
 }
 

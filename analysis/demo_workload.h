@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "fslog/allocation_role.h"
+
 namespace fragscope {
 
 struct DemoWorkloadConfig {
@@ -35,6 +37,16 @@ struct DemoWorkloadConfig {
 // The part of a training step a mark opens.
 enum class WorkloadPhase : uint8_t { kInit, kForward, kBackward, kOptimizer };
 
+// Who holds a tensor of the workload, as a prediction would name it (its context in the log,
+// fslog/FORMAT.md "Context records"): the GPT-2 module path of Hugging Face's model
+// ("transformer.h.3.mlp.c_fc"), the ATen op that makes it, its role.
+struct WorkloadHolder {
+  AllocationRole role = AllocationRole::kUnknown;
+  std::string module;
+  std::string op;
+  bool backward = false;
+};
+
 struct WorkloadOp {
   enum class Kind : uint8_t { kAlloc, kFree, kMark };
   Kind kind = Kind::kAlloc;
@@ -42,6 +54,7 @@ struct WorkloadOp {
   uint64_t bytes = 0;                          // kAlloc
   std::string text;                            // kMark: the marker's text, as logged
   WorkloadPhase phase = WorkloadPhase::kInit;  // kMark
+  WorkloadHolder holder;                       // kAlloc
 };
 
 std::vector<WorkloadOp> GenerateDemoWorkload(const DemoWorkloadConfig& config);

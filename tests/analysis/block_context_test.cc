@@ -19,6 +19,7 @@
 #include "fslog/fslog_context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/analysis/command_run.h"
 #include "tests/analysis/trace_builder.h"
 
@@ -164,6 +165,23 @@ TEST(BlockContextTest, AnOomContextNotFollowedByAnOomIsAnError) {
       std::string(report.status().message()),
       HasSubstr("bad oom_context record 1: the record after it is segment_alloc record 2, not an "
                 "oom"));
+}
+
+// The demo's job names who holds each tensor as a prediction would: its OOM names the request
+// and every pinning block by role and module.
+TEST(BlockContextTest, TheDemoNamesModules) {
+  const testing::CommandRun run = testing::Fragscope({"demo", "--no-html", "--json", "-"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  const nlohmann::json& oom = j["ranks"][0]["ooms"]["explained"][0];
+  EXPECT_EQ(oom["request_context"]["module"], "GPT2LMHeadModel");
+  EXPECT_EQ(oom["request_context"]["op"], "aten::_to_copy");
+  ASSERT_FALSE(oom["pinning"].empty());
+  for (const nlohmann::json& p : oom["pinning"]) {
+    EXPECT_NE(p["module"], "") << p.dump();
+    EXPECT_NE(p["role"], "unknown") << p.dump();
+  }
+  EXPECT_EQ(oom["held_by_module"][0]["module"], "lm_head");
 }
 
 TEST(BlockContextTest, ALogWithoutContextsSaysNothingOfThem) {
