@@ -8,6 +8,7 @@
 #include "allocator/format_size.h"
 #include "analysis/excerpt.h"
 #include "analysis/html_report.h"
+#include "analysis/json_report.h"
 #include "analysis/text_report.h"
 
 namespace fragscope {
@@ -26,6 +27,22 @@ std::string Difference(uint64_t a, uint64_t b, bool bytes) {
                           100.0 * static_cast<double>(d) / static_cast<double>(a));
   }
   return s;
+}
+
+// A signed change in bytes: "+1.00 GiB", "-25.10 GiB".
+std::string Signed(int64_t d) {
+  return absl::StrCat(d < 0 ? "-" : "+",
+                      FormatSize(d < 0 ? static_cast<uint64_t>(-d) : static_cast<uint64_t>(d)));
+}
+
+// "optimizer_temporaries -25.10 GiB, saved_activations +1.00 GiB"; "" without roles.
+std::string RoleChanges(const PhaseDifference& d) {
+  std::string text;
+  for (const RoleDifference& r : d.roles) {
+    absl::StrAppend(&text, text.empty() ? "" : ", ", std::string(AllocationRoleName(r.role)), " ",
+                    Signed(r.bytes));
+  }
+  return text;
 }
 
 void Row(std::ostream& out, const char* what, uint64_t a, uint64_t b, bool bytes) {
@@ -61,6 +78,7 @@ OrderedJson PhaseJson(const std::optional<PhaseFigures>& p) {
   j["peak_allocated_bytes"] = p->peak_allocated_bytes;
   j["peak_reserved_bytes"] = p->peak_reserved_bytes;
   j["peak_demand_bytes"] = p->peak_demand_bytes;
+  j["roles_at_peak_demand"] = RoleBytesJson(p->roles_at_peak_demand);
   return j;
 }
 
@@ -87,6 +105,16 @@ void RenderComparisonText(const ReportComparison& c, std::ostream& out) {
                  absl::StrCat("at ", *name, "'s demand peak (", f->terms_source,
                               "): ", TermsText(f->demand_terms)),
                  "  ");
+  }
+  if (!c.differences.empty()) {
+    out << "  where the difference is (each phase's peak demand, B - A; by role at those peaks):\n";
+    for (const PhaseDifference& d : c.differences) {
+      const std::string roles = RoleChanges(d);
+      WriteWrapped(out,
+                   absl::StrCat(Excerpt(d.phase), ": ", Signed(d.peak_demand_bytes),
+                                roles.empty() ? "" : absl::StrCat(" (", roles, ")")),
+                   "    ");
+    }
   }
   if (c.phases.empty()) return;
   out << absl::StrFormat("  %-28s %15s %23s %23s\n", "phase (a / b)", "allocations",
@@ -122,6 +150,17 @@ OrderedJson ComparisonJson(const ReportComparison& c) {
     phases.push_back({{"phase", p.phase}, {"a", PhaseJson(p.a)}, {"b", PhaseJson(p.b)}});
   }
   j["phases"] = std::move(phases);
+  OrderedJson differences = OrderedJson::array();
+  for (const PhaseDifference& d : c.differences) {
+    OrderedJson roles = OrderedJson::array();
+    for (const RoleDifference& r : d.roles) {
+      roles.push_back({{"role", AllocationRoleName(r.role)}, {"bytes", r.bytes}});
+    }
+    differences.push_back({{"phase", d.phase},
+                           {"peak_demand_bytes", d.peak_demand_bytes},
+                           {"roles", std::move(roles)}});
+  }
+  j["differences"] = std::move(differences);
   return j;
 }
 
@@ -169,7 +208,18 @@ void WriteComparisonHtml(const ReportComparison& c, std::ostream& out) {
         << HtmlCell(p.a, &PhaseFigures::peak_reserved_bytes, true) << "</td><td>"
         << HtmlCell(p.b, &PhaseFigures::peak_reserved_bytes, true) << "</td></tr>";
   }
-  out << "</table></body></html>\n";
+  out << "</table>";
+  if (!c.differences.empty()) {
+    out << "<h2>Where the difference is</h2><p>Each phase's peak demand, B - A, and the roles that "
+           "make it (each role's live requests at those peaks):</p><ul>";
+    for (const PhaseDifference& d : c.differences) {
+      const std::string roles = RoleChanges(d);
+      out << "<li>" << HtmlEscape(d.phase) << ": " << HtmlEscape(Signed(d.peak_demand_bytes))
+          << (roles.empty() ? "" : " (" + HtmlEscape(roles) + ")") << "</li>";
+    }
+    out << "</ul>";
+  }
+  out << "</body></html>\n";
 }
 
 }  // namespace fragscope

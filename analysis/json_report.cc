@@ -40,9 +40,6 @@ OrderedJson LayoutJson(const LayoutSummary& l) {
   return j;
 }
 
-namespace {
-
-// Bytes by role, the roles that hold nothing left out.
 OrderedJson RoleBytesJson(const RoleBytes& roles) {
   OrderedJson j = OrderedJson::object();
   for (int role = 0; role < kAllocationRoleCount; ++role) {
@@ -51,6 +48,8 @@ OrderedJson RoleBytesJson(const RoleBytes& roles) {
   }
   return j;
 }
+
+namespace {
 
 OrderedJson Oom(const OomExplanation& x) {
   OrderedJson j;

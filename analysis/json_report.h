@@ -25,6 +25,9 @@ void WriteJsonReport(const AnalysisReport& report, const JsonReportOptions& opti
 // cannot carry 64 bits exactly).
 std::string HexAddress(uint64_t v);
 
+// Bytes by role (`{"weights": N, ...}`), the roles that hold nothing left out.
+estimator::OrderedJson RoleBytesJson(const RoleBytes& roles);
+
 // A layout's totals (REPORT_SCHEMA.md, "layout"), without its segments.
 estimator::OrderedJson LayoutJson(const LayoutSummary& layout);
 

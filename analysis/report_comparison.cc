@@ -1,8 +1,10 @@
 #include "analysis/report_comparison.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "allocator/types.h"
 #include "analysis/report.h"
 
 namespace fragscope {
@@ -20,6 +22,51 @@ ComparedFigures Figures(const RankReport& r) {
     f.terms_source = r.verdict.demand->terms_source;
   }
   return f;
+}
+
+int64_t Delta(uint64_t a, uint64_t b) { return static_cast<int64_t>(b) - static_cast<int64_t>(a); }
+
+uint64_t Magnitude(int64_t d) {
+  return d < 0 ? static_cast<uint64_t>(-d) : static_cast<uint64_t>(d);
+}
+
+bool HasRoles(const RoleBytes& roles) {
+  for (size_t r = 1; r < roles.size(); ++r) {
+    if (roles[r] > 0) return true;
+  }
+  return false;
+}
+
+// The phases of both whose peak demand differs, largest change first, with the roles behind it.
+std::vector<PhaseDifference> Differences(const std::vector<ComparedPhase>& phases) {
+  std::vector<PhaseDifference> out;
+  for (const ComparedPhase& p : phases) {
+    if (!p.a.has_value() || !p.b.has_value()) continue;
+    const int64_t change = Delta(p.a->peak_demand_bytes, p.b->peak_demand_bytes);
+    const uint64_t floor =
+        std::max<uint64_t>(kMiB, std::max(p.a->peak_demand_bytes, p.b->peak_demand_bytes) / 100);
+    if (Magnitude(change) < floor) continue;
+    PhaseDifference d{.phase = p.phase, .peak_demand_bytes = change};
+    if (HasRoles(p.a->roles_at_peak_demand) && HasRoles(p.b->roles_at_peak_demand)) {
+      const uint64_t role_floor = std::max<uint64_t>(kMiB, Magnitude(change) / 100);
+      for (size_t r = 0; r < kAllocationRoleCount; ++r) {
+        const int64_t by = Delta(p.a->roles_at_peak_demand[r], p.b->roles_at_peak_demand[r]);
+        if (Magnitude(by) >= role_floor) {
+          d.roles.push_back({.role = static_cast<AllocationRole>(r), .bytes = by});
+        }
+      }
+      std::stable_sort(d.roles.begin(), d.roles.end(),
+                       [](const RoleDifference& x, const RoleDifference& y) {
+                         return Magnitude(x.bytes) > Magnitude(y.bytes);
+                       });
+    }
+    out.push_back(std::move(d));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const PhaseDifference& x, const PhaseDifference& y) {
+    return Magnitude(x.peak_demand_bytes) > Magnitude(y.peak_demand_bytes);
+  });
+  if (out.size() > kPhaseDifferencesShown) out.resize(kPhaseDifferencesShown);
+  return out;
 }
 
 }  // namespace
@@ -56,6 +103,7 @@ ReportComparison CompareReports(const RankReport& a, std::string a_name, const R
   for (; next_b < b.phases.size(); ++next_b) {
     c.phases.push_back({.phase = b.phases[next_b].phase, .b = b.phases[next_b]});
   }
+  c.differences = Differences(c.phases);
   return c;
 }
 

@@ -34,6 +34,21 @@ struct ComparedPhase {
   std::optional<PhaseFigures> b;
 };
 
+// Where two traces differ: a phase both have whose demand peaks differ, and the roles that make
+// the difference (each role's live requests at one phase's peak against the other's).
+struct RoleDifference {
+  AllocationRole role = AllocationRole::kUnknown;
+  int64_t bytes = 0;  // b - a
+};
+struct PhaseDifference {
+  std::string phase;
+  int64_t peak_demand_bytes = 0;      // b - a
+  std::vector<RoleDifference> roles;  // largest change first; empty without roles in both
+};
+// The phases listed (those whose peak demand differs most) and the smallest change listed: of a
+// phase, max(1 MiB, 1 % of the larger peak); of a role, max(1 MiB, 1 % of its phase's change).
+inline constexpr size_t kPhaseDifferencesShown = 5;
+
 struct ReportComparison {
   std::string title;   // "The prediction of the log's recorded job", "A against B"
   std::string a_name;  // column names: "the log", "predicted", a file name
@@ -43,6 +58,7 @@ struct ReportComparison {
   ComparedFigures a;
   ComparedFigures b;
   std::vector<ComparedPhase> phases;
+  std::vector<PhaseDifference> differences;  // largest change first, at most kPhaseDifferencesShown
 };
 
 // a against b. Phases are matched by text, each phase of a with the first unmatched phase of b of

@@ -15,13 +15,18 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-// Two steps; the second step's forward holds `extra_mib` more.
+// Two steps; the second step's forward holds `extra_mib` more, of temporaries (the rest are saved
+// activations: every block has its role in a context, as a prediction's).
 std::string TwoSteps(const std::string& name, uint64_t extra_mib) {
   TraceBuilder t(uint64_t{1} << 30, "", name);
+  t.DefineContext({.id = 1, .role = static_cast<uint8_t>(AllocationRole::kSavedActivations)});
+  t.DefineContext({.id = 2, .role = static_cast<uint8_t>(AllocationRole::kTemporaries)});
   for (int step = 0; step < 2; ++step) {
     t.Mark("step " + std::to_string(step) + " / forward");
     std::vector<DevicePtr> saved;
+    t.SetContext(1);
     for (int i = 0; i < 4; ++i) saved.push_back(t.Alloc(10 * kMiB));
+    t.SetContext(2);
     if (step == 1 && extra_mib > 0) saved.push_back(t.Alloc(extra_mib * kMiB));
     t.Mark("step " + std::to_string(step) + " / backward");
     for (DevicePtr p : saved) t.Free(p);
@@ -41,6 +46,7 @@ TEST(DiffCommandTest, ALogAgainstItselfDiffersByNothing) {
   EXPECT_EQ(c["a_figures"], c["b_figures"]);
   ASSERT_EQ(c["phases"].size(), 4u);
   for (const auto& p : c["phases"]) EXPECT_EQ(p["a"], p["b"]) << p["phase"];
+  EXPECT_TRUE(c["differences"].empty());
   CommandRun text = Fragscope({"diff", log, log});
   EXPECT_THAT(text.out, HasSubstr("peak allocated"));
   EXPECT_THAT(text.out, HasSubstr("+0 bytes (+0.00 %)"));
@@ -62,6 +68,19 @@ TEST(DiffCommandTest, TheDifferenceIsInThePhaseThatChanged) {
             phases[2]["a"]["allocations"].get<uint64_t>() + 1);
   EXPECT_EQ(phases[2]["b"]["peak_allocated_bytes"].get<uint64_t>(),
             phases[2]["a"]["peak_allocated_bytes"].get<uint64_t>() + 30 * kMiB);
+  // Where the difference is: that phase and the backward it carries into (its peak is at its
+  // start), all of it temporaries.
+  ASSERT_EQ(c["differences"].size(), 2u);
+  EXPECT_EQ(c["differences"][0]["phase"], "step 1 / forward");
+  EXPECT_EQ(c["differences"][1]["phase"], "step 1 / backward");
+  for (const auto& d : c["differences"]) {
+    EXPECT_EQ(d["peak_demand_bytes"].get<int64_t>(), 30 * static_cast<int64_t>(kMiB));
+    ASSERT_EQ(d["roles"].size(), 1u);
+    EXPECT_EQ(d["roles"][0]["role"], "temporaries");
+    EXPECT_EQ(d["roles"][0]["bytes"].get<int64_t>(), 30 * static_cast<int64_t>(kMiB));
+  }
+  CommandRun text = Fragscope({"diff", TwoSteps("b2.fslog", 0), TwoSteps("a2.fslog", 30)});
+  EXPECT_THAT(text.out, HasSubstr("step 1 / forward: +30.00 MiB (temporaries +30.00 MiB)"));
 }
 
 TEST(DiffCommandTest, PhasesOfOnlyOneTraceStandAlone) {

@@ -109,6 +109,33 @@ class DiffAgainstTheH100Test(unittest.TestCase):
               f"{b['peak_allocated_bytes']}, reserved {a['peak_reserved_bytes']} / "
               f"{b['peak_reserved_bytes']}, allocations {a['allocations']} / {b['allocations']}")
 
+    def test_foreach_against_fused_adamw_is_the_optimizer_temporaries(self):
+        """Llama-7B (transformers' default config), seq 2048 x 1, foreach against fused AdamW:
+        the diff puts the difference in the optimizer steps, all of it in the foreach step's
+        temporaries (one fp32 copy of the parameters: 6.74 B x 4 bytes = 25.1 GiB)."""
+        from fragscope.predict_hf_loop import predict_hf
+
+        config = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+                  "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+                  "vocab_size": 32000, "tie_word_embeddings": False}
+        with tempfile.TemporaryDirectory() as tmp:
+            logs = []
+            for optimizer in ("adamw-foreach", "adamw-fused"):
+                logs.append(os.path.join(tmp, optimizer + ".fslog"))
+                predict_hf(config, logs[-1], seq=2048, micro_batch=1, steps=2,
+                           optimizer=optimizer, attention="sdpa", gpu="h100-80gb")
+            done = subprocess.run([os.environ["FRAGSCOPE_BIN"], "diff", *logs, "--json", "-"],
+                                  capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        differences = json.loads(done.stdout)["comparison"]["differences"]
+        self.assertEqual({d["phase"] for d in differences},
+                         {"step 0 / optimizer", "step 1 / optimizer"})
+        params_fp32 = 6738415616 * 4
+        for d in differences:
+            self.assertLess(abs(-d["peak_demand_bytes"] / params_fp32 - 1), 0.01, d)
+            self.assertEqual(d["roles"][0]["role"], "optimizer_temporaries", d)
+            self.assertLess(abs(d["roles"][0]["bytes"] / d["peak_demand_bytes"] - 1), 0.01, d)
+
 
 if __name__ == "__main__":
     reason = _missing()
