@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/format_size.h"
@@ -67,6 +68,7 @@ OrderedJson FiguresJson(const ComparedFigures& f) {
     terms.push_back({{"name", t.name}, {"bytes", t.bytes}});
   j["demand_terms"] = std::move(terms);
   j["terms_source"] = f.terms_source;
+  j["demand_modules"] = ModuleBytesJson(f.demand_modules);
   return j;
 }
 
@@ -100,11 +102,18 @@ void RenderComparisonText(const ReportComparison& c, std::ostream& out) {
   Row(out, "allocations", c.a.allocations, c.b.allocations, false);
   Row(out, "OOMs", c.a.ooms, c.b.ooms, false);
   for (const auto& [name, f] : {std::pair{&c.a_name, &c.a}, std::pair{&c.b_name, &c.b}}) {
-    if (f->demand_terms.empty()) continue;
-    WriteWrapped(out,
-                 absl::StrCat("at ", *name, "'s demand peak (", f->terms_source,
-                              "): ", TermsText(f->demand_terms)),
-                 "  ");
+    if (!f->demand_terms.empty()) {
+      WriteWrapped(out,
+                   absl::StrCat("at ", *name, "'s demand peak (", f->terms_source,
+                                "): ", TermsText(f->demand_terms)),
+                   "  ");
+    }
+    if (!f->demand_modules.empty()) {
+      WriteWrapped(out,
+                   absl::StrCat("at ", *name, "'s demand peak by module: ",
+                                absl::CHexEscape(TermsText(f->demand_modules, 5))),
+                   "  ");
+    }
   }
   if (!c.differences.empty()) {
     out << "  where the difference is (each phase's peak demand, B - A; by role at those peaks):\n";

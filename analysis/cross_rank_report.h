@@ -8,8 +8,8 @@
 #include <ostream>
 
 #include "analysis/cross_rank.h"
-#include "estimator/json_document.h"
 #include "analysis/text_report.h"
+#include "estimator/json_document.h"
 
 namespace fragscope {
 

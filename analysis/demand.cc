@@ -18,6 +18,36 @@ uint64_t RoundedRequest(uint64_t requested, uint64_t size) {
   return requested > 0 ? RoundSize(requested, kDefaults) : size;
 }
 
+// Bytes by the module of their context, largest first: the first `most` modules, then
+// "(N other modules)" and "(no module)" (what `total` holds beyond the named modules). Empty when
+// no context names a module.
+std::vector<DemandTerm> ModuleTerms(
+    const absl::flat_hash_map<const BlockContext*, uint64_t>& by_context, uint64_t total,
+    size_t most) {
+  absl::flat_hash_map<std::string, uint64_t> by_module;
+  uint64_t named = 0;
+  for (const auto& [context, bytes] : by_context) {
+    if (context->module.empty()) continue;
+    by_module[context->module] += bytes;
+    named += bytes;
+  }
+  if (by_module.empty()) return {};
+  std::vector<DemandTerm> terms;
+  for (auto& [module, bytes] : by_module) terms.push_back({module, bytes});
+  std::sort(terms.begin(), terms.end(), [](const DemandTerm& a, const DemandTerm& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
+  });
+  if (terms.size() > most) {
+    uint64_t rest = 0;
+    for (size_t i = most; i < terms.size(); ++i) rest += terms[i].bytes;
+    const size_t others = terms.size() - most;
+    terms.resize(most);
+    terms.push_back({absl::StrCat("(", others, " other modules)"), rest});
+  }
+  if (total > named) terms.push_back({"(no module)", total - named});
+  return terms;
+}
+
 }  // namespace
 
 uint64_t DemandBytes(const TraceEvent& event) {
@@ -51,11 +81,31 @@ void DemandCollector::Raise(uint64_t bytes, const Moment& at, bool refused,
                    .refused_request = refused,
                    .roles = roles_};
   summary_.peak.roles[0] += refused_bytes;
+  peak_contexts_due_ = true;
+}
+
+void DemandCollector::KeepPeakContexts() {
+  if (!peak_contexts_due_) return;
+  peak_contexts_due_ = false;
+  by_context_at_peak_ = by_context_;
+}
+
+void DemandCollector::AddToContext(const BlockContext* context, uint64_t bytes) {
+  if (context != nullptr) by_context_[context] += bytes;
+}
+
+void DemandCollector::TakeFromContext(const BlockContext* context, uint64_t bytes) {
+  if (context == nullptr) return;
+  KeepPeakContexts();
+  auto it = by_context_.find(context);
+  if (it == by_context_.end()) return;
+  if ((it->second -= bytes) == 0) by_context_.erase(it);
 }
 
 void DemandCollector::Drop(const LiveBlock& block) {
   live_ -= block.bytes;
   roles_[static_cast<size_t>(block.role)] -= block.bytes;
+  TakeFromContext(block.context, block.bytes);
 }
 
 void DemandCollector::ApplyTag(const TraceEvent& tag) {
@@ -65,7 +115,11 @@ void DemandCollector::ApplyTag(const TraceEvent& tag) {
   LiveBlock& block = it->second;
   roles_[static_cast<size_t>(block.role)] -= block.bytes;
   block.role = tag.role;
-  if (tag.context != nullptr) block.context = tag.context;
+  if (tag.context != nullptr && tag.context != block.context) {
+    TakeFromContext(block.context, block.bytes);
+    block.context = tag.context;
+    AddToContext(block.context, block.bytes);
+  }
   roles_[static_cast<size_t>(block.role)] += block.bytes;
 }
 
@@ -98,6 +152,7 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
       }
       live_ += bytes;
       roles_[static_cast<size_t>(block.role)] += bytes;
+      AddToContext(block.context, bytes);
       pending_ = Moment{.index = event.index, .time_ns = event.time_ns, .ptr = event.ptr};
       break;
     }
@@ -135,37 +190,12 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
 void DemandCollector::OnFinish() {
   if (pending_.has_value()) Raise(live_, *pending_, false);
   pending_.reset();
+  KeepPeakContexts();
+  summary_.peak.modules = ModuleTerms(by_context_at_peak_, summary_.peak.bytes, kModulesShown);
 }
 
 std::vector<DemandTerm> DemandCollector::LiveModules(size_t most) const {
-  absl::flat_hash_map<const std::string*, uint64_t> by_text;  // a context's module, by address
-  absl::flat_hash_map<std::string, uint64_t> by_module;
-  uint64_t without = 0;
-  bool any = false;
-  for (const auto& [ptr, block] : live_blocks_) {
-    if (block.context == nullptr || block.context->module.empty()) {
-      without += block.bytes;
-      continue;
-    }
-    any = true;
-    by_text[&block.context->module] += block.bytes;
-  }
-  if (!any) return {};
-  for (const auto& [text, bytes] : by_text) by_module[*text] += bytes;
-  std::vector<DemandTerm> terms;
-  for (auto& [module, bytes] : by_module) terms.push_back({module, bytes});
-  std::sort(terms.begin(), terms.end(), [](const DemandTerm& a, const DemandTerm& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
-  });
-  uint64_t rest = 0;
-  for (size_t i = most; i < terms.size(); ++i) rest += terms[i].bytes;
-  if (terms.size() > most) {
-    const size_t others = terms.size() - most;
-    terms.resize(most);
-    terms.push_back({absl::StrCat("(", others, " other modules)"), rest});
-  }
-  if (without > 0) terms.push_back({"(no module)", without});
-  return terms;
+  return ModuleTerms(by_context_, live_, most);
 }
 
 std::vector<DemandTerm> LargestFirst(std::vector<DemandTerm> terms) {

@@ -52,6 +52,9 @@ struct DemandPeak {
   // The live requests by role at the peak (a refused request counts as unknown); all unknown
   // for a log without tag records.
   RoleBytes roles{};
+  // ... and by the module that allocated them (.fslog 2.6 contexts), as LiveModules lists them;
+  // empty when no live block names a module.
+  std::vector<DemandTerm> modules;
 };
 
 struct DemandSummary {
@@ -83,6 +86,9 @@ class DemandCollector final : public ReplayHooks {
   // live_bytes(). Empty when no live block names a module. O(live blocks).
   std::vector<DemandTerm> LiveModules(size_t most) const;
 
+  // Modules listed by name at the peak and at each OOM (the rest summed).
+  static constexpr size_t kModulesShown = 8;
+
  private:
   struct LiveBlock {
     uint64_t bytes = 0;  // the rounded request
@@ -97,11 +103,22 @@ class DemandCollector final : public ReplayHooks {
   void Raise(uint64_t bytes, const Moment& at, bool refused, uint64_t refused_bytes = 0);
   void Drop(const LiveBlock& block);
   void ApplyTag(const TraceEvent& tag);
+  // The live bytes of `context` change by +bytes / -bytes. A decrease after a new peak first
+  // keeps the state at the peak (taken lazily: a run of allocations that keeps raising the peak
+  // copies nothing).
+  void AddToContext(const BlockContext* context, uint64_t bytes);
+  void TakeFromContext(const BlockContext* context, uint64_t bytes);
+  void KeepPeakContexts();
 
   absl::flat_hash_map<DevicePtr, LiveBlock> live_blocks_;  // address -> its request and role
   uint64_t live_ = 0;
   RoleBytes roles_{};
   std::optional<Moment> pending_;  // an alloc whose peak waits for the tag that may follow it
+  // Live bytes by context now, and at the peak (Note [Context records]); only for blocks that
+  // have one.
+  absl::flat_hash_map<const BlockContext*, uint64_t> by_context_;
+  absl::flat_hash_map<const BlockContext*, uint64_t> by_context_at_peak_;
+  bool peak_contexts_due_ = false;  // by_context_ is the peak's until it next decreases
   std::string phase_;
   DemandSummary summary_;
 };

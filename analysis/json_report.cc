@@ -49,6 +49,12 @@ OrderedJson RoleBytesJson(const RoleBytes& roles) {
   return j;
 }
 
+OrderedJson ModuleBytesJson(const std::vector<DemandTerm>& modules) {
+  OrderedJson j = OrderedJson::array();
+  for (const DemandTerm& t : modules) j.push_back({{"module", t.name}, {"bytes", t.bytes}});
+  return j;
+}
+
 namespace {
 
 OrderedJson Oom(const OomExplanation& x) {
@@ -118,11 +124,7 @@ OrderedJson Oom(const OomExplanation& x) {
   }
   j["pinning"] = std::move(pinning);
   j["held_by_role"] = RoleBytesJson(x.held_by_role);
-  OrderedJson modules = OrderedJson::array();
-  for (const DemandTerm& t : x.held_by_module) {
-    modules.push_back({{"module", t.name}, {"bytes", t.bytes}});
-  }
-  j["held_by_module"] = std::move(modules);
+  j["held_by_module"] = ModuleBytesJson(x.held_by_module);
   j["request_context"] = Known(x.request_context)
                              ? HolderJson(x.request_context.role, x.request_context)
                              : OrderedJson();

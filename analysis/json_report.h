@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "analysis/report.h"
 #include "estimator/json_document.h"
@@ -27,6 +28,8 @@ std::string HexAddress(uint64_t v);
 
 // Bytes by role (`{"weights": N, ...}`), the roles that hold nothing left out.
 estimator::OrderedJson RoleBytesJson(const RoleBytes& roles);
+// Bytes by module (DemandCollector::LiveModules' rows): `[{"module": M, "bytes": N}, ...]`.
+estimator::OrderedJson ModuleBytesJson(const std::vector<DemandTerm>& modules);
 
 // A layout's totals (REPORT_SCHEMA.md, "layout"), without its segments.
 estimator::OrderedJson LayoutJson(const LayoutSummary& layout);

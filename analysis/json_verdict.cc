@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "analysis/json_report.h"
+
 namespace fragscope {
 namespace {
 
@@ -55,6 +57,7 @@ OrderedJson Demand(const DemandCheck& d) {
   for (const DemandTerm& t : d.terms) terms.push_back({{"name", t.name}, {"bytes", t.bytes}});
   j["terms"] = std::move(terms);
   j["terms_source"] = d.terms_source;
+  j["modules"] = ModuleBytesJson(d.peak.modules);
   return j;
 }
 

@@ -16,7 +16,7 @@ void OomCollector::OnOom(const ReplayOom& oom) {
   x.at_cap = AtCap(x.headroom_bytes, x.available_bytes);
   if (demand_ != nullptr) {
     x.held_by_role = demand_->live_roles();
-    x.held_by_module = demand_->LiveModules(kModulesShown);
+    x.held_by_module = demand_->LiveModules(DemandCollector::kModulesShown);
   }
   if (oom.event != nullptr && oom.event->context != nullptr) {
     x.request_context = *oom.event->context;

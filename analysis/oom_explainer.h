@@ -142,9 +142,6 @@ bool AtCap(int64_t headroom, uint64_t available_bytes);
 // ..."); "" when no block has a known role (a log without tag records).
 std::string HeldByRoleText(const OomExplanation& x);
 
-// Modules listed by name in an explanation's held_by_module.
-inline constexpr size_t kModulesShown = 8;
-
 // Whether a replay under `cap` (nullopt: none) has more room than the job's recorded cap
 // (RecordedJobCapReplaced; nullopt: none recorded, or it does not apply): a higher cap, or none.
 inline bool RaisesRecordedCap(std::optional<uint64_t> cap,

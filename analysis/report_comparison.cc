@@ -20,6 +20,7 @@ ComparedFigures Figures(const RankReport& r) {
   if (r.verdict.demand.has_value()) {
     f.demand_terms = r.verdict.demand->terms;
     f.terms_source = r.verdict.demand->terms_source;
+    f.demand_modules = r.verdict.demand->peak.modules;
   }
   return f;
 }

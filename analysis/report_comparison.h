@@ -25,6 +25,7 @@ struct ComparedFigures {
   // estimator's terms) and where they come from; empty when neither is known.
   std::vector<DemandTerm> demand_terms;
   std::string terms_source;
+  std::vector<DemandTerm> demand_modules;  // the demand's peak by module (DemandPeak::modules)
 };
 
 // One phase present in either trace; a phase only one has is nullopt on the other side.

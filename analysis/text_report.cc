@@ -42,7 +42,7 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
                          x.rule == PolicyRule::kNone ? "" : " / ", PolicyRuleName(x.rule));
   if (const std::string holder = HolderText(x.request_context.role, x.request_context);
       !holder.empty()) {
-    Wrapped(out, absl::CHexEscape("requested by: " + holder), "      ");
+    Wrapped(out, "requested by: " + absl::CHexEscape(holder), "      ");
   }
   Wrapped(out, x.headline, "      ");
   for (const std::string& e : x.evidence) Wrapped(out, e, "        - ");
@@ -96,7 +96,7 @@ void RenderOom(const OomExplanation& x, size_t number, std::ostream& out) {
     Wrapped(out, "held by role (the job's live requests): " + held, "      ");
   }
   if (!x.held_by_module.empty()) {
-    Wrapped(out, absl::CHexEscape("held by module: " + TermsText(x.held_by_module)), "      ");
+    Wrapped(out, "held by module: " + absl::CHexEscape(TermsText(x.held_by_module)), "      ");
   }
   for (const std::string& line : x.model_gap) Wrapped(out, line, "      model: ");
   if (!x.avoided_by.empty()) Wrapped(out, "fix: " + x.avoided_by, "      ");

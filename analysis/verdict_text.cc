@@ -1,5 +1,6 @@
 // The verdict section of the text report (JobVerdict).
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -73,9 +74,13 @@ void RenderDemand(const DemandCheck& d, std::ostream& out) {
               ? absl::StrFormat(" (%s held outside PyTorch left out)", Size(d.outside_bytes))
               : ""),
       "  ");
-  if (d.terms.empty()) return;
-  WriteWrapped(out, absl::StrCat("largest parts (", d.terms_source, "): ", TermsText(d.terms, 4)),
-               "    ");
+  if (!d.terms.empty()) {
+    WriteWrapped(out, absl::StrCat("largest parts (", d.terms_source, "): ", TermsText(d.terms, 4)),
+                 "    ");
+  }
+  if (!d.peak.modules.empty()) {
+    WriteWrapped(out, "largest modules: " + absl::CHexEscape(TermsText(d.peak.modules, 4)), "    ");
+  }
 }
 
 }  // namespace

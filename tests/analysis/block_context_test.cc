@@ -167,6 +167,35 @@ TEST(BlockContextTest, AnOomContextNotFollowedByAnOomIsAnError) {
                 "oom"));
 }
 
+// The demand's peak by module: the state at the peak, not at the end (a later, lower moment of
+// other modules does not replace it).
+TEST(BlockContextTest, TheDemandPeakIsSplitByModule) {
+  TraceBuilder t(uint64_t{1} << 30, "", "peak.fslog");
+  for (uint32_t id : {1u, 2u, 3u}) {
+    t.DefineString(id, absl::StrCat("module.", id));
+    t.DefineContext({.id = id, .role = 6, .module = id});
+  }
+  t.SetContext(1);
+  t.Alloc(10 * kMiB);
+  t.SetContext(2);
+  const DevicePtr b = t.Alloc(10 * kMiB);  // the peak: module.1 10 MiB, module.2 10 MiB
+  t.Free(b);
+  t.SetContext(3);
+  t.Alloc(5 * kMiB);  // 15 MiB: lower
+  t.SetContext(0);
+  t.Alloc(kMiB);  // no module
+  absl::StatusOr<AnalysisReport> report = AnalyzeTraces({t.Finish()}, {.run_sweep = false});
+  ASSERT_TRUE(report.ok()) << report.status();
+  const nlohmann::ordered_json j = JsonReport(*report, {});
+  const auto& demand = j["ranks"][0]["verdict"]["demand"];
+  EXPECT_EQ(demand["peak_bytes"], 20 * kMiB);
+  ASSERT_EQ(demand["modules"].size(), 2u) << demand.dump();
+  EXPECT_EQ(demand["modules"][0]["module"], "module.1");
+  EXPECT_EQ(demand["modules"][0]["bytes"], 10 * kMiB);
+  EXPECT_EQ(demand["modules"][1]["module"], "module.2");
+  EXPECT_EQ(demand["modules"][1]["bytes"], 10 * kMiB);
+}
+
 // The demo's job names who holds each tensor as a prediction would: its OOM names the request
 // and every pinning block by role and module.
 TEST(BlockContextTest, TheDemoNamesModules) {
