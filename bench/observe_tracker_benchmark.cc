@@ -38,6 +38,7 @@
 #include "benchmark/benchmark.h"
 #include "fslog/fslog_writer.h"
 #include "hooks/native_trace_converter.h"
+#include "hooks/torch_observer.h"
 #include "hooks/torch_trace_observer.h"
 
 namespace fragscope {
@@ -116,8 +117,9 @@ hooks::NativeTraceEntry NativeOf(const TraceEntry& entry) {
           reinterpret_cast<uint64_t>(entry.stream_)};
 }
 
-// range(0): 0 empty tracker, 1 history, 2 observe, 3 the converter, 4 converter + writer;
-// range(1): 0 warm pair, 1 random mix.
+// range(0): 0 empty tracker, 1 history, 2 observe, 3 the converter, 4 converter + writer, 5
+// observe with a module context set on the thread (every alloc record names it: Note [Context
+// records]); range(1): 0 warm pair, 1 random mix.
 void BM_Trace(benchmark::State& state) {
   const int sink = static_cast<int>(state.range(0));
   const bool random = state.range(1) == 1;
@@ -127,10 +129,15 @@ void BM_Trace(benchmark::State& state) {
   std::unique_ptr<torch_hooks::TraceObserver> observer;
   if (sink == 0) recorder.trackers.emplace_back([](const TraceEntry&) {});
   if (sink == 1) recorder.history = &ring;
-  if (sink == 2) {
+  if (sink == 2 || sink == 5) {
     observer = std::make_unique<torch_hooks::TraceObserver>(path, FslogWriterOptions{},
                                                             AllocatorOptions{}, nullptr);
     observer->AddDevice(0, BenchmarkHeader(), 1.0);
+    if (sink == 5) {
+      // Through the library's C API: its writers read the library's own thread context.
+      torch_hooks::ObserveSetContext(
+          observer->DefineContext(6, "model.layers.0.mlp", "", "", false));
+    }
     torch_hooks::TraceObserver* raw = observer.get();
     recorder.trackers.emplace_back([raw](const TraceEntry& entry) { raw->OnTrace(entry); });
     // The segments are known to the converter, as in a job observed from its start.
@@ -175,11 +182,12 @@ void BM_Trace(benchmark::State& state) {
   state.counters["ns_per_event"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * 3,
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  torch_hooks::ObserveSetContext(0);
   observer.reset();
   writer.reset();
   std::remove(path.c_str());
 }
-BENCHMARK(BM_Trace)->ArgNames({"sink", "random"})->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}});
+BENCHMARK(BM_Trace)->ArgNames({"sink", "random"})->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1}});
 
 }  // namespace
 }  // namespace fragscope

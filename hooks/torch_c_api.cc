@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "fslog/allocation_role.h"
 #include "hooks/torch_allocator.h"
 #include "hooks/torch_observer.h"
 #include "hooks/torch_predict_device.h"
@@ -82,6 +83,29 @@ void fragscope_torch_observe_record_model(const char* json) {
   } catch (...) {
     Failed("fragscope_torch_observe_record_model");
   }
+}
+
+// Who holds the memory (fslog/FORMAT.md, "Context records"), as fragscope_define_context and
+// fragscope_set_context of libfragscope_alloc.so, for the observer's logs. 0 for a role outside
+// 0..8 or when not observing.
+uint32_t fragscope_torch_observe_define_context(int role, const char* module, const char* op,
+                                                const char* site, int backward) {
+  try {
+    if (role < 0 || role > 255 ||
+        !fragscope::AllocationRoleOf(static_cast<uint64_t>(role)).has_value()) {
+      return 0;
+    }
+    return fragscope::torch_hooks::ObserveDefineContext(static_cast<uint8_t>(role),
+                                                        module ? module : "", op ? op : "",
+                                                        site ? site : "", backward != 0);
+  } catch (...) {
+    Failed("fragscope_torch_observe_define_context");
+    return 0;
+  }
+}
+
+void fragscope_torch_observe_set_context(uint32_t context) {
+  fragscope::torch_hooks::ObserveSetContext(context);
 }
 
 int fragscope_torch_observe_flush(void) {

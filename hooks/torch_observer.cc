@@ -160,6 +160,18 @@ void ObserveRecordModel(std::string_view json) {
   if (observer != nullptr) observer->logs().RecordModelAll(json);
 }
 
+uint32_t ObserveDefineContext(uint8_t role, std::string_view module, std::string_view op,
+                              std::string_view site, bool backward) {
+  TraceObserver* observer = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    observer = g_observer;
+  }
+  return observer != nullptr ? observer->DefineContext(role, module, op, site, backward) : 0;
+}
+
+void ObserveSetContext(uint32_t context) { FslogWriter::SetThreadContext(context); }
+
 absl::Status ObserveFlush() {
   TraceObserver* observer = nullptr;
   {

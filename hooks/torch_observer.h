@@ -49,6 +49,13 @@ void ObserveMark(std::string_view text);
 // The job's model as JSON (Note [Model records]) in the observer's logs.
 void ObserveRecordModel(std::string_view json);
 
+// Who holds the memory (Note [Context records] in fslog/fslog_context.h): a context's id, defined
+// in the observer's logs (0 when not observing); and the context of the calling thread's
+// allocations from now on, named in their alloc records by this library's writers.
+uint32_t ObserveDefineContext(uint8_t role, std::string_view module, std::string_view op,
+                              std::string_view site, bool backward);
+void ObserveSetContext(uint32_t context);
+
 // Writes every observed record to the files.
 absl::Status ObserveFlush();
 

@@ -117,4 +117,9 @@ void TraceObserver::OnOutOfMemory(int64_t device) noexcept {
   }
 }
 
+uint32_t TraceObserver::DefineContext(uint8_t role, std::string_view module, std::string_view op,
+                                      std::string_view site, bool backward) {
+  return logs_->DefineContextAll(role, module, op, site, backward);
+}
+
 }  // namespace fragscope::torch_hooks

@@ -77,6 +77,9 @@ class TraceObserver {
   // The device's log, opened now if it is not yet (nullptr when it cannot be).
   FslogWriter* Log(int device);
   hooks::DeviceLogs& logs() { return *logs_; }
+  // DeviceLogs::DefineContextAll on this observer's logs (Note [Context records]).
+  uint32_t DefineContext(uint8_t role, std::string_view module, std::string_view op,
+                         std::string_view site, bool backward);
   const std::string& pattern() const { return pattern_; }
 
   // PyTorch's trace tracker. Never throws into PyTorch.

@@ -93,6 +93,10 @@ def run(page, url, shots):
     details = page.inner_text("#block-details")
     check("allocated at" in details and "event" in details, f"block details: {details!r}")
     check("MiB" in details or "GiB" in details or "KiB" in details, "the block's size is missing")
+    # Who holds it: the demo's log names every block's module and op, and the OOM's request.
+    check("module" in details and "aten::" in details, f"no module or op: {details!r}")
+    check("Requested by: " in page.inner_text("#oom-details"), "the OOM's request is not named")
+    check("Held by module: " in page.inner_text("#oom-details"), "no live bytes by module")
     page.screenshot(path=os.path.join(shots, "oom-selected.png"), full_page=True)
     # Its allocation event selects that moment.
     page.click("#alloc-event")
