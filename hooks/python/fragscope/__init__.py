@@ -44,6 +44,7 @@ __all__ = [
     "predict",
     "predict_hf",
     "build_info",
+    "name_modules",
 ]
 
 _ALLOC = "libfragscope_alloc.so"
@@ -151,6 +152,11 @@ def _declare(lib, name):
         lib.fragscope_malloc.argtypes = [c.c_size_t, c.c_int, c.c_void_p]
         lib.fragscope_malloc.restype = c.c_void_p
         lib.fragscope_free.argtypes = [c.c_void_p, c.c_size_t, c.c_int, c.c_void_p]
+        lib.fragscope_define_context.argtypes = [c.c_int, c.c_char_p, c.c_char_p, c.c_char_p,
+                                                 c.c_int]
+        lib.fragscope_define_context.restype = c.c_uint32
+        lib.fragscope_set_context.argtypes = [c.c_uint32]
+        lib.fragscope_set_context.restype = None
     elif name == _TORCH:
         lib.fragscope_torch_version.restype = c.c_char_p
         lib.fragscope_torch_last_error.restype = c.c_char_p
@@ -161,6 +167,11 @@ def _declare(lib, name):
         lib.fragscope_torch_observe_mark.argtypes = [c.c_char_p]
         lib.fragscope_torch_observe_record_model.argtypes = [c.c_char_p]
         lib.fragscope_torch_observe_flush.restype = c.c_int
+        lib.fragscope_torch_observe_define_context.argtypes = [c.c_int, c.c_char_p, c.c_char_p,
+                                                               c.c_char_p, c.c_int]
+        lib.fragscope_torch_observe_define_context.restype = c.c_uint32
+        lib.fragscope_torch_observe_set_context.argtypes = [c.c_uint32]
+        lib.fragscope_torch_observe_set_context.restype = None
 
 
 def _bytes(value):
@@ -379,6 +390,14 @@ def record_model(model, *, seq=None, micro_batch=None, mode="training", **job):
     text = model_record.model_json(model, mode=mode, seq=seq, micro_batch=micro_batch, **job)
     _write_model(text)
     return text
+
+
+def name_modules():
+    """From now on every allocation of the active modes names the module whose forward or
+    backward made it (module_context.py); returns a handle whose remove() stops it."""
+    from .module_context import name_modules as start
+
+    return start()
 
 
 def mark(text):

@@ -22,6 +22,59 @@ import weakref
 _LABEL = "fragscope_module"
 
 
+class ModuleNames:
+    """The running modules' names (a stack) and the labels of the autograd nodes they made; shared
+    with the real jobs' helper (module_context.py)."""
+
+    def __init__(self):
+        self.stack = []  # names of the modules whose forward runs, innermost last
+        self.names = weakref.WeakKeyDictionary()  # module -> its name
+
+    def name(self, module):
+        """`module`'s name: from the outermost module running when first seen."""
+        name = self.names.get(module)
+        if name is None:
+            if self.stack:
+                # A module first seen inside another (not a submodule of the root): its class.
+                name = f"{self.stack[-1]}.{type(module).__name__}"
+            else:
+                root = type(module).__name__
+                for child_name, child in module.named_modules():
+                    self.names[child] = child_name or root
+                name = self.names[module]
+        return name
+
+    def enter(self, module):
+        self.stack.append(self.name(module))
+
+    def leave(self, module):
+        """Pops `module` (its name returned)."""
+        return self.stack.pop() if self.stack else self.name(module)
+
+    def current(self):
+        """The innermost running module's name, "" outside any."""
+        return self.stack[-1] if self.stack else ""
+
+    @staticmethod
+    def label(outputs, name, on_label=None):
+        """Labels the autograd nodes that made `outputs` (and unlabelled nodes before them) with
+        `name`, calling on_label(node, name) for each."""
+        import torch
+        from torch.utils._pytree import tree_flatten
+
+        stack = [t.grad_fn for t in tree_flatten(outputs)[0]
+                 if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        while stack:
+            node = stack.pop()
+            metadata = node.metadata
+            if _LABEL in metadata:
+                continue
+            metadata[_LABEL] = name
+            if on_label is not None:
+                on_label(node, name)
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+
+
 class Contexts:
     """The context state of one capture session."""
 
@@ -34,18 +87,17 @@ class Contexts:
         lib.fragscope_define_context.restype = c.c_uint32
         lib.fragscope_set_context.argtypes = [c.c_uint32]
         lib.fragscope_set_context.restype = None
-        self.ids = {}      # (role, module, op, backward) -> context id
-        self.modules = []  # the forward stack: module names, innermost last
-        self.op = ""       # the ATen op being dispatched
-        self.names = weakref.WeakKeyDictionary()  # module -> its name
+        self.ids = {}  # (role, module, op, backward) -> context id
+        self.modules = ModuleNames()
+        self.op = ""   # the ATen op being dispatched
 
     def current(self, role):
         """The context id of an allocation made now with `role` (0 when the log has none)."""
         import torch
 
         node = torch._C._current_autograd_node()
-        if self.modules:
-            module = self.modules[-1]
+        if self.modules.stack:
+            module = self.modules.current()
         elif node is not None:
             module = node.metadata.get(_LABEL, "")
         else:
@@ -58,47 +110,19 @@ class Contexts:
             self.ids[key] = context
         return context
 
-    def name(self, module):
-        """`module`'s name: from the outermost module running when first seen."""
-        name = self.names.get(module)
-        if name is None:
-            if self.modules:
-                # A module first seen inside another (not a submodule of the root): its class.
-                name = f"{self.modules[-1]}.{type(module).__name__}"
-            else:
-                root = type(module).__name__
-                for child_name, child in module.named_modules():
-                    self.names[child] = child_name or root
-                name = self.names[module]
-        return name
-
-    def label(self, outputs, name):
-        """Labels the autograd nodes that made `outputs` (and unlabelled nodes before them)."""
-        import torch
-        from torch.utils._pytree import tree_flatten
-
-        stack = [t.grad_fn for t in tree_flatten(outputs)[0]
-                 if isinstance(t, torch.Tensor) and t.grad_fn is not None]
-        while stack:
-            node = stack.pop()
-            metadata = node.metadata
-            if _LABEL in metadata:
-                continue
-            metadata[_LABEL] = name
-            stack.extend(n for n, _ in node.next_functions if n is not None)
-
 
 @contextlib.contextmanager
 def module_paths(contexts):
     """Inside: `contexts.modules` follows the forward of every module."""
     from torch.nn.modules import module as nn_module
 
+    names = contexts.modules
+
     def pre(module, args):
-        contexts.modules.append(contexts.name(module))
+        names.enter(module)
 
     def post(module, args, output):
-        name = contexts.modules.pop() if contexts.modules else contexts.name(module)
-        contexts.label(output, name)
+        names.label(output, names.leave(module))
 
     handles = [nn_module.register_module_forward_pre_hook(pre),
                nn_module.register_module_forward_hook(post, always_call=True)]

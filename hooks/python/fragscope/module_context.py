@@ -1,0 +1,131 @@
+"""Who holds the memory in a real job: every CUDA allocation named by the module that made it, in
+the logs of the active modes (observe; replace and the pool allocator), as a context
+(fslog/FORMAT.md, "Context records"; the predictor names more: predict_context.py).
+
+    fragscope.observe(log="/tmp/job_%r.fslog")
+    with fragscope.name_modules():        # or: handle = fragscope.name_modules(); handle.remove()
+        train()
+
+- Forward: global forward pre- and post-hooks (which add nothing to the autograd graph) set the
+  allocating thread's context to the innermost running module, named as the outermost module's
+  named_modules() names it ("transformer.h.7.attn.c_attn"; the outermost by its class).
+- Backward: each module's post-hook labels the autograd nodes its outputs were made by that no
+  inner module labelled (predict_context.ModuleNames) and gives each a pre-hook that sets the
+  context of the thread that runs it (the engine's device thread) to that module, in backward; a
+  callback queued on the engine clears it when the backward ends.
+- No role and no op: a real job's roles come from tag records where known; the op would cost a
+  dispatch mode per op.
+
+Cost: a Python call per module forward (two) and per autograd node in backward, each a C call into
+the active libraries; the log records nothing more than the id in each alloc record (measured:
+bench/RESULTS.md, "Observe mode: PyTorch's trace entry by receiver").
+"""
+
+from .predict_context import ModuleNames
+
+
+class _Libraries:
+    """The active modes' (define, set) pairs: each library's writers read their own context."""
+
+    def __init__(self, pairs):
+        self.pairs = pairs
+        self.ids = {}  # (module, backward) -> the ids, one per library
+
+    def set(self, module, backward):
+        key = (module, backward)
+        ids = self.ids.get(key)
+        if ids is None:
+            ids = [define(0, module.encode(), None, None, int(backward))
+                   for define, _ in self.pairs]
+            self.ids[key] = ids
+        for (_, set_context), context in zip(self.pairs, ids):
+            set_context(context)
+
+    def clear(self):
+        for _, set_context in self.pairs:
+            set_context(0)
+
+
+def _active_libraries():
+    from . import _ALLOC, _TORCH, _load, _state
+
+    pairs = []
+    if _state.mode == "replace" or _state.pool is not None:
+        lib = _load(_ALLOC)
+        pairs.append((lib.fragscope_define_context, lib.fragscope_set_context))
+    if _state.observing:
+        lib = _load(_TORCH)
+        pairs.append((lib.fragscope_torch_observe_define_context,
+                      lib.fragscope_torch_observe_set_context))
+    return pairs
+
+
+class ModuleContexts:
+    """The hooks of name_modules(); `libraries` has set(module, backward) and clear()."""
+
+    def __init__(self, libraries):
+        self.libraries = libraries
+        self.names = ModuleNames()
+        self.handles = []
+        self.clear_queued = False
+
+    def install(self):
+        from torch.nn.modules import module as nn_module
+
+        self.handles = [nn_module.register_module_forward_pre_hook(self._pre),
+                        nn_module.register_module_forward_hook(self._post, always_call=True)]
+        return self
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        self.libraries.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+    def _pre(self, module, args):
+        self.names.enter(module)
+        self.libraries.set(self.names.current(), False)
+
+    def _post(self, module, args, output):
+        name = self.names.leave(module)
+        self.names.label(output, name, self._on_label)
+        outer = self.names.current()
+        if outer:
+            self.libraries.set(outer, False)
+        else:
+            self.libraries.clear()
+
+    def _on_label(self, node, name):
+        def before(grad_outputs):
+            if not self.clear_queued:
+                import torch
+
+                self.clear_queued = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+            self.libraries.set(name, True)
+
+        node.register_prehook(before)
+
+    def _backward_done(self):
+        self.clear_queued = False
+        self.libraries.clear()
+
+
+def name_modules(libraries=None):
+    """From now on, every allocation of the active modes (observe; replace or the pool allocator;
+    call after them) names the module whose forward or backward made it. Returns a handle: its
+    remove() (or the end of a `with` block) stops it. `libraries`: for tests, an object with
+    set(module, backward) and clear()."""
+    if libraries is None:
+        pairs = _active_libraries()
+        if not pairs:
+            raise RuntimeError("fragscope.name_modules: no mode is active: call fragscope.observe, "
+                               "use_allocator or pool_allocator first")
+        libraries = _Libraries(pairs)
+    return ModuleContexts(libraries).install()
