@@ -139,11 +139,13 @@ class _Session:
         if old is not None:
             self.free(old)
 
-    def tag_storage(self, storage, role):
-        """The live block of a tracked storage is `role` from now on."""
+    def tag_storage(self, storage, role, module=None):
+        """The live block of a tracked storage is `role` (and `module`'s, when given) from now
+        on."""
         ptr = self.live.get(storage._cdata)
         if ptr is not None and self.open and self.generation == _Session.generation:
-            self.lib.fragscope_tag_block(ptr, 0, role)
+            context = self.contexts.of(role, module) if module else 0
+            self.lib.fragscope_tag_block_context(ptr, 0, role, context)
 
     def _storage_died(self, key):
         self.watched.discard(key)

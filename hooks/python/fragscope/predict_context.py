@@ -102,11 +102,15 @@ class Contexts:
             module = node.metadata.get(_LABEL, "")
         else:
             module = ""
-        key = (role, module, self.op, node is not None)
+        return self.of(role, module, self.op, node is not None)
+
+    def of(self, role, module, op="", backward=False):
+        """The id of the context (role, module, op, backward), defined on first use."""
+        key = (role, module, op, backward)
         context = self.ids.get(key)
         if context is None:
-            context = self.lib.fragscope_define_context(role, module.encode(), self.op.encode(),
-                                                        None, int(node is not None))
+            context = self.lib.fragscope_define_context(role, module.encode(), op.encode(), None,
+                                                        int(backward))
             self.ids[key] = context
         return context
 

@@ -183,6 +183,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                 else:
                     model = predict_parallel.build(make_model, rank_job, mesh,
                                                    param_dtype=param_dtype)
+            predict_roles.name_parameters(model)
             opt = _optimizer(model, optimizer, lr) if training else None
             predict_roles.tag_states_when_made(opt)
             if training:

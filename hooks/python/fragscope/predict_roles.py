@@ -63,8 +63,24 @@ def _local(t):
     return local if local is not None else t
 
 
-def tag_tensor(t, role):
-    """Inside capture: the live block of tensor `t`'s storage is `role` from now on."""
+# The module path of each parameter (by id) that name_parameters() named: a parameter's weights,
+# gradient and optimizer states are that module's.
+_parameter_modules = {}
+
+
+def name_parameters(model):
+    """Inside capture: the model's parameters belong to their modules ("model.layers.0.mlp.
+    up_proj"): their weights are tagged so now (they were made before any forward ran, outside
+    every module), and their gradients and optimizer states when they are."""
+    for name, p in model.named_parameters():
+        module = name.rpartition(".")[0] or type(model).__name__
+        _parameter_modules[id(p)] = module
+        tag_tensor(p, WEIGHTS, module)
+
+
+def tag_tensor(t, role, module=None):
+    """Inside capture: the live block of tensor `t`'s storage is `role` from now on (and
+    `module`'s, when given)."""
     import torch
 
     session = _session()
@@ -72,7 +88,7 @@ def tag_tensor(t, role):
         return
     t = _local(t)
     if t.device.type == "cuda":
-        session.tag_storage(t.untyped_storage(), role)
+        session.tag_storage(t.untyped_storage(), role, module)
 
 
 def tag_gradients_when_made(parameters):
@@ -80,7 +96,8 @@ def tag_gradients_when_made(parameters):
     post-accumulate-grad hook): the backward's peak then shows the gradients made so far."""
     for p in parameters:
         if p.requires_grad:
-            p.register_post_accumulate_grad_hook(lambda param: tag_tensor(param.grad, GRADIENTS))
+            p.register_post_accumulate_grad_hook(
+                lambda param: tag_tensor(param.grad, GRADIENTS, _parameter_modules.get(id(param))))
 
 
 def tag_gradients(parameters):
@@ -88,7 +105,7 @@ def tag_gradients(parameters):
     tag_gradients_when_made could not see, e.g. a sharded gradient set after them)."""
     for p in parameters:
         if p.grad is not None:
-            tag_tensor(p.grad, GRADIENTS)
+            tag_tensor(p.grad, GRADIENTS, _parameter_modules.get(id(p)))
 
 
 def tag_optimizer_states(optimizer):
@@ -97,10 +114,10 @@ def tag_optimizer_states(optimizer):
 
     if optimizer is None:
         return
-    for state in optimizer.state.values():
+    for param, state in optimizer.state.items():
         for value in state.values():
             if isinstance(value, torch.Tensor):
-                tag_tensor(value, OPTIMIZER_STATES)
+                tag_tensor(value, OPTIMIZER_STATES, _parameter_modules.get(id(param)))
 
 
 def tag_states_when_made(optimizer):
