@@ -47,6 +47,7 @@ def run(page, url, shots):
     state = page.evaluate(f"() => {STATE}")
     check(state["drawCount"] >= 1, "the timeline was never drawn")
     check(page.inner_text("#verdict").strip() != "", "the verdict is empty")
+    check("by module: " in page.inner_text("#verdict"), "who holds the peak by module is missing")
     check(page.locator("#oom-list li").count() >= 1, "no OOM is listed")
     page.screenshot(path=os.path.join(shots, "overview.png"))
     whole = state["range"]

@@ -118,6 +118,15 @@ FS.renderVerdict = function (report) {
   if (v.cause) node.appendChild(FS.el("span", {}, "Cause: " + v.cause + ". "));
   if (v.why) node.appendChild(FS.el("span", {}, v.why));
   if (!node.textContent) node.textContent = "No OOM and no verdict to give.";
+  // Who holds the memory at the demand's peak: by role (or the estimator's terms) and by module.
+  const d = v.demand;
+  if (d && ((d.terms || []).length > 0 || (d.modules || []).length > 0)) {
+    const parts = (list, key) => list.slice(0, 5).map((t) => t[key] + " " + FS.bytes(t.bytes))
+      .join(", ");
+    node.appendChild(FS.el("div", {class: "peak-holders"}, "At the peak (" + FS.bytes(d.peak_bytes) +
+      "): " + ((d.terms || []).length > 0 ? parts(d.terms, "name") : "") +
+      ((d.modules || []).length > 0 ? " · by module: " + parts(d.modules, "module") : "")));
+  }
 };
 
 // `unswept`: what to say when the report carries no sweep.
