@@ -56,7 +56,7 @@ class ModuleContextTest(unittest.TestCase):
                     return self.second(self.first(x))
 
             net = Net()
-            with fragscope.name_modules():
+            with fragscope.name_modules(sites=True):
                 loss = net(torch.ones(4, requires_grad=True)).sum()
                 loss.backward()
                 lib.fragscope_malloc(3 * MIB, 0, None)  # after the backward: no module
@@ -66,16 +66,20 @@ class ModuleContextTest(unittest.TestCase):
             dump = subprocess.run([os.environ["FRAGSCOPE_BIN"], "dump", path], check=True,
                                   capture_output=True, text=True).stdout
         strings = dict(re.findall(r"string +id=(\d+) '([^']*)'", dump))
-        contexts = {}
-        for cid, module, backward in re.findall(
-                r"context +id=(\d+) role=unknown module=(\d+) op=0 site=0( backward)?", dump):
+        contexts, sites = {}, {}
+        for cid, module, site, backward in re.findall(
+                r"context +id=(\d+) role=unknown module=(\d+) op=0 site=(\d+)( backward)?", dump):
             contexts[cid] = (strings.get(module, ""), bool(backward))
+            sites[cid] = strings.get(site, "")
         allocs = []
         for line in dump.splitlines():
             alloc = re.match(r"#\d+ \S+ alloc +ptr=\S+ size=(\S+ \S+) ", line)
             if alloc:
                 named = re.search(r" context=(\d+)", line)
                 allocs.append((alloc.group(1), contexts[named.group(1)] if named else None))
+                if named:  # the code that called the module: Net.forward's line (sites=True)
+                    self.assertRegex(sites[named.group(1)],
+                                     r"^python_module_context_test\.py:\d+ in forward$")
         self.assertEqual(allocs, [
             ("1024.00 KiB", ("first", False)),
             ("1024.00 KiB", ("second", False)),

@@ -392,12 +392,13 @@ def record_model(model, *, seq=None, micro_batch=None, mode="training", **job):
     return text
 
 
-def name_modules():
+def name_modules(sites=False):
     """From now on every allocation of the active modes names the module whose forward or
-    backward made it (module_context.py); returns a handle whose remove() stops it."""
+    backward made it, and with sites=True the code line that called it (module_context.py);
+    returns a handle whose remove() stops it."""
     from .module_context import name_modules as start
 
-    return start()
+    return start(sites)
 
 
 def mark(text):

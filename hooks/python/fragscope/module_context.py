@@ -13,6 +13,8 @@ the logs of the active modes (observe; replace and the pool allocator), as a con
   inner module labelled (predict_context.ModuleNames) and gives each a pre-hook that sets the
   context of the thread that runs it (the engine's device thread) to that module, in backward; a
   callback queued on the engine clears it when the backward ends.
+- With sites=True, the code location that called the module ("train.py:88 in step": the first
+  frame outside torch's own files), interned too: a frame walk per module call, off by default.
 - No role and no op: a real job's roles come from tag records where known; the op would cost a
   dispatch mode per op.
 
@@ -29,13 +31,13 @@ class _Libraries:
 
     def __init__(self, pairs):
         self.pairs = pairs
-        self.ids = {}  # (module, backward) -> the ids, one per library
+        self.ids = {}  # (module, backward, site) -> the ids, one per library
 
-    def set(self, module, backward):
-        key = (module, backward)
+    def set(self, module, backward, site=""):
+        key = (module, backward, site)
         ids = self.ids.get(key)
         if ids is None:
-            ids = [define(0, module.encode(), None, None, int(backward))
+            ids = [define(0, module.encode(), None, site.encode() or None, int(backward))
                    for define, _ in self.pairs]
             self.ids[key] = ids
         for (_, set_context), context in zip(self.pairs, ids):
@@ -60,14 +62,33 @@ def _active_libraries():
     return pairs
 
 
-class ModuleContexts:
-    """The hooks of name_modules(); `libraries` has set(module, backward) and clear()."""
+def _call_site():
+    """The first frame outside torch's package, as "file.py:88 in name"; "" when none."""
+    import os
+    import sys
 
-    def __init__(self, libraries):
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__)
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(torch_dir) and not path.startswith(os.path.dirname(__file__)):
+            return f"{os.path.basename(path)}:{frame.f_lineno} in {frame.f_code.co_name}"
+        frame = frame.f_back
+    return ""
+
+
+class ModuleContexts:
+    """The hooks of name_modules(); `libraries` has set(module, backward, site) and clear()."""
+
+    def __init__(self, libraries, sites=False):
         self.libraries = libraries
         self.names = ModuleNames()
         self.handles = []
         self.clear_queued = False
+        self.sites = sites
+        self.site_stack = []  # the call sites of the running modules (sites=True)
 
     def install(self):
         from torch.nn.modules import module as nn_module
@@ -90,25 +111,31 @@ class ModuleContexts:
 
     def _pre(self, module, args):
         self.names.enter(module)
-        self.libraries.set(self.names.current(), False)
+        if self.sites:
+            self.site_stack.append(_call_site())
+        self.libraries.set(self.names.current(), False, self._site())
 
     def _post(self, module, args, output):
         name = self.names.leave(module)
-        self.names.label(output, name, self._on_label)
+        site = self.site_stack.pop() if self.site_stack else ""
+        self.names.label(output, name, lambda node, label: self._on_label(node, label, site))
         outer = self.names.current()
         if outer:
-            self.libraries.set(outer, False)
+            self.libraries.set(outer, False, self._site())
         else:
             self.libraries.clear()
 
-    def _on_label(self, node, name):
+    def _site(self):
+        return self.site_stack[-1] if self.site_stack else ""
+
+    def _on_label(self, node, name, site):
         def before(grad_outputs):
             if not self.clear_queued:
                 import torch
 
                 self.clear_queued = True
                 torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
-            self.libraries.set(name, True)
+            self.libraries.set(name, True, site)
 
         node.register_prehook(before)
 
@@ -117,15 +144,15 @@ class ModuleContexts:
         self.libraries.clear()
 
 
-def name_modules(libraries=None):
+def name_modules(sites=False, libraries=None):
     """From now on, every allocation of the active modes (observe; replace or the pool allocator;
-    call after them) names the module whose forward or backward made it. Returns a handle: its
-    remove() (or the end of a `with` block) stops it. `libraries`: for tests, an object with
-    set(module, backward) and clear()."""
+    call after them) names the module whose forward or backward made it, and with sites=True the
+    code that called that module. Returns a handle: its remove() (or the end of a `with` block)
+    stops it. `libraries`: for tests, an object with set(module, backward, site) and clear()."""
     if libraries is None:
         pairs = _active_libraries()
         if not pairs:
             raise RuntimeError("fragscope.name_modules: no mode is active: call fragscope.observe, "
                                "use_allocator or pool_allocator first")
         libraries = _Libraries(pairs)
-    return ModuleContexts(libraries).install()
+    return ModuleContexts(libraries, sites).install()
