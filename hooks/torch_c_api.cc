@@ -108,6 +108,22 @@ void fragscope_torch_observe_set_context(uint32_t context) {
   fragscope::torch_hooks::ObserveSetContext(context);
 }
 
+// fragscope_tag_block_context of libfragscope_alloc.so, for the observer's logs: 0, or -1 for a
+// role outside 0..8.
+int fragscope_torch_observe_tag_block(const void* ptr, int device, int role, uint32_t context) {
+  try {
+    if (role < 0 || role > 255 ||
+        !fragscope::AllocationRoleOf(static_cast<uint64_t>(role)).has_value()) {
+      return -1;
+    }
+    fragscope::torch_hooks::ObserveTagBlock(reinterpret_cast<uint64_t>(ptr), device,
+                                            static_cast<uint8_t>(role), context);
+    return 0;
+  } catch (...) {
+    return Failed("fragscope_torch_observe_tag_block");
+  }
+}
+
 int fragscope_torch_observe_flush(void) {
   try {
     return Result(fragscope::torch_hooks::ObserveFlush());

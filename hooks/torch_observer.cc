@@ -172,6 +172,16 @@ uint32_t ObserveDefineContext(uint8_t role, std::string_view module, std::string
 
 void ObserveSetContext(uint32_t context) { FslogWriter::SetThreadContext(context); }
 
+void ObserveTagBlock(uint64_t ptr, int device, uint8_t role, uint32_t context) {
+  TraceObserver* observer = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    observer = g_observer;
+  }
+  if (observer == nullptr || device < 0 || device >= hooks::kMaxDevices) return;
+  if (FslogWriter* writer = observer->logs().Get(device)) writer->Tag(ptr, role, context);
+}
+
 absl::Status ObserveFlush() {
   TraceObserver* observer = nullptr;
   {

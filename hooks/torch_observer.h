@@ -55,6 +55,9 @@ void ObserveRecordModel(std::string_view json);
 uint32_t ObserveDefineContext(uint8_t role, std::string_view module, std::string_view op,
                               std::string_view site, bool backward);
 void ObserveSetContext(uint32_t context);
+// A tag record (Note [Tag records]) in the observed device's log: the live block at `ptr` is
+// `role` (and `context`'s, when not 0) from now on. No-op when not observing that device.
+void ObserveTagBlock(uint64_t ptr, int device, uint8_t role, uint32_t context);
 
 // Writes every observed record to the files.
 absl::Status ObserveFlush();

@@ -1,7 +1,8 @@
 """fragscope.name_modules() in a real job's process (module_context.py), through the real
 allocator library on a simulated device, with torch on a CPU: allocations made in a module's
 forward name that module; those made in backward name the module whose forward made the running
-autograd node, in backward; none after it ends or outside every module.
+autograd node, in backward; none after it ends or outside every module. fragscope.name_roles():
+the parameters, their gradients and the optimizer's states tagged by identity with their module.
 
 Run by ctest with FRAGSCOPE_LIB_DIR, FRAGSCOPE_SIMULATED_DEVICE_BYTES and FRAGSCOPE_BIN set.
 The model's tensors are CPU tensors; its "CUDA allocations" are the library's own fragscope_malloc,
@@ -88,6 +89,39 @@ class ModuleContextTest(unittest.TestCase):
             ("3.00 MiB", None),
             ("4.00 MiB", None),
         ], dump)
+
+    def test_roles_by_identity_name_the_parameters_module(self):
+        from fragscope.module_context import name_roles
+
+        class Tags:
+            def __init__(self):
+                self.seen = []
+
+            def tag(self, ptr, device, role, module):
+                self.seen.append((ptr, role, module))
+
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+        optimizer = torch.optim.AdamW(model.parameters())
+        tags = Tags()
+        handle = name_roles(model, optimizer, libraries=tags, device_type="cpu")
+        ptr = {id(p): p.untyped_storage().data_ptr() for p in model.parameters()}
+        weights = [(ptr[id(p)], 1, name.rpartition(".")[0]) for name, p in model.named_parameters()]
+        self.assertEqual(tags.seen, weights)
+        model(torch.ones(3, 4)).sum().backward()
+        grads = {(p.grad.untyped_storage().data_ptr(), 2) for p in model.parameters()}
+        self.assertEqual({(t[0], t[1]) for t in tags.seen[4:]}, grads)
+        self.assertEqual({t[2] for t in tags.seen[4:]}, {"0", "1"})
+        del tags.seen[:]
+        optimizer.step()
+        # exp_avg, exp_avg_sq and step of each of the 4 parameters (all on the CPU here; on a GPU
+        # the step counts stay on the CPU and are not tagged).
+        states = [t for t in tags.seen if t[1] == 3]
+        self.assertEqual(len(states), 3 * 4, tags.seen)
+        self.assertEqual({t[2] for t in states}, {"0", "1"})
+        handle.remove()
+        del tags.seen[:]
+        optimizer.step()
+        self.assertEqual(tags.seen, [])
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ __all__ = [
     "predict_hf",
     "build_info",
     "name_modules",
+    "name_roles",
 ]
 
 _ALLOC = "libfragscope_alloc.so"
@@ -157,6 +158,8 @@ def _declare(lib, name):
         lib.fragscope_define_context.restype = c.c_uint32
         lib.fragscope_set_context.argtypes = [c.c_uint32]
         lib.fragscope_set_context.restype = None
+        lib.fragscope_tag_block_context.argtypes = [c.c_void_p, c.c_int, c.c_int, c.c_uint32]
+        lib.fragscope_tag_block_context.restype = c.c_int
     elif name == _TORCH:
         lib.fragscope_torch_version.restype = c.c_char_p
         lib.fragscope_torch_last_error.restype = c.c_char_p
@@ -172,6 +175,9 @@ def _declare(lib, name):
         lib.fragscope_torch_observe_define_context.restype = c.c_uint32
         lib.fragscope_torch_observe_set_context.argtypes = [c.c_uint32]
         lib.fragscope_torch_observe_set_context.restype = None
+        lib.fragscope_torch_observe_tag_block.argtypes = [c.c_void_p, c.c_int, c.c_int,
+                                                          c.c_uint32]
+        lib.fragscope_torch_observe_tag_block.restype = c.c_int
 
 
 def _bytes(value):
@@ -399,6 +405,15 @@ def name_modules(sites=False):
     from .module_context import name_modules as start
 
     return start(sites)
+
+
+def name_roles(model, optimizer=None):
+    """The model's parameters named weights, their gradients and the optimizer's states named so
+    when made, each of its parameter's module, in the logs of the active modes
+    (module_context.py); returns a handle whose remove() stops it."""
+    from .module_context import name_roles as start
+
+    return start(model, optimizer)
 
 
 def mark(text):

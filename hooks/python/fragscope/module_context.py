@@ -27,39 +27,51 @@ from .predict_context import ModuleNames
 
 
 class _Libraries:
-    """The active modes' (define, set) pairs: each library's writers read their own context."""
+    """The active modes' (define, set, tag) calls: each library's writers read their own context."""
 
-    def __init__(self, pairs):
-        self.pairs = pairs
-        self.ids = {}  # (module, backward, site) -> the ids, one per library
+    def __init__(self, calls):
+        self.calls = calls
+        self.ids = {}  # (role, module, backward, site) -> the ids, one per library
 
-    def set(self, module, backward, site=""):
-        key = (module, backward, site)
+    def _ids(self, role, module, backward, site):
+        key = (role, module, backward, site)
         ids = self.ids.get(key)
         if ids is None:
-            ids = [define(0, module.encode(), None, site.encode() or None, int(backward))
-                   for define, _ in self.pairs]
+            ids = [define(role, module.encode(), None, site.encode() or None, int(backward))
+                   for define, _, _ in self.calls]
             self.ids[key] = ids
-        for (_, set_context), context in zip(self.pairs, ids):
+        return ids
+
+    def set(self, module, backward, site=""):
+        for (_, set_context, _), context in zip(self.calls, self._ids(0, module, backward, site)):
             set_context(context)
 
     def clear(self):
-        for _, set_context in self.pairs:
+        for _, set_context, _ in self.calls:
             set_context(0)
+
+    def tag(self, ptr, device, role, module):
+        for (_, _, tag), context in zip(self.calls, self._ids(role, module, False, "")):
+            tag(ptr, device, role, context)
 
 
 def _active_libraries():
     from . import _ALLOC, _TORCH, _load, _state
 
-    pairs = []
+    calls = []
     if _state.mode == "replace" or _state.pool is not None:
         lib = _load(_ALLOC)
-        pairs.append((lib.fragscope_define_context, lib.fragscope_set_context))
+        calls.append((lib.fragscope_define_context, lib.fragscope_set_context,
+                      lib.fragscope_tag_block_context))
     if _state.observing:
         lib = _load(_TORCH)
-        pairs.append((lib.fragscope_torch_observe_define_context,
-                      lib.fragscope_torch_observe_set_context))
-    return pairs
+        calls.append((lib.fragscope_torch_observe_define_context,
+                      lib.fragscope_torch_observe_set_context,
+                      lib.fragscope_torch_observe_tag_block))
+    if not calls:
+        raise RuntimeError("fragscope: no mode is active: call fragscope.observe, use_allocator "
+                           "or pool_allocator first")
+    return _Libraries(calls)
 
 
 def _call_site():
@@ -149,10 +161,61 @@ def name_modules(sites=False, libraries=None):
     call after them) names the module whose forward or backward made it, and with sites=True the
     code that called that module. Returns a handle: its remove() (or the end of a `with` block)
     stops it. `libraries`: for tests, an object with set(module, backward, site) and clear()."""
-    if libraries is None:
-        pairs = _active_libraries()
-        if not pairs:
-            raise RuntimeError("fragscope.name_modules: no mode is active: call fragscope.observe, "
-                               "use_allocator or pool_allocator first")
-        libraries = _Libraries(pairs)
-    return ModuleContexts(libraries, sites).install()
+    return ModuleContexts(libraries or _active_libraries(), sites).install()
+
+
+# The roles of fslog/allocation_role.h (as predict_roles.py names them).
+_WEIGHTS, _GRADIENTS, _OPTIMIZER_STATES = 1, 2, 3
+
+
+class _RoleHooks:
+    """The hooks of name_roles(), removed by remove()."""
+
+    def __init__(self):
+        self.handles = []
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def name_roles(model, optimizer=None, libraries=None, device_type="cuda"):
+    """Who holds the memory by identity, in a real job: the model's parameters are weights (tagged
+    now), each one's .grad a gradient once autograd accumulates it, and the optimizer's states
+    optimizer states after each step, each of its parameter's module ("model.layers.0.mlp.up_proj")
+    (tag records with a context, fslog/FORMAT.md). Allocations made in between keep what the log
+    says of them (name_modules()). Returns a handle whose remove() stops the later tags.
+    `libraries` (an object with tag(ptr, device, role, module)) and `device_type`: for tests."""
+    import torch
+
+    libraries = libraries or _active_libraries()
+    modules = {}  # id(parameter) -> its module's path
+
+    def tag(tensor, role, module):
+        if isinstance(tensor, torch.Tensor) and tensor.device.type == device_type:
+            libraries.tag(tensor.untyped_storage().data_ptr(), tensor.device.index or 0, role,
+                          module)
+
+    hooks = _RoleHooks()
+    for name, p in model.named_parameters():
+        module = name.rpartition(".")[0] or type(model).__name__
+        modules[id(p)] = module
+        tag(p, _WEIGHTS, module)
+        if p.requires_grad:
+            hooks.handles.append(p.register_post_accumulate_grad_hook(
+                lambda param, module=module: tag(param.grad, _GRADIENTS, module)))
+    if optimizer is not None:
+        def states(opt, args, kwargs):
+            for param, state in opt.state.items():
+                for value in state.values():
+                    tag(value, _OPTIMIZER_STATES, modules.get(id(param), ""))
+
+        hooks.handles.append(optimizer.register_step_post_hook(states))
+    return hooks
