@@ -15,8 +15,9 @@ the logs of the active modes (observe; replace and the pool allocator), as a con
   callback queued on the engine clears it when the backward ends.
 - With sites=True, the code location that called the module ("train.py:88 in step": the first
   frame outside torch's own files), interned too: a frame walk per module call, off by default.
-- No role and no op: a real job's roles come from tag records where known; the op would cost a
-  dispatch mode per op.
+- Roles by identity (name_roles): the parameters are weights, their .grad gradients, the
+  optimizer's states optimizer states, each with its parameter's module (tag records). No op: it
+  would cost a dispatch mode per op.
 
 Cost: a Python call per module forward (two) and per autograd node in backward, each a C call into
 the active libraries; the log records nothing more than the id in each alloc record (measured:
