@@ -3,7 +3,8 @@
 validation's observecost step): bench/gpu_history_overhead of two packs, alternated (before,
 after, before, after: the host's drift falls on both alike), or of one pack several times; the
 host CPU's share without the GPU (bench/observe_tracker_benchmark of the after pack, where packed:
-an empty tracker, PyTorch's history ring and observe's callback on LibTorch's own TraceEntry); and
+an empty tracker, PyTorch's history ring and observe's callback on LibTorch's own TraceEntry, and
+that callback with a module context set, what naming who holds the memory adds); and
 `perf record -g` of the after build's observe run, where perf exists and may record.
 
     observe_cost.py OUT_DIR --after PACK [--before PACK] [--pairs 2] [--rounds 2] [--no-perf]
@@ -120,7 +121,8 @@ def host_cpu(pack, out_dir, timeout):
         return f"- host CPU share: timed out after {timeout}s"
     if not os.path.exists(path):
         return "- host CPU share: the benchmark wrote no figures"
-    names = {"0": "empty tracker", "1": "history ring", "2": "observe"}
+    names = {"0": "empty tracker", "1": "history ring", "2": "observe", "3": "the converter",
+             "4": "converter + writer", "5": "observe with a module context"}
     cells = []
     for b in json.load(open(path))["benchmarks"]:
         if b.get("aggregate_name") != "median":
