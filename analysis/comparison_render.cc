@@ -203,7 +203,17 @@ void WriteComparisonHtml(const ReportComparison& c, std::ostream& out) {
   HtmlRow(out, "peak demand", c.a.peak_demand_bytes, c.b.peak_demand_bytes, true);
   HtmlRow(out, "allocations", c.a.allocations, c.b.allocations, false);
   HtmlRow(out, "OOMs", c.a.ooms, c.b.ooms, false);
-  out << "</table><h2>Phases</h2><table><tr><th class=\"l\">phase</th><th>allocations A</th>"
+  out << "</table>";
+  for (const auto& [name, f] : {std::pair{&c.a_name, &c.a}, std::pair{&c.b_name, &c.b}}) {
+    if (!f->demand_terms.empty()) {
+      out << "<p>At " << HtmlEscape(*name) << "'s demand peak (" << HtmlEscape(f->terms_source)
+          << "): " << HtmlEscape(TermsText(f->demand_terms)) << "</p>";
+    }
+    if (!f->demand_modules.empty()) {
+      out << "<p>By module: " << HtmlEscape(TermsText(f->demand_modules, 5)) << "</p>";
+    }
+  }
+  out << "<h2>Phases</h2><table><tr><th class=\"l\">phase</th><th>allocations A</th>"
          "<th>B</th><th>peak allocated A</th><th>B</th><th>peak reserved A</th><th>B</th></tr>";
   for (const ComparedPhase& p : c.phases) {
     const bool same = p.a.has_value() && p.b.has_value() && p.a->allocations == p.b->allocations &&

@@ -1,5 +1,6 @@
 // `fragscope diff A B` (analysis/cli/diff_command.cc): a log against itself differs by nothing;
 // against a changed run, the difference is where the change is, phase by phase.
+#include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -79,8 +80,15 @@ TEST(DiffCommandTest, TheDifferenceIsInThePhaseThatChanged) {
     EXPECT_EQ(d["roles"][0]["role"], "temporaries");
     EXPECT_EQ(d["roles"][0]["bytes"].get<int64_t>(), 30 * static_cast<int64_t>(kMiB));
   }
-  CommandRun text = Fragscope({"diff", TwoSteps("b2.fslog", 0), TwoSteps("a2.fslog", 30)});
+  const std::string before = TwoSteps("b2.fslog", 0), after = TwoSteps("a2.fslog", 30);
+  CommandRun text = Fragscope({"diff", before, after});
   EXPECT_THAT(text.out, HasSubstr("step 1 / forward: +30.00 MiB (temporaries +30.00 MiB)"));
+  const std::string html = TempPath("diff.html");
+  ASSERT_EQ(Fragscope({"diff", before, after, "--html", html}).code, 0);
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_THAT(page, HasSubstr("Where the difference is"));
+  EXPECT_THAT(page, HasSubstr("step 1 / forward: +30.00 MiB (temporaries +30.00 MiB)"));
 }
 
 TEST(DiffCommandTest, PhasesOfOnlyOneTraceStandAlone) {
