@@ -36,12 +36,20 @@ std::string Signed(int64_t d) {
                       FormatSize(d < 0 ? static_cast<uint64_t>(-d) : static_cast<uint64_t>(d)));
 }
 
-// "optimizer_temporaries -25.10 GiB, saved_activations +1.00 GiB"; "" without roles.
+// "optimizer_temporaries -25.10 GiB, saved_activations +1.00 GiB; by module: lm_head -1.00 GiB";
+// "" without roles or modules. Module paths from the log: escaped by each rendering.
 std::string RoleChanges(const PhaseDifference& d) {
   std::string text;
   for (const RoleDifference& r : d.roles) {
     absl::StrAppend(&text, text.empty() ? "" : ", ", std::string(AllocationRoleName(r.role)), " ",
                     Signed(r.bytes));
+  }
+  for (size_t i = 0; i < d.modules.size(); ++i) {
+    absl::StrAppend(&text,
+                    i > 0          ? ", "
+                    : text.empty() ? "by module: "
+                                   : "; by module: ",
+                    d.modules[i].module, " ", Signed(d.modules[i].bytes));
   }
   return text;
 }
@@ -81,6 +89,10 @@ OrderedJson PhaseJson(const std::optional<PhaseFigures>& p) {
   j["peak_reserved_bytes"] = p->peak_reserved_bytes;
   j["peak_demand_bytes"] = p->peak_demand_bytes;
   j["roles_at_peak_demand"] = RoleBytesJson(p->roles_at_peak_demand);
+  std::vector<DemandTerm> modules = p->modules_at_peak_demand;
+  if (modules.size() > DemandCollector::kModulesShown)
+    modules.resize(DemandCollector::kModulesShown);
+  j["modules_at_peak_demand"] = ModuleBytesJson(modules);
   return j;
 }
 
@@ -119,10 +131,11 @@ void RenderComparisonText(const ReportComparison& c, std::ostream& out) {
     out << "  where the difference is (each phase's peak demand, B - A; by role at those peaks):\n";
     for (const PhaseDifference& d : c.differences) {
       const std::string roles = RoleChanges(d);
-      WriteWrapped(out,
-                   absl::StrCat(Excerpt(d.phase), ": ", Signed(d.peak_demand_bytes),
-                                roles.empty() ? "" : absl::StrCat(" (", roles, ")")),
-                   "    ");
+      WriteWrapped(
+          out,
+          absl::StrCat(Excerpt(d.phase), ": ", Signed(d.peak_demand_bytes),
+                       roles.empty() ? "" : absl::StrCat(" (", absl::CHexEscape(roles), ")")),
+          "    ");
     }
   }
   if (c.phases.empty()) return;
@@ -165,9 +178,14 @@ OrderedJson ComparisonJson(const ReportComparison& c) {
     for (const RoleDifference& r : d.roles) {
       roles.push_back({{"role", AllocationRoleName(r.role)}, {"bytes", r.bytes}});
     }
+    OrderedJson modules = OrderedJson::array();
+    for (const ModuleDifference& m : d.modules) {
+      modules.push_back({{"module", m.module}, {"bytes", m.bytes}});
+    }
     differences.push_back({{"phase", d.phase},
                            {"peak_demand_bytes", d.peak_demand_bytes},
-                           {"roles", std::move(roles)}});
+                           {"roles", std::move(roles)},
+                           {"modules", std::move(modules)}});
   }
   j["differences"] = std::move(differences);
   return j;

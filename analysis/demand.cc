@@ -65,6 +65,7 @@ DemandCollector::DemandCollector(const TraceInfo& info) {
   }
   summary_.peak.bytes = live_;
   summary_.peak.roles = roles_;
+  phase_peak_ = live_;
   if (info.device_free_at_open_bytes.has_value() && info.capacity_bytes > 0) {
     const uint64_t held = *info.device_free_at_open_bytes + info.reserved_at_open_bytes;
     summary_.outside_bytes = info.capacity_bytes > held ? info.capacity_bytes - held : 0;
@@ -91,12 +92,42 @@ void DemandCollector::KeepPeakContexts() {
 }
 
 void DemandCollector::AddToContext(const BlockContext* context, uint64_t bytes) {
-  if (context != nullptr) by_context_[context] += bytes;
+  if (context == nullptr) return;
+  SaveForPhasePeak(context);
+  by_context_[context] += bytes;
 }
 
-void DemandCollector::TakeFromContext(const BlockContext* context, uint64_t bytes) {
+void DemandCollector::NotePhasePeak() {
+  if (live_ <= phase_peak_) return;
+  phase_peak_ = live_;
+  at_phase_peak_.clear();  // the state now is the peak's
+}
+
+void DemandCollector::SaveForPhasePeak(const BlockContext* context) {
+  auto it = by_context_.find(context);
+  at_phase_peak_.try_emplace(context, it == by_context_.end() ? 0 : it->second);
+}
+
+void DemandCollector::EndPhase() {
+  absl::flat_hash_map<const BlockContext*, uint64_t> at_peak = by_context_;
+  for (const auto& [context, bytes] : at_phase_peak_) {
+    if (bytes == 0) {
+      at_peak.erase(context);
+    } else {
+      at_peak[context] = bytes;
+    }
+  }
+  ended_phase_modules_ = ModuleTerms(at_peak, phase_peak_, kPhaseModulesKept);
+  // The next phase starts with what this one left live.
+  phase_peak_ = live_;
+  at_phase_peak_.clear();
+}
+
+void DemandCollector::TakeFromContext(const BlockContext* context, uint64_t bytes,
+                                      bool keeps_peak) {
   if (context == nullptr) return;
-  KeepPeakContexts();
+  if (!keeps_peak) KeepPeakContexts();
+  SaveForPhasePeak(context);
   auto it = by_context_.find(context);
   if (it == by_context_.end()) return;
   if ((it->second -= bytes) == 0) by_context_.erase(it);
@@ -116,9 +147,14 @@ void DemandCollector::ApplyTag(const TraceEvent& tag) {
   roles_[static_cast<size_t>(block.role)] -= block.bytes;
   block.role = tag.role;
   if (tag.context != nullptr && tag.context != block.context) {
-    TakeFromContext(block.context, block.bytes);
+    // Tags while nothing was allocated or freed since a peak (the states an optimizer makes,
+    // tagged once they are all made) belong to that peak, as its roles do.
+    const bool at_phase_peak = live_ == phase_peak_;
+    const bool at_peak = peak_contexts_due_ && live_ == summary_.peak.bytes;
+    TakeFromContext(block.context, block.bytes, at_peak);
     block.context = tag.context;
     AddToContext(block.context, block.bytes);
+    if (at_phase_peak) at_phase_peak_.clear();
   }
   roles_[static_cast<size_t>(block.role)] += block.bytes;
 }
@@ -153,6 +189,7 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
       live_ += bytes;
       roles_[static_cast<size_t>(block.role)] += bytes;
       AddToContext(block.context, bytes);
+      NotePhasePeak();
       pending_ = Moment{.index = event.index, .time_ns = event.time_ns, .ptr = event.ptr};
       break;
     }
@@ -181,6 +218,7 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
     }
     case EventKind::kMarker:
       phase_ = event.text;
+      EndPhase();
       break;
     default:
       break;
@@ -192,6 +230,7 @@ void DemandCollector::OnFinish() {
   pending_.reset();
   KeepPeakContexts();
   summary_.peak.modules = ModuleTerms(by_context_at_peak_, summary_.peak.bytes, kModulesShown);
+  EndPhase();
 }
 
 std::vector<DemandTerm> DemandCollector::LiveModules(size_t most) const {

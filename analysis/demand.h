@@ -66,6 +66,12 @@ struct DemandSummary {
   bool has_roles = false;         // the trace tags its blocks (.fslog 2.5 tag records)
 };
 
+// Note [Phase peaks by module]
+// Each marker phase's peak demand is split by module exactly, at O(1) per event: from the moment
+// of the phase's latest peak, the first change of each context's live bytes saves the context's
+// bytes then (an undo log, cleared at every new peak); when the phase ends, its peak's bytes by
+// context are today's with the saved ones put back. O(contexts) per phase end.
+
 // A replay hook that follows the trace's requests (Note [Demand]). O(live blocks).
 class DemandCollector final : public ReplayHooks {
  public:
@@ -88,6 +94,13 @@ class DemandCollector final : public ReplayHooks {
 
   // Modules listed by name at the peak and at each OOM (the rest summed).
   static constexpr size_t kModulesShown = 8;
+  // ... and kept for each marker phase's peak (for `diff`'s module changes).
+  static constexpr size_t kPhaseModulesKept = 32;
+
+  // The live requests by module at the peak of the marker phase that the last marker ended (after
+  // OnFinish: of the last phase), as LiveModules lists them (kPhaseModulesKept). Note [Phase
+  // peaks by module].
+  const std::vector<DemandTerm>& ended_phase_modules() const { return ended_phase_modules_; }
 
  private:
   struct LiveBlock {
@@ -105,10 +118,14 @@ class DemandCollector final : public ReplayHooks {
   void ApplyTag(const TraceEvent& tag);
   // The live bytes of `context` change by +bytes / -bytes. A decrease after a new peak first
   // keeps the state at the peak (taken lazily: a run of allocations that keeps raising the peak
-  // copies nothing).
+  // copies nothing), unless `keeps_peak` (a tag's move at the peak: the peak has it).
   void AddToContext(const BlockContext* context, uint64_t bytes);
-  void TakeFromContext(const BlockContext* context, uint64_t bytes);
+  void TakeFromContext(const BlockContext* context, uint64_t bytes, bool keeps_peak = false);
   void KeepPeakContexts();
+  // Note [Phase peaks by module].
+  void NotePhasePeak();
+  void SaveForPhasePeak(const BlockContext* context);
+  void EndPhase();
 
   absl::flat_hash_map<DevicePtr, LiveBlock> live_blocks_;  // address -> its request and role
   uint64_t live_ = 0;
@@ -119,6 +136,11 @@ class DemandCollector final : public ReplayHooks {
   absl::flat_hash_map<const BlockContext*, uint64_t> by_context_;
   absl::flat_hash_map<const BlockContext*, uint64_t> by_context_at_peak_;
   bool peak_contexts_due_ = false;  // by_context_ is the peak's until it next decreases
+  // The current marker phase's peak, and the bytes then of the contexts changed since (Note
+  // [Phase peaks by module]).
+  uint64_t phase_peak_ = 0;
+  absl::flat_hash_map<const BlockContext*, uint64_t> at_phase_peak_;
+  std::vector<DemandTerm> ended_phase_modules_;
   std::string phase_;
   DemandSummary summary_;
 };

@@ -16,6 +16,10 @@ PhaseFigures& PhaseFiguresCollector::Current() {
 
 void PhaseFiguresCollector::OnTraceEvent(const TraceEvent& event) {
   if (event.kind == EventKind::kMarker) {
+    // The demand has ended the phase before this marker (it is an earlier hook).
+    if (!rows_.empty() && rows_.back().phase != kLaterPhases) {
+      rows_.back().modules_at_peak_demand = demand_.ended_phase_modules();
+    }
     // A phase starts with what the one before it left live.
     if (rows_.size() < kMaxPhases) {
       rows_.push_back({.phase = event.text,
@@ -42,6 +46,12 @@ void PhaseFiguresCollector::OnOpDone(const TraceEvent&) {
   if (demand_.live_bytes() > row.peak_demand_bytes) {
     row.peak_demand_bytes = demand_.live_bytes();
     row.roles_at_peak_demand = demand_.live_roles();
+  }
+}
+
+void PhaseFiguresCollector::OnFinish() {
+  if (!rows_.empty() && rows_.back().phase != kLaterPhases) {
+    rows_.back().modules_at_peak_demand = demand_.ended_phase_modules();
   }
 }
 

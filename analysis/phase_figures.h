@@ -27,6 +27,9 @@ struct PhaseFigures {
   uint64_t peak_demand_bytes = 0;
   // The live requests by role at the phase's demand peak (demand.h; all unknown without tags).
   RoleBytes roles_at_peak_demand{};
+  // ... and by module (DemandCollector::ended_phase_modules: Note [Phase peaks by module]);
+  // empty without contexts.
+  std::vector<DemandTerm> modules_at_peak_demand;
 };
 
 class PhaseFiguresCollector final : public ReplayHooks {
@@ -38,9 +41,11 @@ class PhaseFiguresCollector final : public ReplayHooks {
   // demand has seen each event when this one does).
   PhaseFiguresCollector(const MetricsCollector& metrics, const DemandCollector& demand);
 
-  uint32_t callbacks() const override { return kHookTraceEvent | kHookOpDone; }
+  uint32_t callbacks() const override { return kHookTraceEvent | kHookOpDone | kHookFinish; }
   void OnTraceEvent(const TraceEvent& event) override;
   void OnOpDone(const TraceEvent& event) override;
+  // REQUIRES: after the demand's OnFinish (it is an earlier hook).
+  void OnFinish() override;
 
   // In trace order; the first row is the part before the first marker when it allocated.
   std::vector<PhaseFigures> Take();

@@ -38,7 +38,48 @@ bool HasRoles(const RoleBytes& roles) {
   return false;
 }
 
-// The phases of both whose peak demand differs, largest change first, with the roles behind it.
+// The named modules of a phase's list, and whether it names every module it has.
+struct ModuleList {
+  absl::flat_hash_map<std::string, uint64_t> bytes;
+  bool complete = true;
+};
+ModuleList Modules(const std::vector<DemandTerm>& terms) {
+  ModuleList list;
+  for (const DemandTerm& t : terms) {
+    // "(no module)" is exact (the peak less every module's); "(N other modules)" hides names.
+    if (t.name.empty() || t.name.front() != '(' || t.name == "(no module)") {
+      list.bytes[t.name] = t.bytes;
+    } else {
+      list.complete = false;
+    }
+  }
+  return list;
+}
+
+std::vector<ModuleDifference> ModuleChanges(const PhaseFigures& a, const PhaseFigures& b,
+                                            uint64_t floor) {
+  const ModuleList la = Modules(a.modules_at_peak_demand), lb = Modules(b.modules_at_peak_demand);
+  absl::flat_hash_map<std::string, bool> names;
+  for (const auto& [name, bytes] : la.bytes) names[name] = true;
+  for (const auto& [name, bytes] : lb.bytes) names[name] = true;
+  std::vector<ModuleDifference> out;
+  for (const auto& [name, unused] : names) {
+    const auto ia = la.bytes.find(name), ib = lb.bytes.find(name);
+    if ((ia == la.bytes.end() && !la.complete) || (ib == lb.bytes.end() && !lb.complete)) continue;
+    const int64_t d =
+        Delta(ia == la.bytes.end() ? 0 : ia->second, ib == lb.bytes.end() ? 0 : ib->second);
+    if (Magnitude(d) >= floor) out.push_back({.module = name, .bytes = d});
+  }
+  std::sort(out.begin(), out.end(), [](const ModuleDifference& x, const ModuleDifference& y) {
+    return Magnitude(x.bytes) != Magnitude(y.bytes) ? Magnitude(x.bytes) > Magnitude(y.bytes)
+                                                    : x.module < y.module;
+  });
+  if (out.size() > kModuleChangesShown) out.resize(kModuleChangesShown);
+  return out;
+}
+
+// The phases of both whose peak demand differs, largest change first, with the roles and
+// modules behind it.
 std::vector<PhaseDifference> Differences(const std::vector<ComparedPhase>& phases) {
   std::vector<PhaseDifference> out;
   for (const ComparedPhase& p : phases) {
@@ -48,8 +89,9 @@ std::vector<PhaseDifference> Differences(const std::vector<ComparedPhase>& phase
         std::max<uint64_t>(kMiB, std::max(p.a->peak_demand_bytes, p.b->peak_demand_bytes) / 100);
     if (Magnitude(change) < floor) continue;
     PhaseDifference d{.phase = p.phase, .peak_demand_bytes = change};
+    const uint64_t role_floor = std::max<uint64_t>(kMiB, Magnitude(change) / 100);
+    d.modules = ModuleChanges(*p.a, *p.b, role_floor);
     if (HasRoles(p.a->roles_at_peak_demand) && HasRoles(p.b->roles_at_peak_demand)) {
-      const uint64_t role_floor = std::max<uint64_t>(kMiB, Magnitude(change) / 100);
       for (size_t r = 0; r < kAllocationRoleCount; ++r) {
         const int64_t by = Delta(p.a->roles_at_peak_demand[r], p.b->roles_at_peak_demand[r]);
         if (Magnitude(by) >= role_floor) {

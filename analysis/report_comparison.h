@@ -35,19 +35,27 @@ struct ComparedPhase {
   std::optional<PhaseFigures> b;
 };
 
-// Where two traces differ: a phase both have whose demand peaks differ, and the roles that make
-// the difference (each role's live requests at one phase's peak against the other's).
+// Where two traces differ: a phase both have whose demand peaks differ, and the roles and modules
+// that make the difference (their live requests at one phase's peak against the other's).
 struct RoleDifference {
   AllocationRole role = AllocationRole::kUnknown;
   int64_t bytes = 0;  // b - a
 };
+struct ModuleDifference {
+  std::string module;
+  int64_t bytes = 0;  // b - a
+};
 struct PhaseDifference {
   std::string phase;
-  int64_t peak_demand_bytes = 0;      // b - a
-  std::vector<RoleDifference> roles;  // largest change first; empty without roles in both
+  int64_t peak_demand_bytes = 0;          // b - a
+  std::vector<RoleDifference> roles;      // largest change first; empty without roles in both
+  std::vector<ModuleDifference> modules;  // the same by module, the first kModuleChangesShown
 };
+inline constexpr size_t kModuleChangesShown = 5;
 // The phases listed (those whose peak demand differs most) and the smallest change listed: of a
-// phase, max(1 MiB, 1 % of the larger peak); of a role, max(1 MiB, 1 % of its phase's change).
+// phase, max(1 MiB, 1 % of the larger peak); of a role or module, max(1 MiB, 1 % of its phase's
+// change). A module's change is known where both sides list it, or one lists it and the other
+// lists every module it has (DemandCollector::kPhaseModulesKept).
 inline constexpr size_t kPhaseDifferencesShown = 5;
 
 struct ReportComparison {

@@ -20,8 +20,12 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 // activations: every block has its role in a context, as a prediction's).
 std::string TwoSteps(const std::string& name, uint64_t extra_mib) {
   TraceBuilder t(uint64_t{1} << 30, "", name);
-  t.DefineContext({.id = 1, .role = static_cast<uint8_t>(AllocationRole::kSavedActivations)});
-  t.DefineContext({.id = 2, .role = static_cast<uint8_t>(AllocationRole::kTemporaries)});
+  t.DefineString(1, "model.layers.0");
+  t.DefineString(2, "model.head");
+  t.DefineContext(
+      {.id = 1, .role = static_cast<uint8_t>(AllocationRole::kSavedActivations), .module = 1});
+  t.DefineContext(
+      {.id = 2, .role = static_cast<uint8_t>(AllocationRole::kTemporaries), .module = 2});
   for (int step = 0; step < 2; ++step) {
     t.Mark("step " + std::to_string(step) + " / forward");
     std::vector<DevicePtr> saved;
@@ -79,16 +83,21 @@ TEST(DiffCommandTest, TheDifferenceIsInThePhaseThatChanged) {
     ASSERT_EQ(d["roles"].size(), 1u);
     EXPECT_EQ(d["roles"][0]["role"], "temporaries");
     EXPECT_EQ(d["roles"][0]["bytes"].get<int64_t>(), 30 * static_cast<int64_t>(kMiB));
+    ASSERT_EQ(d["modules"].size(), 1u) << d.dump();
+    EXPECT_EQ(d["modules"][0]["module"], "model.head");
+    EXPECT_EQ(d["modules"][0]["bytes"].get<int64_t>(), 30 * static_cast<int64_t>(kMiB));
   }
   const std::string before = TwoSteps("b2.fslog", 0), after = TwoSteps("a2.fslog", 30);
   CommandRun text = Fragscope({"diff", before, after});
-  EXPECT_THAT(text.out, HasSubstr("step 1 / forward: +30.00 MiB (temporaries +30.00 MiB)"));
+  EXPECT_THAT(text.out, HasSubstr("step 1 / forward: +30.00 MiB (temporaries +30.00 MiB; by "
+                                  "module: model.head +30.00 MiB)"));
   const std::string html = TempPath("diff.html");
   ASSERT_EQ(Fragscope({"diff", before, after, "--html", html}).code, 0);
   std::ifstream in(html);
   const std::string page((std::istreambuf_iterator<char>(in)), {});
   EXPECT_THAT(page, HasSubstr("Where the difference is"));
-  EXPECT_THAT(page, HasSubstr("step 1 / forward: +30.00 MiB (temporaries +30.00 MiB)"));
+  EXPECT_THAT(page, HasSubstr("step 1 / forward: +30.00 MiB (temporaries +30.00 MiB; by module: "
+                              "model.head +30.00 MiB)"));
 }
 
 TEST(DiffCommandTest, PhasesOfOnlyOneTraceStandAlone) {
