@@ -128,7 +128,8 @@ void RenderComparisonText(const ReportComparison& c, std::ostream& out) {
     }
   }
   if (!c.differences.empty()) {
-    out << "  where the difference is (each phase's peak demand, B - A; by role at those peaks):\n";
+    out << "  where the difference is (each phase's peak demand, B - A; by role and module at "
+           "those peaks):\n";
     for (const PhaseDifference& d : c.differences) {
       const std::string roles = RoleChanges(d);
       WriteWrapped(
@@ -248,7 +249,7 @@ void WriteComparisonHtml(const ReportComparison& c, std::ostream& out) {
   out << "</table>";
   if (!c.differences.empty()) {
     out << "<h2>Where the difference is</h2><p>Each phase's peak demand, B - A, and the roles that "
-           "make it (each role's live requests at those peaks):</p><ul>";
+           "make it (their live requests at those peaks):</p><ul>";
     for (const PhaseDifference& d : c.differences) {
       const std::string roles = RoleChanges(d);
       out << "<li>" << HtmlEscape(d.phase) << ": " << HtmlEscape(Signed(d.peak_demand_bytes))
