@@ -82,61 +82,43 @@ void DemandCollector::Raise(uint64_t bytes, const Moment& at, bool refused,
                    .refused_request = refused,
                    .roles = roles_};
   summary_.peak.roles[0] += refused_bytes;
-  peak_contexts_due_ = true;
+  at_peak_.Now();
 }
 
-void DemandCollector::KeepPeakContexts() {
-  if (!peak_contexts_due_) return;
-  peak_contexts_due_ = false;
-  by_context_at_peak_ = by_context_;
+absl::flat_hash_map<const BlockContext*, uint64_t> DemandCollector::ContextsAt::Of(
+    const absl::flat_hash_map<const BlockContext*, uint64_t>& now) const {
+  absl::flat_hash_map<const BlockContext*, uint64_t> then = now;
+  for (const auto& [context, bytes] : saved) {
+    if (bytes == 0) {
+      then.erase(context);
+    } else {
+      then[context] = bytes;
+    }
+  }
+  return then;
 }
 
-void DemandCollector::AddToContext(const BlockContext* context, uint64_t bytes) {
+void DemandCollector::ChangeContext(const BlockContext* context, int64_t delta) {
   if (context == nullptr) return;
-  SaveForPhasePeak(context);
-  by_context_[context] += bytes;
-}
-
-void DemandCollector::NotePhasePeak() {
-  if (live_ <= phase_peak_) return;
-  phase_peak_ = live_;
-  at_phase_peak_.clear();  // the state now is the peak's
-}
-
-void DemandCollector::SaveForPhasePeak(const BlockContext* context) {
-  auto it = by_context_.find(context);
-  at_phase_peak_.try_emplace(context, it == by_context_.end() ? 0 : it->second);
+  auto it = by_context_.try_emplace(context, 0).first;
+  at_peak_.saved.try_emplace(context, it->second);
+  at_phase_peak_.saved.try_emplace(context, it->second);
+  it->second += static_cast<uint64_t>(delta);  // unsigned wrap: a decrease
+  if (it->second == 0) by_context_.erase(it);
 }
 
 void DemandCollector::EndPhase() {
-  absl::flat_hash_map<const BlockContext*, uint64_t> at_peak = by_context_;
-  for (const auto& [context, bytes] : at_phase_peak_) {
-    if (bytes == 0) {
-      at_peak.erase(context);
-    } else {
-      at_peak[context] = bytes;
-    }
-  }
-  ended_phase_modules_ = ModuleTerms(at_peak, phase_peak_, kPhaseModulesKept);
+  ended_phase_modules_ =
+      ModuleTerms(at_phase_peak_.Of(by_context_), phase_peak_, kPhaseModulesKept);
   // The next phase starts with what this one left live.
   phase_peak_ = live_;
-  at_phase_peak_.clear();
-}
-
-void DemandCollector::TakeFromContext(const BlockContext* context, uint64_t bytes,
-                                      bool keeps_peak) {
-  if (context == nullptr) return;
-  if (!keeps_peak) KeepPeakContexts();
-  SaveForPhasePeak(context);
-  auto it = by_context_.find(context);
-  if (it == by_context_.end()) return;
-  if ((it->second -= bytes) == 0) by_context_.erase(it);
+  at_phase_peak_.Now();
 }
 
 void DemandCollector::Drop(const LiveBlock& block) {
   live_ -= block.bytes;
   roles_[static_cast<size_t>(block.role)] -= block.bytes;
-  TakeFromContext(block.context, block.bytes);
+  ChangeContext(block.context, -static_cast<int64_t>(block.bytes));
 }
 
 void DemandCollector::ApplyTag(const TraceEvent& tag) {
@@ -149,12 +131,11 @@ void DemandCollector::ApplyTag(const TraceEvent& tag) {
   if (tag.context != nullptr && tag.context != block.context) {
     // Tags while nothing was allocated or freed since a peak (the states an optimizer makes,
     // tagged once they are all made) belong to that peak, as its roles do.
-    const bool at_phase_peak = live_ == phase_peak_;
-    const bool at_peak = peak_contexts_due_ && live_ == summary_.peak.bytes;
-    TakeFromContext(block.context, block.bytes, at_peak);
+    ChangeContext(block.context, -static_cast<int64_t>(block.bytes));
     block.context = tag.context;
-    AddToContext(block.context, block.bytes);
-    if (at_phase_peak) at_phase_peak_.clear();
+    ChangeContext(block.context, static_cast<int64_t>(block.bytes));
+    if (live_ == summary_.peak.bytes) at_peak_.Now();
+    if (live_ == phase_peak_) at_phase_peak_.Now();
   }
   roles_[static_cast<size_t>(block.role)] += block.bytes;
 }
@@ -188,8 +169,11 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
       }
       live_ += bytes;
       roles_[static_cast<size_t>(block.role)] += bytes;
-      AddToContext(block.context, bytes);
-      NotePhasePeak();
+      ChangeContext(block.context, static_cast<int64_t>(bytes));
+      if (live_ > phase_peak_) {
+        phase_peak_ = live_;
+        at_phase_peak_.Now();
+      }
       pending_ = Moment{.index = event.index, .time_ns = event.time_ns, .ptr = event.ptr};
       break;
     }
@@ -228,8 +212,7 @@ void DemandCollector::OnTraceEvent(const TraceEvent& event) {
 void DemandCollector::OnFinish() {
   if (pending_.has_value()) Raise(live_, *pending_, false);
   pending_.reset();
-  KeepPeakContexts();
-  summary_.peak.modules = ModuleTerms(by_context_at_peak_, summary_.peak.bytes, kModulesShown);
+  summary_.peak.modules = ModuleTerms(at_peak_.Of(by_context_), summary_.peak.bytes, kModulesShown);
   EndPhase();
 }
 

@@ -66,11 +66,13 @@ struct DemandSummary {
   bool has_roles = false;         // the trace tags its blocks (.fslog 2.5 tag records)
 };
 
-// Note [Phase peaks by module]
-// Each marker phase's peak demand is split by module exactly, at O(1) per event: from the moment
-// of the phase's latest peak, the first change of each context's live bytes saves the context's
-// bytes then (an undo log, cleared at every new peak); when the phase ends, its peak's bytes by
-// context are today's with the saved ones put back. O(contexts) per phase end.
+// Note [Peaks by module]
+// The demand's peak and each marker phase's are split by module exactly, at O(1) per event: from
+// the moment of the latest peak, the first change of each context's live bytes saves the
+// context's bytes then (an undo log, ContextsAt, cleared at every new peak); the peak's bytes by
+// context are today's with the saved ones put back, O(contexts), once per phase and at the end.
+// A tag that moves a block to another context while the live bytes equal the peak (the states an
+// optimizer makes, tagged once they are all made) belongs to that peak, as its roles do.
 
 // A replay hook that follows the trace's requests (Note [Demand]). O(live blocks).
 class DemandCollector final : public ReplayHooks {
@@ -89,7 +91,7 @@ class DemandCollector final : public ReplayHooks {
   const RoleBytes& live_roles() const { return roles_; }
   // The live bytes by the module that allocated them (.fslog 2.6 contexts), largest first: the
   // first `most` modules, then "(N other modules)" and "(no module)" rows; they sum to
-  // live_bytes(). Empty when no live block names a module. O(live blocks).
+  // live_bytes(). Empty when no live block names a module. O(contexts).
   std::vector<DemandTerm> LiveModules(size_t most) const;
 
   // Modules listed by name at the peak and at each OOM (the rest summed).
@@ -98,8 +100,8 @@ class DemandCollector final : public ReplayHooks {
   static constexpr size_t kPhaseModulesKept = 32;
 
   // The live requests by module at the peak of the marker phase that the last marker ended (after
-  // OnFinish: of the last phase), as LiveModules lists them (kPhaseModulesKept). Note [Phase
-  // peaks by module].
+  // OnFinish: of the last phase), as LiveModules lists them (kPhaseModulesKept). Note [Peaks by
+  // module].
   const std::vector<DemandTerm>& ended_phase_modules() const { return ended_phase_modules_; }
 
  private:
@@ -116,30 +118,28 @@ class DemandCollector final : public ReplayHooks {
   void Raise(uint64_t bytes, const Moment& at, bool refused, uint64_t refused_bytes = 0);
   void Drop(const LiveBlock& block);
   void ApplyTag(const TraceEvent& tag);
-  // The live bytes of `context` change by +bytes / -bytes. A decrease after a new peak first
-  // keeps the state at the peak (taken lazily: a run of allocations that keeps raising the peak
-  // copies nothing), unless `keeps_peak` (a tag's move at the peak: the peak has it).
-  void AddToContext(const BlockContext* context, uint64_t bytes);
-  void TakeFromContext(const BlockContext* context, uint64_t bytes, bool keeps_peak = false);
-  void KeepPeakContexts();
-  // Note [Phase peaks by module].
-  void NotePhasePeak();
-  void SaveForPhasePeak(const BlockContext* context);
+  // The bytes by context at a past moment, as an undo log over by_context_ (Note [Peaks by
+  // module]).
+  struct ContextsAt {
+    absl::flat_hash_map<const BlockContext*, uint64_t> saved;  // the bytes then, of those changed
+    void Now() { saved.clear(); }                              // the moment is now
+    absl::flat_hash_map<const BlockContext*, uint64_t> Of(
+        const absl::flat_hash_map<const BlockContext*, uint64_t>& now) const;
+  };
+  // The live bytes of `context` change by `delta` (both undo logs first save its bytes).
+  void ChangeContext(const BlockContext* context, int64_t delta);
   void EndPhase();
 
   absl::flat_hash_map<DevicePtr, LiveBlock> live_blocks_;  // address -> its request and role
   uint64_t live_ = 0;
   RoleBytes roles_{};
   std::optional<Moment> pending_;  // an alloc whose peak waits for the tag that may follow it
-  // Live bytes by context now, and at the peak (Note [Context records]); only for blocks that
-  // have one.
+  // Live bytes by context now (only for blocks that have one), and at the demand's peak and the
+  // current phase's (Note [Peaks by module]).
   absl::flat_hash_map<const BlockContext*, uint64_t> by_context_;
-  absl::flat_hash_map<const BlockContext*, uint64_t> by_context_at_peak_;
-  bool peak_contexts_due_ = false;  // by_context_ is the peak's until it next decreases
-  // The current marker phase's peak, and the bytes then of the contexts changed since (Note
-  // [Phase peaks by module]).
+  ContextsAt at_peak_;
+  ContextsAt at_phase_peak_;
   uint64_t phase_peak_ = 0;
-  absl::flat_hash_map<const BlockContext*, uint64_t> at_phase_peak_;
   std::vector<DemandTerm> ended_phase_modules_;
   std::string phase_;
   DemandSummary summary_;
