@@ -116,10 +116,10 @@ class FslogSource::Decoder {
   uint64_t combined_before_ = 0;  // combined free records whose second event was delivered
   bool past_state_ = false;       // a record other than a state record was seen
   bool alloc_contexts_;           // format 2.6 or later: an alloc's word 6 is its context
-  FslogContexts* contexts_;
-  // The context an oom_context record gave the oom record that must come next.
+  FslogContexts* contexts_;       // the log's strings and contexts (Note [Context records])
+  // The context an oom_context record gave the oom record that must come next, and its number.
   const BlockContext* oom_context_ = nullptr;
-  uint64_t oom_context_record_ = 0;  // the log's strings and contexts (Note [Context records])
+  uint64_t oom_context_record_ = 0;
   absl::Status error_;
 };
 

@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "hooks/hook_config.h"
 #include "hooks/process_exit.h"
 
@@ -106,9 +105,9 @@ uint32_t DeviceLogs::DefineContextAll(uint8_t role, std::string_view module, std
                             .module = StringIdLocked(module),
                             .op = StringIdLocked(op),
                             .site = StringIdLocked(site)};
-  const std::string key =
-      absl::StrCat(role, ",", backward, ",", context.module, ",", context.op, ",", context.site);
-  auto [it, inserted] = context_ids_.try_emplace(key, static_cast<uint32_t>(contexts_.size() + 1));
+  auto [it, inserted] =
+      context_ids_.try_emplace(std::tuple(role, backward, context.module, context.op, context.site),
+                               static_cast<uint32_t>(contexts_.size() + 1));
   if (inserted) {
     context.id = it->second;
     contexts_.push_back(context);

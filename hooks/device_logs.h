@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -82,7 +83,9 @@ class DeviceLogs {
   // Interned strings (id = index + 1) and contexts (id = index + 1).
   absl::flat_hash_map<std::string, uint32_t> string_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> strings_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, uint32_t> context_ids_ ABSL_GUARDED_BY(mu_);  // by its key
+  // role, backward, and the module's, op's and site's string ids -> the context's id
+  absl::flat_hash_map<std::tuple<uint8_t, bool, uint32_t, uint32_t, uint32_t>, uint32_t>
+      context_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<ContextDefinition> contexts_ ABSL_GUARDED_BY(mu_);
   std::array<std::atomic<FslogWriter*>, kMaxDevices> writers_{};
 };

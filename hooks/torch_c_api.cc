@@ -33,6 +33,11 @@ int Failed(const char* function) {
   return -1;
 }
 
+// A role value of fslog/allocation_role.h.
+bool ValidRole(int role) {
+  return role >= 0 && fragscope::AllocationRoleOf(static_cast<uint64_t>(role)).has_value();
+}
+
 #define FRAGSCOPE_STRINGIFY_INNER(x) #x
 #define FRAGSCOPE_STRINGIFY(x) FRAGSCOPE_STRINGIFY_INNER(x)
 
@@ -91,10 +96,7 @@ void fragscope_torch_observe_record_model(const char* json) {
 uint32_t fragscope_torch_observe_define_context(int role, const char* module, const char* op,
                                                 const char* site, int backward) {
   try {
-    if (role < 0 || role > 255 ||
-        !fragscope::AllocationRoleOf(static_cast<uint64_t>(role)).has_value()) {
-      return 0;
-    }
+    if (!ValidRole(role)) return 0;
     return fragscope::torch_hooks::ObserveDefineContext(static_cast<uint8_t>(role),
                                                         module ? module : "", op ? op : "",
                                                         site ? site : "", backward != 0);
@@ -112,10 +114,7 @@ void fragscope_torch_observe_set_context(uint32_t context) {
 // role outside 0..8.
 int fragscope_torch_observe_tag_block(const void* ptr, int device, int role, uint32_t context) {
   try {
-    if (role < 0 || role > 255 ||
-        !fragscope::AllocationRoleOf(static_cast<uint64_t>(role)).has_value()) {
-      return -1;
-    }
+    if (!ValidRole(role)) return -1;
     fragscope::torch_hooks::ObserveTagBlock(reinterpret_cast<uint64_t>(ptr), device,
                                             static_cast<uint8_t>(role), context);
     return 0;
