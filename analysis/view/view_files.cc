@@ -17,12 +17,11 @@ using estimator::OrderedJson;
 std::string Script(const char* call, const std::string& arguments) {
   return absl::StrCat("FragscopeView.", call, "(", arguments, ");\n");
 }
-std::string Dump(const OrderedJson& j) { return ViewScriptJson(j); }
 
 // The source argument a data script ends with in a view of several traces (none in a view of
 // one: its files are those of a single-trace view).
 std::string SourceArgument(const ViewSourceName& source) {
-  return source.id.empty() ? "" : absl::StrCat(", ", Dump(source.id));
+  return source.id.empty() ? "" : absl::StrCat(", ", ViewScriptJson(source.id));
 }
 
 }  // namespace
@@ -79,7 +78,8 @@ absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener, const ViewBu
   for (size_t id = 0; id < view->captures.size(); ++id) {
     const ViewCapture& c = view->captures[id];
     build.files[absl::StrCat(source.dir, "layout-", id, ".js")] = Script(
-        "layout", absl::StrCat(id, ", ", Dump(ViewLayoutJson(c.layout)), SourceArgument(source)));
+        "layout",
+        absl::StrCat(id, ", ", ViewScriptJson(ViewLayoutJson(c.layout)), SourceArgument(source)));
     layouts.push_back({{"id", id}, {"event", c.layout.index}, {"why", c.moment.why}});
   }
 
@@ -107,7 +107,7 @@ absl::StatusOr<ViewBuild> BuildViewFiles(const TraceOpener& opener, const ViewBu
   return build;
 }
 
-std::string ViewMetaScript(const OrderedJson& meta) { return Script("meta", Dump(meta)); }
+std::string ViewMetaScript(const OrderedJson& meta) { return Script("meta", ViewScriptJson(meta)); }
 
 std::string ViewScriptJson(const OrderedJson& j) {
   return j.dump(-1, ' ', /*ensure_ascii=*/true, OrderedJson::error_handler_t::replace);
@@ -120,9 +120,9 @@ HttpAnswer ViewLayoutAnswer(const TraceOpener& opener, const AnalysisOptions& an
   if (!view.ok()) {
     OrderedJson error;
     error["error"] = std::string(view.status().message());
-    return {.status = 400, .body = Dump(error)};
+    return {.status = 400, .body = ViewScriptJson(error)};
   }
-  return {.body = Dump(ViewLayoutJson(view->captures.front().layout))};
+  return {.body = ViewScriptJson(ViewLayoutJson(view->captures.front().layout))};
 }
 
 }  // namespace fragscope
