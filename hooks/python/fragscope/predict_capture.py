@@ -83,10 +83,6 @@ class _Session:
             raise PredictionError(self.lib.fragscope_last_error().decode())
         _Session.generation += 1
         self.generation = _Session.generation
-        self.lib.fragscope_tag_block.argtypes = [c.c_void_p, c.c_int, c.c_int]
-        self.lib.fragscope_tag_block.restype = c.c_int
-        self.lib.fragscope_tag_block_context.argtypes = [c.c_void_p, c.c_int, c.c_int, c.c_uint32]
-        self.lib.fragscope_tag_block_context.restype = c.c_int
         self.role = predict_roles.TEMPORARIES  # the role of the allocations made now
         self.contexts = predict_context.Contexts(self.lib)
         self.live = {}  # storage key -> device pointer, while it holds memory
@@ -100,7 +96,6 @@ class _Session:
         self.lib.fragscope_set_context(
             self.contexts.current(self.role if role is None else role))
         ptr = self.lib.fragscope_malloc(size, 0, stream or None)
-        self.lib.fragscope_set_context(0)
         if not ptr:
             raise PredictionError(
                 f"fragscope's allocator refused {size} bytes on the simulated device: "
@@ -171,6 +166,7 @@ class _Session:
 
     def close(self):
         if self.open:
+            self.lib.fragscope_set_context(0)  # each allocation set its own; none after
             self.lib.fragscope_flush()
             self.open = False
 

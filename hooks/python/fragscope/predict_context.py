@@ -79,14 +79,7 @@ class Contexts:
     """The context state of one capture session."""
 
     def __init__(self, lib):
-        import ctypes as c
-
-        self.lib = lib
-        lib.fragscope_define_context.argtypes = [c.c_int, c.c_char_p, c.c_char_p, c.c_char_p,
-                                                 c.c_int]
-        lib.fragscope_define_context.restype = c.c_uint32
-        lib.fragscope_set_context.argtypes = [c.c_uint32]
-        lib.fragscope_set_context.restype = None
+        self.lib = lib  # as fragscope._load declares it
         self.ids = {}  # (role, module, op, backward) -> context id
         self.modules = ModuleNames()
         self.op = ""   # the ATen op being dispatched
