@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/analysis/command_run.h"
 #include "tests/analysis/fragmented_oom_log.h"
+#include "tests/view/view_script_json.h"
 
 namespace fragscope {
 namespace {
@@ -25,16 +26,8 @@ namespace {
 using testing::FragmentedOomLog;
 using testing::Fragscope;
 using ::testing::HasSubstr;
+using testing::ScriptJson;
 using testing::TempPath;
-
-// The JSON argument of a data script "FragscopeView.CALL(ARGS);".
-nlohmann::json ScriptJson(const std::string& script, const std::string& call) {
-  const std::string prefix = absl::StrCat("FragscopeView.", call, "(");
-  EXPECT_TRUE(absl::StartsWith(script, prefix)) << script.substr(0, 80);
-  std::string args = script.substr(prefix.size(), script.rfind(");") - prefix.size());
-  if (call == "layout") args = args.substr(args.find(", ") + 2);  // drop the id
-  return nlohmann::json::parse(args);
-}
 
 TEST(ViewFilesTest, TheFilesCarryTheReportTilesAndTheLayoutAtTheOom) {
   const std::string log = FragmentedOomLog({.marked = true});

@@ -15,6 +15,7 @@
 #include "tests/analysis/command_run.h"
 #include "tests/analysis/fragmented_oom_log.h"
 #include "tests/analysis/trace_builder.h"
+#include "tests/view/view_script_json.h"
 
 namespace fragscope {
 namespace {
@@ -24,12 +25,7 @@ using testing::Fragscope;
 using ::testing::HasSubstr;
 using testing::TempPath;
 
-// The JSON of a data script "FragscopeView.CALL(JSON);" (meta scripts).
-nlohmann::json MetaJson(const std::string& script) {
-  const std::string prefix = "FragscopeView.meta(";
-  EXPECT_TRUE(absl::StartsWith(script, prefix)) << script.substr(0, 80);
-  return nlohmann::json::parse(script.substr(prefix.size(), script.rfind(");") - prefix.size()));
-}
+nlohmann::json MetaJson(const std::string& script) { return testing::ScriptJson(script, "meta"); }
 
 // Three ranks: 0 and 2 run out of memory, 1 (a smaller log of the same job) does not; rank 2 is
 // given first so that the order given is not the rank order.
