@@ -6,6 +6,8 @@ python -m fragscope fit ...: the largest micro-batch that fits, fragmentation in
     python -m fragscope predict --config config.json --set num_hidden_layers=80 ...
     python -m fragscope predict --model-fn mymod:make --step-fn mymod:step --steps 2 --out p.fslog
     python -m fragscope predict --config gpt2 ... --parallel fsdp2 --world-size 8 --rank 3 ...
+    python -m fragscope predict --config llama --seq 512 --micro-batch 8 --generate 128 \
+        --cache static --out gen.fslog                  # transformers' generate (inference)
 
 Then: fragscope analyze|sweep pred.fslog --gpu h100-80gb. Exit status: 0 done, 1 the prediction
 failed (the message names what), 2 a usage error.
@@ -52,7 +54,14 @@ def _parser():
                    help="override a config field (JSON value), repeatable")
     p.add_argument("--seq", type=int, help="sequence length (with --config)")
     p.add_argument("--micro-batch", type=int, help="micro-batch (with --config)")
-    p.add_argument("--mode", choices=["training", "inference"], default="training")
+    p.add_argument("--mode", choices=["training", "inference"],
+                   help="training (the default) or inference (implied by --generate)")
+    p.add_argument("--generate", type=int, metavar="N",
+                   help="inference by transformers' generate: N new tokens after prompts of "
+                   "--micro-batch x --seq tokens (a prefill, then a decode step per token)")
+    p.add_argument("--cache", choices=["dynamic", "static"],
+                   help="the KV cache of --generate (transformers' cache_implementation; "
+                   "default dynamic)")
     p.add_argument("--optimizer", default="adamw",
                    choices=["adamw", "adamw-fused", "adamw-foreach", "sgd", "none"])
     p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16",
@@ -72,6 +81,22 @@ def _parser():
     p.add_argument("--json", action="store_true", help="print the phases as JSON")
     add_rank_flags(p)
     return p
+
+
+def _generate_flags(args):
+    """Resolves --mode with --generate (which implies inference); ValueError names a bad flag."""
+    if args.generate is None:
+        if args.cache is not None:
+            raise ValueError("--cache goes with --generate")
+        args.mode = args.mode or "training"
+        return
+    if not args.config:
+        raise ValueError("--generate goes with --config")
+    if args.mode == "training":
+        raise ValueError("--generate predicts inference, not --mode training")
+    if args.generate < 1:
+        raise ValueError("--generate must be positive")
+    args.mode = "inference"
 
 
 def add_rank_flags(p):
@@ -120,6 +145,7 @@ def main(argv=None):
             raise ValueError("give --config, or --model-fn and --step-fn")
         if args.steps < 1:
             raise ValueError("--steps must be positive")
+        _generate_flags(args)
         ranks = rank_options(args, wrap_required=bool(args.config))
         if args.optimizer_fn and not (args.model_fn and args.parallel):
             raise ValueError("--optimizer-fn goes with --model-fn and --parallel")
@@ -144,7 +170,8 @@ def main(argv=None):
                                 steps=args.steps, mode=args.mode, optimizer=args.optimizer,
                                 dtype=args.dtype, attention=args.attention,
                                 recompute=args.recompute, gpu=args.gpu, conf=args.conf,
-                                overrides=overrides, **ranks)
+                                overrides=overrides, generate=args.generate, cache=args.cache,
+                                **ranks)
         else:
             result = predict(make, step, args.out, steps=args.steps, gpu=args.gpu,
                              conf=args.conf, make_optimizer=make_optimizer, **ranks)
@@ -158,6 +185,7 @@ def main(argv=None):
                           "world_size": args.world_size, "rank": args.rank,
                           "attention": attention, "notes": notes,
                           "params": getattr(result, "params", None),
+                          "generated": getattr(result, "generated", None),
                           "peak_allocated_bytes": result.peak_allocated,
                           "peak_reserved_bytes": result.peak_reserved,
                           "phases": [vars(p) for p in result.phases]}, indent=1))
@@ -169,6 +197,12 @@ def main(argv=None):
             print(f"  attention: {attention} ({how})")
         for note in notes:
             print(f"  assumed: {note}")
+        generated = getattr(result, "generated", None)
+        if generated:
+            print(f"  KV cache at the end: {generated['cache']}, {generated['positions']} "
+                  f"positions x {generated['layers']} layers, keys "
+                  f"{'/'.join(generated['key_dtypes'])}, values "
+                  f"{'/'.join(generated['value_dtypes'])}: {generated['bytes']} bytes")
         if args.world_size > 1 or args.parallel:
             how = args.parallel or "wrapped by the model function"
             print(f"  rank {args.rank} of {args.world_size} ({how}, fake process group)")

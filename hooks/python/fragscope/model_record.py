@@ -12,7 +12,12 @@ The job's keys ("job": {...}; None values left out, the analyzer then says what 
                 the predictor's --dtype, the autocast dtype); weight_dtype (the dtype the weights
                 are held in: "fp32" for a model built in fp32 and run under bf16 autocast);
                 autocast ("bf16" | "fp16": the forward's autocast dtype; absent without
-                autocast); use_cache (false: one forward pass, no KV cache)
+                autocast); use_cache (false: one forward pass, no KV cache; true: a generation)
+  generation:   (inference with use_cache true: transformers' generate) context is the positions
+                the KV cache holds at the end (prompt + new_tokens - 1: the last new token is
+                never fed back); prompt (the prompt's tokens), new_tokens, cache ("dynamic" |
+                "static": transformers' cache_implementation), kv_dtype (the dtype the cache's
+                keys and values are held in, as the run made them; absent when they differ)
   both:         attention ("sdpa" | "eager" | "flash": the implementation the model ran)
 """
 
@@ -43,7 +48,8 @@ _ESSENTIAL = (
     "layer_norm_elementwise_affine", "is_encoder_decoder", "final_logit_softcapping")
 
 _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimizer", "attention",
-             "recompute", "activations", "weight_dtype", "autocast", "use_cache")
+             "recompute", "activations", "weight_dtype", "autocast", "use_cache", "prompt",
+             "new_tokens", "cache", "kv_dtype")
 
 
 def config_dict(model_or_config):
@@ -71,8 +77,8 @@ def _scalars(config):
 def model_json(model_or_config, **job):
     """The record's JSON text. job: mode ("training"/"inference"), seq, micro_batch, batch,
     context, dtype, optimizer, attention ("sdpa"/"eager"/"flash"), recompute, activations,
-    weight_dtype, autocast, use_cache (the module doc); None values are left out (the analyzer
-    then says what it assumed)."""
+    weight_dtype, autocast, use_cache, prompt, new_tokens, cache, kv_dtype (the module doc);
+    None values are left out (the analyzer then says what it assumed)."""
     unknown = set(job) - set(_JOB_KEYS)
     if unknown:
         raise TypeError(f"record_model: unknown job keys {sorted(unknown)}; known: {_JOB_KEYS}")

@@ -6,7 +6,9 @@ the package's function of that name.)
 The loop is the one scripts/gpu/model_oom_check.py runs: the model built on the device, random
 token ids of micro_batch x seq, bf16 (or fp16) autocast, loss = model(input_ids, labels).loss,
 backward, the optimizer's step, zero_grad(set_to_none=True); markers "step N / forward",
-"step N / backward", "step N / optimizer". Inference: the forward under torch.no_grad().
+"step N / backward", "step N / optimizer". Inference: the forward under torch.no_grad(), or with
+`generate=N` transformers' `generate` of N new tokens with a dynamic or static KV cache
+(predict_generate.py: markers "step N / prefill", "step N / decode K", "step N / generated").
 The attention implementation is transformers' own choice unless one is asked for
 (predict_attention.py). A random scalar that only chooses a branch (LayerDrop) takes the likelier
 branch, noted in `Prediction.notes` (predict_random_branches.py); a step that fails names the
@@ -88,14 +90,16 @@ def _record_job(job, model, attention):
 def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optimizer="adamw",
                dtype="bf16", attention="auto", recompute=False, gpu="h100-80gb", conf=None,
                lr=1e-4, overrides=None, journal=None, world_size=1, rank=0, parallel=None,
-               bucket_cap_mb=None):
+               bucket_cap_mb=None, generate=None, cache=None):
     """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
     `journal`: predict_capture.capture). `micro_batch` is per rank; world_size, rank, parallel
     ("fsdp2", "ddp") and bucket_cap_mb (ddp): the rank of a data-parallel job
     (predict_parallel.py). attention: "auto" (transformers' choice: SDPA, else eager), "sdpa" or
     "eager"; the one used is `Prediction.attention`. `Prediction.notes`: what the prediction
     assumed (a random branch's likelier side); `Prediction.params`: the model's parameters (each
-    shared one once)."""
+    shared one once). Inference with `generate` (new tokens) runs transformers' `generate` after
+    prompts of micro_batch x seq tokens, with `cache` "dynamic" (the default) or "static"
+    (predict_generate.py); `Prediction.generated`: the cache it ended with."""
     import contextlib
 
     import torch
@@ -113,6 +117,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         raise PredictionError(f"dtype must be one of {', '.join(DTYPES)}")
     if seq < 1 or micro_batch < 1 or steps < 1:
         raise PredictionError("seq, micro_batch and steps must be positive")
+    cache = _check_generate(mode, generate, cache)
     try:
         rank_job = predict_parallel.job(parallel, world_size, rank, bucket_cap_mb,
                                         wrap_required=True)
@@ -137,9 +142,13 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
            "recompute": "full" if recompute else "none",
            "activations": "torch-autocast" if autocast_dtype else None,
            "autocast": None if training or autocast_dtype is None else dtype,
-           "use_cache": None if training else False}
+           "use_cache": None if training else generate is not None}
+    if generate is not None:
+        # The positions the cache holds at the end: the last new token is never fed back.
+        job.update(context=seq + generate - 1, prompt=seq, new_tokens=generate, cache=cache)
     job = {k: v for k, v in job.items() if v is not None}
     location = Location()
+    notes = []  # what a generation assumed (predict_generate.py)
     built = {}  # the attention used and the recorded job, once the model is built
     with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark), \
             contextlib.ExitStack() as ranks:
@@ -179,7 +188,8 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                     # The record's job has no data-parallel layout: a rank's shard is not
                     # described.
                     built["job"] = _record_job(job, model, built["attention"])
-                    _write_model_record(cfg, built["job"])
+                    if generate is None:  # else once the cache's dtype is known
+                        _write_model_record(cfg, built["job"])
                 else:
                     model = predict_parallel.build(make_model, rank_job, mesh,
                                                    param_dtype=param_dtype)
@@ -189,6 +199,10 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
             if training:
                 predict_roles.tag_gradients_when_made(model.parameters())
             for step in range(steps):
+                if generate is not None:
+                    _generate(model, cfg, built, step, seq, micro_batch, generate, cache,
+                              autocast_dtype, marked, notes)
+                    continue
                 ids = torch.randint(0, cfg.vocab_size, (micro_batch, seq), device="cuda")
                 marked(f"step {step} / forward")
                 with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
@@ -218,13 +232,55 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
             # The failing module and op, from the watch (predict_location.py).
             raise failure(e, location, phase[-1] if phase else None) from e
         finally:
-            prediction.notes = branches.notes
+            prediction.notes = branches.notes + notes
     prediction.config = cfg
     prediction.job = built.get("job", job)
     prediction.attention = built.get("attention")
     prediction.params = built.get("params")
     prediction.rank_job = rank_job
+    prediction.generated = built.get("generated")
     return prediction
+
+
+def _check_generate(mode, generate, cache):
+    """The cache implementation of a generation (None without one); PredictionError for a bad
+    combination."""
+    from .predict_generate import CACHES
+
+    if generate is None:
+        if cache is not None:
+            raise PredictionError("cache goes with generate (new tokens)")
+        return None
+    if mode != "inference":
+        raise PredictionError(f"generate predicts inference, not {mode}")
+    if isinstance(generate, bool) or not isinstance(generate, int) or generate < 1:
+        raise PredictionError(f"generate must be a positive number of new tokens, not "
+                              f"{generate!r}")
+    cache = cache or "dynamic"
+    if cache not in CACHES:
+        raise PredictionError(f"cache must be one of {', '.join(CACHES)}, not {cache!r}")
+    return cache
+
+
+def _generate(model, cfg, built, step, seq, micro_batch, new_tokens, cache, autocast_dtype,
+              marked, notes):
+    """One step of a generation (predict_generate.py); after the first, the model record with
+    the dtype the cache holds (kv_dtype, when its keys and values share one: a Llama under bf16
+    autocast with fp32 weights caches fp32, its rotary embedding promoting the keys)."""
+    import torch
+
+    from . import predict_generate
+
+    with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
+                        enabled=autocast_dtype is not None), torch.no_grad():
+        generated = predict_generate.generate(
+            model, step=step, prompt=seq, batch=micro_batch, new_tokens=new_tokens, cache=cache,
+            vocab_size=cfg.vocab_size, marked=marked, notes=notes)
+    if "generated" not in built and "job" in built:
+        if generated.kv_dtype() is not None:
+            built["job"]["kv_dtype"] = generated.kv_dtype()
+        _write_model_record(cfg, built["job"])
+    built["generated"] = generated.as_dict()
 
 
 def _optimizer(model, optimizer, lr):
