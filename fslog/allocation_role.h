@@ -22,11 +22,12 @@ enum class AllocationRole : uint8_t {
   kTemporaries = 6,           // everything else an op allocates (outputs, scratch)
   kWorkspaces = 7,            // libraries' scratch (cuBLAS workspaces)
   kCommunication = 8,         // collectives' buffers (FSDP2 all-gather / reduce-scatter, DDP)
+  kKvCache = 9,               // a model's cache of attention keys and values (since 2.7)
 };
-inline constexpr int kAllocationRoleCount = 9;
+inline constexpr int kAllocationRoleCount = 10;
 
 // "unknown", "weights", "gradients", "optimizer_states", "optimizer_temporaries",
-// "saved_activations", "temporaries", "workspaces", "communication".
+// "saved_activations", "temporaries", "workspaces", "communication", "kv_cache".
 inline std::string_view AllocationRoleName(AllocationRole role) {
   switch (role) {
     case AllocationRole::kUnknown:
@@ -47,6 +48,8 @@ inline std::string_view AllocationRoleName(AllocationRole role) {
       return "workspaces";
     case AllocationRole::kCommunication:
       return "communication";
+    case AllocationRole::kKvCache:
+      return "kv_cache";
   }
   return "unknown";
 }

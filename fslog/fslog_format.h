@@ -50,7 +50,7 @@ inline constexpr char kFileMagic[8] = {'F', 'S', 'L', 'O', 'G', '\r', '\n', '\x1
 // The version the writer writes. Readers accept majors kOldestReadableVersionMajor through
 // kFormatVersionMajor (2.0 added combined free records: Note [Combined free records]).
 inline constexpr uint16_t kFormatVersionMajor = 2;
-inline constexpr uint16_t kFormatVersionMinor = 6;
+inline constexpr uint16_t kFormatVersionMinor = 7;
 inline constexpr uint16_t kOldestReadableVersionMajor = 1;
 // "FSCK" as the first four bytes of every chunk.
 inline constexpr uint32_t kChunkMagic = 0x4B435346;

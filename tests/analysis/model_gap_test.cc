@@ -106,5 +106,33 @@ TEST(ModelGapTest, AGapIsPlacedOnlyWhenAllocatedExceedsTheFootprint) {
   EXPECT_THAT(over.lines, Contains(HasSubstr("most likely sits in activations")));
 }
 
+TEST(ModelGapTest, ATrainingKvCacheIsNamedWithItsFix) {
+  ASSERT_OK_AND_ASSIGN(
+      est::MemoryEstimate estimate,
+      EstimateFromModelSpec("gpt2-small:seq=512,micro_batch=8,flash=1,activations=torch-autocast"));
+  LayoutSummary layout = Live({{estimate.Find("master_weights")->value, "init"},
+                               {2.0 * (1 << 30), "step 0 / forward"},
+                               {64 << 20, "step 0 / forward"}});
+  std::vector<MapBlock>& blocks = layout.maps[0].blocks;
+  blocks[0].origin.role = AllocationRole::kWeights;
+  blocks[1].origin.role = AllocationRole::kSavedActivations;
+  blocks[2].origin.role = AllocationRole::kKvCache;
+  const ModelGap gap = CompareWithModel(estimate, layout);
+  ASSERT_TRUE(gap.by_role);
+  bool found = false;
+  for (const TermGap& t : gap.terms) {
+    if (t.category != "kv_cache") continue;
+    found = true;
+    EXPECT_EQ(t.estimated_bytes, 0);
+    EXPECT_EQ(t.measured_bytes, 64 << 20);
+  }
+  EXPECT_TRUE(found);
+  EXPECT_THAT(gap.lines, Contains(HasSubstr("A KV cache of 64.00 MiB is live here")));
+  EXPECT_THAT(gap.lines, Contains(HasSubstr("use_cache=False")));
+  // No KV-cache block: no such line.
+  blocks.pop_back();
+  EXPECT_THAT(CompareWithModel(estimate, layout).lines, Not(Contains(HasSubstr("KV cache"))));
+}
+
 }  // namespace
 }  // namespace fragscope

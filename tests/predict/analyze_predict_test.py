@@ -109,10 +109,20 @@ class DiffAgainstTheH100Test(unittest.TestCase):
               f"{b['peak_allocated_bytes']}, reserved {a['peak_reserved_bytes']} / "
               f"{b['peak_reserved_bytes']}, allocations {a['allocations']} / {b['allocations']}")
 
+    @staticmethod
+    def _gap_at_the_demand_peak(log):
+        def analyze(*extra):
+            return json.loads(subprocess.run(
+                [os.environ["FRAGSCOPE_BIN"], "analyze", log, "--no-sweep", "--json", "-", *extra],
+                check=True, capture_output=True, text=True).stdout)["ranks"][0]
+        peak = analyze()["verdict"]["demand"]["event"]
+        return analyze("--at", str(peak))["model_gap"]
+
     def test_foreach_against_fused_adamw_is_the_optimizer_temporaries(self):
         """Llama-7B (transformers' default config), seq 2048 x 1, foreach against fused AdamW:
         the diff puts the difference in the optimizer steps, all of it in the foreach step's
-        temporaries (one fp32 copy of the parameters: 6.74 B x 4 bytes = 25.1 GiB)."""
+        temporaries (one fp32 copy of the parameters: 6.74 B x 4 bytes = 25.1 GiB). And the fused
+        job's roles at its peak against the estimator's terms."""
         from fragscope.predict_hf_loop import predict_hf
 
         config = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
@@ -126,7 +136,19 @@ class DiffAgainstTheH100Test(unittest.TestCase):
                            optimizer=optimizer, attention="sdpa", gpu="h100-80gb")
             done = subprocess.run([os.environ["FRAGSCOPE_BIN"], "diff", *logs, "--json", "-"],
                                   capture_output=True, text=True)
+            gap = self._gap_at_the_demand_peak(logs[1])
         self.assertEqual(done.returncode, 0, done.stderr)
+        # Fused: the peak is the forward's end. Each role's live bytes there are the estimator's
+        # term within 3 %; the KV cache transformers builds by default (use_cache) is the rest.
+        terms = {t["category"]: t for t in gap["terms"]}
+        for category in ("weights", "optimizer", "activations"):
+            t = terms[category]
+            self.assertLess(abs(t["measured_bytes"] / t["estimated_bytes"] - 1), 0.03, t)
+        kv = 2 * 32 * 4096 * 2048 * 4  # K and V, fp32 (promoted by the rotary embedding)
+        self.assertEqual(terms["kv_cache"]["measured_bytes"], kv)
+        self.assertEqual(gap["likely_term"], "kv_cache")
+        print("Llama-7B fused at the demand peak, live / estimated: " + ", ".join(
+            f"{c} {t['measured_bytes']}/{t['estimated_bytes']}" for c, t in terms.items()))
         differences = json.loads(done.stdout)["comparison"]["differences"]
         self.assertEqual({d["phase"] for d in differences},
                          {"step 0 / optimizer", "step 1 / optimizer"})

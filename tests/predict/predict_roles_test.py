@@ -10,6 +10,10 @@ FRAGSCOPE_BIN set. Prints "skipped: ..." and exits 0 without torch, transformers
     tensor rounded to 512 bytes, as the allocator rounds it), and the foreach step's temporaries
     stand beside them.
   - The forward's saved activations and the backward's gradients appear in their phases.
+  - A Llama (2 layers) trained with transformers' default use_cache=True holds a KV cache at the
+    forward's peak: its keys and values, fp32 under bf16 autocast (the rotary embedding's fp32
+    cos/sin promote the keys; the values are concatenated onto the keys' dtype), tagged kv_cache,
+    and `analyze` says to turn it off; with use_cache=False there is none.
 """
 
 import json
@@ -94,6 +98,47 @@ class RolesTest(unittest.TestCase):
         self.assertRegex(out, r"alloc .* context=\d+")
         self.assertIn("'transformer.h.1.mlp.c_fc'", out)
         self.assertIn("'aten::addmm'", out)
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "vocab_size": 1024}
+
+
+class KvCacheInTrainingTest(unittest.TestCase):
+    def _analyze(self, use_cache):
+        from fragscope.predict_hf_loop import predict_hf
+
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "job.fslog")
+            # Long enough that the forward's end is the step's peak (not the optimizer step).
+            predict_hf(dict(LLAMA, use_cache=use_cache), log, seq=1024, micro_batch=4, steps=1,
+                       optimizer="adamw-fused")
+            rank = json.loads(subprocess.run(
+                [os.environ["FRAGSCOPE_BIN"], "analyze", log, "--no-sweep", "--threads", "1",
+                 "--json", "-"], check=True, capture_output=True, text=True).stdout)["ranks"][0]
+            peak = rank["verdict"]["demand"]["event"]
+            text = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", log, "--no-sweep",
+                                   "--at", str(peak)], check=True, capture_output=True,
+                                  text=True).stdout
+        return rank, text
+
+    def test_the_default_cache_is_named_and_its_fix_said(self):
+        rank, text = self._analyze(use_cache=True)
+        forward = {p["phase"]: p for p in rank["phases"]}["step 0 / forward"]
+        # K and V of each layer: kv heads x head dim x seq x batch, fp32.
+        head_dim = LLAMA["hidden_size"] // LLAMA["num_attention_heads"]
+        kv = 2 * LLAMA["num_hidden_layers"] * LLAMA["num_key_value_heads"] * head_dim * 1024 * 4 * 4
+        self.assertIn("forward", rank["verdict"]["demand"]["phase"])
+        self.assertEqual(forward["roles_at_peak_demand"].get("kv_cache"), kv)
+        self.assertIn("A KV cache of", text)
+        self.assertIn("use_cache=False", text)
+
+    def test_no_cache_without_use_cache(self):
+        rank, text = self._analyze(use_cache=False)
+        for p in rank["phases"]:
+            self.assertNotIn("kv_cache", p["roles_at_peak_demand"], p["phase"])
+        self.assertNotIn("KV cache of", text)
 
 
 if __name__ == "__main__":

@@ -257,7 +257,8 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
             fake = _FakeMode(allow_non_fake_inputs=True)
             with fake, _swappable_parameters(fake), _foreach_takes_fake_tensors(), \
                     _resizable_storages(session), Recorder(session, target), \
-                    predict_context.module_paths(session.contexts):
+                    predict_context.module_paths(session.contexts), \
+                    predict_roles.naming_kv_caches():
                 yield prediction, mark
                 import gc
 

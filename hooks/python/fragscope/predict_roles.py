@@ -11,7 +11,9 @@ tagged (fslog/FORMAT.md, "Tag records") when its role becomes known later:
     (`saving_activations()`); a parameter (or a view of one) keeps its role;
   - gradients: each parameter's .grad after backward (`tag_gradients`);
   - optimizer states: every tensor in optimizer.state as soon as the optimizer makes it
-    (`tag_states_when_made`), and after each step (`tag_optimizer_states`).
+    (`tag_states_when_made`), and after each step (`tag_optimizer_states`);
+  - KV cache: every tensor a transformers cache layer holds after each update (`naming_kv_caches`),
+    unless autograd then saves it for backward (a later tag wins: eager attention saving the key).
 
 So at any moment the live bytes split by role sum to the allocated bytes (`fragscope analyze`
 reports them at the demand's peak: analysis/demand.h).
@@ -28,11 +30,12 @@ SAVED_ACTIVATIONS = 5
 TEMPORARIES = 6
 WORKSPACES = 7
 COMMUNICATION = 8
+KV_CACHE = 9
 
 NAMES = {UNKNOWN: "unknown", WEIGHTS: "weights", GRADIENTS: "gradients",
          OPTIMIZER_STATES: "optimizer_states", OPTIMIZER_TEMPORARIES: "optimizer_temporaries",
          SAVED_ACTIVATIONS: "saved_activations", TEMPORARIES: "temporaries",
-         WORKSPACES: "workspaces", COMMUNICATION: "communication"}
+         WORKSPACES: "workspaces", COMMUNICATION: "communication", KV_CACHE: "kv_cache"}
 
 
 def _session():
@@ -156,3 +159,34 @@ def saving_activations(parameters=()):
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         yield
+
+
+@contextlib.contextmanager
+def naming_kv_caches():
+    """Inside: the tensors of a transformers cache's layer are a KV cache once the cache updated
+    that layer: a DynamicLayer's keys and values (a new torch.cat of the old and the new tokens
+    each step), a StaticLayer's (made at its first update, written in place), the states of
+    other layer kinds. A model with transformers' default use_cache=True builds one even in a
+    training forward, which holds it until the loss is computed (the forward's end, where
+    training peaks): the report names it. Without transformers, nothing is patched."""
+    import torch
+
+    try:
+        from transformers import cache_utils
+    except ImportError:
+        yield
+        return
+    update = cache_utils.Cache.update
+
+    def naming_update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        result = update(self, key_states, value_states, layer_idx, *args, **kwargs)
+        for value in vars(self.layers[layer_idx]).values():
+            if isinstance(value, torch.Tensor):
+                tag_tensor(value, KV_CACHE)
+        return result
+
+    cache_utils.Cache.update = naming_update
+    try:
+        yield
+    finally:
+        cache_utils.Cache.update = update
