@@ -52,6 +52,7 @@ constexpr KeyInfo kKeys[] = {
     {"context", Mode::kInference, "seq"},
     {"dtype", Mode::kInference, "precision"},
     {"kv_dtype", Mode::kInference, ""},
+    {"prompt", Mode::kInference, ""},
 };
 
 const KeyInfo* FindKey(absl::string_view key) {
@@ -93,6 +94,7 @@ absl::Status ApplyKey(absl::string_view key, absl::string_view value, absl::stri
   if (key == "dp") return set_int(&t.layout.dp);
   if (key == "batch") return set_int(&i.batch);
   if (key == "context") return set_int(&i.context);
+  if (key == "prompt") return set_int(&i.prompt_tokens);
   if (key == "tp" || key == "pp") {
     int64_t* field = key == "tp" ? &t.layout.tp : &t.layout.pp;
     if (absl::Status s = set_int(field); !s.ok()) return s;
@@ -276,6 +278,9 @@ absl::StatusOr<bool> ApplyRecordedInferenceKey(const std::string& name, const Js
   if (!d.ok()) return d.status();
   if (name == "weight_dtype") {
     i.weights = *d;
+    // Without autocast the forward, and so the KV cache, runs in the weights' dtype; a
+    // record's autocast or kv_dtype decides instead, applied before or after this key.
+    if (!given->contains("autocast") && !given->contains("kv_dtype")) i.kv_cache = *d;
     given->insert("dtype");
   } else {
     i.autocast = *d;

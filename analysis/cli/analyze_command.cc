@@ -54,7 +54,7 @@ reported in full, after a table of the devices (--device N analyzes one).)",
              "  optimizer, zero (0-3), dp, recompute (none|selective|full),\n"
              "  flash (0|1), dropout (0|1),\n"
              "  activations (korthikanti|torch-autocast);\n"
-             "  inference: batch, context, dtype, kv_dtype\n"
+             "  inference: batch, context, prompt, dtype, kv_dtype\n"
              "a Hugging Face config.json defaults to activations=torch-autocast, flash=1 and its "
              "own dropout; every report lists what was assumed"},
             {"--model-json", "PATH",

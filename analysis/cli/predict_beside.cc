@@ -105,14 +105,32 @@ absl::StatusOr<std::vector<std::string>> PredictArguments(const std::string& rec
     return absl::InvalidArgumentError(absl::StrCat("job.mode \"", Excerpt(mode), "\""));
   }
   if (inference) args.insert(args.end(), {"--mode", "inference"});
-  const std::string seq = JobText(job, inference ? "context" : "seq");
-  const std::string batch = JobText(job, inference ? "batch" : "micro_batch");
+  // A generation's record names its prompt and new tokens (its context is what the cache ends
+  // with: prompt + new tokens - 1); it is predicted by generate again, not by one forward.
+  const std::string new_tokens = inference ? JobText(job, "new_tokens") : "";
+  if (!new_tokens.empty()) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(new_tokens, &n) || n <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job.new_tokens \"", Excerpt(new_tokens), "\" is not a positive integer"));
+    }
+    args.insert(args.end(), {"--generate", std::to_string(n)});
+    if (const std::string cache = JobText(job, "cache"); !cache.empty()) {
+      if (cache != "dynamic" && cache != "static") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "job.cache \"", Excerpt(cache), "\" is not one the predictor runs (dynamic, static)"));
+      }
+      args.insert(args.end(), {"--cache", cache});
+    }
+  }
+  const char* seq_key = !new_tokens.empty() ? "prompt" : inference ? "context" : "seq";
+  const char* batch_key = inference ? "batch" : "micro_batch";
+  const std::string seq = JobText(job, seq_key);
+  const std::string batch = JobText(job, batch_key);
   if (seq.empty() || batch.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the record's job has no ",
-                     seq.empty() ? (inference ? "job.context" : "job.seq")
-                                 : (inference ? "job.batch" : "job.micro_batch"),
-                     " (the job's first forward records it)"));
+    return absl::InvalidArgumentError(absl::StrCat("the record's job has no job.",
+                                                   seq.empty() ? seq_key : batch_key,
+                                                   " (the job's first forward records it)"));
   }
   args.insert(args.end(), {"--seq", seq, "--micro-batch", batch});
   if (const std::string dtype = JobText(job, "dtype"); !dtype.empty()) {

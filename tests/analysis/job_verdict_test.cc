@@ -157,7 +157,7 @@ TEST(JobVerdictTest, ModelKeysBelongToTheirMode) {
   EXPECT_THAT(usage.err, HasSubstr("micro_batch"));
   CommandRun help = Fragscope({"analyze", "--help"});
   EXPECT_THAT(help.out, HasSubstr("training: seq, micro_batch, precision"));
-  EXPECT_THAT(help.out, HasSubstr("inference: batch, context, dtype, kv_dtype"));
+  EXPECT_THAT(help.out, HasSubstr("inference: batch, context, prompt, dtype, kv_dtype"));
 }
 
 TEST(JobVerdictTest, AHuggingFaceConfigDefaultsToTheMeasuredActivationModel) {
@@ -226,6 +226,32 @@ TEST(JobVerdictTest, AnInferenceRecordDescribesTheJobThatRan) {
                       .status()
                       .message()),
       HasSubstr("job.weight_dtype"));
+}
+
+// A generation's record: its prompt is read; the KV cache is in the weights' dtype without
+// autocast, in autocast's with it, and in kv_dtype's where the record names one.
+TEST(JobVerdictTest, AGenerationRecordsCacheDtype) {
+  const auto job = [](const std::string& keys) {
+    return ModelJobFromRecord(
+        R"({"format": "fragscope.model/1", "config": {"model_type": "gpt2", "n_layer": 2, )"
+        R"("n_embd": 128, "n_head": 4, "vocab_size": 1000}, "job": {"mode": "inference", )"
+        R"("batch": 2, "context": 20, "prompt": 16, "new_tokens": 5, "cache": "dynamic", )"
+        R"("use_cache": true, )" +
+        keys + "}}");
+  };
+  absl::StatusOr<ModelJob> fp32 = job(R"("weight_dtype": "fp32")");
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_EQ(fp32->infer.prompt_tokens, 16);
+  EXPECT_EQ(fp32->infer.context, 20);
+  EXPECT_EQ(fp32->infer.kv_cache, estimator::DType::kFp32);
+  absl::StatusOr<ModelJob> autocast = job(R"("weight_dtype": "fp32", "autocast": "bf16")");
+  ASSERT_TRUE(autocast.ok()) << autocast.status();
+  EXPECT_EQ(autocast->infer.kv_cache, estimator::DType::kBf16);
+  absl::StatusOr<ModelJob> promoted =
+      job(R"("weight_dtype": "fp32", "autocast": "bf16", "kv_dtype": "fp32")");
+  ASSERT_TRUE(promoted.ok()) << promoted.status();
+  EXPECT_EQ(promoted->infer.kv_cache, estimator::DType::kFp32);
+  EXPECT_THAT(std::string(job(R"("prompt": 0)").status().message()), HasSubstr("job.prompt"));
 }
 
 // A record of a model_type the reader does not know is estimated as a Llama-style decoder, and

@@ -39,6 +39,14 @@ TEST(PredictBesideTest, TheRecordedJobBecomesThePredictorsFlags) {
       Args(R"({"mode": "inference", "batch": 8, "context": 512})");
   ASSERT_TRUE(infer.ok()) << infer.status();
   EXPECT_THAT(*infer, ::testing::IsSupersetOf({"--mode", "inference", "--seq", "512"}));
+  // A generation is predicted by generate again: prompt, new tokens and cache.
+  absl::StatusOr<std::vector<std::string>> generate = Args(
+      R"({"mode": "inference", "batch": 2, "context": 20, "prompt": 16, "new_tokens": 5,
+          "cache": "static"})");
+  ASSERT_TRUE(generate.ok()) << generate.status();
+  EXPECT_THAT(*generate,
+              ::testing::IsSupersetOf({"--generate", "5", "--cache", "static", "--seq", "16"}));
+  EXPECT_THAT(*generate, ::testing::Not(::testing::Contains("20")));
 }
 
 TEST(PredictBesideTest, WhatCannotBePredictedNamesTheKey) {
@@ -52,6 +60,19 @@ TEST(PredictBesideTest, WhatCannotBePredictedNamesTheKey) {
   EXPECT_THAT(
       std::string(Args(R"({"mode": "serving", "seq": 8, "micro_batch": 1})").status().message()),
       HasSubstr("job.mode"));
+  EXPECT_THAT(
+      std::string(Args(R"({"mode": "inference", "batch": 2, "new_tokens": 5})").status().message()),
+      HasSubstr("job.prompt"));
+  EXPECT_THAT(std::string(Args(R"({"mode": "inference", "batch": 2, "prompt": 4,
+                                   "new_tokens": "-1"})")
+                              .status()
+                              .message()),
+              HasSubstr("job.new_tokens \"-1\""));
+  EXPECT_THAT(std::string(Args(R"({"mode": "inference", "batch": 2, "prompt": 4,
+                                   "new_tokens": 3, "cache": "paged"})")
+                              .status()
+                              .message()),
+              HasSubstr("job.cache \"paged\""));
   EXPECT_FALSE(PredictArguments("{\"job\": {}}", "c.json", "o", "h100-80gb", "", 1).ok());
   EXPECT_FALSE(PredictArguments("not json", "c.json", "o", "h100-80gb", "", 1).ok());
 }
