@@ -146,6 +146,24 @@ class DynamicCacheTest(unittest.TestCase):
               f"{KV_HEADS} x {HEAD_DIM} x ({PROMPT} + {NEW} - 1) x {BATCH} x 4 "
               f"(prompt + new would be {cache_bytes(PROMPT + NEW)})")
 
+    def test_the_cache_is_tagged_and_equals_the_estimators_term(self):
+        # The blocks a transformers cache holds are kv_cache (predict_roles.naming_kv_caches);
+        # with the output still held, they are the estimator's KV-cache term to the byte.
+        def analyze(*extra):
+            done = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", self.prediction.log,
+                                   "--no-sweep", "--json", "-", *extra], capture_output=True,
+                                  text=True, check=True)
+            return json.loads(done.stdout)["ranks"][0]
+
+        phases = {p["phase"]: p for p in analyze()["phases"]}
+        generated = phases["step 0 / generated"]
+        self.assertEqual(generated["roles_at_peak_demand"]["kv_cache"],
+                         cache_bytes(PROMPT + NEW - 1))
+        gap = analyze("--at", str(generated["first_event"]))["model_gap"]
+        kv = {t["category"]: t for t in gap["terms"]}["kv_cache"]
+        self.assertEqual((kv["measured_bytes"], kv["estimated_bytes"]),
+                         (cache_bytes(PROMPT + NEW - 1), cache_bytes(PROMPT + NEW - 1)))
+
     def test_decode_reserves_nothing_new(self):
         # Each step's new cache tensors take blocks freed before (the old cache's, the step
         # before's temporaries): no segment is allocated after the prefill.
