@@ -14,6 +14,8 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "fslog/allocation_role.h"
+#include "fslog/fslog_writer.h"
 #include "hooks/preload_state.h"
 #include "hooks/process_exit.h"
 #include "hooks/real_cuda.h"
@@ -119,6 +121,14 @@ int Free(const char* name, const CallReal& call_real, void* ptr, void* stream,
     ReportException(name);
   }
   return call_real(ptr);
+}
+
+// Whether `role` is one of fslog/allocation_role.h's; else reports it and returns false.
+bool CheckRole(const char* function, int role) {
+  if (role >= 0 && AllocationRoleOf(static_cast<uint64_t>(role)).has_value()) return true;
+  PreloadReport(
+      absl::StrFormat("%s: role %d is not 0..%d", function, role, kAllocationRoleCount - 1));
+  return false;
 }
 
 size_t CopyOut(const std::string& text, char* buf, size_t len) {
@@ -238,6 +248,46 @@ void fragscope_preload_record_model(const char* json) {
   } catch (...) {
     fragscope::hooks::ReportException("fragscope_preload_record_model");
   }
+}
+
+// Who holds the memory (fslog/FORMAT.md, "Context records"), as fragscope_define_context,
+// fragscope_set_context and fragscope_tag_block_context of libfragscope_alloc.so
+// (fragscope_alloc.h), for the interposer's logs: the id of the context (role, as
+// fslog/allocation_role.h numbers them; module path, ATen op, code location, each "" or NULL when
+// not known; whether in a backward pass), interned once per process and defined in every log, open
+// now or later; 0 without a log, or for a role allocation_role.h does not define (reported on
+// stderr). The thread's context names cache mode's alloc records and both modes' oom records;
+// observe mode logs segments, whose records name no context.
+uint32_t fragscope_preload_define_context(int role, const char* module, const char* op,
+                                          const char* site, int backward) {
+  try {
+    if (!fragscope::hooks::CheckRole("fragscope_preload_define_context", role)) return 0;
+    return PreloadState::Get().DefineContext(static_cast<uint8_t>(role), module ? module : "",
+                                             op ? op : "", site ? site : "", backward != 0);
+  } catch (...) {
+    fragscope::hooks::ReportException("fragscope_preload_define_context");
+  }
+  return 0;
+}
+
+// The context of the allocations this thread makes from now on (0: none).
+void fragscope_preload_set_context(uint32_t context) {
+  fragscope::FslogWriter::SetThreadContext(context);
+}
+
+// The role of the block at `ptr` on `device` (a tag record in that device's log, if it is open),
+// and its context from now on (0: keep it). 0, or -1 for a role allocation_role.h does not define
+// (nothing written).
+int fragscope_preload_tag_block_context(const void* ptr, int device, int role, uint32_t context) {
+  try {
+    if (!fragscope::hooks::CheckRole("fragscope_preload_tag_block_context", role)) return -1;
+    PreloadState::Get().Tag(reinterpret_cast<uint64_t>(ptr), device, static_cast<uint8_t>(role),
+                            context);
+    return 0;
+  } catch (...) {
+    fragscope::hooks::ReportException("fragscope_preload_tag_block_context");
+  }
+  return -1;
 }
 
 int fragscope_preload_flush(void) {

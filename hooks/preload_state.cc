@@ -326,6 +326,20 @@ void PreloadState::RecordModel(std::string_view json) {
   if (DeviceLogs* device_logs = logs()) device_logs->RecordModelAll(json);
 }
 
+uint32_t PreloadState::DefineContext(uint8_t role, std::string_view module, std::string_view op,
+                                     std::string_view site, bool backward) {
+  DeviceLogs* device_logs = logs();
+  return device_logs != nullptr ? device_logs->DefineContextAll(role, module, op, site, backward)
+                                : 0;
+}
+
+void PreloadState::Tag(uint64_t ptr, int device, uint8_t role, uint32_t context) {
+  DeviceLogs* device_logs = logs();
+  if (FslogWriter* writer = device_logs != nullptr ? device_logs->Get(device) : nullptr) {
+    writer->Tag(ptr, role, context);
+  }
+}
+
 int PreloadState::Flush() {
   DeviceLogs* device_logs = logs();
   if (device_logs == nullptr) return 0;

@@ -85,6 +85,15 @@ class PreloadState {
 
   void Mark(std::string_view text);
   void RecordModel(std::string_view json);
+  // Who holds the memory (Note [Context records] in fslog/fslog_context.h), as
+  // libfragscope_alloc.so's fragscope_define_context and fragscope_tag_block_context, in the
+  // interposer's logs: the context's id (0 without a log), and a tag record in `device`'s log if
+  // it is open. The calling thread's context (FslogWriter::SetThreadContext) is named by the
+  // alloc records of cache mode and by the oom records of both modes; a segment record names
+  // none (fslog/FORMAT.md), so observe mode's segment_alloc records carry no context.
+  uint32_t DefineContext(uint8_t role, std::string_view module, std::string_view op,
+                         std::string_view site, bool backward);
+  void Tag(uint64_t ptr, int device, uint8_t role, uint32_t context);
   int Flush();
 
  private:

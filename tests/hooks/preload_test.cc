@@ -8,11 +8,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "analysis/fslog_source.h"
+#include "fslog/allocation_role.h"
 #include "fslog/fslog_reader.h"
 #include "gtest/gtest.h"
 #include "tests/fslog/fslog_test_util.h"
@@ -237,6 +240,129 @@ TEST(PreloadTest, CacheModeWithABadConfRefusesToAllocate) {
   EXPECT_NE(err.find(absl::StrCat("FRAGSCOPE_ALLOC_CONF=\"", Env("FRAGSCOPE_ALLOC_CONF"), "\"")),
             std::string::npos)
       << err;
+}
+
+// The events of device 0's log after the marker `text`, read as the analyzer reads them, with the
+// source that holds their contexts.
+struct LogEvents {
+  std::unique_ptr<FslogSource> source;
+  std::vector<TraceEvent> events;
+};
+
+LogEvents EventsAfterMarker(const std::string& text) {
+  const std::string path =
+      absl::StrReplaceAll(Env("FRAGSCOPE_LOG"), {{"%p", absl::StrCat(getpid())}, {"%d", "0"}});
+  absl::StatusOr<std::unique_ptr<FslogSource>> source =
+      FslogSource::Open(path, FslogReading::kCallingThread);
+  EXPECT_TRUE(source.ok()) << source.status();
+  LogEvents log;
+  if (!source.ok()) return log;
+  log.source = *std::move(source);
+  bool after = false;
+  TraceEvent event;
+  while (true) {
+    absl::StatusOr<bool> more = log.source->Next(&event);
+    EXPECT_TRUE(more.ok()) << more.status();
+    if (!more.ok() || !*more) break;
+    if (after) log.events.push_back(event);
+    after = after || (event.kind == EventKind::kMarker && event.text == text);
+  }
+  EXPECT_TRUE(after) << "no marker \"" << text << "\" in " << path;
+  return log;
+}
+
+std::string ModuleOf(const TraceEvent& event) {
+  return event.context != nullptr ? event.context->module : "<none>";
+}
+
+// fragscope_preload_define_context / _set_context / _tag_block_context: the thread's context
+// names the allocations (cache mode's alloc records) and the refused request (both modes' oom
+// records); a tag gives a block a new role and context. Observe mode's segment records carry no
+// context (fslog/FORMAT.md).
+TEST(PreloadTest, ContextsNameTheAllocationsAndTheRefusedRequest) {
+  const std::string mode = ExpectedMode();
+  if (mode != "observe" && (mode != "cache" || Env("EXPECT_BAD_CONF") == "1")) {
+    GTEST_SKIP() << "observe and cache modes with a log";
+  }
+  using DefineFn = uint32_t (*)(int, const char*, const char*, const char*, int);
+  using SetFn = void (*)(uint32_t);
+  using TagFn = int (*)(const void*, int, int, uint32_t);
+  using MarkFn = void (*)(const char*);
+  using FlushFn = int (*)();
+  auto define = Preloaded<DefineFn>("fragscope_preload_define_context");
+  auto set = Preloaded<SetFn>("fragscope_preload_set_context");
+  auto tag = Preloaded<TagFn>("fragscope_preload_tag_block_context");
+  ASSERT_NE(define, nullptr);
+  ASSERT_NE(set, nullptr);
+  ASSERT_NE(tag, nullptr);
+  ASSERT_EQ(cudaSetDevice(0), 0);
+  Preloaded<MarkFn>("fragscope_preload_mark")("contexts");
+
+  const uint32_t attn = define(6, "model.h.0.attn", "aten::bmm", "train.py:12 in step", 0);
+  ASSERT_NE(attn, 0u);
+  EXPECT_EQ(define(6, "model.h.0.attn", "aten::bmm", "train.py:12 in step", 0), attn)
+      << "interned once per process";
+  const uint32_t weights = define(1, "model.h.0.mlp", nullptr, nullptr, 0);
+  ASSERT_NE(weights, 0u);
+  const uint32_t mlp_backward = define(0, "model.h.0.mlp", "", "", 1);
+  EXPECT_NE(mlp_backward, weights);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(define(99, "x", nullptr, nullptr, 0), 0u);
+  EXPECT_EQ(tag(nullptr, 0, -1, 0), -1);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("role 99 is not"), std::string::npos);
+
+  set(attn);
+  void* block = nullptr;
+  ASSERT_EQ(cudaMalloc(&block, 3000), 0);
+  void* huge = nullptr;
+  EXPECT_EQ(cudaMalloc(&huge, size_t{1} << 40), 2) << "cudaErrorMemoryAllocation";
+  cudaGetLastError();
+  set(mlp_backward);
+  void* grad = nullptr;
+  ASSERT_EQ(cudaMalloc(&grad, 5000), 0);
+  set(0);
+  void* plain = nullptr;
+  ASSERT_EQ(cudaMalloc(&plain, 7000), 0);
+  EXPECT_EQ(tag(block, 0, 1, weights), 0);
+  ASSERT_EQ(cudaFree(plain), 0);
+  ASSERT_EQ(cudaFree(grad), 0);
+  ASSERT_EQ(cudaFree(block), 0);
+  ASSERT_EQ(Preloaded<FlushFn>("fragscope_preload_flush")(), 0);
+
+  std::vector<std::string> allocs, segments, ooms, tags;
+  const LogEvents log = EventsAfterMarker("contexts");
+  for (const TraceEvent& e : log.events) {
+    if (e.kind == EventKind::kAlloc) {
+      allocs.push_back(absl::StrCat(e.requested_bytes, " ", ModuleOf(e)));
+      if (e.context != nullptr && e.requested_bytes == 3000) {
+        EXPECT_EQ(e.context->role, AllocationRole::kTemporaries);
+        EXPECT_EQ(e.context->op, "aten::bmm");
+        EXPECT_EQ(e.context->site, "train.py:12 in step");
+        EXPECT_FALSE(e.context->backward);
+      }
+      if (e.context != nullptr && e.requested_bytes == 5000) {
+        EXPECT_TRUE(e.context->backward);
+      }
+    } else if (e.kind == EventKind::kSegmentAlloc) {
+      segments.push_back(absl::StrCat(e.bytes, " ", ModuleOf(e)));
+    } else if (e.kind == EventKind::kOom) {
+      ooms.push_back(ModuleOf(e));
+    } else if (e.kind == EventKind::kTag) {
+      tags.push_back(absl::StrCat(std::string(AllocationRoleName(e.role)), " ", ModuleOf(e)));
+      EXPECT_EQ(e.ptr, reinterpret_cast<uint64_t>(block));
+    }
+  }
+  EXPECT_EQ(ooms, std::vector<std::string>{"model.h.0.attn"});
+  if (mode == "cache") {
+    EXPECT_EQ(allocs, (std::vector<std::string>{"3000 model.h.0.attn", "5000 model.h.0.mlp",
+                                                "7000 <none>"}));
+    EXPECT_EQ(tags, std::vector<std::string>{"weights model.h.0.mlp"});
+  } else {
+    EXPECT_TRUE(allocs.empty());
+    EXPECT_EQ(segments, (std::vector<std::string>{"3000 <none>", "5000 <none>", "7000 <none>"}));
+    // Observe mode's log has no blocks, only segments: the tag record is written all the same.
+    EXPECT_EQ(tags, std::vector<std::string>{"weights model.h.0.mlp"});
+  }
 }
 
 }  // namespace

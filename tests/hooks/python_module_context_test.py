@@ -4,15 +4,24 @@ forward name that module; those made in backward name the module whose forward m
 autograd node, in backward; none after it ends or outside every module. fragscope.name_roles():
 the parameters, their gradients and the optimizer's states tagged by identity with their module.
 
-Run by ctest with FRAGSCOPE_LIB_DIR, FRAGSCOPE_SIMULATED_DEVICE_BYTES and FRAGSCOPE_BIN set.
-The model's tensors are CPU tensors; its "CUDA allocations" are the library's own fragscope_malloc,
-called where the job's would be made.
+Run by ctest twice, with FRAGSCOPE_LIB_DIR and FRAGSCOPE_BIN set: through the allocator library on
+a simulated device (FRAGSCOPE_SIMULATED_DEVICE_BYTES; its "CUDA allocations" are the library's own
+fragscope_malloc), and under LD_PRELOAD=libfragscope_preload.so in cache mode over the stub CUDA
+runtime (FRAGSCOPE_STUB_CUDART, FRAGSCOPE_LOG; its "CUDA allocations" are cudaMalloc calls, which
+the interposer serves). Either way the model's tensors are CPU tensors, and its allocations are
+made where the job's would be.
 """
+import ctypes
 import os
 import re
 import subprocess
 import tempfile
 import unittest
+
+if "FRAGSCOPE_STUB_CUDART" in os.environ:
+    # Under the interposer: the stub runtime joins the global scope before the libcudart that
+    # `import torch` loads there, so that the interposer forwards to the stub (the first after it).
+    ctypes.CDLL(os.environ["FRAGSCOPE_STUB_CUDART"], mode=ctypes.RTLD_GLOBAL)
 
 try:
     import torch
@@ -24,13 +33,32 @@ import fragscope
 MIB = 1 << 20
 
 
+def _device_memory(tmp):
+    """(malloc(nbytes) -> pointer, the path of device 0's log): the interposer's cudaMalloc over the
+    stub runtime when this process runs under it, else fragscope_malloc on a simulated device."""
+    if fragscope.preload_mode() is None:
+        lib = fragscope._load(fragscope._ALLOC)
+        log = os.path.join(tmp, "job.%d.fslog")
+        fragscope.pool_allocator(log=log)
+        return (lambda n: lib.fragscope_malloc(n, 0, None)), log.replace("%d", "0")
+    cuda_malloc = ctypes.CDLL(None).cudaMalloc  # the interposer's
+    cuda_malloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+    cuda_malloc.restype = ctypes.c_int
+
+    def malloc(n):
+        ptr = ctypes.c_void_p()
+        assert cuda_malloc(ctypes.byref(ptr), n) == 0
+        return ptr.value
+
+    log = os.environ["FRAGSCOPE_LOG"].replace("%p", str(os.getpid())).replace("%d", "0")
+    return malloc, log
+
+
 @unittest.skipIf(torch is None, "torch is not installed")
 class ModuleContextTest(unittest.TestCase):
     def test_forward_and_backward_allocations_name_their_module(self):
-        lib = fragscope._load(fragscope._ALLOC)
         with tempfile.TemporaryDirectory() as tmp:
-            log = os.path.join(tmp, "job.%d.fslog")
-            fragscope.pool_allocator(log=log)
+            malloc, path = _device_memory(tmp)
 
             class Grows(torch.autograd.Function):
                 @staticmethod
@@ -39,12 +67,12 @@ class ModuleContextTest(unittest.TestCase):
 
                 @staticmethod
                 def backward(ctx, grad):
-                    lib.fragscope_malloc(2 * MIB, 0, None)  # a gradient's memory
+                    malloc(2 * MIB)  # a gradient's memory
                     return grad * 2
 
             class Leaf(torch.nn.Module):
                 def forward(self, x):
-                    lib.fragscope_malloc(MIB, 0, None)  # an activation's memory
+                    malloc(MIB)  # an activation's memory
                     return Grows.apply(x)
 
             class Net(torch.nn.Module):
@@ -60,18 +88,21 @@ class ModuleContextTest(unittest.TestCase):
             with fragscope.name_modules(sites=True):
                 loss = net(torch.ones(4, requires_grad=True)).sum()
                 loss.backward()
-                lib.fragscope_malloc(3 * MIB, 0, None)  # after the backward: no module
-            lib.fragscope_malloc(4 * MIB, 0, None)  # after name_modules: none
+                malloc(3 * MIB)  # after the backward: no module
+            last = malloc(4 * MIB)  # after name_modules: none
+            # A role by identity, with its module (name_roles' call), through the same libraries.
+            from fragscope.module_context import _active_libraries
+            _active_libraries().tag(last, 0, 1, "second")
             fragscope.flush()
-            path = log.replace("%d", "0")
             dump = subprocess.run([os.environ["FRAGSCOPE_BIN"], "dump", path], check=True,
                                   capture_output=True, text=True).stdout
         strings = dict(re.findall(r"string +id=(\d+) '([^']*)'", dump))
-        contexts, sites = {}, {}
-        for cid, module, site, backward in re.findall(
-                r"context +id=(\d+) role=unknown module=(\d+) op=0 site=(\d+)( backward)?", dump):
+        contexts, sites, roles = {}, {}, {}
+        for cid, role, module, site, backward in re.findall(
+                r"context +id=(\d+) role=(\S+) module=(\d+) op=0 site=(\d+)( backward)?", dump):
             contexts[cid] = (strings.get(module, ""), bool(backward))
             sites[cid] = strings.get(site, "")
+            roles[cid] = role
         allocs = []
         for line in dump.splitlines():
             alloc = re.match(r"#\d+ \S+ alloc +ptr=\S+ size=(\S+ \S+) ", line)
@@ -89,7 +120,14 @@ class ModuleContextTest(unittest.TestCase):
             ("3.00 MiB", None),
             ("4.00 MiB", None),
         ], dump)
+        tags = re.findall(r" tag +ptr=0x([0-9a-f]+) role=(\S+) context=(\d+)", dump)
+        self.assertEqual([(int(ptr, 16), role, roles[cid], contexts[cid][0])
+                          for ptr, role, cid in tags],
+                         [(last, "weights", "weights", "second")], dump)
 
+    @unittest.skipIf("FRAGSCOPE_STUB_CUDART" in os.environ,
+                     "torch sees the stub's devices, and the optimizer asks the driver about "
+                     "them; the plain run checks this")
     def test_roles_by_identity_name_the_parameters_module(self):
         from fragscope.module_context import name_roles
 

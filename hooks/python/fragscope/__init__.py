@@ -50,6 +50,7 @@ __all__ = [
 
 _ALLOC = "libfragscope_alloc.so"
 _TORCH = "libfragscope_torch.so"
+_PRELOAD = "libfragscope_preload.so"  # not loaded: found in the process (LD_PRELOAD)
 _BUILD_INFO = "fragscope_build.json"
 
 _lock = threading.Lock()
@@ -178,6 +179,22 @@ def _declare(lib, name):
         lib.fragscope_torch_observe_tag_block.argtypes = [c.c_void_p, c.c_int, c.c_int,
                                                           c.c_uint32]
         lib.fragscope_torch_observe_tag_block.restype = c.c_int
+    elif name == _PRELOAD:
+        lib.fragscope_preload_mode.restype = c.c_char_p
+        lib.fragscope_preload_mark.argtypes = [c.c_char_p]
+        lib.fragscope_preload_record_model.argtypes = [c.c_char_p]
+        lib.fragscope_preload_flush.restype = c.c_int
+        for fn in (lib.fragscope_preload_stats_text, lib.fragscope_preload_memory_summary):
+            fn.argtypes = [c.c_int, c.c_char_p, c.c_size_t]
+            fn.restype = c.c_size_t
+        lib.fragscope_preload_define_context.argtypes = [c.c_int, c.c_char_p, c.c_char_p,
+                                                         c.c_char_p, c.c_int]
+        lib.fragscope_preload_define_context.restype = c.c_uint32
+        lib.fragscope_preload_set_context.argtypes = [c.c_uint32]
+        lib.fragscope_preload_set_context.restype = None
+        lib.fragscope_preload_tag_block_context.argtypes = [c.c_void_p, c.c_int, c.c_int,
+                                                            c.c_uint32]
+        lib.fragscope_preload_tag_block_context.restype = c.c_int
 
 
 def _bytes(value):
@@ -185,18 +202,16 @@ def _bytes(value):
 
 
 def _preload():
-    """The interposer's C API if this process runs under LD_PRELOAD=libfragscope_preload.so."""
-    process = ctypes.CDLL(None)
-    if not hasattr(process, "fragscope_preload_mode"):
-        return None
-    process.fragscope_preload_mode.restype = ctypes.c_char_p
-    process.fragscope_preload_mark.argtypes = [ctypes.c_char_p]
-    process.fragscope_preload_record_model.argtypes = [ctypes.c_char_p]
-    process.fragscope_preload_flush.restype = ctypes.c_int
-    for fn in (process.fragscope_preload_stats_text, process.fragscope_preload_memory_summary):
-        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
-        fn.restype = ctypes.c_size_t
-    return process
+    """The interposer's C API if this process runs under LD_PRELOAD=libfragscope_preload.so, else
+    None; looked up and declared once (a preloaded library is there from the process's start)."""
+    with _lock:
+        if _PRELOAD not in _libs:
+            process = ctypes.CDLL(None)
+            found = hasattr(process, "fragscope_preload_mode")
+            if found:
+                _declare(process, _PRELOAD)
+            _libs[_PRELOAD] = process if found else None
+        return _libs[_PRELOAD]
 
 
 def preload_mode():

@@ -1,6 +1,8 @@
 """Who holds the memory in a real job: every CUDA allocation named by the module that made it, in
-the logs of the active modes (observe; replace and the pool allocator), as a context
-(fslog/FORMAT.md, "Context records"; the predictor names more: predict_context.py).
+the logs of the active modes (observe; replace and the pool allocator; the interposer), as a
+context (fslog/FORMAT.md, "Context records"; the predictor names more: predict_context.py). Under
+the interposer, cache mode's allocations name their module; observe mode logs segments, which
+name none, so only its refused requests (oom records) do.
 
     fragscope.observe(log="/tmp/job_%r.fslog")
     with fragscope.name_modules():        # or: handle = fragscope.name_modules(); handle.remove()
@@ -57,9 +59,14 @@ class _Libraries:
 
 
 def _active_libraries():
-    from . import _ALLOC, _TORCH, _load, _state
+    from . import _ALLOC, _TORCH, _load, _preload, _state
 
     calls = []
+    process = _preload()  # the interposer (LD_PRELOAD), whose logs are not the libraries'
+    if process is not None and process.fragscope_preload_mode() != b"off":
+        calls.append((process.fragscope_preload_define_context,
+                      process.fragscope_preload_set_context,
+                      process.fragscope_preload_tag_block_context))
     if _state.mode == "replace" or _state.pool is not None:
         lib = _load(_ALLOC)
         calls.append((lib.fragscope_define_context, lib.fragscope_set_context,
@@ -71,7 +78,8 @@ def _active_libraries():
                       lib.fragscope_torch_observe_tag_block))
     if not calls:
         raise RuntimeError("fragscope: no mode is active: call fragscope.observe, use_allocator "
-                           "or pool_allocator first")
+                           "or pool_allocator first, or run under LD_PRELOAD="
+                           "libfragscope_preload.so")
     return _Libraries(calls)
 
 
@@ -159,9 +167,10 @@ class ModuleContexts:
 
 def name_modules(sites=False, libraries=None):
     """From now on, every allocation of the active modes (observe; replace or the pool allocator;
-    call after them) names the module whose forward or backward made it, and with sites=True the
-    code that called that module. Returns a handle: its remove() (or the end of a `with` block)
-    stops it. `libraries`: for tests, an object with set(module, backward, site) and clear()."""
+    call after them; the interposer) names the module whose forward or backward made it, and with
+    sites=True the code that called that module. Returns a handle: its remove() (or the end of a
+    `with` block) stops it. `libraries`: for tests, an object with set(module, backward, site) and
+    clear()."""
     return ModuleContexts(libraries or _active_libraries(), sites).install()
 
 
