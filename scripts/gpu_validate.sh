@@ -30,10 +30,13 @@
 #              the hook modes in the GPT-2 job through the installed package
 #   parallel   one rank of FSDP2 and DDP jobs under the fake process group on the GPU vs
 #              `python -m fragscope predict --parallel`, and `fragscope verify` of its log
-# and the third round's (GPU_VALIDATE_STEPS=predict3):
+# and the third round's (GPU_VALIDATE_STEPS="predict3 contexts"):
 #   predict3   eight architectures not yet recorded (train_job.ROUND3_MODELS: qwen2, qwen3_moe,
 #              gemma2, phi3, falcon, olmo2, deepseek_v3, starcoder2; two layers each) x two shapes
 #              x fused and foreach AdamW, three steps, as predict measures them
+#   contexts   GPT-2 124M observed plainly and with name_modules() + name_roles() (the same
+#              allocations; roles and modules at the peak; diffed against predict), and a
+#              4-layer Llama's generate, dynamic and static caches, against predict --generate
 # then OUT_DIR/summary.md (also rewritten after every step) with every figure, the GPU, driver,
 # torch version, date and commit. Artifacts are kept small: snapshots under 1 MB each, .fslog
 # files over 1 MB are deleted once checked.
@@ -233,6 +236,15 @@ step_wheel() {
   find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
   exit "$rc"
 }
+step_contexts() {
+  set_dry
+  need "$FRAGSCOPE_BIN"
+  python3 scripts/gpu/contexts_check.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
+    --timeout 120 "${dry[@]}"
+  rc=$?
+  find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
+  exit "$rc"
+}
 step_parallel() {
   set_dry
   need "$FRAGSCOPE_BIN"
@@ -243,7 +255,8 @@ step_parallel() {
   exit "$rc"
 }
 export -f need set_dry step_tests step_oracle step_modes step_oom step_bench step_estimator \
-  step_predict step_predict3 step_bigjob step_pools step_observecost step_wheel step_parallel
+  step_predict step_predict3 step_bigjob step_pools step_observecost step_wheel step_parallel \
+  step_contexts
 export GPU_VALIDATE_DRY_RUN=${GPU_VALIDATE_DRY_RUN:-0}
 
 run_step() {  # NAME LIMIT_SECONDS
@@ -294,6 +307,7 @@ run_step observecost 130
 run_step wheel 150
 run_step parallel 120
 run_step predict3 560
+run_step contexts 300
 python3 scripts/gpu/summary.py write "$out"
 echo "gpu_validate: $failures step(s) failed, timed out or not run, in ${SECONDS}s"
 echo "gpu_validate: summary: $out/summary.md"
