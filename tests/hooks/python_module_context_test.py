@@ -162,5 +162,39 @@ class ModuleContextTest(unittest.TestCase):
         self.assertEqual(tags.seen, [])
 
 
+    @unittest.skipIf("FRAGSCOPE_STUB_CUDART" in os.environ, "the plain run checks this")
+    def test_a_transformers_kv_cache_is_named(self):
+        try:
+            from transformers import AutoConfig, AutoModelForCausalLM
+        except ImportError:
+            self.skipTest("transformers is not installed")
+        from fragscope.module_context import name_roles
+
+        class Tags:
+            def __init__(self):
+                self.seen = []
+
+            def tag(self, ptr, device, role, module):
+                self.seen.append((ptr, role))
+
+        cfg = AutoConfig.for_model("llama", hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=64)
+        model = AutoModelForCausalLM.from_config(cfg).eval()
+        tags = Tags()
+        handle = name_roles(model, libraries=tags, device_type="cpu")
+        with torch.no_grad():
+            out = model(torch.ones(1, 5, dtype=torch.long), use_cache=True)
+        # Each layer's keys and values, as the cache holds them after its update.
+        held = {t.untyped_storage().data_ptr() for layer in out.past_key_values.layers
+                for t in (layer.keys, layer.values)}
+        self.assertEqual({ptr for ptr, role in tags.seen if role == 9}, held)
+        handle.remove()
+        del tags.seen[:]
+        with torch.no_grad():
+            model(torch.ones(1, 5, dtype=torch.long), use_cache=True)
+        self.assertEqual([t for t in tags.seen if t[1] == 9], [])
+
+
 if __name__ == "__main__":
     unittest.main()

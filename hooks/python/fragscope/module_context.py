@@ -26,6 +26,7 @@ the active libraries; the log records nothing more than the id in each alloc rec
 bench/RESULTS.md, "Observe mode: PyTorch's trace entry by receiver").
 """
 
+from . import kv_caches
 from .predict_context import ModuleNames
 
 
@@ -175,7 +176,7 @@ def name_modules(sites=False, libraries=None):
 
 
 # The roles of fslog/allocation_role.h (as predict_roles.py names them).
-_WEIGHTS, _GRADIENTS, _OPTIMIZER_STATES = 1, 2, 3
+_WEIGHTS, _GRADIENTS, _OPTIMIZER_STATES, _KV_CACHE = 1, 2, 3, 9
 
 
 class _RoleHooks:
@@ -183,11 +184,14 @@ class _RoleHooks:
 
     def __init__(self):
         self.handles = []
+        self.stops = []  # functions that end a watch (kv_caches.watch)
 
     def remove(self):
         for handle in self.handles:
             handle.remove()
-        self.handles = []
+        for stop in self.stops:
+            stop()
+        self.handles, self.stops = [], []
 
     def __enter__(self):
         return self
@@ -200,7 +204,8 @@ def name_roles(model, optimizer=None, libraries=None, device_type="cuda"):
     """Who holds the memory by identity, in a real job: the model's parameters are weights (tagged
     now), each one's .grad a gradient once autograd accumulates it, and the optimizer's states
     optimizer states after each step, each of its parameter's module ("model.layers.0.mlp.up_proj")
-    (tag records with a context, fslog/FORMAT.md). Allocations made in between keep what the log
+    (tag records with a context, fslog/FORMAT.md), and what a transformers KV cache holds a KV
+    cache after each update (kv_caches.py; when transformers is imported). Allocations made in between keep what the log
     says of them (name_modules()). Returns a handle whose remove() stops the later tags.
     `libraries` (an object with tag(ptr, device, role, module)) and `device_type`: for tests."""
     import torch
@@ -228,4 +233,7 @@ def name_roles(model, optimizer=None, libraries=None, device_type="cuda"):
                     tag(value, _OPTIMIZER_STATES, modules.get(id(param), ""))
 
         hooks.handles.append(optimizer.register_step_post_hook(states))
+    stop = kv_caches.watch(lambda t: tag(t, _KV_CACHE, ""))
+    if stop is not None:
+        hooks.stops.append(stop)
     return hooks

@@ -163,30 +163,15 @@ def saving_activations(parameters=()):
 
 @contextlib.contextmanager
 def naming_kv_caches():
-    """Inside: the tensors of a transformers cache's layer are a KV cache once the cache updated
-    that layer: a DynamicLayer's keys and values (a new torch.cat of the old and the new tokens
-    each step), a StaticLayer's (made at its first update, written in place), the states of
-    other layer kinds. A model with transformers' default use_cache=True builds one even in a
+    """Inside: the tensors a transformers cache holds are a KV cache once the cache updated their
+    layer (kv_caches.py). A model with transformers' default use_cache=True builds one even in a
     training forward, which holds it until the loss is computed (the forward's end, where
-    training peaks): the report names it. Without transformers, nothing is patched."""
-    import torch
+    training peaks): the report names it."""
+    from . import kv_caches
 
-    try:
-        from transformers import cache_utils
-    except ImportError:
-        yield
-        return
-    update = cache_utils.Cache.update
-
-    def naming_update(self, key_states, value_states, layer_idx, *args, **kwargs):
-        result = update(self, key_states, value_states, layer_idx, *args, **kwargs)
-        for value in vars(self.layers[layer_idx]).values():
-            if isinstance(value, torch.Tensor):
-                tag_tensor(value, KV_CACHE)
-        return result
-
-    cache_utils.Cache.update = naming_update
+    stop = kv_caches.watch(lambda t: tag_tensor(t, KV_CACHE))
     try:
         yield
     finally:
-        cache_utils.Cache.update = update
+        if stop is not None:
+            stop()
