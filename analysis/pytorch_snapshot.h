@@ -95,13 +95,18 @@ TraceAction TraceActionFromName(std::string_view name);
 
 struct SnapshotTraceEntry {
   TraceAction action = TraceAction::kAlloc;
+  // A streamed read (ReadPyTorchSnapshotForReplay), which keeps no frames: the call site of them
+  // (call_site_text.h), an id into PyTorchSnapshot::call_sites; 0 for none (no or empty
+  // 'frames', or a whole read). Here rather than beside `frames`: it fills the padding after
+  // `action`.
+  uint32_t call_site = 0;
   std::string unknown_action;  // the action string when action == kUnknown
   uint64_t addr = 0;           // block or segment address; 0 for oom
   uint64_t device_free = 0;    // oom only: bytes cudaMemGetInfo reported free
   uint64_t size = 0;           // docs/pytorch_allocator_rules.md §6, per action
   int64_t stream = 0;
   std::optional<int64_t> time_us;  // Unix time in microseconds (PyTorch 2.1+)
-  FrameStack frames;               // null: 'frames' absent
+  FrameStack frames;               // null: 'frames' absent, or not kept (a streamed read)
   std::optional<std::string> compile_context;
   std::optional<std::string> user_metadata;
   std::optional<std::pair<int64_t, int64_t>> pool_id;
@@ -128,6 +133,9 @@ struct PyTorchSnapshot {
   std::optional<SnapshotAllocatorSettings> allocator_settings;
   // record_function annotations, passed through untouched; None when absent.
   pickle::PickleValue external_annotations;
+  // A streamed read: the texts of the trace entries' call sites (SnapshotTraceEntry::call_site
+  // - 1 -> text), each once. Not exported.
+  std::vector<std::string> call_sites;
 };
 
 struct SnapshotImportOptions {
@@ -161,10 +169,14 @@ absl::Status WritePyTorchSnapshotFile(const PyTorchSnapshot& snapshot, const std
 
 // For replay (pytorch_snapshot_stream.cc): the same snapshot, read with bounded memory for
 // gigabyte files. The file is mapped, not copied, and the pages behind the reader are released;
-// the trace entries are converted as the pickle appends them (pickle::ReadPickleStreaming) and
-// their 'frames' are not kept (null): replay never reads them. What stays is the typed entries,
-// the memo (one slot per memoized object) and the rest of the snapshot. A pickle laid out so that
-// its entries cannot be streamed (none that Python or LibTorch write) is read whole instead.
+// the trace entries are converted as the pickle appends them (pickle::ReadPickleStreaming). Their
+// 'frames' are not kept (null): each entry keeps the call site a report names of them
+// (call_site_text.h), interned (SnapshotTraceEntry::call_site), which is worked out once per
+// frames list and per frame dict, as PyTorch shares them through the pickle's memo. What stays is
+// the typed entries, the distinct frames' texts, the memo (one slot per memoized object) and the
+// rest of the snapshot. The frames are checked as the whole read checks them, with its errors. A
+// pickle laid out so that its entries cannot be streamed (none that Python or LibTorch write) is
+// read whole instead.
 absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotForReplay(const std::string& path);
 absl::StatusOr<PyTorchSnapshot> ReadPyTorchSnapshotBytesForReplay(std::string_view bytes,
                                                                   const std::string& name);

@@ -18,6 +18,7 @@
 #include "allocator/check.h"
 #include "analysis/pickle/pickle_reader.h"
 #include "analysis/pytorch_snapshot.h"
+#include "analysis/streamed_call_sites.h"
 
 namespace fragscope {
 namespace {
@@ -27,13 +28,13 @@ using pickle::StreamItems;
 using pickle::StreamValue;
 
 // Trace entries as the pickle appends them: the typed fields Importer::Trace reads
-// (pytorch_snapshot.cc), with the same errors, without 'frames'.
+// (pytorch_snapshot.cc), with the same errors; of 'frames', the call site (streamed_call_sites.h).
 class TraceEntries final : public pickle::PickleListConsumer {
  public:
-  explicit TraceEntries(size_t max_items) : max_items_(max_items) {}
+  explicit TraceEntries(size_t max_items) : max_items_(max_items), sites_(max_items) {}
 
-  absl::Status Element(size_t list, size_t index, const StreamValue& element,
-                       StreamItems items) override {
+  absl::Status Element(size_t list, size_t index, const StreamValue& element, StreamItems items,
+                       pickle::StreamContents& contents) override {
     if (list >= lists_.size()) lists_.resize(list + 1);
     std::vector<std::vector<SnapshotTraceEntry>>& chunks = lists_[list];
     if (chunks.empty() || chunks.back().size() == kChunk) chunks.emplace_back().reserve(kChunk);
@@ -71,6 +72,9 @@ class TraceEntries final : public pickle::PickleListConsumer {
     if (fields[kTimeUs] != nullptr) {
       FRAGSCOPE_ASSIGN_OR_RETURN(entry.time_us, Int(path, "time_us", fields[kTimeUs]));
     }
+    if (fields[kFrames] != nullptr) {
+      FRAGSCOPE_ASSIGN_OR_RETURN(entry.call_site, sites_.Site(path, *fields[kFrames], contents));
+    }
     if (fields[kCompileContext] != nullptr) {
       FRAGSCOPE_ASSIGN_OR_RETURN(const std::string_view text,
                                  Str(path, "compile_context", fields[kCompileContext]));
@@ -93,6 +97,8 @@ class TraceEntries final : public pickle::PickleListConsumer {
   }
 
   size_t lists() const { return lists_.size(); }
+  // The texts of the entries' call sites (SnapshotTraceEntry::call_site), moved out.
+  std::vector<std::string> TakeCallSites() { return sites_.TakeTexts(); }
   // List `list`'s entries in one vector, built chunk by chunk so that the entries are held
   // about once, not twice as a growing vector's reallocation would hold them. `keep`: copy,
   // leaving them for another holder.
@@ -123,11 +129,12 @@ class TraceEntries final : public pickle::PickleListConsumer {
     kCompileContext,
     kUserMetadata,
     kPoolId,
+    kFrames,
     kFieldCount
   };
   static constexpr std::string_view kFieldNames[kFieldCount] = {
-      "action",          "addr",          "device_free", "size", "stream", "time_us",
-      "compile_context", "user_metadata", "pool_id"};
+      "action",          "addr",          "device_free", "size",  "stream", "time_us",
+      "compile_context", "user_metadata", "pool_id",     "frames"};
 
   static absl::Status Missing(const std::string& path, std::string_view key) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: missing key '%s'", path, key));
@@ -169,6 +176,7 @@ class TraceEntries final : public pickle::PickleListConsumer {
   size_t max_items_;
   size_t items_ = 0;
   std::vector<std::vector<std::vector<SnapshotTraceEntry>>> lists_;  // list -> chunks
+  StreamedCallSites sites_;
 };
 
 // Decodes `bytes`, streaming the traces' entries; `progress` sees the offset reached.
@@ -197,6 +205,7 @@ absl::StatusOr<PyTorchSnapshot> Decode(std::string_view bytes, const std::string
   if (!streamed.ok()) return named(streamed.status());
   absl::StatusOr<PyTorchSnapshot> snapshot = SnapshotFromPickle(streamed->root, import);
   if (!snapshot.ok()) return named(snapshot.status());
+  snapshot->call_sites = entries.TakeCallSites();
   // The streamed lists are empty in the tree: put their entries where the tree holds them.
   const pickle::PickleValue* traces =
       streamed->root.kind() == PickleKind::kDict ? streamed->root.Find("device_traces") : nullptr;

@@ -411,11 +411,7 @@ absl::StatusOr<bool> SnapshotSource::Next(TraceEvent* event) {
                kind == EventKind::kFreeCompleted) {
       event->ptr = e.addr;
       event->requested_bytes = e.size;
-      if (kind == EventKind::kAlloc && !sites_.by_entry.empty()) {
-        if (auto it = sites_.by_entry.find(pos_ - 1); it != sites_.by_entry.end()) {
-          event->site = it->second;
-        }
-      }
+      if (kind == EventKind::kAlloc) event->site = sites_.Site(pos_ - 1);
     } else {
       event->ptr = e.addr;
       event->bytes = e.size;

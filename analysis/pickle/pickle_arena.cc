@@ -42,7 +42,7 @@ absl::StatusOr<Slot> PickleArena::NewContainer(PickleKind kind, std::vector<Slot
   if (containers_.size() >= std::numeric_limits<uint32_t>::max()) {
     return TooMany("containers", offset);
   }
-  containers_.push_back(Container{kind, StreamRole::kPlain, 0, offset, std::move(items)});
+  containers_.push_back(Container{kind, StreamRole::kPlain, false, 0, offset, std::move(items)});
   return Slot{kind, static_cast<uint32_t>(containers_.size() - 1), 0};
 }
 

@@ -69,10 +69,16 @@ enum class StreamRole : uint8_t {
 struct Container {
   PickleKind kind;  // kList, kTuple or kDict
   StreamRole role = StreamRole::kPlain;
-  uint32_t stream_list = 0;  // kInner: the list's ordinal among the inner lists
-  size_t offset;             // byte offset of the opcode that created it, for errors
-  std::vector<Slot> items;   // a dict holds key, value, key, value, ... in SETITEM order
+  // A stream consumer read its items (StreamContents::Items): a later change is a layout error.
+  bool frozen = false;
+  // kInner: the list's ordinal among the inner lists. Any other role: the number a stream
+  // consumer noted on it (StreamContents::Note), 0 for none. One field for both keeps a container
+  // at 40 bytes (a streamed pickle has tens of millions of them); a kInner list takes no note.
+  uint32_t stream_tag = 0;
+  size_t offset;            // byte offset of the opcode that created it, for errors
+  std::vector<Slot> items;  // a dict holds key, value, key, value, ... in SETITEM order
 };
+static_assert(sizeof(Container) <= 40);
 
 class PickleArena {
  public:
@@ -83,6 +89,7 @@ class PickleArena {
   // REQUIRES: `slot` is a container slot of this arena.
   Container& container(const Slot& slot) { return containers_[slot.ref]; }
   const Container& container(const Slot& slot) const { return containers_[slot.ref]; }
+  size_t container_count() const { return containers_.size(); }
   // REQUIRES: `slot` is a str, bytes or big int slot of this arena.
   const PickleValue& leaf(const Slot& slot) const { return leaves_[slot.ref]; }
   // Empties a container handed to a stream consumer; Finalize then refuses to meet it.

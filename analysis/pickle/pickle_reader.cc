@@ -92,6 +92,11 @@ absl::StatusOr<Container*> Unpickler::Target(size_t stack_index, PickleKind kind
     return Layout(absl::StrFormat("the %s created at offset %d was streamed, and is changed later",
                                   PickleKindName(kind), c.offset));
   }
+  if (c.frozen) {
+    return Layout(absl::StrFormat(
+        "the %s created at offset %d was read with a streamed element, and is changed later",
+        PickleKindName(kind), c.offset));
+  }
   return &c;
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -56,7 +57,8 @@ absl::StatusOr<PickleValue> ReadPickleFile(const std::string& path,
 // handed to a consumer as they are appended, and emptied, instead of being kept: memory then
 // grows with the rest of the pickle and the memo, not with the elements.
 //
-// A value as the consumer sees it: scalars and strings by value, containers by kind only.
+// A value as the consumer sees it: scalars and strings by value, containers by kind, with a
+// handle to read their items through StreamContents.
 struct StreamValue {
   PickleKind kind = PickleKind::kNone;
   int64_t int_value = 0;     // kInt, kBool (0 or 1)
@@ -64,17 +66,45 @@ struct StreamValue {
   std::string_view text;     // kString, kBytes: valid during the call only
   // kTuple of two ints (a snapshot's pool ids): the two.
   std::optional<std::pair<int64_t, int64_t>> int_pair;
+  // kList, kTuple, kDict: which container it is, the same for every reference to it (a memo
+  // reference) in one read; 0 for other kinds.
+  uint32_t container = 0;
+  // What the consumer noted on that container (StreamContents::Note); 0: nothing.
+  uint32_t note = 0;
 };
 using StreamItems = std::span<const std::pair<StreamValue, StreamValue>>;
+
+// What a consumer may read below an element's own items (a snapshot's trace entry: its frames
+// list, and the frame dicts in it), and remember of a container across elements: PyTorch shares
+// one frames list among the entries of one allocation, and one frame dict among every stack that
+// passes through it, as memo references.
+class StreamContents {
+ public:
+  // The items of the container `value` into *items (a list's or tuple's elements; a dict's keys
+  // and values alternating, in SETITEM order), as views valid during the consumer's call. False
+  // (none) for a value that is no container, or a container already streamed and emptied (one
+  // made inside an earlier element: what the consumer noted on it is what remains). A container
+  // read so may not change afterwards: a later APPEND or SETITEM on it stops the read with
+  // FailedPrecondition, as the value the consumer took from it would be stale.
+  virtual bool Items(const StreamValue& value, std::vector<StreamValue>* items) = 0;
+  // Notes `note` on the container `value`: every later view of it carries it (StreamValue::note),
+  // even once it was streamed and emptied. False, noting nothing, for a value that is no container
+  // or is one of the streamed lists.
+  virtual bool Note(const StreamValue& value, uint32_t note) = 0;
+
+ protected:
+  ~StreamContents() = default;
+};
 
 class PickleListConsumer {
  public:
   virtual ~PickleListConsumer() = default;
   // Element `index` of inner list `list` (inner lists are numbered as they are created). A dict
   // comes with its keys and values in SETITEM order (a repeated key: the last one counts, as in
-  // Python); any other value with no items. An error stops the read and is returned by it.
+  // Python); any other value with no items. `contents` reads deeper, during the call. An error
+  // stops the read and is returned by it.
   virtual absl::Status Element(size_t list, size_t index, const StreamValue& element,
-                               StreamItems items) = 0;
+                               StreamItems items, StreamContents& contents) = 0;
 };
 
 struct StreamedPickle {

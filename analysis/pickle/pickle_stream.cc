@@ -42,7 +42,7 @@ void Unpickler::AssignRole(const Slot& c) {
   }
   if (c.kind == PickleKind::kList && Open(StreamRole::kOuter)) {
     container.role = StreamRole::kInner;
-    container.stream_list = static_cast<uint32_t>(inner_.size());
+    container.stream_tag = static_cast<uint32_t>(inner_.size());
     inner_.push_back(Inner{c.ref, 0, 0});
     return;
   }
@@ -60,9 +60,9 @@ void Unpickler::NoteAttach(bool to_outer, size_t first) {
     const Container& c = arena_.container(item);
     if (c.role != StreamRole::kInner) continue;
     if (to_outer) {
-      ++inner_[c.stream_list].attached;
+      ++inner_[c.stream_tag].attached;
     } else {
-      inner_[c.stream_list].elsewhere = true;
+      inner_[c.stream_tag].elsewhere = true;
     }
   }
 }
@@ -94,12 +94,45 @@ StreamValue Unpickler::View(const Slot& slot) const {
     default:
       break;
   }
+  if (slot.kind == PickleKind::kList || slot.kind == PickleKind::kDict ||
+      slot.kind == PickleKind::kTuple) {
+    const Container& c = arena_.container(slot);
+    v.container = slot.ref + 1;
+    v.note = c.role == StreamRole::kInner ? 0 : c.stream_tag;
+  }
   return v;
+}
+
+namespace {
+
+// The container a view names, or nullptr (StreamContents).
+Container* Named(PickleArena& arena, const StreamValue& value) {
+  if (value.container == 0 || value.container > arena.container_count()) return nullptr;
+  return &arena.container(Slot{value.kind, value.container - 1, 0});
+}
+
+}  // namespace
+
+bool Unpickler::Items(const StreamValue& value, std::vector<StreamValue>* items) {
+  items->clear();
+  Container* c = Named(arena_, value);
+  if (c == nullptr || c->role == StreamRole::kConsumed) return false;
+  c->frozen = true;  // Target refuses to change it from now on
+  items->reserve(c->items.size());
+  for (const Slot& item : c->items) items->push_back(View(item));
+  return true;
+}
+
+bool Unpickler::Note(const StreamValue& value, uint32_t note) {
+  Container* c = Named(arena_, value);
+  if (c == nullptr || c->role == StreamRole::kInner) return false;
+  c->stream_tag = note;
+  return true;
 }
 
 // Hands stack_[first..] to the consumer as elements of `inner`, and drops them.
 absl::Status Unpickler::StreamElements(Container& inner, size_t first) {
-  Inner& list = inner_[inner.stream_list];
+  Inner& list = inner_[inner.stream_tag];
   for (size_t i = first; i < stack_.size(); ++i) {
     const Slot item = stack_[i];
     scratch_.clear();
@@ -117,7 +150,7 @@ absl::Status Unpickler::StreamElements(Container& inner, size_t first) {
       }
     }
     FRAGSCOPE_RETURN_IF_ERROR(
-        consumer_->Element(inner.stream_list, list.streamed++, View(item), scratch_));
+        consumer_->Element(inner.stream_tag, list.streamed++, View(item), scratch_, *this));
     if (c != nullptr && c->role == StreamRole::kElement) {
       // The element and what was made inside it (its frames list) go; shared values stay.
       for (const Slot& v : c->items) {

@@ -19,8 +19,9 @@
 
 namespace fragscope::pickle::internal {
 
-// Runs the pickle machine (stack, MARKs, memo) over a PickleArena, then finalizes the arena.
-class Unpickler {
+// Runs the pickle machine (stack, MARKs, memo) over a PickleArena, then finalizes the arena. As
+// StreamContents, it lets a stream consumer read the arena's containers (pickle_stream.cc).
+class Unpickler final : public StreamContents {
  public:
   Unpickler(std::string_view data, const PickleReadOptions& options)
       : data_(data), options_(options) {}
@@ -80,6 +81,9 @@ class Unpickler {
   }
   // After Run(): the inner lists the result holds, by identity.
   absl::StatusOr<absl::flat_hash_map<const void*, size_t>> StreamedLists() const;
+
+  bool Items(const StreamValue& value, std::vector<StreamValue>* items) override;
+  bool Note(const StreamValue& value, uint32_t note) override;
 
  private:
   std::vector<Slot> stack_;

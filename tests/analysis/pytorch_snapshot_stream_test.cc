@@ -1,6 +1,7 @@
 // Tests of the streamed snapshot read for replay (ReadPyTorchSnapshotForReplay,
 // pickle::ReadPickleStreaming): the same snapshot as the whole read, less the trace entries'
-// frames; elements handed over as they are appended; layouts that cannot be streamed read whole.
+// frames, whose call sites it keeps; elements handed over as they are appended; layouts that
+// cannot be streamed read whole.
 #include <string>
 #include <vector>
 
@@ -46,7 +47,7 @@ TEST(PyTorchSnapshotStreamTest, EqualsTheWholeReadWithoutTheEntriesFrames) {
 class Counter final : public pickle::PickleListConsumer {
  public:
   absl::Status Element(size_t list, size_t index, const pickle::StreamValue& element,
-                       pickle::StreamItems items) override {
+                       pickle::StreamItems items, pickle::StreamContents& /*contents*/) override {
     if (list >= counts.size()) counts.resize(list + 1);
     EXPECT_EQ(index, counts[list]);
     EXPECT_EQ(element.kind, pickle::PickleKind::kDict);

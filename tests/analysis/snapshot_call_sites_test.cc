@@ -74,8 +74,11 @@ std::shared_ptr<PyTorchSnapshot> FragmentedSnapshot() {
 TEST(SnapshotCallSitesTest, EntriesTakeTheirOwnStackElseTheLiveBlocks) {
   std::shared_ptr<PyTorchSnapshot> snapshot = FragmentedSnapshot();
   const SnapshotCallSites sites = CollectSnapshotCallSites(*snapshot, 0);
-  size_t own = 0, from_blocks = 0;
-  for (const auto& [entry, site] : sites.by_entry) {
+  size_t own = 0, from_blocks = 0, with_site = 0;
+  for (size_t entry = 0; entry < snapshot->device_traces[0].size(); ++entry) {
+    const uint32_t site = sites.Site(entry);
+    if (site == 0) continue;
+    ++with_site;
     ASSERT_EQ(snapshot->device_traces[0][entry].action, TraceAction::kAlloc);
     const std::string& text = sites.Text(site);
     own += text == "/home/me/model.py:12 in embed";
@@ -83,9 +86,28 @@ TEST(SnapshotCallSitesTest, EntriesTakeTheirOwnStackElseTheLiveBlocks) {
   }
   EXPECT_EQ(own, 1u);          // blocks[1]: its entry's own stack wins over its block's
   EXPECT_EQ(from_blocks, 2u);  // blocks[3] and [5]; blocks[7] has no stack
-  EXPECT_EQ(sites.by_entry.size(), 3u);
+  EXPECT_EQ(with_site, 3u);
+  EXPECT_EQ(sites.Site(snapshot->device_traces[0].size()), 0u);
   EXPECT_EQ(sites.Text(0), "");
   EXPECT_EQ(sites.Text(99), "");
+}
+
+// A streamed read (analyze's) gives every alloc entry the call site the whole read gives it.
+TEST(SnapshotCallSitesTest, AStreamedReadGivesTheWholeReadsSites) {
+  const std::string path = TempPath("streamed.pickle");
+  ASSERT_TRUE(WritePyTorchSnapshotFile(*FragmentedSnapshot(), path).ok());
+  absl::StatusOr<PyTorchSnapshot> whole = ReadPyTorchSnapshotFile(path);
+  absl::StatusOr<PyTorchSnapshot> streamed = ReadPyTorchSnapshotForReplay(path);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  const SnapshotCallSites a = CollectSnapshotCallSites(*whole, 0);
+  const SnapshotCallSites b = CollectSnapshotCallSites(*streamed, 0);
+  size_t with_site = 0;
+  for (size_t i = 0; i < whole->device_traces[0].size(); ++i) {
+    EXPECT_EQ(b.Text(b.Site(i)), a.Text(a.Site(i))) << "entry " << i;
+    with_site += a.Site(i) != 0;
+  }
+  EXPECT_EQ(with_site, 3u);
 }
 
 // The OOM explanation names each pinning block's call site: text (control characters escaped),
@@ -95,8 +117,10 @@ TEST(SnapshotCallSitesTest, ReportsShowThePinningBlocksCallSites) {
   ASSERT_TRUE(WritePyTorchSnapshotFile(*FragmentedSnapshot(), path).ok());
   testing::CommandRun text = Fragscope({"analyze", path, "--capacity", "64MiB", "--no-sweep"});
   ASSERT_EQ(text.code, 0) << text.err;
-  // `analyze` reads the entries without their stacks (bounded memory): the live blocks' stacks.
-  EXPECT_THAT(text.out, HasSubstr("at /home/me/model.py:13 in layer"));
+  // `analyze` streams the entries (bounded memory) and keeps their call sites: blocks[1]'s entry
+  // names its own, as the whole read does; the others their live blocks'.
+  EXPECT_THAT(text.out, HasSubstr("at /home/me/model.py:12 in embed"));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("model.py:13 in layer")));
   EXPECT_THAT(text.out, HasSubstr("at /home/me/model.py:40 in layer\\n\\x1b[31mred"));
   EXPECT_THAT(text.out, ::testing::Not(HasSubstr("\x1b")));
   testing::CommandRun json =

@@ -7,16 +7,31 @@
 //     decodes to an equal value: the reader and the writer agree;
 //   - SnapshotFromPickle on any decoded value never crashes, and an imported snapshot exports;
 //   - the streaming reader replay uses (ReadPyTorchSnapshotBytesForReplay) never crashes, and
-//     reads what the whole-file reader reads: the same segments and the same typed trace entries
-//     (it drops their frames).
+//     reads what the whole-file reader reads: the same segments and the same typed trace entries,
+//     whose frames it drops but whose call sites it keeps (the same text, entry by entry).
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "allocator/check.h"
+#include "analysis/call_site_text.h"
 #include "analysis/pickle/pickle_reader.h"
 #include "analysis/pickle/pickle_writer.h"
 #include "analysis/pytorch_snapshot.h"
+
+namespace {
+
+// An entry's call site, from its frames (a whole read) or the one a streamed read kept.
+std::string SiteText(const fragscope::PyTorchSnapshot& snapshot,
+                     const fragscope::SnapshotTraceEntry& entry) {
+  if (entry.frames != nullptr) return fragscope::CallSiteText(*entry.frames);
+  const uint32_t id = entry.call_site;
+  FRAGSCOPE_CHECK(id <= snapshot.call_sites.size());
+  return id == 0 ? "" : snapshot.call_sites[id - 1];
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fragscope;
@@ -35,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FRAGSCOPE_CHECK(a[i].action == b[i].action && a[i].addr == b[i].addr &&
                         a[i].size == b[i].size && a[i].stream == b[i].stream &&
                         a[i].pool_id == b[i].pool_id);
+        FRAGSCOPE_CHECK(SiteText(*whole, a[i]) == SiteText(*streamed, b[i]));
       }
     }
   }
