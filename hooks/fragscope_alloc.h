@@ -51,6 +51,30 @@ void fragscope_empty_cache(void);      /* torch.cuda.empty_cache(): every device
 void fragscope_set_memory_fraction(double fraction, int device);
 void fragscope_record_stream(void* ptr, cudaStream_t stream);
 
+/* --- Private pools: CUDA-graph capture (PyTorch's beginAllocateToPool, endAllocateToPool,
+ * releasePool and getPoolUseCount) -------------------------------------------------------------
+ * A pool is PyTorch's MempoolId_t (first, second): (n, 0) the pool a capture makes for itself,
+ * (0, n) one from torch.cuda.graph_pool_handle(), which several captures may share. (0, 0), the
+ * default pool, is refused, and so is a counter of 2^32 or more (a log's pool word holds 32 bits
+ * of each). Each returns 0, or -1 with fragscope_last_error() naming the device, pool and why.
+ * fragscope_begin_allocate_to_pool: creates the pool with one user, or adds a user to a live one,
+ * then sends every request on `stream` of `device` to it (best fit, splits and reuse inside the
+ * pool only; its alloc and segment records carry its id) until fragscope_end_allocate_to_pool. A
+ * pool already being allocated to, or one all its users released, is refused.
+ * fragscope_end_allocate_to_pool: requests on that stream go to the default pool again; the pool
+ * keeps its blocks and segments (reserved) for its users.
+ * fragscope_release_pool: one user fewer (a graph reset or deleted); with none left the pool's
+ * unsplit free segments go back to the device at the next fragscope_empty_cache (or an
+ * out-of-memory retry), the segments of blocks still live once those are freed too, and the pool
+ * is gone once its last segment is.
+ * fragscope_pool_use_count: the pool's users; -1 for a pool that does not exist (never begun, or
+ * gone). */
+int fragscope_begin_allocate_to_pool(int device, uint64_t pool_first, uint64_t pool_second,
+                                     cudaStream_t stream);
+int fragscope_end_allocate_to_pool(int device, uint64_t pool_first, uint64_t pool_second);
+int fragscope_release_pool(int device, uint64_t pool_first, uint64_t pool_second);
+int fragscope_pool_use_count(int device, uint64_t pool_first, uint64_t pool_second);
+
 /* --- Configuration ----------------------------------------------------------------------------
  * Replaces the environment: conf (NULL = FRAGSCOPE_ALLOC_CONF, "" = PyTorch defaults) and
  * log_pattern (NULL = FRAGSCOPE_LOG, "" = no log). Returns 0, or -1 (see fragscope_last_error) if

@@ -35,6 +35,16 @@ absl::Status SetPluggableBackendFactory(BackendFactory factory);
 absl::Status SimulatePluggableDevices(uint64_t device_bytes, std::optional<std::string_view> conf,
                                       std::optional<std::string_view> log_pattern);
 
+// Private pools of `device`'s allocator (pluggable_pools.cc), behind the C ABI's
+// fragscope_begin_allocate_to_pool, fragscope_end_allocate_to_pool and fragscope_release_pool,
+// which pass a filter accepting one stream; a caller with PyTorch's own filter (the streams
+// capturing into the graph) can pass that. Begin creates the device's allocator if needed; end
+// and release on a device without one are kFailedPrecondition. Otherwise the allocator's
+// statuses (CachingAllocator::BeginAllocateToPool and the rest).
+absl::Status BeginAllocateToPool(int device, PoolId pool, CachingAllocator::StreamFilter filter);
+absl::Status EndAllocateToPool(int device, PoolId pool);
+absl::Status ReleasePool(int device, PoolId pool);
+
 // Tests only: forgets every allocator, log and configuration (the environment is read again on the
 // next call) and installs `factory` (empty = DefaultBackendFactory()).
 // REQUIRES: no pointer from fragscope_malloc is live and no other thread is inside the C ABI.
