@@ -115,15 +115,15 @@ void fragscope_mark(const char* text);
 void fragscope_record_model(const char* json);
 /* The role of the live block at `ptr` on `device` (fslog/allocation_role.h: 1 weights, 2
  * gradients, 3 optimizer states, 4 optimizer-step temporaries, 5 activations saved for backward,
- * 6 other temporaries, 7 workspaces, 8 communication buffers) as a tag record in that device's
- * log (fslog/FORMAT.md, "Tag records"). Returns 0; -1 for a role outside 0..8 (nothing written);
- * a no-op without a log. */
+ * 6 other temporaries, 7 workspaces, 8 communication buffers, 9 KV cache) as a tag record in that
+ * device's log (fslog/FORMAT.md, "Tag records"). Returns 0; -1 for a role outside 0..9 (nothing
+ * written); a no-op without a log. */
 int fragscope_tag_block(const void* ptr, int device, int role);
 /* Who holds the memory (fslog/FORMAT.md, "Context records"): the id of a context -- role (as
  * above), module path ("model.h.7.attn"), ATen op ("aten::bmm"), code location ("train.py:88 in
  * step"), each "" or NULL when not known, and whether it is a backward pass -- interned once per
  * process and defined in every log (open now or later). 0 without a log, or for a role outside
- * 0..8 (an error). */
+ * 0..9 (an error). */
 uint32_t fragscope_define_context(int role, const char* module, const char* op, const char* site,
                                   int backward);
 /* The context of the allocations this thread makes from now on (0: none): their alloc records

@@ -92,7 +92,7 @@ void fragscope_torch_observe_record_model(const char* json) {
 
 // Who holds the memory (fslog/FORMAT.md, "Context records"), as fragscope_define_context and
 // fragscope_set_context of libfragscope_alloc.so, for the observer's logs. 0 for a role outside
-// 0..8 or when not observing.
+// 0..9 or when not observing.
 uint32_t fragscope_torch_observe_define_context(int role, const char* module, const char* op,
                                                 const char* site, int backward) {
   try {
@@ -111,7 +111,7 @@ void fragscope_torch_observe_set_context(uint32_t context) {
 }
 
 // fragscope_tag_block_context of libfragscope_alloc.so, for the observer's logs: 0, or -1 for a
-// role outside 0..8.
+// role outside 0..9.
 int fragscope_torch_observe_tag_block(const void* ptr, int device, int role, uint32_t context) {
   try {
     if (!ValidRole(role)) return -1;
