@@ -6,6 +6,8 @@ python -m fragscope fit ...: the largest micro-batch that fits, fragmentation in
     python -m fragscope predict --config config.json --set num_hidden_layers=80 ...
     python -m fragscope predict --model-fn mymod:make --step-fn mymod:step --steps 2 --out p.fslog
     python -m fragscope predict --config gpt2 ... --parallel fsdp2 --world-size 8 --rank 3 ...
+    python -m fragscope predict --config llama --seq 2048 --micro-batch 4 --qlora \
+        --lora-rank 16 --lora-targets all-linear --out qlora.fslog   # peft + bitsandbytes
     python -m fragscope predict --config llama --seq 512 --micro-batch 8 --generate 128 \
         --cache static --out gen.fslog                  # transformers' generate (inference)
 
@@ -80,6 +82,9 @@ def _parser():
     p.add_argument("--conf", default="", help="allocator settings (PYTORCH_CUDA_ALLOC_CONF)")
     p.add_argument("--json", action="store_true", help="print the phases as JSON")
     add_rank_flags(p)
+    from .predict_adapters import add_flags
+
+    add_flags(p)
     return p
 
 
@@ -147,6 +152,9 @@ def main(argv=None):
             raise ValueError("--steps must be positive")
         _generate_flags(args)
         ranks = rank_options(args, wrap_required=bool(args.config))
+        from .predict_adapters import options as adapter_options
+
+        adapters = adapter_options(args)
         if args.optimizer_fn and not (args.model_fn and args.parallel):
             raise ValueError("--optimizer-fn goes with --model-fn and --parallel")
         from .predict_device import find_gpu
@@ -171,7 +179,7 @@ def main(argv=None):
                                 dtype=args.dtype, attention=args.attention,
                                 recompute=args.recompute, gpu=args.gpu, conf=args.conf,
                                 overrides=overrides, generate=args.generate, cache=args.cache,
-                                **ranks)
+                                **ranks, **adapters)
         else:
             result = predict(make, step, args.out, steps=args.steps, gpu=args.gpu,
                              conf=args.conf, make_optimizer=make_optimizer, **ranks)
@@ -186,6 +194,7 @@ def main(argv=None):
                           "attention": attention, "notes": notes,
                           "params": getattr(result, "params", None),
                           "generated": getattr(result, "generated", None),
+                          "adapter": getattr(result, "adapter", None),
                           "peak_allocated_bytes": result.peak_allocated,
                           "peak_reserved_bytes": result.peak_reserved,
                           "phases": [vars(p) for p in result.phases]}, indent=1))
@@ -195,6 +204,10 @@ def main(argv=None):
         if attention is not None:
             how = "as transformers chooses" if args.attention == "auto" else "as asked"
             print(f"  attention: {attention} ({how})")
+        if getattr(result, "adapter", None):
+            from .predict_adapters import describe
+
+            print(f"  adapter: {describe(result.adapter)}")
         for note in notes:
             print(f"  assumed: {note}")
         generated = getattr(result, "generated", None)

@@ -18,6 +18,11 @@ The job's keys ("job": {...}; None values left out, the analyzer then says what 
                 never fed back); prompt (the prompt's tokens), new_tokens, cache ("dynamic" |
                 "static": transformers' cache_implementation), kv_dtype (the dtype the cache's
                 keys and values are held in, as the run made them; absent when they differ)
+  an adapter:   (training or inference with LoRA or QLoRA through peft) lora_rank, lora_alpha,
+                lora_targets (the module names peft adapted, comma-separated: "q_proj,v_proj"),
+                lora_dropout (absent when 0), weight_dtype (the frozen base's dtype, for
+                training too); QLoRA: quant ("nf4": the base's linears in 4 bits, by
+                bitsandbytes) and double_quant (true: their absmax quantized to 8 bits)
   both:         attention ("sdpa" | "eager" | "flash": the implementation the model ran)
 """
 
@@ -51,6 +56,10 @@ _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimiz
              "recompute", "activations", "weight_dtype", "autocast", "use_cache", "prompt",
              "new_tokens", "cache", "kv_dtype")
 
+# A LoRA or QLoRA job's keys (predict_adapters.py).
+_ADAPTER_KEYS = ("lora_rank", "lora_alpha", "lora_targets", "lora_dropout", "quant",
+                 "double_quant")
+
 
 def config_dict(model_or_config):
     """The config of an nn.Module with a Hugging Face `.config`, a config object, a dict, or a
@@ -79,9 +88,10 @@ def model_json(model_or_config, **job):
     context, dtype, optimizer, attention ("sdpa"/"eager"/"flash"), recompute, activations,
     weight_dtype, autocast, use_cache, prompt, new_tokens, cache, kv_dtype (the module doc);
     None values are left out (the analyzer then says what it assumed)."""
-    unknown = set(job) - set(_JOB_KEYS)
+    unknown = set(job) - set(_JOB_KEYS) - set(_ADAPTER_KEYS)
     if unknown:
-        raise TypeError(f"record_model: unknown job keys {sorted(unknown)}; known: {_JOB_KEYS}")
+        raise TypeError(f"record_model: unknown job keys {sorted(unknown)}; known: "
+                        f"{_JOB_KEYS + _ADAPTER_KEYS}")
     config = config_dict(model_or_config)
     attention = config.get("_attn_implementation")
     if job.get("attention") is None and attention in ("sdpa", "eager"):

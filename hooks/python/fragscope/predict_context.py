@@ -10,6 +10,8 @@ prediction makes, as the context its alloc record names (fslog/FORMAT.md, "Conte
   that stops at labelled nodes, so every node is labelled once). A recomputation in backward
   (activation checkpointing) runs the forward hooks again, which win.
 - The op: the ATen op the prediction's dispatch mode is running ("aten::addmm"); none outside one.
+  A custom op implemented in Python names what the ATen ops it runs allocate (pinned_op:
+  "bitsandbytes::gemm_4bit").
 - Backward: whether an autograd node is running.
 
 A context is interned once per (role, module, op, backward) in Python and in the library
@@ -83,6 +85,7 @@ class Contexts:
         self.ids = {}  # (role, module, op, backward) -> context id
         self.modules = ModuleNames()
         self.op = ""   # the ATen op being dispatched
+        self.op_pinned = False  # an outer op names what the ops it runs allocate (pinned_op)
 
     def current(self, role):
         """The context id of an allocation made now with `role` (0 when the log has none)."""
@@ -132,10 +135,23 @@ def module_paths(contexts):
 
 @contextlib.contextmanager
 def op(contexts, name):
-    """Inside: allocations are the op `name`'s."""
+    """Inside: allocations are the op `name`'s (unless an enclosing pinned_op names them)."""
     before = contexts.op
-    contexts.op = name
+    if not contexts.op_pinned:
+        contexts.op = name
     try:
         yield
     finally:
         contexts.op = before
+
+
+@contextlib.contextmanager
+def pinned_op(contexts, name):
+    """Inside: allocations are the op `name`'s, also those of the ops it runs (an op whose
+    Python implementation runs ATen ops: bitsandbytes' CUDA wrappers, predict_bnb.py)."""
+    before = contexts.op, contexts.op_pinned
+    contexts.op, contexts.op_pinned = name, True
+    try:
+        yield
+    finally:
+        contexts.op, contexts.op_pinned = before

@@ -17,6 +17,8 @@ One rank of an FSDP2 or DDP job (predict_parallel.py): the model is built on the
 wrapped after gradient checkpointing, before the optimizer; under FSDP2 bf16/fp16 is its
 MixedPrecisionPolicy (parameters all-gathered in that dtype, gradients reduced in fp32) instead
 of autocast, as torchtitan trains.
+LoRA and QLoRA (predict_adapters.py): peft's adapters on a base loaded in the step's dtype (QLoRA:
+in 4 bits by bitsandbytes, predict_bnb.py), the optimizer over the trainable parameters only.
 """
 
 import json
@@ -89,6 +91,8 @@ def _record_job(job, model, attention):
 
 def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optimizer="adamw",
                dtype="bf16", attention="auto", recompute=False, gpu="h100-80gb", conf=None,
+               lora=False, qlora=False, lora_rank=8, lora_alpha=None, lora_targets=None,
+               lora_dropout=0.0,
                lr=1e-4, overrides=None, journal=None, world_size=1, rank=0, parallel=None,
                bucket_cap_mb=None, generate=None, cache=None):
     """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
@@ -99,13 +103,15 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     assumed (a random branch's likelier side); `Prediction.params`: the model's parameters (each
     shared one once). Inference with `generate` (new tokens) runs transformers' `generate` after
     prompts of micro_batch x seq tokens, with `cache` "dynamic" (the default) or "static"
-    (predict_generate.py); `Prediction.generated`: the cache it ended with."""
+    (predict_generate.py); `Prediction.generated`: the cache it ended with. lora or qlora (with
+    lora_rank, lora_alpha, lora_targets, lora_dropout): peft's LoRA, over a 4-bit base for qlora
+    (predict_adapters.py); `Prediction.adapter`: what was adapted."""
     import contextlib
 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from . import predict_attention, predict_parallel, predict_roles
+    from . import predict_adapters, predict_attention, predict_parallel, predict_roles
     from .predict_location import Location, failure
     from .predict_random_branches import mode as random_branches
 
@@ -118,6 +124,8 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     if seq < 1 or micro_batch < 1 or steps < 1:
         raise PredictionError("seq, micro_batch and steps must be positive")
     cache = _check_generate(mode, generate, cache)
+    adapter = predict_adapters.adapter(lora, qlora, lora_rank, lora_alpha, lora_targets,
+                                       lora_dropout)
     try:
         rank_job = predict_parallel.job(parallel, world_size, rank, bucket_cap_mb,
                                         wrap_required=True)
@@ -125,6 +133,8 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         raise PredictionError(str(e)) from e
     if rank_job is not None and mode != "training":
         raise PredictionError(f"parallel={parallel!r} predicts training steps, not {mode}")
+    if adapter is not None and rank_job is not None:
+        raise PredictionError(f"{adapter.kind} in a parallel job is not modeled")
     predict_attention.requested(attention)  # a bad value fails before the config is read
     cfg = load_config(config, overrides)
     predict_attention.check_supported(cfg, attention)
@@ -160,6 +170,8 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
 
         ranks.enter_context(location.watching())
         branches = ranks.enter_context(random_branches(location))
+        if adapter is not None:
+            ranks.enter_context(adapter.running())
         try:
             mesh = None
             if rank_job is not None:
@@ -167,10 +179,15 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
             marked("init / weights")
             torch.manual_seed(0)
 
+            def build(**options):
+                return AutoModelForCausalLM.from_config(
+                    cfg, attn_implementation=predict_attention.requested(attention), **options)
+
             def make_model():
                 with torch.device("cuda"):
-                    model = AutoModelForCausalLM.from_config(
-                        cfg, attn_implementation=predict_attention.requested(attention))
+                    # An adapter's base is loaded in the step's dtype (QLoRA: in 4 bits).
+                    model = build() if adapter is None else adapter.load(
+                        build, getattr(torch, DTYPES[dtype] or "float32"))
                 built["attention"] = predict_attention.used(model)
                 built["params"] = sum(p.numel() for p in model.parameters())
                 location.name_modules(model)
@@ -182,6 +199,8 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                         gradient_checkpointing_kwargs={"use_reentrant": False})
                 return model
 
+            if adapter is not None:
+                make_model = predict_adapters.attaching(make_model, adapter, location, job, dtype)
             with predict_roles.current(predict_roles.WEIGHTS):
                 if rank_job is None:
                     model = make_model()
@@ -239,6 +258,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     prediction.params = built.get("params")
     prediction.rank_job = rank_job
     prediction.generated = built.get("generated")
+    prediction.adapter = adapter.summary() if adapter is not None else None
     return prediction
 
 
@@ -284,12 +304,14 @@ def _generate(model, cfg, built, step, seq, micro_batch, new_tokens, cache, auto
 
 
 def _optimizer(model, optimizer, lr):
-    """The training loop's optimizer (None for "none")."""
+    """The training loop's optimizer (None for "none"), over the trainable parameters (all but
+    a frozen base's)."""
     import torch
 
+    params = [p for p in model.parameters() if p.requires_grad]
     if optimizer.startswith("adamw"):
         flags = {"adamw-fused": {"fused": True}, "adamw-foreach": {"foreach": True}}
-        return torch.optim.AdamW(model.parameters(), lr=lr, **flags.get(optimizer, {}))
+        return torch.optim.AdamW(params, lr=lr, **flags.get(optimizer, {}))
     if optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=lr)
+        return torch.optim.SGD(params, lr=lr)
     return None
