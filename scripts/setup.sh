@@ -4,7 +4,8 @@
 # patchelf and the pinned scikit-build-core (the wheel: `pip install .` and its test), Chromium and
 # the pinned playwright==1.65.2 (the viewer's test in a real browser, tests/view), and the
 # pinned torch==2.11.0 wheel (LibTorch for the hooks; its nvidia-* dependencies provide the
-# libraries torch links against) and transformers==5.17.0 (fragscope.predict's Hugging Face loop).
+# libraries torch links against), transformers==5.17.0 (fragscope.predict's Hugging Face loop),
+# peft==0.21.2 and bitsandbytes==0.50.2 (its LoRA and QLoRA).
 # The CUDA 13 toolkit is expected at /usr/local/cuda (it is on the project's machines); without
 # it the CUDA and LibTorch parts are skipped and the core still builds.
 # Idempotent: installs nothing that is already there.
@@ -50,4 +51,12 @@ if [ "${FRAGSCOPE_SKIP_TORCH:-0}" != "1" ] && [ -d /usr/local/cuda ]; then
     echo "setup: installing transformers==5.17.0 (fragscope.predict)"
     python3 -m pip install --quiet transformers==5.17.0
   fi
+  # peft and bitsandbytes for fragscope.predict's LoRA and QLoRA (--lora, --qlora).
+  for pin in peft==0.21.2 bitsandbytes==0.50.2; do
+    if ! python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('${pin%%=*}') != \
+        '${pin##*=}')" 2>/dev/null; then
+      echo "setup: installing $pin (fragscope.predict --lora, --qlora)"
+      python3 -m pip install --quiet "$pin"
+    fi
+  done
 fi
