@@ -111,9 +111,9 @@ class _Session:
             if self.journal is not None:
                 self.journal.append(("free", ptr))
 
-    def track(self, storage, stream=0, size=None):
-        """Allocates a storage seen for the first time (`size` bytes: default its own); frees it
-        when it dies."""
+    def track(self, storage, stream=0, size=None, role=None):
+        """Allocates a storage seen for the first time (`size` bytes: default its own; `role`:
+        default the current one); frees it when it dies."""
         key = storage._cdata
         if key in self.watched:
             return
@@ -121,7 +121,7 @@ class _Session:
         self.watched.add(key)
         weakref.finalize(storage, self._storage_died, key)
         if size:
-            self.live[key] = self.malloc(size, stream)
+            self.live[key] = self.malloc(size, stream, role)
 
     def resize(self, storage, size, stream=0):
         """A tracked storage resized to `size` bytes, as resize_bytes_cuda does it: a block of the

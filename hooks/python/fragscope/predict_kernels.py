@@ -12,7 +12,8 @@ its outputs from fragscope's allocator, and adds the kernels' own allocations:
   - embedding backward's sort and partial sums over more than 3072 indices
     (embedding_backward_steps);
   - the metadata buffer of the multi-tensor copies around FSDP2's collectives
-    (predict_copy_metadata).
+    (predict_copy_metadata);
+  - the functional collectives' outputs, with the communication role (predict_collectives).
 """
 
 import os
@@ -22,7 +23,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import predict_context, predict_copy_metadata, predict_reductions
+from . import predict_collectives, predict_context, predict_copy_metadata, predict_reductions
 from .predict_device import current_stream_handle
 from .predict_roles import WORKSPACES
 
@@ -339,6 +340,9 @@ class Recorder(TorchDispatchMode):
             # memory of its own: NotImplemented lets its dispatch run, with this mode on the
             # stack, the op on the local tensors, which allocate.
             return NotImplemented
+        if func.namespace == predict_collectives.NAMESPACE:
+            return predict_collectives.dispatch(self.session, func, args, kwargs,
+                                                current_stream_handle())
         if func is aten._fused_sdp_choice.default:
             return sdp_choice(self.gpu, args, kwargs)
         if func is aten.embedding_dense_backward.default:
