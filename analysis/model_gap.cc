@@ -21,12 +21,12 @@ namespace {
 namespace est = ::fragscope::estimator;
 
 // The estimator term a key belongs to in the comparison, or "" for terms the allocator never
-// sees (CUDA context, workspace, host terms, the 1.2x rule). `autocast`: a torch-autocast
-// estimate, whose fp32 parameters are the master weights and whose 16-bit weights are forward
-// casts.
-std::string Category(const std::string& key, bool autocast) {
-  if (autocast && key == "master_weights") return "weights";
-  if (autocast && key == "weights") return "activations";
+// sees (CUDA context, workspace, host terms, the 1.2x rule). `casts`: a torch-autocast estimate
+// of full training, whose fp32 parameters are the master weights and whose 16-bit weights are
+// forward casts (with LoRA the 16-bit weights are the frozen base the job holds).
+std::string Category(const std::string& key, bool casts) {
+  if (casts && key == "master_weights") return "weights";
+  if (casts && key == "weights") return "activations";
   if (key == "weights" || key == "lora_weights") return "weights";
   if (key == "gradients" || key == "main_gradients" || key == "lora_gradients") return "gradients";
   if (key == "master_weights" || absl::StrContains(key, "optimizer")) return "optimizer";
@@ -75,13 +75,19 @@ std::string CategoryOfRole(AllocationRole role) {
   }
 }
 
+// Whether the estimate's 16-bit weights are autocast's forward copies (see Category): a
+// torch-autocast estimate (only it has a loss_backward term) without adapters.
+bool WeightsAreCasts(const est::MemoryEstimate& estimate) {
+  return estimate.Find("loss_backward") != nullptr && estimate.Find("lora_weights") == nullptr;
+}
+
 }  // namespace
 
 double AllocatorVisibleBytes(const est::MemoryEstimate& estimate) {
-  const bool autocast = estimate.Find("loss_backward") != nullptr;
+  const bool casts = WeightsAreCasts(estimate);
   double bytes = 0;
   for (const est::Term& t : estimate.terms) {
-    if (t.placement == est::Placement::kDevice && t.at_peak && !Category(t.key, autocast).empty()) {
+    if (t.placement == est::Placement::kDevice && t.at_peak && !Category(t.key, casts).empty()) {
       bytes += t.value;
     }
   }
@@ -90,13 +96,12 @@ double AllocatorVisibleBytes(const est::MemoryEstimate& estimate) {
 
 ModelGap CompareWithModel(const est::MemoryEstimate& estimate, const LayoutSummary& layout) {
   ModelGap gap;
-  // Only the torch-autocast activation model has a loss_backward term.
-  const bool autocast = estimate.Find("loss_backward") != nullptr;
+  const bool casts = WeightsAreCasts(estimate);
   gap.model = absl::StrFormat("%s, %s", estimate.model_name, estimate.workload);
   std::map<std::string, TermGap> terms;
   for (const est::Term& t : estimate.terms) {
     if (t.placement != est::Placement::kDevice || !t.at_peak) continue;
-    const std::string category = Category(t.key, autocast);
+    const std::string category = Category(t.key, casts);
     if (category.empty()) continue;
     terms[category].category = category;
     terms[category].estimated_bytes += t.value;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "analysis/recorded_adapter.h"
 #include "estimator/model_presets.h"
 #include "estimator/model_spec_json.h"
 #include "estimator/training_memory.h"
@@ -240,6 +241,14 @@ void ListAssumptions(const std::set<std::string>& given, AssumptionBasis basis, 
     add("dropout", "dropout", t.dropout ? "on" : "off", hf);
     add("recompute", "recompute", std::string(est::RecomputeName(t.recompute)),
         AssumptionBasis::kDefault);
+    if (t.lora.enabled()) {
+      add("lora_rank", "adapters",
+          absl::StrCat(
+              t.lora.qlora ? "QLoRA" : "LoRA", " r=", t.lora.rank, " on ",
+              est::LoraTargetsName(t.lora.targets),
+              t.lora.qlora ? (t.lora.double_quant ? ", NF4 double-quantized" : ", NF4") : ""),
+          AssumptionBasis::kDefault);
+    }
   } else {
     add("batch", "batch", absl::StrCat(i.batch), AssumptionBasis::kDefault);
     add("context", "context", absl::StrCat(i.context), AssumptionBasis::kDefault);
@@ -315,7 +324,12 @@ absl::Status ApplyRecordedJob(const Json& recorded, absl::string_view prefix, Mo
   for (const auto& [name, value] : recorded.items()) {
     if (name == "mode") continue;
     const std::string where = absl::StrCat(prefix, "job.", name);
-    if (!job->training) {
+    if (job->training) {
+      absl::StatusOr<bool> applied =
+          ApplyRecordedAdapterKey(name, value, where, &job->train.lora, given);
+      if (!applied.ok()) return applied.status();
+      if (*applied) continue;
+    } else {
       absl::StatusOr<bool> applied = ApplyRecordedInferenceKey(name, value, where, job, given);
       if (!applied.ok()) return applied.status();
       if (*applied) continue;

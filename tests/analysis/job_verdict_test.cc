@@ -254,6 +254,47 @@ TEST(JobVerdictTest, AGenerationRecordsCacheDtype) {
   EXPECT_THAT(std::string(job(R"("prompt": 0)").status().message()), HasSubstr("job.prompt"));
 }
 
+// A LoRA or QLoRA prediction's record: the adapters are costed; targets the estimator does not
+// cost are an error naming the key (the record is then not used).
+TEST(JobVerdictTest, AnAdapterRecordIsCosted) {
+  const auto job = [](const std::string& keys) {
+    return ModelJobFromRecord(
+        R"({"format": "fragscope.model/1", "config": {"model_type": "llama", )"
+        R"("hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 2, )"
+        R"("num_attention_heads": 8, "vocab_size": 32000}, "job": {"mode": "training", )"
+        R"("seq": 1024, "micro_batch": 2, "dtype": "bf16", "optimizer": "adamw", )" +
+        keys + "}}");
+  };
+  absl::StatusOr<ModelJob> qlora =
+      job(R"("lora_rank": 8, "lora_alpha": 16, "lora_targets": "q_proj,v_proj", )"
+          R"("lora_dropout": 0.05, "quant": "nf4", "double_quant": true)");
+  ASSERT_TRUE(qlora.ok()) << qlora.status();
+  EXPECT_EQ(qlora->train.lora.rank, 8);
+  EXPECT_EQ(qlora->train.lora.targets, estimator::kLoraQ | estimator::kLoraV);
+  EXPECT_TRUE(qlora->train.lora.qlora);
+  absl::StatusOr<estimator::MemoryEstimate> e = EstimateModelJob(*qlora);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_NE(e->Find("lora_weights"), nullptr);
+  EXPECT_THAT(e->workload, HasSubstr("QLoRA r=8"));
+  bool listed = false;
+  for (const Assumption& a : qlora->assumptions) {
+    if (a.name != "adapters") continue;
+    listed = true;
+    EXPECT_EQ(a.basis, AssumptionBasis::kRecorded);
+    EXPECT_THAT(a.value, HasSubstr("NF4"));
+  }
+  EXPECT_TRUE(listed);
+  absl::StatusOr<ModelJob> all = job(R"("lora_rank": 4, "lora_targets": "all-linear")");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->train.lora.targets, estimator::kLoraAll);
+  EXPECT_THAT(std::string(job(R"("lora_rank": 8, "lora_targets": "c_attn")").status().message()),
+              HasSubstr("job.lora_targets"));
+  EXPECT_THAT(std::string(job(R"("lora_rank": -1)").status().message()),
+              HasSubstr("job.lora_rank"));
+  EXPECT_THAT(std::string(job(R"("lora_rank": 8, "quant": "int8")").status().message()),
+              HasSubstr("job.quant"));
+}
+
 // A record of a model_type the reader does not know is estimated as a Llama-style decoder, and
 // the footprint's assumptions say so; a needed field it lacks is named.
 TEST(JobVerdictTest, AnUnknownModelTypeIsEstimatedWithItsAssumptionStated) {
