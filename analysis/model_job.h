@@ -16,7 +16,10 @@
 //                                inference only: "weight_dtype": the dtype the weights are held
 //                                in (fp32 under autocast), "autocast": the forward's autocast
 //                                dtype (the KV cache's too), "use_cache": false for one forward
-//                                pass without a KV cache}}
+//                                pass without a KV cache (true for a generation, with
+//                                "prompt", "new_tokens", "cache" and "kv_dtype"),
+//                                training only: "lora_rank", "lora_targets", "quant": "nf4",
+//                                "double_quant" (recorded_adapter.h)}}
 //
 // Keys of SPEC (each belongs to one mode; a key of the other mode is a usage error that names
 // the key meant):
@@ -24,7 +27,7 @@
 //   training    seq, micro_batch, precision (fp32|fp16|bf16), optimizer, zero, dp,
 //               recompute (none|selective|full), flash (0|1), dropout (0|1),
 //               activations (korthikanti|torch-autocast)
-//   inference   batch, context, dtype, kv_dtype
+//   inference   batch, context, prompt, dtype, kv_dtype
 //
 // Defaults that depend on where the model came from: a Hugging Face config (a config.json or a
 // recorded module) is an eager PyTorch job, so its activations follow the measured torch-autocast
