@@ -6,6 +6,7 @@ python -m fragscope fit ...: the largest micro-batch that fits, fragmentation in
     python -m fragscope predict --config config.json --set num_hidden_layers=80 ...
     python -m fragscope predict --model-fn mymod:make --step-fn mymod:step --steps 2 --out p.fslog
     python -m fragscope predict --config gpt2 ... --parallel fsdp2 --world-size 8 --rank 3 ...
+    python -m fragscope predict --config llama ... --parallel fsdp2 --tp 8 --world-size 64 ...
     python -m fragscope predict --config llama --seq 2048 --micro-batch 4 --qlora \
         --lora-rank 16 --lora-targets all-linear --out qlora.fslog   # peft + bitsandbytes
     python -m fragscope predict --config llama --seq 512 --micro-batch 8 --generate 128 \
@@ -105,11 +106,14 @@ def _generate_flags(args):
 
 
 def add_rank_flags(p):
-    """One rank of a data-parallel job (predict_parallel.py)."""
+    """One rank of a data- or tensor-parallel job (predict_parallel.py)."""
     p.add_argument("--parallel", choices=["fsdp2", "ddp"],
                    help="wrap the model in FSDP2 (fully_shard per block and root) or DDP")
-    p.add_argument("--world-size", type=int, default=1,
-                   help="the job's number of GPUs (a fake process group)")
+    p.add_argument("--tp", type=int, default=1,
+                   help="tensor and sequence parallelism over N ranks (a Llama-family "
+                   "--config), alone or with --parallel fsdp2 over --world-size / N")
+    p.add_argument("--world-size", type=int,
+                   help="the job's number of GPUs (a fake process group; default --tp, or 1)")
     p.add_argument("--rank", type=int, default=0, help="the rank to predict")
     p.add_argument("--bucket-cap-mb", type=float,
                    help="DDP's bucket cap (default: DDP's, 25 MiB after a first 1 MiB bucket)")
@@ -121,11 +125,19 @@ def rank_options(args, wrap_required=True):
     loop)."""
     from .predict_parallel import job
 
-    job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required, flags=True)
-    if args.parallel and getattr(args, "mode", "training") != "training":
-        raise ValueError("--parallel predicts training steps (--mode training)")
-    return {"parallel": args.parallel, "world_size": args.world_size, "rank": args.rank,
-            "bucket_cap_mb": args.bucket_cap_mb}
+    ranks = job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required,
+                flags=True, tp=args.tp)
+    args.world_size = ranks.world_size if ranks else 1
+    if (args.parallel or args.tp > 1) and getattr(args, "mode", "training") != "training":
+        flag = "--parallel" if args.parallel else "--tp"
+        raise ValueError(f"{flag} predicts training steps (--mode training)")
+    if args.tp > 1 and not getattr(args, "config", None):
+        raise ValueError("--tp goes with --config (the plan is for Llama-family models)")
+    options = {"parallel": args.parallel, "world_size": args.world_size, "rank": args.rank,
+               "bucket_cap_mb": args.bucket_cap_mb}
+    if args.tp > 1:
+        options["tp"] = args.tp
+    return options
 
 
 def main(argv=None):
@@ -190,7 +202,7 @@ def main(argv=None):
     notes = getattr(result, "notes", [])
     if args.json:
         print(json.dumps({"log": args.out, "gpu": result.gpu.key, "parallel": args.parallel,
-                          "world_size": args.world_size, "rank": args.rank,
+                          "world_size": args.world_size, "rank": args.rank, "tp": args.tp,
                           "attention": attention, "notes": notes,
                           "params": getattr(result, "params", None),
                           "generated": getattr(result, "generated", None),
@@ -217,7 +229,10 @@ def main(argv=None):
                   f"{'/'.join(generated['key_dtypes'])}, values "
                   f"{'/'.join(generated['value_dtypes'])}: {generated['bytes']} bytes")
         if args.world_size > 1 or args.parallel:
-            how = args.parallel or "wrapped by the model function"
+            how = args.parallel or ("" if args.tp > 1 else "wrapped by the model function")
+            if args.tp > 1:
+                how = f"tp {args.tp}" + (f" x {how} dp {args.world_size // args.tp}" if how
+                                         else "")
             print(f"  rank {args.rank} of {args.world_size} ({how}, fake process group)")
         for p in result.phases:
             print(f"  {p.marker:28} {p.allocations:7} allocations   peak allocated "

@@ -24,6 +24,10 @@ The job's keys ("job": {...}; None values left out, the analyzer then says what 
                 training too); QLoRA: quant ("nf4": the base's linears in 4 bits, by
                 bitsandbytes) and double_quant (true: their absmax quantized to 8 bits)
   both:         attention ("sdpa" | "eager" | "flash": the implementation the model ran)
+  a rank of a parallel job (training): tp (tensor-parallel size), sp (true: sequence
+                parallelism with tp), dp (data-parallel size), zero (3: FSDP2 shards the
+                parameters, gradients and optimizer states over dp; 0: DDP); the record
+                describes the rank, whose log it is in
 """
 
 import json
@@ -54,7 +58,7 @@ _ESSENTIAL = (
 
 _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimizer", "attention",
              "recompute", "activations", "weight_dtype", "autocast", "use_cache", "prompt",
-             "new_tokens", "cache", "kv_dtype")
+             "new_tokens", "cache", "kv_dtype", "tp", "sp", "dp", "zero")
 
 # A LoRA or QLoRA job's keys (predict_adapters.py).
 _ADAPTER_KEYS = ("lora_rank", "lora_alpha", "lora_targets", "lora_dropout", "quant",
@@ -86,7 +90,8 @@ def _scalars(config):
 def model_json(model_or_config, **job):
     """The record's JSON text. job: mode ("training"/"inference"), seq, micro_batch, batch,
     context, dtype, optimizer, attention ("sdpa"/"eager"/"flash"), recompute, activations,
-    weight_dtype, autocast, use_cache, prompt, new_tokens, cache, kv_dtype (the module doc);
+    weight_dtype, autocast, use_cache, prompt, new_tokens, cache, kv_dtype, tp, sp, dp, zero
+    (the module doc);
     None values are left out (the analyzer then says what it assumed)."""
     unknown = set(job) - set(_JOB_KEYS) - set(_ADAPTER_KEYS)
     if unknown:

@@ -176,9 +176,12 @@ def main(argv):
     more = " (the --max-micro-batch; larger ones were not tried)" if result["limited_by_max"] \
         else ""
     estimated = result["estimated"]
+    # A rank of a tensor-parallel job records its layout, which the estimator's torch-autocast
+    # activation model does not split.
+    why = ("its activation model does not split over --tp" if args.tp > 1 else
+           "no footprint from the traces' model record")
     estimator = (f"the estimator's: {estimated}" if estimated is not None else
-                 "the estimator gives none (the traces carry no model record"
-                 + (": a rank of a parallel job has none)" if args.parallel else ")"))
+                 f"the estimator gives none ({why})")
     print(f"largest micro-batch that fits, fragmentation included: {result['largest']}{more}; "
           f"{estimator}")
     terms = result.get("terms")

@@ -16,7 +16,9 @@ phase, module and op (predict_location.py).
 One rank of an FSDP2 or DDP job (predict_parallel.py): the model is built on the device and
 wrapped after gradient checkpointing, before the optimizer; under FSDP2 bf16/fp16 is its
 MixedPrecisionPolicy (parameters all-gathered in that dtype, gradients reduced in fp32) instead
-of autocast, as torchtitan trains.
+of autocast, as torchtitan trains. With tensor parallelism (tp, predict_tensor_parallel.py) the
+model is split over the mesh's "tp" dimension first, and the loss is computed under
+loss_parallel(), forward and backward.
 LoRA and QLoRA (predict_adapters.py): peft's adapters on a base loaded in the step's dtype (QLoRA:
 in 4 bits by bitsandbytes, predict_bnb.py), the optimizer over the trainable parameters only.
 """
@@ -93,13 +95,15 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                dtype="bf16", attention="auto", recompute=False, gpu="h100-80gb", conf=None,
                lora=False, qlora=False, lora_rank=8, lora_alpha=None, lora_targets=None,
                lora_dropout=0.0,
-               lr=1e-4, overrides=None, journal=None, world_size=1, rank=0, parallel=None,
-               bucket_cap_mb=None, generate=None, cache=None):
+               lr=1e-4, overrides=None, journal=None, world_size=None, rank=0, parallel=None,
+               bucket_cap_mb=None, generate=None, cache=None, tp=1):
     """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
     `journal`: predict_capture.capture). `micro_batch` is per rank; world_size, rank, parallel
     ("fsdp2", "ddp") and bucket_cap_mb (ddp): the rank of a data-parallel job
-    (predict_parallel.py). attention: "auto" (transformers' choice: SDPA, else eager), "sdpa" or
-    "eager"; the one used is `Prediction.attention`. `Prediction.notes`: what the prediction
+    (predict_parallel.py); tp: tensor and sequence parallelism over tp ranks, alone or with
+    fsdp2 over world_size / tp (predict_tensor_parallel.py; world_size default: tp).
+    attention: "auto" (transformers' choice: SDPA, else eager), "sdpa" or "eager"; the one used
+    is `Prediction.attention`. `Prediction.notes`: what the prediction
     assumed (a random branch's likelier side); `Prediction.params`: the model's parameters (each
     shared one once). Inference with `generate` (new tokens) runs transformers' `generate` after
     prompts of micro_batch x seq tokens, with `cache` "dynamic" (the default) or "static"
@@ -114,6 +118,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     from . import predict_adapters, predict_attention, predict_parallel, predict_roles
     from .predict_location import Location, failure
     from .predict_random_branches import mode as random_branches
+    from .predict_tensor_parallel import loss_parallel
 
     if mode not in ("training", "inference"):
         raise PredictionError(f"mode must be training or inference, not {mode!r}")
@@ -128,16 +133,24 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                                        lora_dropout)
     try:
         rank_job = predict_parallel.job(parallel, world_size, rank, bucket_cap_mb,
-                                        wrap_required=True)
+                                        wrap_required=True, tp=tp)
     except ValueError as e:
         raise PredictionError(str(e)) from e
     if rank_job is not None and mode != "training":
-        raise PredictionError(f"parallel={parallel!r} predicts training steps, not {mode}")
+        what = f"parallel={parallel!r}" if parallel else f"tp={tp}"
+        raise PredictionError(f"{what} predicts training steps, not {mode}")
     if adapter is not None and rank_job is not None:
         raise PredictionError(f"{adapter.kind} in a parallel job is not modeled")
     predict_attention.requested(attention)  # a bad value fails before the config is read
     cfg = load_config(config, overrides)
     predict_attention.check_supported(cfg, attention)
+    if rank_job is not None and rank_job.tp > 1:
+        from .predict_tensor_parallel import check
+
+        try:
+            check(cfg, rank_job.tp, seq)
+        except ValueError as e:
+            raise PredictionError(str(e)) from e
     autocast_dtype = getattr(torch, DTYPES[dtype]) if DTYPES[dtype] else None
     # FSDP2 computes in the dtype its MixedPrecisionPolicy all-gathers, without autocast.
     param_dtype = None
@@ -176,6 +189,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
             mesh = None
             if rank_job is not None:
                 mesh = ranks.enter_context(predict_parallel.fake_process_group(rank_job))
+                ranks.enter_context(loss_parallel(rank_job.tp > 1))
             marked("init / weights")
             torch.manual_seed(0)
 
@@ -204,14 +218,14 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
             with predict_roles.current(predict_roles.WEIGHTS):
                 if rank_job is None:
                     model = make_model()
-                    # The record's job has no data-parallel layout: a rank's shard is not
-                    # described.
-                    built["job"] = _record_job(job, model, built["attention"])
-                    if generate is None:  # else once the cache's dtype is known
-                        _write_model_record(cfg, built["job"])
                 else:
                     model = predict_parallel.build(make_model, rank_job, mesh,
                                                    param_dtype=param_dtype)
+                built["job"] = _record_job(job, model, built["attention"])
+                # A rank's layout: tp, dp, zero, sp (predict_parallel.record_keys).
+                built["job"].update(predict_parallel.record_keys(rank_job))
+                if generate is None:  # else once the cache's dtype is known
+                    _write_model_record(cfg, built["job"])
             predict_roles.name_parameters(model)
             opt = _optimizer(model, optimizer, lr) if training else None
             predict_roles.tag_states_when_made(opt)

@@ -16,19 +16,26 @@ import contextlib
 import os
 
 from .predict_capture import PredictionError
+from .predict_collectives import send_buffers_are_communication
 from .predict_device import patched_attributes
+from .predict_dtensor import on_the_fake_group
 
 PARALLEL = ("fsdp2", "ddp")
 
-Job = collections.namedtuple("Job", "parallel world_size rank bucket_cap_mb")
+# tp: the tensor-parallel size (predict_tensor_parallel.py); the data-parallel size is
+# world_size / tp.
+Job = collections.namedtuple("Job", "parallel world_size rank bucket_cap_mb tp", defaults=(1,))
 
 
 def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=False,
-        flags=False):
-    """The checked rank of a data-parallel job, or None for a single-GPU job (world size 1 and no
-    `parallel`). ValueError names the bad value, and the argument as the API spells it or, with
-    `flags`, as `python -m fragscope predict`'s flags do (--world-size). `wrap_required`: a world
-    size above 1 needs `parallel` (the standard loop has no other way to use the ranks)."""
+        flags=False, tp=1):
+    """The checked rank of a parallel job, or None for a single-GPU job (world size 1, no
+    `parallel`, no `tp`). ValueError names the bad value, and the argument as the API spells it
+    or, with `flags`, as `python -m fragscope predict`'s flags do (--world-size). `tp`: the
+    tensor-parallel size, alone (pure tensor parallelism: the world is tp ranks) or with
+    parallel="fsdp2" over world_size / tp data-parallel ranks; world_size None means tp.
+    `wrap_required`: a world size above 1 needs `parallel` or `tp` (the standard loop has no
+    other way to use the ranks)."""
 
     def name(arg):
         return "--" + arg.replace("_", "-") if flags else arg
@@ -36,13 +43,29 @@ def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=F
     def setting(arg, value):
         return f"{name(arg)} {value}" if flags else f"{arg}={value!r}"
 
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ValueError(f"{name('tp')} must be a positive integer, not {tp!r}")
+    if world_size is None:
+        world_size = tp
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"{name('world_size')} must be a positive integer, not {world_size!r}")
+    if world_size % tp:
+        raise ValueError(f"{name('world_size')} {world_size} is not a multiple of "
+                         f"{name('tp')} {tp} (the world is data-parallel x tensor-parallel ranks)")
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
         raise ValueError(f"{name('rank')} must be an integer in [0, {world_size}) for "
                          f"{name('world_size')} {world_size}, not {rank!r}")
     if parallel is not None and parallel not in PARALLEL:
         raise ValueError(f"parallel must be one of {', '.join(PARALLEL)}, not {parallel!r}")
+    if tp > 1 and parallel == "ddp":
+        raise ValueError(f"{name('tp')} {tp} with {setting('parallel', 'ddp')} is not supported "
+                         f"(torchtitan's DDP is one-dimensional): use "
+                         f"{setting('parallel', 'fsdp2')} over the data-parallel ranks, or "
+                         f"{name('tp')} alone")
+    if tp > 1 and parallel is None and world_size > tp:
+        raise ValueError(f"{name('world_size')} {world_size} with {name('tp')} {tp} leaves "
+                         f"{world_size // tp} data-parallel ranks: they need "
+                         f"{setting('parallel', 'fsdp2')}")
     if bucket_cap_mb is not None:
         if parallel != "ddp":
             raise ValueError(f"{name('bucket_cap_mb')} applies to {setting('parallel', 'ddp')} "
@@ -50,22 +73,40 @@ def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=F
         if not isinstance(bucket_cap_mb, (int, float)) or not bucket_cap_mb > 0:
             shown = f"{bucket_cap_mb:g}" if flags else repr(bucket_cap_mb)
             raise ValueError(f"{name('bucket_cap_mb')} must be positive, not {shown}")
-    if wrap_required and world_size > 1 and parallel is None:
+    if wrap_required and world_size > 1 and parallel is None and tp == 1:
         other = "ddp" if flags else "'ddp'"
         raise ValueError(f"{name('world_size')} {world_size} needs "
                          f"{setting('parallel', 'fsdp2')} or {other}")
-    if parallel is None and world_size == 1:
+    if parallel is None and world_size == 1 and tp == 1:
         return None
     # None keeps DDP's default: 25 MiB buckets after a first one of 1 MiB (an explicit cap is
     # also the first bucket's).
-    return Job(parallel, world_size, rank, None if bucket_cap_mb is None else float(bucket_cap_mb))
+    return Job(parallel, world_size, rank, None if bucket_cap_mb is None else float(bucket_cap_mb),
+               tp)
+
+
+def record_keys(rank_job):
+    """The model record's layout keys of a rank (model_record.py): tp and sp (sequence
+    parallelism, always with tp here) for tensor parallelism; dp and zero for data parallelism
+    (zero 3: FSDP2 shards the parameters, gradients and optimizer states over dp; 0: DDP
+    replicates them). Empty for a single GPU."""
+    if rank_job is None:
+        return {}
+    keys = {}
+    if rank_job.tp > 1:
+        keys.update(tp=rank_job.tp, sp=True)
+    if rank_job.parallel is not None:
+        keys.update(dp=rank_job.world_size // rank_job.tp,
+                    zero=3 if rank_job.parallel == "fsdp2" else 0)
+    return keys
 
 
 @contextlib.contextmanager
 def fake_process_group(rank_job):
     """The default process group is torch's fake one for `rank_job` (a Job) while the body runs,
-    inside a capture (the simulated device). Yields the world's 1-D CUDA device mesh, which
-    fully_shard without a mesh also uses."""
+    inside a capture (the simulated device). Yields the world's CUDA device mesh: 1-D without
+    tensor parallelism (fully_shard without a mesh also uses it), else 2-D ("dp", "tp") as
+    torchtitan lays it out (tp innermost: a tensor-parallel group is tp consecutive ranks)."""
     import torch.distributed as dist
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -86,15 +127,24 @@ def fake_process_group(rank_job):
     original_default_mesh = _fully_shard._init_default_mesh
     # The log's header takes its rank and world size from these when it opens (at the first
     # allocation), as in a job started by torchrun.
-    saved_env = {name: os.environ.get(name) for name in ("RANK", "WORLD_SIZE")}
-    os.environ["RANK"] = str(rank_job.rank)
-    os.environ["WORLD_SIZE"] = str(rank_job.world_size)
+    # FRAGSCOPE_TP_SIZE: the tensor-parallel size, so that `fragscope analyze` of the ranks'
+    # logs groups them by tensor-parallel group.
+    env = {"RANK": rank_job.rank, "WORLD_SIZE": rank_job.world_size}
+    if rank_job.tp > 1:
+        env["FRAGSCOPE_TP_SIZE"] = rank_job.tp
+    saved_env = {name: os.environ.get(name) for name in env}
+    os.environ.update({name: str(value) for name, value in env.items()})
     try:
         # The mesh's rank map is a CPU tensor that the fake mode would make data-less.
         with unset_fake_temporarily():
-            mesh = init_device_mesh("cuda", (rank_job.world_size,))
-        _fully_shard._init_default_mesh = lambda mesh_dim_names=None: mesh
-        with _ddp_on_the_fake_group(), _dtensor_metadata_allocates_nothing():
+            if rank_job.tp > 1:
+                mesh = init_device_mesh("cuda", (rank_job.world_size // rank_job.tp, rank_job.tp),
+                                        mesh_dim_names=("dp", "tp"))
+            else:
+                mesh = init_device_mesh("cuda", (rank_job.world_size,))
+        _fully_shard._init_default_mesh = lambda mesh_dim_names=None: (
+            mesh["dp"] if rank_job.tp > 1 else mesh)
+        with _ddp_on_the_fake_group(), on_the_fake_group(), send_buffers_are_communication():
             yield mesh
     finally:
         _fully_shard._init_default_mesh = original_default_mesh
@@ -104,30 +154,6 @@ def fake_process_group(rank_job):
             else:
                 os.environ[name] = value
         dist.destroy_process_group()
-
-
-@contextlib.contextmanager
-def _dtensor_metadata_allocates_nothing():
-    """DTensor learns an op's output metadata by running it on fake tensors of the global shape
-    (ShardingPropagator._propagate_tensor_meta_non_cached); on the GPU that allocates nothing."""
-    from torch.distributed.tensor._sharding_prop import ShardingPropagator
-
-    from .predict_kernels import metadata_only
-
-    original = ShardingPropagator._propagate_tensor_meta_non_cached
-
-    def propagate(propagator, op_schema):
-        metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
-        try:
-            return original(propagator, op_schema)
-        finally:
-            metadata_only.depth -= 1
-
-    ShardingPropagator._propagate_tensor_meta_non_cached = propagate
-    try:
-        yield
-    finally:
-        ShardingPropagator._propagate_tensor_meta_non_cached = original
 
 
 @contextlib.contextmanager
@@ -258,8 +284,9 @@ def build(make_model, rank_job, mesh, blocks=None, param_dtype=None):
     (`to_empty`), so that the device never holds the whole model: here the model is built and
     sharded with nothing recorded, and then each parameter's local shard and each buffer is
     allocated in to_empty's order (_to_empty_order). ddp: the model is built on the device (DDP
-    broadcasts it from there) and wrapped, all recorded."""
-    if rank_job.parallel != "fsdp2":
+    broadcasts it from there) and wrapped, all recorded. Tensor parallelism (with fsdp2 or
+    alone) is initialised as fsdp2 is: each parameter's local shard allocated."""
+    if rank_job.parallel != "fsdp2" and rank_job.tp == 1:
         return wrap(make_model(), rank_job, mesh, blocks, param_dtype)
     from .predict_capture import reallocate, track
     from .predict_kernels import metadata_only
@@ -293,10 +320,11 @@ def _to_empty_order(module):
 
 
 def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
-    """`model` (on the simulated device) made one rank of `rank_job`: fsdp2: fully_shard on each
-    block (`blocks`, default transformer_blocks(model)) and then on the root, with
-    mixed_precision(param_dtype); ddp: DistributedDataParallel with the job's bucket cap.
-    Returns the module the steps call."""
+    """`model` (on the simulated device) made one rank of `rank_job`: with tensor parallelism
+    first split over the mesh's "tp" dimension (predict_tensor_parallel.parallelize); fsdp2:
+    fully_shard on each block (`blocks`, default transformer_blocks(model)) and then on the
+    root, with mixed_precision(param_dtype), over the data-parallel ranks; ddp:
+    DistributedDataParallel with the job's bucket cap. Returns the module the steps call."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
@@ -306,6 +334,13 @@ def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
         from torch.nn.parallel import DistributedDataParallel
 
         return DistributedDataParallel(model, bucket_cap_mb=rank_job.bucket_cap_mb)  # None: 25
+    if rank_job.tp > 1:
+        from .predict_tensor_parallel import parallelize
+
+        parallelize(model, mesh["tp"])
+        if rank_job.parallel is None:
+            return model
+        mesh = mesh["dp"]
     from torch.distributed.fsdp import fully_shard
 
     policy = mixed_precision(param_dtype)
