@@ -94,13 +94,22 @@ class _Stream:
 
 DEFAULT_STREAM = _Stream(_handle=0)
 
-# The current stream of each thread, as CUDA's is per thread (the autograd engine's device thread
-# starts on the default stream).
+# The current stream of each thread, as CUDA's is per thread.
 _current = threading.local()
+
+# The stream backward runs on while one runs (_engine_run_backward): the current stream of the
+# thread that called it. On the GPU the engine runs each node on the stream its forward op ran
+# on, which is that one when forward and backward share a stream (the usual loop, a backward
+# warmed up on a side stream or captured into a CUDA graph). A thread that chose no stream of its
+# own (the engine's device thread) runs on it; outside backward, on the default stream.
+_backward_stream = [None]
 
 
 def current_stream(device=None):
-    return getattr(_current, "stream", DEFAULT_STREAM)
+    s = getattr(_current, "stream", None)
+    if s is None:
+        s = _backward_stream[0]
+    return DEFAULT_STREAM if s is None else s
 
 
 def current_stream_handle():
@@ -114,12 +123,26 @@ def stream(s=None):
     if s is None:
         yield
         return
-    previous = current_stream()
+    previous = getattr(_current, "stream", None)  # None: the thread's default, as it was
     _current.stream = s
     try:
         yield
     finally:
         _current.stream = previous
+
+
+def _running_backward_on_callers_stream(run_backward):
+    """torch.autograd's _engine_run_backward, with backward's stream the caller's meanwhile."""
+
+    def engine_run_backward(*args, **kwargs):
+        outer = _backward_stream[0]
+        _backward_stream[0] = current_stream()
+        try:
+            return run_backward(*args, **kwargs)
+        finally:
+            _backward_stream[0] = outer
+
+    return engine_run_backward
 
 
 class _Event:
@@ -177,6 +200,7 @@ def simulated_cuda(gpu, stats, empty_cache):
         return gpu.total_memory - reserved, gpu.total_memory
 
     cuda = torch.cuda
+    run_backward = _running_backward_on_callers_stream(torch.autograd.graph._engine_run_backward)
     patches = [
         (cuda, "is_available", lambda: True),
         (cuda, "device_count", lambda: 1),
@@ -216,6 +240,9 @@ def simulated_cuda(gpu, stats, empty_cache):
         (amp_common, "amp_definitely_not_available", lambda: False),
         # The accelerator FSDP2's default device mesh and torch.accelerator name.
         (torch._C, "_get_accelerator", lambda: torch.device("cuda")),
+        # backward() and grad() call it through torch.autograd's own import of the name.
+        (torch.autograd.graph, "_engine_run_backward", run_backward),
+        (torch.autograd, "_engine_run_backward", run_backward),
     ]
     _Stream._handles = itertools.count(1)  # each prediction numbers its side streams from 1
     with patched_attributes(patches):
