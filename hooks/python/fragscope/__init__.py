@@ -161,6 +161,13 @@ def _declare(lib, name):
         lib.fragscope_set_context.restype = None
         lib.fragscope_tag_block_context.argtypes = [c.c_void_p, c.c_int, c.c_int, c.c_uint32]
         lib.fragscope_tag_block_context.restype = c.c_int
+        lib.fragscope_begin_allocate_to_pool.argtypes = [c.c_int, c.c_uint64, c.c_uint64,
+                                                         c.c_void_p]
+        lib.fragscope_begin_allocate_to_pool.restype = c.c_int
+        for fn in (lib.fragscope_end_allocate_to_pool, lib.fragscope_release_pool,
+                   lib.fragscope_pool_use_count):
+            fn.argtypes = [c.c_int, c.c_uint64, c.c_uint64]
+            fn.restype = c.c_int
     elif name == _TORCH:
         lib.fragscope_torch_version.restype = c.c_char_p
         lib.fragscope_torch_last_error.restype = c.c_char_p

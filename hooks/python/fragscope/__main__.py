@@ -11,6 +11,8 @@ python -m fragscope fit ...: the largest micro-batch that fits, fragmentation in
         --lora-rank 16 --lora-targets all-linear --out qlora.fslog   # peft + bitsandbytes
     python -m fragscope predict --config llama --seq 512 --micro-batch 8 --generate 128 \
         --cache static --out gen.fslog                  # transformers' generate (inference)
+    python -m fragscope predict --config gpt2 --seq 512 --micro-batch 8 --mode inference \
+        --cuda-graphs --steps 10 --out graph.fslog      # the forward captured once, replayed
 
 Then: fragscope analyze|sweep pred.fslog --gpu h100-80gb. Exit status: 0 done, 1 the prediction
 failed (the message names what), 2 a usage error.
@@ -86,6 +88,9 @@ def _parser():
     from .predict_adapters import add_flags
 
     add_flags(p)
+    from .predict_cuda_graphs import add_flags as add_graph_flags
+
+    add_graph_flags(p)
     return p
 
 
@@ -167,6 +172,9 @@ def main(argv=None):
         from .predict_adapters import options as adapter_options
 
         adapters = adapter_options(args)
+        from .predict_cuda_graphs import options as graph_options
+
+        graphs = graph_options(args)
         if args.optimizer_fn and not (args.model_fn and args.parallel):
             raise ValueError("--optimizer-fn goes with --model-fn and --parallel")
         from .predict_device import find_gpu
@@ -191,7 +199,7 @@ def main(argv=None):
                                 dtype=args.dtype, attention=args.attention,
                                 recompute=args.recompute, gpu=args.gpu, conf=args.conf,
                                 overrides=overrides, generate=args.generate, cache=args.cache,
-                                **ranks, **adapters)
+                                **ranks, **adapters, **graphs)
         else:
             result = predict(make, step, args.out, steps=args.steps, gpu=args.gpu,
                              conf=args.conf, make_optimizer=make_optimizer, **ranks)
@@ -207,6 +215,7 @@ def main(argv=None):
                           "params": getattr(result, "params", None),
                           "generated": getattr(result, "generated", None),
                           "adapter": getattr(result, "adapter", None),
+                          "graph_pool": getattr(result, "graph_pool", None),
                           "peak_allocated_bytes": result.peak_allocated,
                           "peak_reserved_bytes": result.peak_reserved,
                           "phases": [vars(p) for p in result.phases]}, indent=1))
@@ -222,6 +231,9 @@ def main(argv=None):
             print(f"  adapter: {describe(result.adapter)}")
         for note in notes:
             print(f"  assumed: {note}")
+        if getattr(result, "graph_pool", None):
+            print(f"  CUDA graph: the forward captured once into private pool "
+                  f"{result.graph_pool}, replayed each step")
         generated = getattr(result, "generated", None)
         if generated:
             print(f"  KV cache at the end: {generated['cache']}, {generated['positions']} "

@@ -12,7 +12,9 @@ The job's keys ("job": {...}; None values left out, the analyzer then says what 
                 the predictor's --dtype, the autocast dtype); weight_dtype (the dtype the weights
                 are held in: "fp32" for a model built in fp32 and run under bf16 autocast);
                 autocast ("bf16" | "fp16": the forward's autocast dtype; absent without
-                autocast); use_cache (false: one forward pass, no KV cache; true: a generation)
+                autocast); use_cache (false: one forward pass, no KV cache; true: a generation);
+                cuda_graphs (true: the forward captured once into a CUDA graph and replayed,
+                predict_cuda_graphs.py)
   generation:   (inference with use_cache true: transformers' generate) context is the positions
                 the KV cache holds at the end (prompt + new_tokens - 1: the last new token is
                 never fed back); prompt (the prompt's tokens), new_tokens, cache ("dynamic" |
@@ -58,7 +60,7 @@ _ESSENTIAL = (
 
 _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimizer", "attention",
              "recompute", "activations", "weight_dtype", "autocast", "use_cache", "prompt",
-             "new_tokens", "cache", "kv_dtype", "tp", "sp", "dp", "zero")
+             "new_tokens", "cache", "kv_dtype", "tp", "sp", "dp", "zero", "cuda_graphs")
 
 # A LoRA or QLoRA job's keys (predict_adapters.py).
 _ADAPTER_KEYS = ("lora_rank", "lora_alpha", "lora_targets", "lora_dropout", "quant",

@@ -19,7 +19,7 @@ import ctypes
 import os
 import weakref
 
-from . import _ALLOC, _TORCH, _load, lib_dir, predict_context, predict_roles
+from . import _ALLOC, _TORCH, _load, lib_dir, predict_context, predict_cuda_graphs, predict_roles
 from .predict_device import current_stream_handle, find_gpu, simulated_cuda
 
 __all__ = ["Prediction", "capture", "predict", "PredictionError"]
@@ -258,7 +258,7 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
             with fake, _swappable_parameters(fake), _foreach_takes_fake_tensors(), \
                     _resizable_storages(session), Recorder(session, target), \
                     predict_context.module_paths(session.contexts), \
-                    predict_roles.naming_kv_caches():
+                    predict_roles.naming_kv_caches(), predict_cuda_graphs.simulated(session):
                 yield prediction, mark
                 import gc
 

@@ -96,7 +96,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                lora=False, qlora=False, lora_rank=8, lora_alpha=None, lora_targets=None,
                lora_dropout=0.0,
                lr=1e-4, overrides=None, journal=None, world_size=None, rank=0, parallel=None,
-               bucket_cap_mb=None, generate=None, cache=None, tp=1):
+               bucket_cap_mb=None, generate=None, cache=None, tp=1, cuda_graphs=False):
     """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
     `journal`: predict_capture.capture). `micro_batch` is per rank; world_size, rank, parallel
     ("fsdp2", "ddp") and bucket_cap_mb (ddp): the rank of a data-parallel job
@@ -109,7 +109,9 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     prompts of micro_batch x seq tokens, with `cache` "dynamic" (the default) or "static"
     (predict_generate.py); `Prediction.generated`: the cache it ended with. lora or qlora (with
     lora_rank, lora_alpha, lora_targets, lora_dropout): peft's LoRA, over a 4-bit base for qlora
-    (predict_adapters.py); `Prediction.adapter`: what was adapted."""
+    (predict_adapters.py); `Prediction.adapter`: what was adapted. cuda_graphs (inference): the
+    forward warmed up, captured once into a CUDA graph and replayed each step
+    (predict_cuda_graphs.GraphedForward); `Prediction.graph_pool`: the graph's pool id."""
     import contextlib
 
     import torch
@@ -129,6 +131,9 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     if seq < 1 or micro_batch < 1 or steps < 1:
         raise PredictionError("seq, micro_batch and steps must be positive")
     cache = _check_generate(mode, generate, cache)
+    if cuda_graphs and (mode != "inference" or generate is not None):
+        raise PredictionError("cuda_graphs captures the inference forward (mode='inference', "
+                              "no generate)")
     adapter = predict_adapters.adapter(lora, qlora, lora_rank, lora_alpha, lora_targets,
                                        lora_dropout)
     try:
@@ -165,7 +170,8 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
            "recompute": "full" if recompute else "none",
            "activations": "torch-autocast" if autocast_dtype else None,
            "autocast": None if training or autocast_dtype is None else dtype,
-           "use_cache": None if training else generate is not None}
+           "use_cache": None if training else generate is not None,
+           "cuda_graphs": True if cuda_graphs else None}
     if generate is not None:
         # The positions the cache holds at the end: the last new token is never fed back.
         job.update(context=seq + generate - 1, prompt=seq, new_tokens=generate, cache=cache)
@@ -231,7 +237,21 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
             predict_roles.tag_states_when_made(opt)
             if training:
                 predict_roles.tag_gradients_when_made(model.parameters())
+            graphed = None
+            if cuda_graphs:
+                from .predict_cuda_graphs import GraphedForward
+
+                def forward(ids):
+                    with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
+                                        enabled=autocast_dtype is not None), torch.no_grad():
+                        return model(input_ids=ids, use_cache=False).logits
+
+                graphed = GraphedForward(forward, (micro_batch, seq), cfg.vocab_size, marked)
+                built["graph_pool"] = graphed.pool
             for step in range(steps):
+                if graphed is not None:
+                    graphed.step(step)
+                    continue
                 if generate is not None:
                     _generate(model, cfg, built, step, seq, micro_batch, generate, cache,
                               autocast_dtype, marked, notes)
@@ -258,7 +278,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                         opt.zero_grad(set_to_none=True)
                 del loss, ids
             marked("end")
-            del model, opt
+            del model, opt, graphed
         except PredictionError:
             raise
         except Exception as e:
@@ -272,6 +292,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     prediction.params = built.get("params")
     prediction.rank_job = rank_job
     prediction.generated = built.get("generated")
+    prediction.graph_pool = built.get("graph_pool")
     prediction.adapter = adapter.summary() if adapter is not None else None
     return prediction
 
