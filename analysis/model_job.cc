@@ -44,6 +44,7 @@ constexpr KeyInfo kKeys[] = {
     {"precision", Mode::kTraining, "dtype"},
     {"optimizer", Mode::kTraining, ""},
     {"zero", Mode::kTraining, ""},
+    {"sp", Mode::kTraining, ""},
     {"dp", Mode::kTraining, ""},
     {"recompute", Mode::kTraining, ""},
     {"flash", Mode::kTraining, ""},
@@ -111,9 +112,13 @@ absl::Status ApplyKey(absl::string_view key, absl::string_view value, absl::stri
     t.zero_stage = static_cast<int>(zero);
     return absl::OkStatus();
   }
-  if (key == "flash" || key == "dropout") {
+  if (key == "flash" || key == "dropout" || key == "sp") {
     absl::StatusOr<bool> on = ZeroOrOne(where, value);
-    if (on.ok()) (key == "flash" ? t.flash_attention : t.dropout) = *on;
+    if (on.ok()) {
+      (key == "flash" ? t.flash_attention
+       : key == "sp"  ? t.layout.sequence_parallel
+                      : t.dropout) = *on;
+    }
     return on.status();
   }
   const std::string field(where);

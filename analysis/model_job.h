@@ -24,7 +24,7 @@
 // Keys of SPEC (each belongs to one mode; a key of the other mode is a usage error that names
 // the key meant):
 //   both        train | infer (default train), tp, pp
-//   training    seq, micro_batch, precision (fp32|fp16|bf16), optimizer, zero, dp,
+//   training    seq, micro_batch, precision (fp32|fp16|bf16), optimizer, zero, dp, sp (0|1),
 //               recompute (none|selective|full), flash (0|1), dropout (0|1),
 //               activations (korthikanti|torch-autocast)
 //   inference   batch, context, prompt, dtype, kv_dtype

@@ -52,7 +52,7 @@ reported in full, after a table of the devices (--device N analyzes one).)",
              "keys: train|infer, tp, pp;\n"
              "  training: seq, micro_batch, precision (fp32|fp16|bf16),\n"
              "  optimizer, zero (0-3), dp, recompute (none|selective|full),\n"
-             "  flash (0|1), dropout (0|1),\n"
+             "  flash (0|1), dropout (0|1), sp (0|1),\n"
              "  activations (korthikanti|torch-autocast);\n"
              "  inference: batch, context, prompt, dtype, kv_dtype\n"
              "a Hugging Face config.json defaults to activations=torch-autocast, flash=1 and its "

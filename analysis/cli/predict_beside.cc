@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -76,13 +78,53 @@ class ScratchDirectory {
   std::string path_;
 };
 
+// A recorded job's positive integer `key` (1 when absent); errors name it.
+absl::StatusOr<int64_t> LayoutSize(const Json& job, const char* key) {
+  const std::string text = JobText(job, key);
+  if (text.empty()) return 1;
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(text, &n) || n <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job.", key, " \"", Excerpt(text), "\" is not a positive integer"));
+  }
+  return n;
+}
+
+// One rank of a parallel job (the record of a --parallel/--tp prediction or of a job that
+// recorded its layout: dp, tp, zero): the same rank of the same layout, FSDP2 for ZeRO-3, DDP
+// for replicated data parallelism.
+absl::Status AddLayout(const Json& job, int32_t rank, std::vector<std::string>& args) {
+  absl::StatusOr<int64_t> dp = LayoutSize(job, "dp");
+  if (!dp.ok()) return dp.status();
+  absl::StatusOr<int64_t> tp = LayoutSize(job, "tp");
+  if (!tp.ok()) return tp.status();
+  const std::string zero = JobText(job, "zero");
+  if (*dp * *tp == 1 && zero.empty()) return absl::OkStatus();
+  if (zero == "3") {
+    args.insert(args.end(), {"--parallel", "fsdp2"});
+  } else if (*dp > 1) {
+    if (!zero.empty() && zero != "0") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job.zero ", Excerpt(zero), " is not a layout the predictor runs (3: FSDP2, 0: DDP)"));
+    }
+    args.insert(args.end(), {"--parallel", "ddp"});
+  }
+  if (*tp > 1) args.insert(args.end(), {"--tp", std::to_string(*tp)});
+  const int64_t world = *dp * *tp;
+  if (rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat("the log's rank ", rank,
+                                                   " is outside the recorded job's ", world,
+                                                   " ranks (job.dp x job.tp)"));
+  }
+  args.insert(args.end(), {"--world-size", std::to_string(world), "--rank", std::to_string(rank)});
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> PredictArguments(const std::string& record,
-                                                          const std::string& config_path,
-                                                          const std::string& out_path,
-                                                          const std::string& gpu,
-                                                          const std::string& conf, int steps) {
+absl::StatusOr<std::vector<std::string>> PredictArguments(
+    const std::string& record, const std::string& config_path, const std::string& out_path,
+    const std::string& gpu, const std::string& conf, int steps, int32_t rank) {
   absl::StatusOr<Json> json = estimator::ParseJson(record);
   if (!json.ok()) return json.status();
   auto config = json->find("config");
@@ -153,6 +195,7 @@ absl::StatusOr<std::vector<std::string>> PredictArguments(const std::string& rec
       !recompute.empty() && recompute != "none") {
     args.push_back("--recompute");
   }
+  if (absl::Status s = AddLayout(job, rank, args); !s.ok()) return s;
   return args;
 }
 
@@ -176,8 +219,9 @@ void PredictBeside(const AnalysisOptions& options, RankReport& report) {
   // prediction's.
   int steps = 0;
   for (const PhaseFigures& p : report.phases) steps += PhaseKindOf(p.phase) == "forward";
-  absl::StatusOr<std::vector<std::string>> args = PredictArguments(
-      report.model_record, config, log, GpuOf(options), report.options, std::max(steps, 1));
+  absl::StatusOr<std::vector<std::string>> args =
+      PredictArguments(report.model_record, config, log, GpuOf(options), report.options,
+                       std::max(steps, 1), report.info.rank);
   if (!args.ok()) {
     report.warnings.push_back(absl::StrCat(
         kWarning, "the log's model record: ", args.status().message(), " (nothing predicted)"));

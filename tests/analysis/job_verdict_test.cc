@@ -295,6 +295,19 @@ TEST(JobVerdictTest, AnAdapterRecordIsCosted) {
               HasSubstr("job.quant"));
 }
 
+// A parallel rank's record carries its layout, sequence parallelism included.
+TEST(JobVerdictTest, ARankRecordsLayout) {
+  absl::StatusOr<ModelJob> job = ModelJobFromRecord(
+      R"({"format": "fragscope.model/1", "config": {"model_type": "gpt2", "n_layer": 2, )"
+      R"("n_embd": 128, "n_head": 4, "vocab_size": 1000}, "job": {"mode": "training", )"
+      R"("seq": 64, "micro_batch": 1, "dp": 2, "tp": 2, "sp": true, "zero": 3}})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->train.layout.dp, 2);
+  EXPECT_EQ(job->train.layout.tp, 2);
+  EXPECT_TRUE(job->train.layout.sequence_parallel);
+  EXPECT_EQ(job->train.zero_stage, 3);
+}
+
 // A record of a model_type the reader does not know is estimated as a Llama-style decoder, and
 // the footprint's assumptions say so; a needed field it lacks is named.
 TEST(JobVerdictTest, AnUnknownModelTypeIsEstimatedWithItsAssumptionStated) {

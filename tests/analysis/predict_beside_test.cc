@@ -49,6 +49,32 @@ TEST(PredictBesideTest, TheRecordedJobBecomesThePredictorsFlags) {
   EXPECT_THAT(*generate, ::testing::Not(::testing::Contains("20")));
 }
 
+// A parallel rank's record: the same rank of the same layout.
+TEST(PredictBesideTest, AParallelRankIsPredictedAsThatRank) {
+  const auto args = [](const std::string& layout, int32_t rank) {
+    return PredictArguments(std::string("{\"format\": \"fragscope.model/1\", ") + kConfig +
+                                R"(, "job": {"seq": 8, "micro_batch": 1, )" + layout + "}}",
+                            "c.json", "o.fslog", "h100-80gb", "", 1, rank);
+  };
+  absl::StatusOr<std::vector<std::string>> fsdp_tp =
+      args(R"("dp": 2, "tp": 4, "sp": true, "zero": 3)", 5);
+  ASSERT_TRUE(fsdp_tp.ok()) << fsdp_tp.status();
+  EXPECT_THAT(*fsdp_tp, ::testing::IsSupersetOf({"--parallel", "fsdp2", "--tp", "4", "--world-size",
+                                                 "8", "--rank", "5"}));
+  absl::StatusOr<std::vector<std::string>> ddp = args(R"("dp": 4, "tp": 1, "zero": 0)", 3);
+  ASSERT_TRUE(ddp.ok()) << ddp.status();
+  EXPECT_THAT(*ddp, ::testing::IsSupersetOf({"--parallel", "ddp", "--world-size", "4"}));
+  EXPECT_THAT(*ddp, ::testing::Not(::testing::Contains("--tp")));
+  absl::StatusOr<std::vector<std::string>> one = args(R"("dp": 1, "tp": 1)", 0);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_THAT(*one, ::testing::Not(::testing::Contains("--world-size")));
+  EXPECT_THAT(std::string(args(R"("dp": 2, "tp": 2, "zero": 3)", 4).status().message()),
+              HasSubstr("rank 4 is outside"));
+  EXPECT_THAT(std::string(args(R"("dp": 2, "zero": 1)", 0).status().message()),
+              HasSubstr("job.zero"));
+  EXPECT_THAT(std::string(args(R"("tp": "x")", 0).status().message()), HasSubstr("job.tp"));
+}
+
 TEST(PredictBesideTest, WhatCannotBePredictedNamesTheKey) {
   EXPECT_THAT(std::string(Args(R"({"mode": "training", "micro_batch": 4})").status().message()),
               HasSubstr("job.seq"));
