@@ -15,6 +15,13 @@ transformers or libfragscope_torch.so. About 30 s on two cores.
   - MakeGraphedCallablesTest: two modules through torch.cuda.make_graphed_callables: four graphs
     in one (0, 1) pool, the backward graphs' allocations in it too; the training steps after
     allocate nothing in the pool.
+  - RecordedGraphPoolTest: the graph_pool job of scripts/gpu/pools_oracle.py (two MLPs warmed up
+    on a side stream, two graphs captured into one pool, replayed with eager work around them,
+    then deleted), predicted, against its log observed on an H100 with torch 2.11
+    (tests/data/oracle/pools/observed_graph_pool.fslog): every alloc, free, segment alloc and
+    segment free in the same order with the same requested bytes, stream and pool id -- the
+    default generator's seed and offset, the cuBLAS and cuBLASLt workspaces inside the pool, the
+    segment torch.cuda.graph's empty_cache frees, the second graph's reuse of the pool.
   - BackwardStreamTest: backward called on a side stream allocates on that stream (the engine
     runs each node on its forward's stream).
   - CliTest: `predict --config gpt2 --mode inference --cuda-graphs`: warm-up, capture and replay
@@ -50,9 +57,30 @@ class Event:
         fields = dict(re.findall(r" (\w+)=(0x[0-9a-f]+|\d+)", line))
         self.ptr = int(fields.get("ptr", "0"), 16)
         self.size = int(fields.get("size", "0"))
+        self.requested = int(fields.get("requested", "0"))
         self.stream = int(fields.get("stream", "0x0"), 16)
         pool = re.search(r" pool_id=\((\d+), (\d+)\)", line)
         self.pool = (int(pool.group(1)), int(pool.group(2))) if pool else (0, 0)
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def sequence(log):
+    """The log's allocs, frees (requested), segment allocs and frees as (kind, bytes, stream,
+    pool): the requested bytes of a block (a segment's own size), the stream numbered by first
+    appearance (0 the default stream), so that two runs' handles compare."""
+    numbers = {0: 0}
+    out = []
+    for e in events(log):
+        if e.kind == "segment_free" or e.kind == "segment_alloc":
+            size = e.size
+        else:
+            size = e.requested
+        numbers.setdefault(e.stream, len(numbers))
+        out.append((e.kind, size, numbers[e.stream], e.pool))
+    return out
 
 
 def events(log):
@@ -265,6 +293,26 @@ class MakeGraphedCallablesTest(unittest.TestCase):
         steps = [e for e in logged if e.kind == "alloc" and (e.phase or "").startswith("step")]
         self.assertTrue(steps)
         self.assertEqual({e.pool for e in steps}, {(0, 0)}, "replays allocate nothing in the pool")
+
+
+class RecordedGraphPoolTest(unittest.TestCase):
+    def test_every_event_as_observed_on_an_h100(self):
+        import torch
+        from fragscope import predict_capture
+
+        sys.path.insert(0, os.path.join(ROOT, "scripts", "gpu"))
+        try:
+            import pools_oracle
+        finally:
+            sys.path.pop(0)
+        log = _log("graph_pool")
+        with predict_capture.capture(log, gpu="h100-80gb"):
+            pools_oracle.graph_pool(torch)
+        observed = sequence(os.path.join(ROOT, "tests", "data", "oracle", "pools",
+                                         "observed_graph_pool.fslog"))
+        predicted = sequence(log)
+        self.assertEqual(len(observed), 120)
+        self.assertEqual(predicted, observed)
 
 
 class BackwardStreamTest(unittest.TestCase):

@@ -50,7 +50,8 @@ that stream), freed when the last graph registered with it is deleted (not at re
 the capture takes a cuBLAS workspace for the capture stream (predict_kernels.py: one per handle
 and stream, kept), which lands in the pool and keeps its segment reserved for the process, as
 cuBLAS's handle-and-stream map holds it on the GPU (torch._C._cuda_clearCublasWorkspaces() is
-not modeled).
+not modeled). Both, and the rest, as an H100 logged them for scripts/gpu/pools_oracle.py's
+graph-pool job (tests/predict/predict_cuda_graphs_test.py, RecordedGraphPoolTest).
 
 Not modeled: streams forked from the capture stream (PyTorch's filter accepts every stream
 joined to the capture; here only the capture stream), the deferred frees of blocks used on other
