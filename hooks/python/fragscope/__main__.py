@@ -7,6 +7,7 @@ python -m fragscope fit ...: the largest micro-batch that fits, fragmentation in
     python -m fragscope predict --model-fn mymod:make --step-fn mymod:step --steps 2 --out p.fslog
     python -m fragscope predict --config gpt2 ... --parallel fsdp2 --world-size 8 --rank 3 ...
     python -m fragscope predict --config llama ... --parallel fsdp2 --tp 8 --world-size 64 ...
+    python -m fragscope predict --config llama ... --pp 4 --pp-schedule 1f1b --rank 0 ...
     python -m fragscope predict --config llama --seq 2048 --micro-batch 4 --qlora \
         --lora-rank 16 --lora-targets all-linear --out qlora.fslog   # peft + bitsandbytes
     python -m fragscope predict --config llama --seq 512 --micro-batch 8 --generate 128 \
@@ -91,6 +92,9 @@ def _parser():
     from .predict_cuda_graphs import add_flags as add_graph_flags
 
     add_graph_flags(p)
+    from .predict_pipeline_loop import add_flags as add_pipeline_flags
+
+    add_pipeline_flags(p)
     return p
 
 
@@ -168,7 +172,10 @@ def main(argv=None):
         if args.steps < 1:
             raise ValueError("--steps must be positive")
         _generate_flags(args)
-        ranks = rank_options(args, wrap_required=bool(args.config))
+        from .predict_pipeline_loop import options as pipeline_options
+
+        pipeline = pipeline_options(args)  # one rank of a pipeline: predict_pp's flags
+        ranks = {} if pipeline else rank_options(args, wrap_required=bool(args.config))
         from .predict_adapters import options as adapter_options
 
         adapters = adapter_options(args)
@@ -191,7 +198,14 @@ def main(argv=None):
     from .predict_capture import PredictionError, predict
 
     try:
-        if args.config:
+        if pipeline:
+            from .predict_pipeline_loop import predict_pp
+
+            result = predict_pp(args.config, args.out, seq=args.seq, micro_batch=args.micro_batch,
+                                steps=args.steps, optimizer=args.optimizer, dtype=args.dtype,
+                                attention=args.attention, gpu=args.gpu, conf=args.conf,
+                                overrides=overrides, **pipeline)
+        elif args.config:
             from .predict_hf_loop import predict_hf
 
             result = predict_hf(args.config, args.out, seq=args.seq, micro_batch=args.micro_batch,
@@ -216,6 +230,7 @@ def main(argv=None):
                           "generated": getattr(result, "generated", None),
                           "adapter": getattr(result, "adapter", None),
                           "graph_pool": getattr(result, "graph_pool", None),
+                          "pipeline": getattr(result, "pipeline", None),
                           "peak_allocated_bytes": result.peak_allocated,
                           "peak_reserved_bytes": result.peak_reserved,
                           "phases": [vars(p) for p in result.phases]}, indent=1))
@@ -240,7 +255,12 @@ def main(argv=None):
                   f"positions x {generated['layers']} layers, keys "
                   f"{'/'.join(generated['key_dtypes'])}, values "
                   f"{'/'.join(generated['value_dtypes'])}: {generated['bytes']} bytes")
-        if args.world_size > 1 or args.parallel:
+        if pipeline:
+            from .predict_pipeline_loop import describe
+
+            print(f"  rank {args.rank} of {args.world_size} ({describe(result.pipeline)}, fake "
+                  f"process group)")
+        elif args.world_size > 1 or args.parallel:
             how = args.parallel or ("" if args.tp > 1 else "wrapped by the model function")
             if args.tp > 1:
                 how = f"tp {args.tp}" + (f" x {how} dp {args.world_size // args.tp}" if how

@@ -29,7 +29,10 @@ The job's keys ("job": {...}; None values left out, the analyzer then says what 
   a rank of a parallel job (training): tp (tensor-parallel size), sp (true: sequence
                 parallelism with tp), dp (data-parallel size), zero (3: FSDP2 shards the
                 parameters, gradients and optimizer states over dp; 0: DDP); the record
-                describes the rank, whose log it is in
+                describes the rank, whose log it is in; pipeline parallelism
+                (predict_pipeline.py): pp (the number of pipeline ranks), pp_schedule ("gpipe" |
+                "1f1b" | "interleaved-1f1b"), pp_microbatches (per step, each of micro_batch
+                sequences), pp_stages (the rank's stage indices, comma-separated: "1", "1,3")
 """
 
 import json
@@ -60,7 +63,8 @@ _ESSENTIAL = (
 
 _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimizer", "attention",
              "recompute", "activations", "weight_dtype", "autocast", "use_cache", "prompt",
-             "new_tokens", "cache", "kv_dtype", "tp", "sp", "dp", "zero", "cuda_graphs")
+             "new_tokens", "cache", "kv_dtype", "tp", "sp", "dp", "zero", "cuda_graphs", "pp",
+             "pp_schedule", "pp_microbatches", "pp_stages")
 
 # A LoRA or QLoRA job's keys (predict_adapters.py).
 _ADAPTER_KEYS = ("lora_rank", "lora_alpha", "lora_targets", "lora_dropout", "quant",
