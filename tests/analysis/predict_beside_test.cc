@@ -54,7 +54,8 @@ TEST(PredictBesideTest, AParallelRankIsPredictedAsThatRank) {
   const auto args = [](const std::string& layout, int32_t rank) {
     return PredictArguments(std::string("{\"format\": \"fragscope.model/1\", ") + kConfig +
                                 R"(, "job": {"seq": 8, "micro_batch": 1, )" + layout + "}}",
-                            "c.json", "o.fslog", "h100-80gb", "", 1, rank);
+                            ::testing::TempDir() + "/config.json", "o.fslog", "h100-80gb", "", 1,
+                            rank);
   };
   absl::StatusOr<std::vector<std::string>> fsdp_tp =
       args(R"("dp": 2, "tp": 4, "sp": true, "zero": 3)", 5);
