@@ -19,7 +19,8 @@
 //                                pass without a KV cache (true for a generation, with
 //                                "prompt", "new_tokens", "cache" and "kv_dtype"),
 //                                training only: "lora_rank", "lora_targets", "quant": "nf4",
-//                                "double_quant" (recorded_adapter.h)}}
+//                                "double_quant" (recorded_adapter.h); keys no estimate
+//                                reads ("cuda_graphs", "lora_alpha", ...) are passed over}}
 //
 // Keys of SPEC (each belongs to one mode; a key of the other mode is a usage error that names
 // the key meant):
