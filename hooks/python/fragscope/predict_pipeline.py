@@ -28,8 +28,9 @@ which changes no allocation (they are meta tensors).
 Refused: tied embeddings (the first and last stages would share a weight). Assumed: the autocast
 dtype for the compute with fp32 weights (torchtitan's autocast when no FSDP runs the mixed
 precision); the hidden states passed between stages are fp32 (the residual stream of fp32 weights
-under autocast). Not modeled: pipeline parallelism with data or tensor parallelism (FSDP2 over a 2-D
-mesh), zero-bubble schedules.
+under autocast). With data parallelism (FSDP2 over a ("pp", "dp") mesh: predict_pipeline_loop.py)
+the stages compute in FSDP2's param_dtype and pass it. Not modeled: pipeline parallelism with DDP
+or tensor parallelism, zero-bubble schedules, uneven splits.
 """
 
 import collections
@@ -41,7 +42,9 @@ from .predict_capture import PredictionError
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 
-Plan = collections.namedtuple("Plan", "pp schedule microbatches rank stages layers")
+# rank: the rank in the world; pp_rank: its rank in its pipeline (rank // dp: pp outermost, as
+# torchtitan lays out its mesh); dp: the data-parallel size (FSDP2 over each stage).
+Plan = collections.namedtuple("Plan", "pp schedule microbatches rank stages layers dp pp_rank")
 
 
 def stages_per_rank(schedule):
@@ -49,20 +52,30 @@ def stages_per_rank(schedule):
     return 2 if schedule == "interleaved-1f1b" else 1
 
 
-def plan(cfg, pp, schedule, microbatches, rank, world_size=None):
+def plan(cfg, pp, schedule, microbatches, rank, world_size=None, parallel=None):
     """The checked Plan of rank `rank` (its stage indices, and each stage's decoder layers as
     (start, stop)); ValueError names the bad value. microbatches None: the number of stages
-    (pp x stages per rank, the fewest that keep every stage busy)."""
+    (pp x stages per rank, the fewest that keep every stage busy). world_size (default pp): pp x
+    dp ranks, the dp ones sharded by FSDP2 (parallel "fsdp2", needed when dp > 1)."""
     if isinstance(pp, bool) or not isinstance(pp, int) or pp < 2:
         raise ValueError(f"--pp must be an integer of at least 2, not {pp!r}")
     if schedule not in SCHEDULES:
         raise ValueError(f"--pp-schedule must be one of {', '.join(SCHEDULES)}, not {schedule!r}")
-    if world_size is not None and world_size != pp:
-        raise ValueError(f"--world-size {world_size} with --pp {pp}: pipeline parallelism is "
-                         f"modeled alone (the world is the pp ranks); data or tensor parallelism "
-                         f"with it is not")
-    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < pp:
-        raise ValueError(f"--rank must be an integer in [0, {pp}) for --pp {pp}, not {rank!r}")
+    world_size = pp if world_size is None else world_size
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size % pp:
+        raise ValueError(f"--world-size {world_size} is not a multiple of --pp {pp} (the world "
+                         "is pipeline x data-parallel ranks)")
+    if parallel not in (None, "fsdp2"):
+        raise ValueError(f"--pp with --parallel {parallel} is not modeled (torchtitan shards each "
+                         "stage with FSDP2): use --parallel fsdp2")
+    if world_size > pp and parallel is None:
+        raise ValueError(f"--world-size {world_size} with --pp {pp} leaves {world_size // pp} "
+                         "data-parallel ranks: they need --parallel fsdp2")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(f"--rank must be an integer in [0, {world_size}) for --world-size "
+                         f"{world_size}, not {rank!r}")
+    dp = world_size // pp
+    pp_rank = rank // dp
     per_rank = stages_per_rank(schedule)
     num_stages = pp * per_rank
     if microbatches is None:
@@ -84,9 +97,9 @@ def plan(cfg, pp, schedule, microbatches, rank, world_size=None):
                          "first stage's embedding and the last stage's lm_head would share one "
                          "weight")
     per_stage = layers // num_stages
-    stages = tuple(rank + k * pp for k in range(per_rank))
+    stages = tuple(pp_rank + k * pp for k in range(per_rank))
     return Plan(pp, schedule, microbatches, rank, stages,
-                tuple((s * per_stage, (s + 1) * per_stage) for s in stages))
+                tuple((s * per_stage, (s + 1) * per_stage) for s in stages), dp, pp_rank)
 
 
 def _stage_module_class():
@@ -222,13 +235,16 @@ class ReceiveBuffers:
 
         from .predict_roles import SAVED_ACTIVATIONS, tag_tensor
 
-        keep = {p.untyped_storage()._cdata for p in parameters}
+        def local(t):
+            return getattr(t, "_local_tensor", t)  # a DTensor's (an FSDP2 shard's) own tensor
+
+        keep = {local(p).untyped_storage()._cdata for p in parameters}
 
         def pack(t):
-            if isinstance(t, torch.Tensor) and t.device.type == "cuda":
-                storage = t.untyped_storage()._cdata
+            if isinstance(t, torch.Tensor) and local(t).device.type == "cuda":
+                storage = local(t).untyped_storage()._cdata
                 if storage not in keep and storage not in self.storages:
-                    tag_tensor(t, SAVED_ACTIVATIONS)
+                    tag_tensor(local(t), SAVED_ACTIVATIONS)
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):

@@ -6,7 +6,12 @@ Each step: random token ids of (microbatches x micro_batch) x seq on the first s
 (the schedule splits them), the same as labels on the last stage's; schedule.step() runs the
 rank's stages' forwards and backwards under bf16 (or fp16) autocast in the schedule's order
 (markers "step N / forward M" and "step N / backward M"), then the optimizer's step over the
-rank's stages' parameters and zero_grad(set_to_none=True) ("step N / optimizer").
+rank's stages' parameters and zero_grad(set_to_none=True) ("step N / optimizer"). With FSDP2
+(world_size = pp x dp, parallel="fsdp2") each stage's decoder layers and the stage are sharded
+over the rank's "dp" group of a ("pp", "dp") mesh, pp outermost as torchtitan lays it out, with
+its MixedPrecisionPolicy instead of autocast and not resharded after forward (torchtitan's choice
+under pipeline parallelism); PipelineStage itself defers the gradients' reduce-scatter and the
+reshard to after the last microbatch's backward (perform_reduce_grad).
 """
 
 from .predict_capture import PredictionError, capture
@@ -16,11 +21,14 @@ from .predict_pipeline import SCHEDULES
 def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatches=None,
                rank=0, world_size=None, steps=1, optimizer="adamw", dtype="bf16",
                attention="auto", gpu="h100-80gb", conf=None, overrides=None, lr=1e-4,
-               journal=None):
+               journal=None, parallel=None):
     """Predicts `steps` training steps of rank `rank` of a job split into `pp` pipeline stages
     (predict_pipeline.plan: the schedule "gpipe", "1f1b" or "interleaved-1f1b", `microbatches`
-    microbatches of `micro_batch` sequences per step; default: one per stage). world_size, when
-    given, must be pp. `Prediction.pipeline`: the rank's plan as a dict."""
+    microbatches of `micro_batch` sequences per step; default: one per stage). world_size
+    (default pp): pp x dp ranks, with parallel="fsdp2" sharding each stage over its dp ranks (a
+    ("pp", "dp") mesh, pp outermost as torchtitan lays it out; predict such a rank in a process
+    of its own: a later prediction in the same process crashed at times at its close).
+    `Prediction.pipeline`: the rank's plan as a dict."""
     import torch
 
     from . import predict_attention, predict_parallel, predict_pipeline, predict_roles
@@ -38,20 +46,26 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
     cfg = load_config(config, overrides)
     predict_attention.check_supported(cfg, attention)
     try:
-        rank_plan = predict_pipeline.plan(cfg, pp, schedule, microbatches, rank, world_size)
+        rank_plan = predict_pipeline.plan(cfg, pp, schedule, microbatches, rank, world_size,
+                                          parallel)
     except ValueError as e:
         raise PredictionError(str(e)) from e
     num_stages = pp * predict_pipeline.stages_per_rank(schedule)
     first = 0 in rank_plan.stages
     last = num_stages - 1 in rank_plan.stages
     autocast_dtype = getattr(torch, DTYPES[dtype]) if DTYPES[dtype] else None
+    # FSDP2 computes in the dtype its MixedPrecisionPolicy all-gathers, without autocast.
+    param_dtype = None
+    if parallel == "fsdp2":
+        param_dtype, autocast_dtype = autocast_dtype, None
     job = {"mode": "training", "seq": seq, "micro_batch": micro_batch, "dtype": dtype,
            "optimizer": optimizer, "recompute": "none",
            "activations": "torch-autocast" if autocast_dtype else None, "pp": pp,
            "pp_schedule": schedule, "pp_microbatches": rank_plan.microbatches,
-           "pp_stages": ",".join(map(str, rank_plan.stages))}
+           "pp_stages": ",".join(map(str, rank_plan.stages)),
+           "dp": rank_plan.dp if parallel else None, "zero": 3 if parallel else None}
     job = {k: v for k, v in job.items() if v is not None}
-    rank_job = predict_parallel.Job(None, pp, rank, None)
+    rank_job = predict_parallel.Job(None, pp * rank_plan.dp, rank, None)
     location = Location()
     built = {}
     with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark):
@@ -65,9 +79,11 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
             buffers = predict_pipeline.ReceiveBuffers()
             with location.watching(), predict_parallel.fake_process_group(rank_job), \
                     buffers.made():
+                mesh = _mesh(rank_plan)
                 marked("init / weights")
                 torch.manual_seed(0)
-                modules = _build_stages(cfg, attention, rank_plan, num_stages, built)
+                modules = _build_stages(cfg, attention, rank_plan, num_stages, built,
+                                        mesh["dp"] if parallel else None, param_dtype)
                 for m in modules:
                     location.name_modules(m)
                 built["params"] = sum(p.numel() for m in modules for p in m.parameters())
@@ -76,14 +92,16 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
                 built["job"] = record
                 params = [p for m in modules for p in m.parameters()]
                 predict_roles.name_parameters(torch.nn.ModuleList(modules))
-                weights_dtype = params[0].dtype
+                # The hidden states between stages: the residual stream's dtype (fp32 weights
+                # under autocast; FSDP2's param_dtype).
+                weights_dtype = param_dtype or params[0].dtype
 
                 def loss_fn(logits, labels):
                     return modules[-1].causal.loss_function(logits, labels, cfg.vocab_size)
 
                 stages = predict_pipeline.pipeline_stages(
                     modules, rank_plan, micro_batch, seq, cfg.hidden_size, cfg.vocab_size,
-                    weights_dtype, autocast_dtype or weights_dtype)
+                    weights_dtype, autocast_dtype or weights_dtype, group=mesh["pp"].get_group())
                 sched = predict_pipeline.make_schedule(stages, rank_plan, loss_fn)
                 opt = _optimizer(torch.nn.ModuleList(modules), optimizer, lr)
                 predict_roles.tag_states_when_made(opt)
@@ -120,17 +138,30 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
     prediction.attention = built.get("attention")
     prediction.params = built.get("params")
     prediction.notes = []
-    prediction.pipeline = {"pp": pp, "schedule": schedule,
+    prediction.pipeline = {"pp": pp, "dp": rank_plan.dp, "schedule": schedule,
                            "microbatches": rank_plan.microbatches,
                            "stages": list(rank_plan.stages),
                            "layers": [list(r) for r in rank_plan.layers]}
     return prediction
 
 
-def _build_stages(cfg, attention, rank_plan, num_stages, built):
+def _mesh(rank_plan):
+    """The job's ("pp", "dp") CUDA device mesh, pp outermost (torchtitan's order)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.distributed.device_mesh import init_device_mesh
+
+    # The mesh's rank map is a CPU tensor that the fake mode would make data-less.
+    with unset_fake_temporarily():
+        return init_device_mesh("cuda", (rank_plan.pp, rank_plan.dp), mesh_dim_names=("pp", "dp"))
+
+
+def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, param_dtype=None):
     """The rank's stage modules, built as torchtitan builds them: the whole model made and split
-    with nothing recorded (torchtitan: on the meta device), then each stage's parameters and
-    buffers allocated in Module.to_empty's order (predict_parallel._to_empty_order)."""
+    with nothing recorded (torchtitan: on the meta device), with dp_mesh each stage sharded by
+    FSDP2 (each decoder layer, then the stage; not resharded after forward, torchtitan's choice
+    under pipeline parallelism: the microbatches' forwards share one all-gather), then each
+    stage's parameters (local shards) and buffers allocated in Module.to_empty's order
+    (predict_parallel._to_empty_order)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -148,13 +179,26 @@ def _build_stages(cfg, attention, rank_plan, num_stages, built):
         modules = [predict_pipeline.split(whole, s, num_stages, layers).train()
                    for s, layers in zip(rank_plan.stages, rank_plan.layers)]
         del whole
+        if dp_mesh is not None:
+            from torch.distributed.fsdp import fully_shard
+
+            from .predict_parallel import mixed_precision
+
+            policy = mixed_precision(param_dtype)
+            options = {"mesh": dp_mesh, "reshard_after_forward": False}
+            if policy is not None:
+                options["mp_policy"] = policy
+            for module in modules:
+                for layer in module.causal.model.layers:
+                    fully_shard(layer, **options)
+                fully_shard(module, **options)
     finally:
         metadata_only.depth -= 1
     seen = set()
     with predict_roles.current(predict_roles.WEIGHTS):
         for module in modules:
             for tensor in _to_empty_order(module):
-                storage = tensor.untyped_storage()
+                storage = getattr(tensor, "_local_tensor", tensor).untyped_storage()
                 if storage._cdata in seen:
                     reallocate(storage)
                 else:
@@ -187,10 +231,12 @@ def options(args):
         raise ValueError(f"--pp must be at least 2, not {args.pp}")
     if not args.config:
         raise ValueError("--pp goes with --config (the split is for Llama-family models)")
-    if args.parallel or args.tp > 1:
-        other = f"--parallel {args.parallel}" if args.parallel else f"--tp {args.tp}"
-        raise ValueError(f"--pp with {other} is not modeled: pipeline parallelism is predicted "
-                         "alone (the world is the --pp ranks)")
+    if args.tp > 1:
+        raise ValueError(f"--pp with --tp {args.tp} is not modeled: pipeline parallelism is "
+                         "predicted alone or with --parallel fsdp2")
+    if args.parallel == "ddp":
+        raise ValueError("--pp with --parallel ddp is not modeled (torchtitan shards each stage "
+                         "with FSDP2): use --parallel fsdp2")
     if args.mode != "training":
         raise ValueError(f"--pp predicts training steps, not --mode {args.mode}")
     if args.recompute:
@@ -199,19 +245,26 @@ def options(args):
         raise ValueError("--pp with --lora or --qlora is not modeled")
     if args.bucket_cap_mb is not None:
         raise ValueError("--bucket-cap-mb goes with --parallel ddp")
-    if args.world_size is not None and args.world_size != args.pp:
-        raise ValueError(f"--world-size {args.world_size} with --pp {args.pp}: pipeline "
-                         "parallelism is predicted alone, over a world of --pp ranks")
-    if not 0 <= args.rank < args.pp:
-        raise ValueError(f"--rank must be in [0, {args.pp}) for --pp {args.pp}, not {args.rank}")
-    args.world_size = args.pp
+    world = args.pp if args.world_size is None else args.world_size
+    if world < args.pp or world % args.pp:
+        raise ValueError(f"--world-size {world} is not a multiple of --pp {args.pp} (the world "
+                         "is pipeline x data-parallel ranks)")
+    if world > args.pp and args.parallel is None:
+        raise ValueError(f"--world-size {world} with --pp {args.pp} leaves {world // args.pp} "
+                         "data-parallel ranks: they need --parallel fsdp2")
+    if not 0 <= args.rank < world:
+        raise ValueError(f"--rank must be in [0, {world}) for --world-size {world}, not "
+                         f"{args.rank}")
+    args.world_size = world
     return {"pp": args.pp, "schedule": args.pp_schedule, "microbatches": args.pp_microbatches,
-            "rank": args.rank}
+            "rank": args.rank, "world_size": world, "parallel": args.parallel}
 
 
 def describe(pipeline):
-    """One line of a Prediction.pipeline: "pp 4, 1f1b, 4 microbatches, stage 0 (layers 0-1)"."""
+    """One line of a Prediction.pipeline: "pp 4, 1f1b, 4 microbatches, stage 0 (layers 0-1)",
+    with ", fsdp2 dp 2" under FSDP2."""
     stages = ", ".join(f"stage {s} (layers {a}-{b - 1})"
                        for s, (a, b) in zip(pipeline["stages"], pipeline["layers"]))
-    return (f"pp {pipeline['pp']}, {pipeline['schedule']}, {pipeline['microbatches']} "
+    dp = f" x fsdp2 dp {pipeline['dp']}" if pipeline["dp"] > 1 else ""
+    return (f"pp {pipeline['pp']}{dp}, {pipeline['schedule']}, {pipeline['microbatches']} "
             f"microbatches, {stages}")
