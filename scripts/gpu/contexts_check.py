@@ -27,12 +27,12 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import predict_accuracy  # noqa: E402
 import train_job  # noqa: E402
 from predict_accuracy import commit, delta, gpu_key  # noqa: E402
 
@@ -139,34 +139,17 @@ def generate(cache, mark, dry_run):
     return length, model
 
 
-class Parent:
-    def __init__(self, a):
-        self.a = a
-        self.env = dict(os.environ)
-        self.env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-
-    def path(self, name):
-        return os.path.join(self.a.out_dir, name)
-
-    def call(self, name, cmd):
-        """(exit status or "timeout", output); the output also in OUT_DIR/name.txt."""
-        try:
-            p = subprocess.run(cmd, env=self.env, capture_output=True, text=True,
-                               timeout=self.a.timeout)
-            rc, text = p.returncode, p.stdout + p.stderr
-        except subprocess.TimeoutExpired:
-            rc, text = "timeout", f"timed out after {self.a.timeout}s"
-        with open(self.path(f"{name}.txt"), "w") as f:
-            f.write(f"$ {' '.join(cmd)}\n{text}")
-        return rc, text
+class Parent(predict_accuracy.Parent):
+    """predict_accuracy's runner of children (OUT_DIR/name.txt per command), with this step's
+    predictions and reads."""
 
     def json_of(self, name, cmd):
-        rc, text = self.call(name, cmd)
+        rc, text = self.call(name, cmd, self.a.timeout)
         if rc != 0:
             raise RuntimeError(f"{name}: exit {rc}: {text.strip().splitlines()[-1:]}")
         return train_job.first_json(text)
 
-    def predict(self, kind, gpu):
+    def predict_kind(self, kind, gpu):
         dry = self.a.dry_run
         if kind in ("plain", "named"):
             job = DRY_TRAIN if dry else TRAIN
@@ -214,7 +197,7 @@ def run_all(a):
     for kind in KINDS:
         log = p.path(f"{kind}.fslog")
         args = [sys.executable, __file__, "child", kind, p.path(f"{kind}.json"), log]
-        rc, text = p.call(f"{kind}.run", args + (["--dry-run"] if a.dry_run else []))
+        rc, text = p.call(f"{kind}.run", args + (["--dry-run"] if a.dry_run else []), a.timeout)
         if rc != 0:
             check(False, f"{kind}: the run ended with exit {rc}: {text.strip()[-300:]}")
             continue
@@ -222,7 +205,7 @@ def run_all(a):
             row = json.load(f)
         try:
             row["analysis"] = p.analyze(f"{kind}.analyze", log)
-            predicted = p.predict(kind, gpu)
+            predicted = p.predict_kind(kind, gpu)
             row["diff"] = p.diff(f"{kind}.diff", log, predicted)
         except RuntimeError as e:
             check(False, str(e))
