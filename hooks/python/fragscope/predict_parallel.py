@@ -288,7 +288,6 @@ def build(make_model, rank_job, mesh, blocks=None, param_dtype=None):
     alone) is initialised as fsdp2 is: each parameter's local shard allocated."""
     if rank_job.parallel != "fsdp2" and rank_job.tp == 1:
         return wrap(make_model(), rank_job, mesh, blocks, param_dtype)
-    from .predict_capture import reallocate, track
     from .predict_kernels import metadata_only
 
     metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
@@ -296,15 +295,25 @@ def build(make_model, rank_job, mesh, blocks=None, param_dtype=None):
         model = wrap(make_model(), rank_job, mesh, blocks, param_dtype)
     finally:
         metadata_only.depth -= 1
-    seen = set()
-    for tensor in _to_empty_order(model):
-        storage = getattr(tensor, "_local_tensor", tensor).untyped_storage()
-        if storage._cdata in seen:
-            reallocate(storage)
-        else:
-            seen.add(storage._cdata)
-            track(storage)
+    materialize([model])
     return model
+
+
+def materialize(modules):
+    """Allocates the local shards and buffers of `modules`, built with nothing recorded, as
+    Module.to_empty on the device would (_to_empty_order); a storage two of them share is
+    allocated once and then reallocated, as to_empty's second visit does."""
+    from .predict_capture import reallocate, track
+
+    seen = set()
+    for module in modules:
+        for tensor in _to_empty_order(module):
+            storage = getattr(tensor, "_local_tensor", tensor).untyped_storage()
+            if storage._cdata in seen:
+                reallocate(storage)
+            else:
+                seen.add(storage._cdata)
+                track(storage)
 
 
 def _to_empty_order(module):

@@ -161,14 +161,13 @@ def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, pa
     FSDP2 (each decoder layer, then the stage; not resharded after forward, torchtitan's choice
     under pipeline parallelism: the microbatches' forwards share one all-gather), then each
     stage's parameters (local shards) and buffers allocated in Module.to_empty's order
-    (predict_parallel._to_empty_order)."""
+    (predict_parallel.materialize)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from . import predict_attention, predict_pipeline, predict_roles
-    from .predict_capture import reallocate, track
     from .predict_kernels import metadata_only
-    from .predict_parallel import _to_empty_order
+    from .predict_parallel import materialize
 
     metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
     try:
@@ -194,16 +193,8 @@ def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, pa
                 fully_shard(module, **options)
     finally:
         metadata_only.depth -= 1
-    seen = set()
     with predict_roles.current(predict_roles.WEIGHTS):
-        for module in modules:
-            for tensor in _to_empty_order(module):
-                storage = getattr(tensor, "_local_tensor", tensor).untyped_storage()
-                if storage._cdata in seen:
-                    reallocate(storage)
-                else:
-                    seen.add(storage._cdata)
-                    track(storage)
+        materialize(modules)
     return modules
 
 
