@@ -124,12 +124,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
 
     if mode not in ("training", "inference"):
         raise PredictionError(f"mode must be training or inference, not {mode!r}")
-    if optimizer not in OPTIMIZERS:
-        raise PredictionError(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
-    if dtype not in DTYPES:
-        raise PredictionError(f"dtype must be one of {', '.join(DTYPES)}")
-    if seq < 1 or micro_batch < 1 or steps < 1:
-        raise PredictionError("seq, micro_batch and steps must be positive")
+    check_step(optimizer, dtype, seq, micro_batch, steps)
     cache = _check_generate(mode, generate, cache)
     if cuda_graphs and (mode != "inference" or generate is not None):
         raise PredictionError("cuda_graphs captures the inference forward (mode='inference', "
@@ -295,6 +290,16 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     prediction.graph_pool = built.get("graph_pool")
     prediction.adapter = adapter.summary() if adapter is not None else None
     return prediction
+
+
+def check_step(optimizer, dtype, seq, micro_batch, steps):
+    """PredictionError naming the first bad one of a step's settings."""
+    if optimizer not in OPTIMIZERS:
+        raise PredictionError(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
+    if dtype not in DTYPES:
+        raise PredictionError(f"dtype must be one of {', '.join(DTYPES)}")
+    if seq < 1 or micro_batch < 1 or steps < 1:
+        raise PredictionError("seq, micro_batch and steps must be positive")
 
 
 def _check_generate(mode, generate, cache):

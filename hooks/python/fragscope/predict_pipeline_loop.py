@@ -32,16 +32,11 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
     import torch
 
     from . import predict_attention, predict_parallel, predict_pipeline, predict_roles
-    from .predict_hf_loop import (DTYPES, OPTIMIZERS, _optimizer, _record_job,
-                                  _write_model_record, load_config)
+    from .predict_hf_loop import (DTYPES, _optimizer, _record_job, _write_model_record,
+                                  check_step, load_config)
     from .predict_location import Location, failure
 
-    if optimizer not in OPTIMIZERS:
-        raise PredictionError(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
-    if dtype not in DTYPES:
-        raise PredictionError(f"dtype must be one of {', '.join(DTYPES)}")
-    if seq < 1 or micro_batch < 1 or steps < 1:
-        raise PredictionError("seq, micro_batch and steps must be positive")
+    check_step(optimizer, dtype, seq, micro_batch, steps)
     predict_attention.requested(attention)
     cfg = load_config(config, overrides)
     predict_attention.check_supported(cfg, attention)
