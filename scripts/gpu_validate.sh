@@ -74,6 +74,10 @@ failures=0
 
 # Each step runs in `bash -c` under timeout(1), with STEP_DIR set; they print
 # "skipped: no CUDA device" without a GPU.
+drop_logs_over() {  # MB: the step's .fslog files over that size are deleted once checked
+  find "$STEP_DIR" -name '*.fslog' -size +$(($1 * 1024))k -print -delete |
+    sed "s/^/deleted (over $1 MB): /"
+}
 need() {  # a binary a step cannot run without
   [ -x "$1" ] && return
   echo "error: $1 is missing (make the pack with tests/gpu/pack_prebuilt.sh)"
@@ -109,14 +113,14 @@ step_modes() {
   need "$FRAGSCOPE_FSLOG_COUNTS"
   python3 scripts/gpu/modes_check.py all "$STEP_DIR" --steps 50 --timeout 110
   rc=$?
-  find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
+  drop_logs_over 1
   exit "$rc"
 }
 step_oom() {
   need "$FRAGSCOPE_BIN"
   python3 scripts/gpu/oom_check.py "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" --allowed-gib 4
   rc=$?
-  find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
+  drop_logs_over 1
   exit "$rc"
 }
 step_bench() {
@@ -178,7 +182,7 @@ step_bigjob() {
   python3 scripts/gpu/big_job_check.py "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" --timeout 90 \
     "${dry[@]}"
   rc=$?
-  find "$STEP_DIR" -name '*.fslog' -size +4096k -print -delete | sed 's/^/deleted (over 4 MB): /'
+  drop_logs_over 4
   exit "$rc"
 }
 step_pools() {
@@ -233,7 +237,7 @@ step_wheel() {
   PYTHONPATH=$site FRAGSCOPE_LIB_DIR=$lib "$py" scripts/gpu/modes_check.py all \
     "$STEP_DIR" --steps 20 --timeout 60
   rc=$?
-  find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
+  drop_logs_over 1
   exit "$rc"
 }
 step_contexts() {
@@ -242,7 +246,7 @@ step_contexts() {
   python3 scripts/gpu/contexts_check.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
     --timeout 120 "${dry[@]}"
   rc=$?
-  find "$STEP_DIR" -name '*.fslog' -size +1024k -print -delete | sed 's/^/deleted (over 1 MB): /'
+  drop_logs_over 1
   exit "$rc"
 }
 step_parallel() {
@@ -251,12 +255,12 @@ step_parallel() {
   python3 scripts/gpu/parallel_check.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
     --timeout 90 "${dry[@]}"
   rc=$?
-  find "$STEP_DIR" -name '*.fslog' -size +4096k -print -delete | sed 's/^/deleted (over 4 MB): /'
+  drop_logs_over 4
   exit "$rc"
 }
-export -f need set_dry step_tests step_oracle step_modes step_oom step_bench step_estimator \
-  step_predict step_predict3 step_bigjob step_pools step_observecost step_wheel step_parallel \
-  step_contexts
+export -f need drop_logs_over set_dry step_tests step_oracle step_modes step_oom step_bench \
+  step_estimator step_predict step_predict3 step_bigjob step_pools step_observecost step_wheel \
+  step_parallel step_contexts
 export GPU_VALIDATE_DRY_RUN=${GPU_VALIDATE_DRY_RUN:-0}
 
 run_step() {  # NAME LIMIT_SECONDS

@@ -48,20 +48,9 @@ MIB = 1 << 20
 
 
 def _missing():
-    from prerequisites import missing
+    from prerequisites import missing_distributed
 
-    why = missing()
-    if why:
-        return why
-    try:
-        import torch.distributed as dist
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
-        from torch.testing._internal.distributed import fake_pg  # noqa: F401
-    except ImportError as e:
-        return f"needs torch.distributed with FSDP2 and the fake process group ({e})"
-    if not dist.is_available():
-        return "needs torch.distributed"
-    return None
+    return missing_distributed("torch.distributed.fsdp", "fully_shard", "FSDP2")
 
 
 def record(run):

@@ -42,20 +42,9 @@ HIDDEN_BYTES = MICRO_BATCH * SEQ * HIDDEN * 4
 
 
 def _missing():
-    from prerequisites import missing
+    from prerequisites import missing_distributed
 
-    why = missing()
-    if why:
-        return why
-    try:
-        import torch.distributed as dist
-        from torch.distributed.pipelining import PipelineStage  # noqa: F401
-        from torch.testing._internal.distributed import fake_pg  # noqa: F401
-    except ImportError as e:
-        return f"needs torch.distributed.pipelining and the fake process group ({e})"
-    if not dist.is_available():
-        return "needs torch.distributed"
-    return None
+    return missing_distributed("torch.distributed.pipelining", "PipelineStage", "pipelining")
 
 
 _TMP = tempfile.TemporaryDirectory()

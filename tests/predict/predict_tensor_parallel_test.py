@@ -72,20 +72,10 @@ def buffer_bytes():
 
 
 def _missing():
-    from prerequisites import missing
+    from prerequisites import missing_distributed
 
-    why = missing()
-    if why:
-        return why
-    try:
-        import torch.distributed as dist
-        from torch.distributed.tensor.parallel import parallelize_module  # noqa: F401
-        from torch.testing._internal.distributed import fake_pg  # noqa: F401
-    except ImportError as e:
-        return f"needs torch.distributed with tensor parallelism and the fake process group ({e})"
-    if not dist.is_available():
-        return "needs torch.distributed"
-    return None
+    return missing_distributed("torch.distributed.tensor.parallel", "parallelize_module",
+                               "tensor parallelism")
 
 
 def predict(kv_heads, tag, **options):

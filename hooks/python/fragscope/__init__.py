@@ -154,13 +154,8 @@ def _declare(lib, name):
         lib.fragscope_malloc.argtypes = [c.c_size_t, c.c_int, c.c_void_p]
         lib.fragscope_malloc.restype = c.c_void_p
         lib.fragscope_free.argtypes = [c.c_void_p, c.c_size_t, c.c_int, c.c_void_p]
-        lib.fragscope_define_context.argtypes = [c.c_int, c.c_char_p, c.c_char_p, c.c_char_p,
-                                                 c.c_int]
-        lib.fragscope_define_context.restype = c.c_uint32
-        lib.fragscope_set_context.argtypes = [c.c_uint32]
-        lib.fragscope_set_context.restype = None
-        lib.fragscope_tag_block_context.argtypes = [c.c_void_p, c.c_int, c.c_int, c.c_uint32]
-        lib.fragscope_tag_block_context.restype = c.c_int
+        _declare_contexts(lib.fragscope_define_context, lib.fragscope_set_context,
+                          lib.fragscope_tag_block_context)
         lib.fragscope_begin_allocate_to_pool.argtypes = [c.c_int, c.c_uint64, c.c_uint64,
                                                          c.c_void_p]
         lib.fragscope_begin_allocate_to_pool.restype = c.c_int
@@ -178,14 +173,9 @@ def _declare(lib, name):
         lib.fragscope_torch_observe_mark.argtypes = [c.c_char_p]
         lib.fragscope_torch_observe_record_model.argtypes = [c.c_char_p]
         lib.fragscope_torch_observe_flush.restype = c.c_int
-        lib.fragscope_torch_observe_define_context.argtypes = [c.c_int, c.c_char_p, c.c_char_p,
-                                                               c.c_char_p, c.c_int]
-        lib.fragscope_torch_observe_define_context.restype = c.c_uint32
-        lib.fragscope_torch_observe_set_context.argtypes = [c.c_uint32]
-        lib.fragscope_torch_observe_set_context.restype = None
-        lib.fragscope_torch_observe_tag_block.argtypes = [c.c_void_p, c.c_int, c.c_int,
-                                                          c.c_uint32]
-        lib.fragscope_torch_observe_tag_block.restype = c.c_int
+        _declare_contexts(lib.fragscope_torch_observe_define_context,
+                          lib.fragscope_torch_observe_set_context,
+                          lib.fragscope_torch_observe_tag_block)
     elif name == _PRELOAD:
         lib.fragscope_preload_mode.restype = c.c_char_p
         lib.fragscope_preload_mark.argtypes = [c.c_char_p]
@@ -194,14 +184,21 @@ def _declare(lib, name):
         for fn in (lib.fragscope_preload_stats_text, lib.fragscope_preload_memory_summary):
             fn.argtypes = [c.c_int, c.c_char_p, c.c_size_t]
             fn.restype = c.c_size_t
-        lib.fragscope_preload_define_context.argtypes = [c.c_int, c.c_char_p, c.c_char_p,
-                                                         c.c_char_p, c.c_int]
-        lib.fragscope_preload_define_context.restype = c.c_uint32
-        lib.fragscope_preload_set_context.argtypes = [c.c_uint32]
-        lib.fragscope_preload_set_context.restype = None
-        lib.fragscope_preload_tag_block_context.argtypes = [c.c_void_p, c.c_int, c.c_int,
-                                                            c.c_uint32]
-        lib.fragscope_preload_tag_block_context.restype = c.c_int
+        _declare_contexts(lib.fragscope_preload_define_context,
+                          lib.fragscope_preload_set_context,
+                          lib.fragscope_preload_tag_block_context)
+
+
+def _declare_contexts(define, set_context, tag):
+    """The three context calls every library has (fslog/FORMAT.md, "Context records"):
+    define(role, module, op, site, backward) -> id, set_context(id), tag(ptr, device, role, id)."""
+    c = ctypes
+    define.argtypes = [c.c_int, c.c_char_p, c.c_char_p, c.c_char_p, c.c_int]
+    define.restype = c.c_uint32
+    set_context.argtypes = [c.c_uint32]
+    set_context.restype = None
+    tag.argtypes = [c.c_void_p, c.c_int, c.c_int, c.c_uint32]
+    tag.restype = c.c_int
 
 
 def _bytes(value):
