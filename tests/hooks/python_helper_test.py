@@ -32,11 +32,11 @@ class LibraryDiscoveryTest(unittest.TestCase):
 class ReplaceModeOnASimulatedDeviceTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
-        self.lib = fragscope._load(fragscope._ALLOC)
+        self.lib = fragscope._library.load(fragscope._library.ALLOC)
         pattern = os.path.join(self.dir, "py.%d.fslog").encode()
         self.assertEqual(self.lib.fragscope_configure(b"", pattern), 0,
                          self.lib.fragscope_last_error())
-        fragscope._state.mode = "replace"  # what use_allocator() sets once torch is wired
+        fragscope._library.state.mode = "replace"  # what use_allocator() sets once torch is wired
 
     def test_stats_summary_snapshot_and_marks(self):
         ptr = self.lib.fragscope_malloc(3 << 20, 0, None)
@@ -90,15 +90,15 @@ class ReplaceModeOnASimulatedDeviceTest(unittest.TestCase):
             shape = (8, 256)
 
         written = []
-        saved = fragscope._write_model
-        fragscope._write_model = written.append  # the C ABI's part is tested in C++
+        saved = fragscope.record._write_model
+        fragscope.record._write_model = written.append  # the C ABI's part is tested in C++
         try:
             module = Module()
             self.assertIsNone(fragscope.record_model(module))  # waits for the first forward
             self.assertEqual(written, [])
             module.hook(module, (), {"input_ids": Ids()})
         finally:
-            fragscope._write_model = saved
+            fragscope.record._write_model = saved
         self.assertIsNone(module.hook, "the hook removes itself")
         self.assertEqual(json.loads(written[0])["job"],
                          {"mode": "training", "seq": 256, "micro_batch": 8})

@@ -19,8 +19,8 @@ import fragscope
 # of an allocator library mapped into it.
 CHILD = """
 import torch, fragscope
-fragscope._load(fragscope._TORCH)
-fragscope._load(fragscope._ALLOC)
+fragscope._library.load(fragscope._library.TORCH)
+fragscope._library.load(fragscope._library.ALLOC)
 maps = {line.split()[-1] for line in open("/proc/self/maps") if "libfragscope_alloc" in line}
 print("\\n".join(sorted(os.path.realpath(m) for m in maps)))
 """
@@ -31,21 +31,21 @@ def have_torch_hook():
         import torch  # noqa: F401
     except ImportError:
         return False
-    return os.path.isfile(os.path.join(fragscope.lib_dir(), fragscope._TORCH))
+    return os.path.isfile(os.path.join(fragscope.lib_dir(), fragscope._library.TORCH))
 
 
 @unittest.skipUnless(have_torch_hook(), "needs torch and libfragscope_torch.so")
 class LibraryCopiesTest(unittest.TestCase):
     def test_a_copy_on_ld_library_path_is_not_loaded(self):
         decoy = tempfile.mkdtemp()
-        shutil.copy(os.path.join(fragscope.lib_dir(), fragscope._ALLOC), decoy)
+        shutil.copy(os.path.join(fragscope.lib_dir(), fragscope._library.ALLOC), decoy)
         env = dict(os.environ)
         env["LD_LIBRARY_PATH"] = ":".join(filter(None, [decoy, env.get("LD_LIBRARY_PATH")]))
         p = subprocess.run([sys.executable, "-c", "import os\n" + CHILD], env=env,
                            capture_output=True, text=True, timeout=120)
         shutil.rmtree(decoy)
         self.assertEqual(p.returncode, 0, p.stderr)
-        own = os.path.realpath(os.path.join(fragscope.lib_dir(), fragscope._ALLOC))
+        own = os.path.realpath(os.path.join(fragscope.lib_dir(), fragscope._library.ALLOC))
         self.assertEqual(p.stdout.split(), [own])
 
 

@@ -37,7 +37,7 @@ def _device_memory(tmp):
     """(malloc(nbytes) -> pointer, the path of device 0's log): the interposer's cudaMalloc over the
     stub runtime when this process runs under it, else fragscope_malloc on a simulated device."""
     if fragscope.preload_mode() is None:
-        lib = fragscope._load(fragscope._ALLOC)
+        lib = fragscope._library.load(fragscope._library.ALLOC)
         log = os.path.join(tmp, "job.%d.fslog")
         fragscope.pool_allocator(log=log)
         return (lambda n: lib.fragscope_malloc(n, 0, None)), log.replace("%d", "0")

@@ -30,7 +30,7 @@ class PoolAllocatorTest(unittest.TestCase):
         self.assertIsInstance(fragscope.pool_allocator(), torch._C._cuda_CUDAAllocator)
 
     def test_the_pools_segment_calls_are_logged_and_counted(self):
-        lib = fragscope._load(fragscope._ALLOC)
+        lib = fragscope._library.load(fragscope._library.ALLOC)
         # What PyTorch's pool does for a new 20 MiB segment and, later, to free it.
         ptr = lib.fragscope_malloc(20 << 20, 0, None)
         self.assertTrue(ptr)
@@ -49,13 +49,13 @@ class PoolAllocatorTest(unittest.TestCase):
     def test_use_allocator_is_refused_beside_it(self):
         # use_allocator needs CUDA uninitialized and then owns every allocation; pool_allocator
         # refuses to add to it. Here only the reverse order is checked without a device.
-        saved = fragscope._state.mode
-        fragscope._state.mode = "replace"
+        saved = fragscope._library.state.mode
+        fragscope._library.state.mode = "replace"
         try:
             with self.assertRaisesRegex(RuntimeError, "already makes fragscope"):
                 fragscope.pool_allocator()
         finally:
-            fragscope._state.mode = saved
+            fragscope._library.state.mode = saved
 
     def test_a_mempool_routes_one_region_through_fragscope(self):
         if not torch.cuda.is_available():

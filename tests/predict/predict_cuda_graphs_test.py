@@ -111,13 +111,13 @@ class CaptureTest(unittest.TestCase):
         import torch
         from fragscope import predict_capture
 
-        lib = fragscope._load(fragscope._ALLOC)
+        lib = fragscope._library.load(fragscope._library.ALLOC)
         cls.log = _log("capture")
         cls.facts = facts = {}
         journal = []
 
         def reserved():
-            return fragscope._replace_stats(0)["reserved_bytes.all.current"]
+            return fragscope.memory_stats.replace_stats(0)["reserved_bytes.all.current"]
 
         with predict_capture.capture(cls.log, journal=journal) as (prediction, mark):
             mark("init")
@@ -265,7 +265,7 @@ class MakeGraphedCallablesTest(unittest.TestCase):
         import torch
         from fragscope import predict_capture
 
-        lib = fragscope._load(fragscope._ALLOC)
+        lib = fragscope._library.load(fragscope._library.ALLOC)
         log = _log("graphed")
         with predict_capture.capture(log) as (prediction, mark):
             mark("init")

@@ -82,8 +82,8 @@ class Gpt2OracleTest(unittest.TestCase):
         prediction = predict_oracle_job(log, conf)
         snapshot, trace = oracle_steps.load_trace(
             os.path.join(DATA, "oracle", f"gpt2_{variant}.pickle"))
-        recorded = oracle_steps.replay_steps(fragscope._load(fragscope._ALLOC), snapshot, trace,
-                                             BATCH, SEQS, H200_BYTES, conf)
+        lib = fragscope._library.load(fragscope._library.ALLOC)
+        recorded = oracle_steps.replay_steps(lib, snapshot, trace, BATCH, SEQS, H200_BYTES, conf)
         checks = []
         for k, (allocations, peak_allocated, peak_reserved) in enumerate(recorded):
             phase = prediction.phase(f"step {k}")

@@ -60,20 +60,20 @@ class _Libraries:
 
 
 def _active_libraries():
-    from . import _ALLOC, _TORCH, _load, _preload, _state
+    from . import _library
 
     calls = []
-    process = _preload()  # the interposer (LD_PRELOAD), whose logs are not the libraries'
+    process = _library.preload()  # the interposer (LD_PRELOAD), whose logs are not the libraries'
     if process is not None and process.fragscope_preload_mode() != b"off":
         calls.append((process.fragscope_preload_define_context,
                       process.fragscope_preload_set_context,
                       process.fragscope_preload_tag_block_context))
-    if _state.mode == "replace" or _state.pool is not None:
-        lib = _load(_ALLOC)
+    if _library.state.mode == "replace" or _library.state.pool is not None:
+        lib = _library.load(_library.ALLOC)
         calls.append((lib.fragscope_define_context, lib.fragscope_set_context,
                       lib.fragscope_tag_block_context))
-    if _state.observing:
-        lib = _load(_TORCH)
+    if _library.state.observing:
+        lib = _library.load(_library.TORCH)
         calls.append((lib.fragscope_torch_observe_define_context,
                       lib.fragscope_torch_observe_set_context,
                       lib.fragscope_torch_observe_tag_block))

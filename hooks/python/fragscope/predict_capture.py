@@ -19,7 +19,7 @@ import ctypes
 import os
 import weakref
 
-from . import _ALLOC, _TORCH, _load, lib_dir, predict_context, predict_cuda_graphs, predict_roles
+from . import _library, predict_context, predict_cuda_graphs, predict_roles
 from .predict_device import current_stream_handle, find_gpu, simulated_cuda
 
 __all__ = ["Prediction", "capture", "predict", "PredictionError"]
@@ -72,7 +72,7 @@ class _Session:
     generation = 0
 
     def __init__(self, log, conf, journal=None):
-        self.lib = _load(_ALLOC)
+        self.lib = _library.load(_library.ALLOC)
         # If a list: ("alloc", pointer, bytes), ("free", pointer) and ("mark", text), in order.
         self.journal = journal
         c = ctypes
@@ -154,9 +154,9 @@ class _Session:
             self.journal.append(("mark", str(text)))
 
     def stats(self):
-        from . import _replace_stats
+        from .memory_stats import replace_stats
 
-        return _replace_stats(0)
+        return replace_stats(0)
 
     def reset_peak_stats(self):
         self.lib.fragscope_reset_peak_stats(0)
@@ -174,13 +174,14 @@ class _Session:
 def _torch_lib():
     import torch
 
-    path = os.path.join(lib_dir(), _TORCH)
+    name = _library.TORCH
+    path = os.path.join(_library.lib_dir(), name)
     if not os.path.isfile(path):
-        raise PredictionError(f"fragscope.predict needs {_TORCH} (build target fragscope_torch)")
-    lib = _load(_TORCH)
+        raise PredictionError(f"fragscope.predict needs {name} (build target fragscope_torch)")
+    lib = _library.load(name)
     built = lib.fragscope_torch_version().decode()
     if built != torch.__version__.split("+")[0]:
-        raise PredictionError(f"{_TORCH} was built for torch {built}, this is {torch.__version__}")
+        raise PredictionError(f"{name} was built for torch {built}, this is {torch.__version__}")
     lib.fragscope_torch_predict_begin.restype = ctypes.c_int
     return lib
 

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import tempfile
 
-from . import _ALLOC, _load
+from . import _library
 from .predict_capture import CAPTURE_DEVICE_BYTES, PredictionError
 
 # How far past the last aligned allocation the failed request may be looked for in the prediction.
@@ -130,7 +130,7 @@ def write_carried(out, conf, real, predicted, cut, pairs):
     allocations they precede, then the prediction from allocation `cut` on. Returns counts."""
     import ctypes
 
-    lib = _load(_ALLOC)
+    lib = _library.load(_library.ALLOC)
     lib.fragscope_simulate.argtypes = [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_char_p]
     lib.fragscope_simulate.restype = ctypes.c_int
     if lib.fragscope_simulate(CAPTURE_DEVICE_BYTES, (conf or "").encode(), out.encode()) != 0:

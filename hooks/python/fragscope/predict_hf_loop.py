@@ -67,9 +67,10 @@ def load_config(config, overrides=None):
 
 def _write_model_record(config, job):
     """Records the model (format fragscope.model/1: model_record.py) in the prediction's log."""
-    from . import _ALLOC, _load, model_record
+    from . import _library, model_record
 
-    _load(_ALLOC).fragscope_record_model(model_record.model_json(config, **job).encode())
+    text = model_record.model_json(config, **job)
+    _library.load(_library.ALLOC).fragscope_record_model(text.encode())
 
 
 _DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
