@@ -20,8 +20,8 @@ def main():
     from transformers import AutoModelForCausalLM
 
     import fragscope
-    from fragscope import predict_capture
-    from fragscope.predict_hf_loop import load_config
+    from fragscope.predictor import capture
+    from fragscope.predictor.hf_loop import load_config
 
     cfg = load_config(sys.argv[1], None)
     for kind in OPTIMIZERS:
@@ -39,12 +39,12 @@ def main():
         def step(state, index):
             model, opt = state
             ids = torch.randint(0, cfg.vocab_size, (1, 2048), device="cuda")
-            predict_capture.current_mark(f"step {index} / forward")
+            capture.current_mark(f"step {index} / forward")
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = model(input_ids=ids, labels=ids).loss
-            predict_capture.current_mark(f"step {index} / backward")
+            capture.current_mark(f"step {index} / backward")
             loss.backward()
-            predict_capture.current_mark(f"step {index} / optimizer")
+            capture.current_mark(f"step {index} / optimizer")
             opt.step()
             opt.zero_grad(set_to_none=True)
 

@@ -28,8 +28,8 @@ def main():
     import torch
     from transformers import AutoModelForCausalLM
 
-    from fragscope.predict_capture import capture
-    from fragscope.predict_hf_loop import load_config
+    from fragscope.predictor.capture import capture
+    from fragscope.predictor.hf_loop import load_config
 
     cfg = load_config(args.config, None)
     with tempfile.TemporaryDirectory() as tmp, \

@@ -51,7 +51,7 @@ def child(a):
     shapes = [(s, MICRO_BATCH) for s in SEQS]
     result = {"cap_bytes": a.cap, "conf": a.conf}
     if a.dry_run:
-        from fragscope.predict_device import find_gpu
+        from fragscope.predictor.device import find_gpu
 
         with train_job.simulated(a.log, a.gpu, conf=a.conf) as (prediction, mark):
             result["oom"] = train_job.run(config(True), shapes, mark)

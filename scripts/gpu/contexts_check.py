@@ -92,11 +92,11 @@ def name(model, opt, dry_run):
     """Roles and modules named from now on: fragscope.name_modules() and name_roles() on the
     GPU; on the simulated device the predictor's own tagging (its capture names modules)."""
     if dry_run:
-        from fragscope import predict_roles
+        from fragscope.predictor import roles
 
-        predict_roles.name_parameters(model)
-        predict_roles.tag_states_when_made(opt)
-        predict_roles.tag_gradients_when_made(model.parameters())
+        roles.name_parameters(model)
+        roles.tag_states_when_made(opt)
+        roles.tag_gradients_when_made(model.parameters())
         return
     import fragscope
 
@@ -105,12 +105,12 @@ def name(model, opt, dry_run):
 
 
 def generate(cache, mark, dry_run):
-    """The predictor's generation (predict_hf_loop's: random prompts, all-ones mask, greedy,
+    """The predictor's generation (predictor.hf_loop's: random prompts, all-ones mask, greedy,
     no compile) with its markers; (the generated sequences' length, the model)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    from fragscope import predict_generate
+    from fragscope.predictor import generate as generation
 
     job = DRY_GENERATE if dry_run else GENERATE
     cfg = train_job.hf_config(job["config"])
@@ -120,12 +120,12 @@ def generate(cache, mark, dry_run):
         model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
     with torch.autocast("cuda", dtype=torch.bfloat16), torch.no_grad():
         if dry_run:  # the predictor's own call, which answers generate's reads of fake values
-            predict_generate.generate(model, step=0, prompt=job["prompt"], batch=job["batch"],
+            generation.generate(model, step=0, prompt=job["prompt"], batch=job["batch"],
                                       new_tokens=job["new_tokens"], cache=cache,
                                       vocab_size=cfg.vocab_size, marked=mark, notes=[])
             return job["prompt"] + job["new_tokens"], model
         mark("step 0 / prefill")
-        with predict_generate._marking_steps(model, 0, mark):
+        with generation._marking_steps(model, 0, mark):
             ids = torch.randint(0, cfg.vocab_size, (job["batch"], job["prompt"]), device="cuda")
             mask = torch.ones_like(ids)
             out = model.generate(input_ids=ids, attention_mask=mask,

@@ -19,7 +19,7 @@ all-gather and reduce-scatter streams, the resized storages). Writes OUT_DIR/par
 allocated, peak reserved, allocations: measured / predicted / delta; verify's verdict),
 parallel.json and each run's files. --dry-run (no GPU): the
 "measured" rank runs this script's own setup on fragscope's simulated device (the CPU patches of
-fragscope.predict_parallel for the fake group and no GPU), so the loop, the meta-device
+fragscope.predictor.parallel for the fake group and no GPU), so the loop, the meta-device
 initialisation, the predictor's command line and the table run on a CPU; the figures are
 reported, not enforced (the prediction emulates to_empty's allocations). Exit 0 when every job
 was measured and predicted; "skipped: no CUDA device" and 0 without a GPU (and without
@@ -83,7 +83,7 @@ def build(config, parallel, mesh, on_gpu):
             model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
         model.train()
         ddp = DistributedDataParallel(model)
-        if on_gpu:  # fragscope.predict_parallel registers it on the simulated device
+        if on_gpu:  # fragscope.predictor.parallel registers it on the simulated device
             ddp.register_comm_hook(None, allreduce_in_place)
         return ddp
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -118,12 +118,12 @@ def measure(name, out, log, dry_run):
     config = DRY_CONFIG if dry_run else CONFIG
     result = {"job": name, "parallel": parallel, "world_size": world_size, "rank": rank}
     if dry_run:
-        from fragscope import predict_parallel
-        from fragscope.predict_device import find_gpu
+        from fragscope.predictor import parallel as parallelism
+        from fragscope.predictor.device import find_gpu
 
-        rank_job = predict_parallel.Job(parallel, world_size, rank, None)
+        rank_job = parallelism.Job(parallel, world_size, rank, None)
         with train_job.simulated(log, "h100-80gb") as (prediction, mark), \
-                predict_parallel.fake_process_group(rank_job) as mesh:
+                parallelism.fake_process_group(rank_job) as mesh:
             mark("init / weights")
             model = build(config, parallel, mesh, on_gpu=False)
             train(model, parallel, config["vocab_size"], mark)

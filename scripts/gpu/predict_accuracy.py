@@ -64,7 +64,7 @@ def measure(model, index, out, log, dry_run, gpu, rnd=2, optimizer="fused"):
     config = train_job.models(dry_run, rnd == 3)[model][0]
     result = {"model": model, "index": index, "steps": STEPS[rnd], "optimizer": optimizer}
     if dry_run:
-        from fragscope.predict_device import find_gpu
+        from fragscope.predictor.device import find_gpu
 
         with train_job.simulated(log, gpu) as (prediction, mark):
             result["oom"] = train_job.run(config, shapes(model, index, True, rnd), mark,
@@ -189,7 +189,7 @@ def outcome(value):
 
 
 def gpu_key(device):
-    from fragscope.predict_device import GPUS
+    from fragscope.predictor.device import GPUS
 
     for key, facts in GPUS.items():
         if facts[0] == device:

@@ -3,7 +3,7 @@ big_job_check.py): the standard loop of `fragscope.predict_hf` (random init on t
 bf16 autocast, loss = model(ids, labels=ids).loss, backward, fused AdamW step,
 zero_grad(set_to_none=True), markers "step N / forward|backward|optimizer"), written once so that
 the GPU runs it natively and the CPU dry run runs it under fragscope's simulated device
-(`fragscope.predict_capture.capture`).
+(`fragscope.predictor.capture.capture`).
 """
 import contextlib
 import gc
@@ -161,7 +161,7 @@ def run(config, shapes, mark, optimizer="fused"):
 def simulated(log, gpu, conf=None):
     """The dry run's device: fragscope's capture on the simulated `gpu`; yields (prediction,
     mark); the prediction's figures are complete when the block has ended."""
-    from fragscope.predict_capture import capture
+    from fragscope.predictor.capture import capture
 
     with capture(log, gpu=gpu, conf=conf) as (prediction, mark):
         yield prediction, mark

@@ -39,7 +39,7 @@ def _analyze(log, env=None, *extra):
 class AnalyzePredictTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        from fragscope.predict_hf_loop import predict_hf
+        from fragscope.predictor.hf_loop import predict_hf
 
         cls.tmp = tempfile.TemporaryDirectory()
         config = os.path.join(cls.tmp.name, "config.json")
@@ -82,7 +82,7 @@ class AnalyzePredictTest(unittest.TestCase):
 
 class DiffAgainstTheH100Test(unittest.TestCase):
     def test_the_prediction_beside_the_real_run(self):
-        from fragscope.predict_hf_loop import predict_hf
+        from fragscope.predictor.hf_loop import predict_hf
 
         config = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
                   "vocab_size": 50257, "n_positions": 1024}
@@ -123,7 +123,7 @@ class DiffAgainstTheH100Test(unittest.TestCase):
         the diff puts the difference in the optimizer steps, all of it in the foreach step's
         temporaries (one fp32 copy of the parameters: 6.74 B x 4 bytes = 25.1 GiB). And the fused
         job's roles at its peak against the estimator's terms."""
-        from fragscope.predict_hf_loop import predict_hf
+        from fragscope.predictor.hf_loop import predict_hf
 
         config = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
                   "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,

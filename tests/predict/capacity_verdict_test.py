@@ -30,7 +30,7 @@ def _analyze(log):
 
 class CapacityVerdictTest(unittest.TestCase):
     def check(self, model_type, peak_gib, factor):
-        from fragscope.predict_hf_loop import predict_hf
+        from fragscope.predictor.hf_loop import predict_hf
 
         with tempfile.TemporaryDirectory() as tmp:
             log = os.path.join(tmp, f"{model_type}.fslog")

@@ -1,4 +1,4 @@
-"""LoRA and QLoRA predicted (hooks/python/fragscope/predict_adapters.py, predict_bnb.py): peft's
+"""LoRA and QLoRA predicted (hooks/python/fragscope/predictor/adapters.py, predictor/bnb.py): peft's
 adapters on a frozen base, and bitsandbytes' 4-bit base with only its CUDA kernels replaced.
 
 Run by ctest (tests/predict/CMakeLists.txt, predict.adapters) with PYTHONPATH, FRAGSCOPE_LIB_DIR
@@ -100,7 +100,7 @@ class AdaptersTest(unittest.TestCase):
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from fragscope.predict_hf_loop import predict_hf
+        from fragscope.predictor.hf_loop import predict_hf
 
         data = dict(CONFIG)
         cfg = AutoConfig.for_model(data.pop("model_type"), **data)

@@ -109,7 +109,7 @@ class AttentionTest(unittest.TestCase):
         self.assertIn("attention: eager (as transformers chooses)", done.stdout)
 
     def test_explicit_sdpa_without_sdpa_is_refused(self):
-        from fragscope.predict_capture import PredictionError
+        from fragscope.predictor.capture import PredictionError
 
         with self.assertRaises(PredictionError) as caught:
             _predict(GPTJ, "gptj_sdpa", attention="sdpa")
@@ -159,8 +159,8 @@ class RandomBranchTest(unittest.TestCase):
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        from fragscope.predict_location import Location
-        from fragscope.predict_random_branches import mode
+        from fragscope.predictor.location import Location
+        from fragscope.predictor.random_branches import mode
 
         location = Location()
         with FakeTensorMode(), location.watching(), mode(location) as branches:
@@ -200,7 +200,7 @@ class FailureSiteTest(unittest.TestCase):
     def _failure(self, forward):
         from transformers.models.llama import modeling_llama
 
-        from fragscope.predict_capture import PredictionError
+        from fragscope.predictor.capture import PredictionError
 
         original = modeling_llama.LlamaMLP.forward
         modeling_llama.LlamaMLP.forward = forward(original)

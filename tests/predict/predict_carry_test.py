@@ -56,7 +56,7 @@ class CarryTest(unittest.TestCase):
         self.assertEqual(rows[0]["outcome"], f"dies at step 0 / forward ({LOGITS} bytes)")
 
     def test_the_step_completes_at_the_larger_cap(self):
-        from fragscope.predict_carry import sweep_outcomes
+        from fragscope.predictor.carry import sweep_outcomes
 
         rows = sweep_outcomes(os.environ["FRAGSCOPE_BIN"], self.out,
                               ["--capacity", str(H100_BYTES), "--memory-fraction",
@@ -64,7 +64,7 @@ class CarryTest(unittest.TestCase):
         self.assertEqual(rows[0], ("(default)", "completes the step"))
 
     def test_a_log_without_oom_is_refused(self):
-        from fragscope.predict_carry import CarryError, read_real_log
+        from fragscope.predictor.carry import CarryError, read_real_log
 
         with self.assertRaisesRegex(CarryError, "records no OOM"):
             read_real_log(self.out, os.environ["FRAGSCOPE_BIN"])

@@ -1,4 +1,4 @@
-"""CUDA graphs in a prediction (predict_cuda_graphs.py): captures allocate into the graph's
+"""CUDA graphs in a prediction (predictor/cuda_graphs.py): captures allocate into the graph's
 private pool as PyTorch's caching allocator does, replays allocate nothing.
 
 Run by ctest (tests/predict/CMakeLists.txt, predict.cuda_graphs) with PYTHONPATH=hooks/python,
@@ -109,7 +109,7 @@ class CaptureTest(unittest.TestCase):
     def setUpClass(cls):
         import fragscope
         import torch
-        from fragscope import predict_capture
+        from fragscope.predictor.capture import capture
 
         lib = fragscope._library.load(fragscope._library.ALLOC)
         cls.log = _log("capture")
@@ -119,7 +119,7 @@ class CaptureTest(unittest.TestCase):
         def reserved():
             return fragscope.memory_stats.replace_stats(0)["reserved_bytes.all.current"]
 
-        with predict_capture.capture(cls.log, journal=journal) as (prediction, mark):
+        with capture(cls.log, journal=journal) as (prediction, mark):
             mark("init")
             x = torch.randn(1024, 1024, device="cuda")  # 4 MiB
             side = torch.cuda.Stream()
@@ -263,11 +263,11 @@ class MakeGraphedCallablesTest(unittest.TestCase):
     def test_forward_and_backward_graphs_share_one_pool(self):
         import fragscope
         import torch
-        from fragscope import predict_capture
+        from fragscope.predictor.capture import capture
 
         lib = fragscope._library.load(fragscope._library.ALLOC)
         log = _log("graphed")
-        with predict_capture.capture(log) as (prediction, mark):
+        with capture(log) as (prediction, mark):
             mark("init")
             first = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU()).cuda()
             second = torch.nn.Linear(256, 64).cuda()
@@ -298,7 +298,7 @@ class MakeGraphedCallablesTest(unittest.TestCase):
 class RecordedGraphPoolTest(unittest.TestCase):
     def test_every_event_as_observed_on_an_h100(self):
         import torch
-        from fragscope import predict_capture
+        from fragscope.predictor.capture import capture
 
         sys.path.insert(0, os.path.join(ROOT, "scripts", "gpu"))
         try:
@@ -306,7 +306,7 @@ class RecordedGraphPoolTest(unittest.TestCase):
         finally:
             sys.path.pop(0)
         log = _log("graph_pool")
-        with predict_capture.capture(log, gpu="h100-80gb"):
+        with capture(log, gpu="h100-80gb"):
             pools_oracle.graph_pool(torch)
         observed = sequence(os.path.join(ROOT, "tests", "data", "oracle", "pools",
                                          "observed_graph_pool.fslog"))
@@ -318,10 +318,10 @@ class RecordedGraphPoolTest(unittest.TestCase):
 class BackwardStreamTest(unittest.TestCase):
     def test_backward_runs_on_the_callers_stream(self):
         import torch
-        from fragscope import predict_capture
+        from fragscope.predictor.capture import capture
 
         log = _log("backward")
-        with predict_capture.capture(log) as (prediction, mark):
+        with capture(log) as (prediction, mark):
             mark("init")
             model = torch.nn.Linear(64, 64).cuda()
             side = torch.cuda.Stream()

@@ -147,7 +147,7 @@ class DynamicCacheTest(unittest.TestCase):
               f"(prompt + new would be {cache_bytes(PROMPT + NEW)})")
 
     def test_the_cache_is_tagged_and_equals_the_estimators_term(self):
-        # The blocks a transformers cache holds are kv_cache (predict_roles.naming_kv_caches);
+        # The blocks a transformers cache holds are kv_cache (predictor.roles.naming_kv_caches);
         # with the output still held, they are the estimator's KV-cache term to the byte.
         def analyze(*extra):
             done = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", self.prediction.log,
@@ -261,8 +261,8 @@ class KnownValuesTest(unittest.TestCase):
         import torch
         from torch._subclasses.fake_tensor import DataDependentOutputException
 
-        from fragscope.predict_capture import capture
-        from fragscope.predict_known_values import KnownValues
+        from fragscope.predictor.capture import capture
+        from fragscope.predictor.known_values import KnownValues
 
         with capture(_log("known")), torch.no_grad(), KnownValues() as known:
             mask = torch.ones(2, 3, dtype=torch.long, device="cuda")

@@ -1,5 +1,5 @@
-"""The predictor's models of what CUDA kernels allocate (hooks/python/fragscope/predict_kernels.py,
-predict_reductions.py, predict_copy_metadata.py), on fake tensors, against torch 2.11's CUDA
+"""The predictor's models of what CUDA kernels allocate (hooks/python/fragscope/predictor/kernels.py,
+predictor/reductions.py, predictor/copy_metadata.py), on fake tensors, against torch 2.11's CUDA
 sources and recorded traces.
 
 Run by ctest (tests/predict/CMakeLists.txt, predict.kernels) with PYTHONPATH=hooks/python. Prints
@@ -14,7 +14,7 @@ Run by ctest (tests/predict/CMakeLists.txt, predict.kernels) with PYTHONPATH=hoo
   - SdpChoiceTest: the SDPA backend for grouped key/value heads (flash takes them with
     enable_gqa; memory-efficient never does), as sdp_utils' head-count checks decide.
   - CopyMetadataTest: the metadata buffers of the multi-tensor copies around FSDP2's collectives
-    (predict_copy_metadata.py), against the sizes recorded on an H100 at world sizes 4 and 8.
+    (predictor/copy_metadata.py), against the sizes recorded on an H100 at world sizes 4 and 8.
 """
 
 import os
@@ -35,8 +35,8 @@ class GroupedMmTest(unittest.TestCase):
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        from fragscope.predict_device import find_gpu
-        from fragscope.predict_kernels import grouped_mm
+        from fragscope.predictor.device import find_gpu
+        from fragscope.predictor.kernels import grouped_mm
 
         with FakeTensorMode():
             a = torch.empty(a_shape, dtype=dtype)
@@ -89,8 +89,8 @@ class ReductionScratchTest(unittest.TestCase):
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        from fragscope.predict_device import find_gpu
-        from fragscope.predict_reductions import scratch
+        from fragscope.predictor.device import find_gpu
+        from fragscope.predictor.reductions import scratch
 
         with FakeTensorMode():
             x = torch.empty(shape, dtype=dtype or torch.bfloat16)
@@ -121,7 +121,7 @@ class EmbeddingBackwardTest(unittest.TestCase):
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        from fragscope.predict_kernels import embedding_backward_steps
+        from fragscope.predictor.kernels import embedding_backward_steps
 
         with FakeTensorMode():
             grad = torch.empty(n, width, dtype=dtype or torch.float32)
@@ -172,8 +172,8 @@ class SdpChoiceTest(unittest.TestCase):
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        from fragscope.predict_device import find_gpu
-        from fragscope.predict_kernels import sdp_choice
+        from fragscope.predictor.device import find_gpu
+        from fragscope.predictor.kernels import sdp_choice
 
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -220,8 +220,8 @@ class CopyMetadataTest(unittest.TestCase):
     def copy_out(self, shapes, world, gpu="h100-80gb"):
         import torch
 
-        from fragscope.predict_copy_metadata import split_with_sizes_copy_bytes
-        from fragscope.predict_device import find_gpu
+        from fragscope.predictor.copy_metadata import split_with_sizes_copy_bytes
+        from fragscope.predictor.device import find_gpu
 
         splits = [self.shard_numel(s, world) for s in shapes]
         gathered = torch.empty(world, sum(splits), dtype=torch.bfloat16, device="meta")
@@ -231,7 +231,7 @@ class CopyMetadataTest(unittest.TestCase):
     def copy_in(self, shapes, world):
         import torch
 
-        from fragscope.predict_copy_metadata import chunk_cat_bytes
+        from fragscope.predictor.copy_metadata import chunk_cat_bytes
 
         grads = [torch.empty(s, dtype=torch.bfloat16, device="meta") for s in shapes]
         total = sum(self.shard_numel(s, world) for s in shapes)
@@ -254,8 +254,8 @@ class CopyMetadataTest(unittest.TestCase):
     def test_the_ops_that_run_the_kernels(self):
         import torch
 
-        from fragscope.predict_copy_metadata import metadata_bytes
-        from fragscope.predict_device import find_gpu
+        from fragscope.predictor.copy_metadata import metadata_bytes
+        from fragscope.predictor.device import find_gpu
 
         aten, h100 = torch.ops.aten, find_gpu("h100")
         grads = [torch.empty(s, dtype=torch.bfloat16, device="meta") for s in self.BLOCK]
@@ -276,8 +276,8 @@ class CopyMetadataTest(unittest.TestCase):
     def test_no_metadata_off_the_fast_paths(self):
         import torch
 
-        from fragscope.predict_copy_metadata import chunk_cat_bytes, split_with_sizes_copy_bytes
-        from fragscope.predict_device import find_gpu
+        from fragscope.predictor.copy_metadata import chunk_cat_bytes, split_with_sizes_copy_bytes
+        from fragscope.predictor.device import find_gpu
 
         gathered = torch.empty(4, 16, dtype=torch.bfloat16, device="meta")
         cast = [torch.empty(4, 8, dtype=torch.float32, device="meta") for _ in range(2)]

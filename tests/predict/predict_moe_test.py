@@ -31,11 +31,12 @@ from prerequisites import missing as _missing  # noqa: E402
 
 class MixtralTest(unittest.TestCase):
     def test_training_under_autocast(self):
-        from fragscope import predict_capture, predict_hf
+        from fragscope import predict_hf
+        from fragscope.predictor import capture
 
         sizes = []  # (phase, bytes) of every allocation
         phase = [""]
-        malloc, mark = predict_capture._Session.malloc, predict_capture._Session.mark
+        malloc, mark = capture._Session.malloc, capture._Session.mark
 
         def record_malloc(session, size, stream=0, role=None):
             sizes.append((phase[0], size))
@@ -45,15 +46,15 @@ class MixtralTest(unittest.TestCase):
             phase[0] = text
             return mark(session, text)
 
-        predict_capture._Session.malloc = record_malloc
-        predict_capture._Session.mark = record_mark
+        capture._Session.malloc = record_malloc
+        capture._Session.mark = record_mark
         log = os.path.join(tempfile.mkdtemp(), "mixtral.fslog")
         try:
             prediction = predict_hf(CONFIG, log, seq=SEQ, micro_batch=MICRO_BATCH, steps=2,
                                     optimizer="adamw-fused", gpu="h100-80gb")
         finally:
-            predict_capture._Session.malloc = malloc
-            predict_capture._Session.mark = mark
+            capture._Session.malloc = malloc
+            capture._Session.mark = mark
         print(f"peak allocated {prediction.peak_allocated}, peak reserved "
               f"{prediction.peak_reserved}, allocations {prediction.allocations}")
         for step in (0, 1):

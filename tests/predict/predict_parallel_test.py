@@ -56,12 +56,12 @@ def _missing():
 def record(run):
     """(run()'s result, its events): ("alloc", phase, bytes, stream, pointer) and ("free",
     phase, pointer), in order."""
-    from fragscope import predict_capture
+    from fragscope.predictor import capture
 
     events = []
     phase = [""]
-    malloc, free = predict_capture._Session.malloc, predict_capture._Session.free
-    mark = predict_capture._Session.mark
+    malloc, free = capture._Session.malloc, capture._Session.free
+    mark = capture._Session.mark
 
     def record_malloc(session, size, stream=0, role=None):
         ptr = malloc(session, size, stream, role)
@@ -76,15 +76,15 @@ def record(run):
         phase[0] = text
         return mark(session, text)
 
-    predict_capture._Session.malloc = record_malloc
-    predict_capture._Session.free = record_free
-    predict_capture._Session.mark = record_mark
+    capture._Session.malloc = record_malloc
+    capture._Session.free = record_free
+    capture._Session.mark = record_mark
     try:
         result = run()
     finally:
-        predict_capture._Session.malloc = malloc
-        predict_capture._Session.free = free
-        predict_capture._Session.mark = mark
+        capture._Session.malloc = malloc
+        capture._Session.free = free
+        capture._Session.mark = mark
     return result, events
 
 
@@ -108,7 +108,7 @@ def kept_bytes(events, phase, until, below=None):
 
 
 def predict_gpt2(tag, **rank):
-    from fragscope.predict_hf_loop import predict_hf
+    from fragscope.predictor.hf_loop import predict_hf
 
     log = os.path.join(tempfile.mkdtemp(), f"{tag}.fslog")
     return record(lambda: predict_hf(CONFIG, log, seq=SEQ, micro_batch=MICRO_BATCH, steps=2,
@@ -192,7 +192,7 @@ class RecordedFsdp2Test(unittest.TestCase):
         from logged_allocations import CUB_TEMPORARIES, by_phase, measured_beside
         from logged_allocations import allocations as logged
 
-        from fragscope.predict_hf_loop import predict_hf
+        from fragscope.predictor.hf_loop import predict_hf
 
         data = os.path.join(os.path.dirname(HERE), "data", "gpu")
         log = os.path.join(tempfile.mkdtemp(), self.NAME + ".fslog")
@@ -348,8 +348,8 @@ class ErrorTest(unittest.TestCase):
                 self.assertNotIn(api_name, error[0], flags)
 
     def test_api_error(self):
-        from fragscope.predict_capture import PredictionError
-        from fragscope.predict_hf_loop import predict_hf
+        from fragscope.predictor.capture import PredictionError
+        from fragscope.predictor.hf_loop import predict_hf
 
         with self.assertRaisesRegex(PredictionError, "rank must be"):
             predict_hf(CONFIG, os.path.join(tempfile.mkdtemp(), "bad.fslog"), seq=8,

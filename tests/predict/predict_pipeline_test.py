@@ -56,7 +56,7 @@ def run(pp, schedule, rank, microbatches, world_size=None):
     world_size above pp: FSDP2 over the data-parallel ranks."""
     key = (pp, schedule, rank, microbatches, world_size)
     if key not in _RUNS:
-        from fragscope.predict_pipeline_loop import predict_pp
+        from fragscope.predictor.pipeline_loop import predict_pp
 
         log = os.path.join(_TMP.name, f"pp{pp}_{schedule}_{rank}_{microbatches}_"
                            f"{world_size}.fslog")
@@ -174,7 +174,7 @@ class Fsdp2Test(unittest.TestCase):
     process crashed at times at its close (in the allocator's stats)."""
 
     SCRIPT = ("import json, sys\n"
-              "from fragscope.predict_pipeline_loop import predict_pp\n"
+              "from fragscope.predictor.pipeline_loop import predict_pp\n"
               "p = predict_pp(json.loads(sys.argv[1]), sys.argv[2], seq=%d, micro_batch=%d, pp=2,"
               " microbatches=4, rank=int(sys.argv[3]), world_size=4, parallel='fsdp2')\n"
               "print(json.dumps({'job': p.job, 'pipeline': p.pipeline}))\n")

@@ -1,5 +1,5 @@
 """Who holds the memory in a prediction: every allocation tagged with its role (.fslog 2.5 tag
-records; hooks/python/fragscope/predict_roles.py), read back by `fragscope analyze`.
+records; hooks/python/fragscope/predictor/roles.py), read back by `fragscope analyze`.
 
 Run by ctest (tests/predict/CMakeLists.txt, predict.roles) with PYTHONPATH, FRAGSCOPE_LIB_DIR and
 FRAGSCOPE_BIN set. Prints "skipped: ..." and exits 0 without torch, transformers or the hooks.
@@ -40,7 +40,7 @@ class RolesTest(unittest.TestCase):
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from fragscope.predict_hf_loop import predict_hf
+        from fragscope.predictor.hf_loop import predict_hf
 
         data = dict(CONFIG)
         cfg = AutoConfig.for_model(data.pop("model_type"), **data)
@@ -107,7 +107,7 @@ LLAMA = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
 
 class KvCacheInTrainingTest(unittest.TestCase):
     def _analyze(self, use_cache):
-        from fragscope.predict_hf_loop import predict_hf
+        from fragscope.predictor.hf_loop import predict_hf
 
         with tempfile.TemporaryDirectory() as tmp:
             log = os.path.join(tmp, "job.fslog")

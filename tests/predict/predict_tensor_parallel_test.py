@@ -1,5 +1,5 @@
 """fragscope.predict of one rank of a tensor-parallel job (torchtitan's plan for a Llama:
-hooks/python/fragscope/predict_tensor_parallel.py), alone and under FSDP2 on a 2-D ("dp", "tp")
+hooks/python/fragscope/predictor/tensor_parallel.py), alone and under FSDP2 on a 2-D ("dp", "tp")
 mesh, on a CPU.
 
 Run by ctest (tests/predict/CMakeLists.txt, predict.tensor_parallel) with PYTHONPATH=hooks/python,
@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 LAYERS, HIDDEN, HEADS, HEAD_DIM, FFN, VOCAB = 2, 256, 8, 32, 512, 1024
 SEQ, MICRO_BATCH = 64, 2
-WEIGHTS, COMMUNICATION = 1, 8  # predict_roles
+WEIGHTS, COMMUNICATION = 1, 8  # predictor.roles
 
 
 def config(kv_heads):
@@ -82,12 +82,12 @@ def predict(kv_heads, tag, **options):
     """(the prediction, its allocations (phase, op, bytes, role, pointer), its frees
     (phase, pointer)), every allocation and free recorded in order as ("alloc", ...) and
     ("free", ...)."""
-    from fragscope import predict_capture
-    from fragscope.predict_hf_loop import predict_hf
+    from fragscope.predictor import capture
+    from fragscope.predictor.hf_loop import predict_hf
 
     events, phase = [], [""]
-    malloc, free, mark = (predict_capture._Session.malloc, predict_capture._Session.free,
-                          predict_capture._Session.mark)
+    malloc, free, mark = (capture._Session.malloc, capture._Session.free,
+                          capture._Session.mark)
 
     def record_malloc(session, size, stream=0, role=None):
         ptr = malloc(session, size, stream, role)
@@ -103,17 +103,17 @@ def predict(kv_heads, tag, **options):
         phase[0] = text
         return mark(session, text)
 
-    predict_capture._Session.malloc = record_malloc
-    predict_capture._Session.free = record_free
-    predict_capture._Session.mark = record_mark
+    capture._Session.malloc = record_malloc
+    capture._Session.free = record_free
+    capture._Session.mark = record_mark
     log = os.path.join(tempfile.mkdtemp(), f"{tag}.fslog")
     try:
         prediction = predict_hf(config(kv_heads), log, seq=SEQ, micro_batch=MICRO_BATCH,
                                 **options)
     finally:
-        predict_capture._Session.malloc = malloc
-        predict_capture._Session.free = free
-        predict_capture._Session.mark = mark
+        capture._Session.malloc = malloc
+        capture._Session.free = free
+        capture._Session.mark = mark
     return prediction, events
 
 
@@ -246,8 +246,8 @@ class ErrorTest(unittest.TestCase):
             self.assertIn(words, result.stderr, flags)
 
     def test_plans_that_do_not_split(self):
-        from fragscope.predict_capture import PredictionError
-        from fragscope.predict_hf_loop import predict_hf
+        from fragscope.predictor.capture import PredictionError
+        from fragscope.predictor.hf_loop import predict_hf
 
         log = os.path.join(tempfile.mkdtemp(), "bad.fslog")
         for kv_heads, tp, seq, tied, words in (

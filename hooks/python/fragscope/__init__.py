@@ -60,14 +60,14 @@ def __getattr__(name):
 
 
 def predict(make_model, step, log, **options):
-    """Predicts a job's CUDA allocations on a machine without a GPU (predict_capture.predict)."""
-    from .predict_capture import predict as run
+    """Predicts a job's CUDA allocations on a machine without a GPU (predictor/capture.py)."""
+    from .predictor.capture import predict as run
 
     return run(make_model, step, log, **options)
 
 
 def predict_hf(config, log, **options):
-    """The standard loop of a Hugging Face config, predicted (predict_hf_loop.predict_hf)."""
-    from .predict_hf_loop import predict_hf as run
+    """The standard loop of a Hugging Face config, predicted (predictor/hf_loop.py)."""
+    from .predictor.hf_loop import predict_hf as run
 
     return run(config, log, **options)

@@ -105,7 +105,7 @@ def declare(lib, name):
         lib.fragscope_malloc.restype = c.c_void_p
         lib.fragscope_free.argtypes = [c.c_void_p, c.c_size_t, c.c_int, c.c_void_p]
         declare_contexts(lib.fragscope_define_context, lib.fragscope_set_context,
-                          lib.fragscope_tag_block_context)
+                         lib.fragscope_tag_block_context)
         lib.fragscope_begin_allocate_to_pool.argtypes = [c.c_int, c.c_uint64, c.c_uint64,
                                                          c.c_void_p]
         lib.fragscope_begin_allocate_to_pool.restype = c.c_int
@@ -124,8 +124,8 @@ def declare(lib, name):
         lib.fragscope_torch_observe_record_model.argtypes = [c.c_char_p]
         lib.fragscope_torch_observe_flush.restype = c.c_int
         declare_contexts(lib.fragscope_torch_observe_define_context,
-                          lib.fragscope_torch_observe_set_context,
-                          lib.fragscope_torch_observe_tag_block)
+                         lib.fragscope_torch_observe_set_context,
+                         lib.fragscope_torch_observe_tag_block)
     elif name == PRELOAD:
         lib.fragscope_preload_mode.restype = c.c_char_p
         lib.fragscope_preload_mark.argtypes = [c.c_char_p]
@@ -135,8 +135,8 @@ def declare(lib, name):
             fn.argtypes = [c.c_int, c.c_char_p, c.c_size_t]
             fn.restype = c.c_size_t
         declare_contexts(lib.fragscope_preload_define_context,
-                          lib.fragscope_preload_set_context,
-                          lib.fragscope_preload_tag_block_context)
+                         lib.fragscope_preload_set_context,
+                         lib.fragscope_preload_tag_block_context)
 
 
 def declare_contexts(define, set_context, tag):

@@ -2,7 +2,7 @@
 `Cache.update` (every cache class's: its layers do the work), `on_update(tensor)` is called for
 every tensor of the updated layer — a DynamicLayer's keys and values (a new torch.cat of the old
 and the new tokens each step), a StaticLayer's (made at its first update, written in place), the
-states of other layer kinds. Used by the predictor (predict_roles.py) and by real jobs
+states of other layer kinds. Used by the predictor (predictor/roles.py) and by real jobs
 (module_context.name_roles). Nothing is patched in a process that has not imported transformers
 (importing it here would cost seconds to jobs that do not use it).
 """

@@ -14,7 +14,7 @@ The job's keys ("job": {...}; None values left out, the analyzer then says what 
                 autocast ("bf16" | "fp16": the forward's autocast dtype; absent without
                 autocast); use_cache (false: one forward pass, no KV cache; true: a generation);
                 cuda_graphs (true: the forward captured once into a CUDA graph and replayed,
-                predict_cuda_graphs.py)
+                predictor/cuda_graphs.py)
   generation:   (inference with use_cache true: transformers' generate) context is the positions
                 the KV cache holds at the end (prompt + new_tokens - 1: the last new token is
                 never fed back); prompt (the prompt's tokens), new_tokens, cache ("dynamic" |
@@ -30,7 +30,7 @@ The job's keys ("job": {...}; None values left out, the analyzer then says what 
                 parallelism with tp), dp (data-parallel size), zero (3: FSDP2 shards the
                 parameters, gradients and optimizer states over dp; 0: DDP); the record
                 describes the rank, whose log it is in; pipeline parallelism
-                (predict_pipeline.py): pp (the number of pipeline ranks), pp_schedule ("gpipe" |
+                (predictor/pipeline.py): pp (the number of pipeline ranks), pp_schedule ("gpipe" |
                 "1f1b" | "interleaved-1f1b"), pp_microbatches (per step, each of micro_batch
                 sequences), pp_stages (the rank's stage indices, comma-separated: "1", "1,3")
 """
@@ -66,7 +66,7 @@ _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimiz
              "new_tokens", "cache", "kv_dtype", "tp", "sp", "dp", "zero", "cuda_graphs", "pp",
              "pp_schedule", "pp_microbatches", "pp_stages")
 
-# A LoRA or QLoRA job's keys (predict_adapters.py).
+# A LoRA or QLoRA job's keys (predictor/adapters.py).
 _ADAPTER_KEYS = ("lora_rank", "lora_alpha", "lora_targets", "lora_dropout", "quant",
                  "double_quant")
 

@@ -1,6 +1,6 @@
 """Who holds the memory in a real job: every CUDA allocation named by the module that made it, in
 the logs of the active modes (observe; replace and the pool allocator; the interposer), as a
-context (fslog/FORMAT.md, "Context records"; the predictor names more: predict_context.py). Under
+context (fslog/FORMAT.md, "Context records"; the predictor names more: predictor/context.py). Under
 the interposer, cache mode's allocations name their module; observe mode logs segments, which
 name none, so only its refused requests (oom records) do.
 
@@ -12,7 +12,7 @@ name none, so only its refused requests (oom records) do.
   allocating thread's context to the innermost running module, named as the outermost module's
   named_modules() names it ("transformer.h.7.attn.c_attn"; the outermost by its class).
 - Backward: each module's post-hook labels the autograd nodes its outputs were made by that no
-  inner module labelled (predict_context.ModuleNames) and gives each a pre-hook that sets the
+  inner module labelled (predictor.context.ModuleNames) and gives each a pre-hook that sets the
   context of the thread that runs it (the engine's device thread) to that module, in backward; a
   callback queued on the engine clears it when the backward ends.
 - With sites=True, the code location that called the module ("train.py:88 in step": the first
@@ -27,7 +27,7 @@ bench/RESULTS.md, "Observe mode: PyTorch's trace entry by receiver").
 """
 
 from . import kv_caches
-from .predict_context import ModuleNames
+from .predictor.context import ModuleNames
 
 
 class _Libraries:
@@ -175,7 +175,7 @@ def name_modules(sites=False, libraries=None):
     return ModuleContexts(libraries or _active_libraries(), sites).install()
 
 
-# The roles of fslog/allocation_role.h (as predict_roles.py names them).
+# The roles of fslog/allocation_role.h (as predictor/roles.py names them).
 _WEIGHTS, _GRADIENTS, _OPTIMIZER_STATES, _KV_CACHE = 1, 2, 3, 9
 
 

@@ -1,6 +1,6 @@
 """DTensor (FSDP2's sharded parameters, tensor parallelism's) on torch's fake process group inside
 a prediction: what it needs so that it runs there as on the GPUs, and allocates as there.
-predict_parallel.fake_process_group enters `on_the_fake_group()`.
+parallel.fake_process_group enters `on_the_fake_group()`.
 """
 
 import contextlib
@@ -19,7 +19,7 @@ def metadata_allocates_nothing():
     (ShardingPropagator._propagate_tensor_meta_non_cached); on the GPU that allocates nothing."""
     from torch.distributed.tensor._sharding_prop import ShardingPropagator
 
-    from .predict_kernels import metadata_only
+    from .kernels import metadata_only
 
     original = ShardingPropagator._propagate_tensor_meta_non_cached
 

@@ -14,7 +14,7 @@ input) and no recorded trace confirms it.
 
 import torch
 
-from .predict_device import max_threads_per_multiprocessor
+from .device import max_threads_per_multiprocessor
 
 aten = torch.ops.aten
 

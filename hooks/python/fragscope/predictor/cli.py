@@ -1,6 +1,6 @@
 """python -m fragscope predict ...: a job's CUDA allocations predicted on a machine without a GPU;
-python -m fragscope carry ...: a real log that ends at an OOM carried past it (predict_carry.py);
-python -m fragscope fit ...: the largest micro-batch that fits, fragmentation included (predict_fit.py).
+python -m fragscope carry ...: a real log that ends at an OOM carried past it (carry.py);
+python -m fragscope fit ...: the largest micro-batch that fits, fragmentation included (fit.py).
 
     python -m fragscope predict --config gpt2 --seq 1024 --micro-batch 16 --out pred.fslog
     python -m fragscope predict --config config.json --set num_hidden_layers=80 ...
@@ -86,13 +86,13 @@ def _parser():
     p.add_argument("--conf", default="", help="allocator settings (PYTORCH_CUDA_ALLOC_CONF)")
     p.add_argument("--json", action="store_true", help="print the phases as JSON")
     add_rank_flags(p)
-    from .predict_adapters import add_flags
+    from .adapters import add_flags
 
     add_flags(p)
-    from .predict_cuda_graphs import add_flags as add_graph_flags
+    from .cuda_graphs import add_flags as add_graph_flags
 
     add_graph_flags(p)
-    from .predict_pipeline_loop import add_flags as add_pipeline_flags
+    from .pipeline_loop import add_flags as add_pipeline_flags
 
     add_pipeline_flags(p)
     return p
@@ -115,7 +115,7 @@ def _generate_flags(args):
 
 
 def add_rank_flags(p):
-    """One rank of a data- or tensor-parallel job (predict_parallel.py)."""
+    """One rank of a data- or tensor-parallel job (parallel.py)."""
     p.add_argument("--parallel", choices=["fsdp2", "ddp"],
                    help="wrap the model in FSDP2 (fully_shard per block and root) or DDP")
     p.add_argument("--tp", type=int, default=1,
@@ -132,7 +132,7 @@ def rank_options(args, wrap_required=True):
     """predict_hf's (and predict's) keyword arguments for the rank flags; ValueError names a bad
     flag and its value. `wrap_required`: a world size above 1 needs --parallel (the standard
     loop)."""
-    from .predict_parallel import job
+    from .parallel import job
 
     ranks = job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required,
                 flags=True, tp=args.tp)
@@ -152,11 +152,11 @@ def rank_options(args, wrap_required=True):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["carry"]:
-        from .predict_carry import main as carry_main
+        from .carry import main as carry_main
 
         return carry_main(argv[1:])
     if argv[:1] == ["fit"]:
-        from .predict_fit import main as fit_main
+        from .fit import main as fit_main
 
         return fit_main(argv[1:])
     parser = _parser()
@@ -172,19 +172,19 @@ def main(argv=None):
         if args.steps < 1:
             raise ValueError("--steps must be positive")
         _generate_flags(args)
-        from .predict_pipeline_loop import options as pipeline_options
+        from .pipeline_loop import options as pipeline_options
 
         pipeline = pipeline_options(args)  # one rank of a pipeline: predict_pp's flags
         ranks = {} if pipeline else rank_options(args, wrap_required=bool(args.config))
-        from .predict_adapters import options as adapter_options
+        from .adapters import options as adapter_options
 
         adapters = adapter_options(args)
-        from .predict_cuda_graphs import options as graph_options
+        from .cuda_graphs import options as graph_options
 
         graphs = graph_options(args)
         if args.optimizer_fn and not (args.model_fn and args.parallel):
             raise ValueError("--optimizer-fn goes with --model-fn and --parallel")
-        from .predict_device import find_gpu
+        from .device import find_gpu
 
         find_gpu(args.gpu)
         make = _function(args.model_fn, "--model-fn") if args.model_fn else None
@@ -195,18 +195,18 @@ def main(argv=None):
         parser.print_usage(sys.stderr)
         print(f"python -m fragscope predict: error: {e}", file=sys.stderr)
         return 2
-    from .predict_capture import PredictionError, predict
+    from .capture import PredictionError, predict
 
     try:
         if pipeline:
-            from .predict_pipeline_loop import predict_pp
+            from .pipeline_loop import predict_pp
 
             result = predict_pp(args.config, args.out, seq=args.seq, micro_batch=args.micro_batch,
                                 steps=args.steps, optimizer=args.optimizer, dtype=args.dtype,
                                 attention=args.attention, gpu=args.gpu, conf=args.conf,
                                 overrides=overrides, **pipeline)
         elif args.config:
-            from .predict_hf_loop import predict_hf
+            from .hf_loop import predict_hf
 
             result = predict_hf(args.config, args.out, seq=args.seq, micro_batch=args.micro_batch,
                                 steps=args.steps, mode=args.mode, optimizer=args.optimizer,
@@ -241,7 +241,7 @@ def main(argv=None):
             how = "as transformers chooses" if args.attention == "auto" else "as asked"
             print(f"  attention: {attention} ({how})")
         if getattr(result, "adapter", None):
-            from .predict_adapters import describe
+            from .adapters import describe
 
             print(f"  adapter: {describe(result.adapter)}")
         for note in notes:
@@ -256,7 +256,7 @@ def main(argv=None):
                   f"{'/'.join(generated['key_dtypes'])}, values "
                   f"{'/'.join(generated['value_dtypes'])}: {generated['bytes']} bytes")
         if pipeline:
-            from .predict_pipeline_loop import describe
+            from .pipeline_loop import describe
 
             print(f"  rank {args.rank} of {args.world_size} ({describe(result.pipeline)}, fake "
                   f"process group)")
@@ -274,7 +274,3 @@ def main(argv=None):
               f"unless --conf)")
         print(f"next: fragscope analyze {args.out} --gpu {result.gpu.key}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,8 +17,8 @@ import json
 import os
 import tempfile
 
-from .predict_capture import PredictionError
-from .predict_carry import CarryError, _run, fragscope_program
+from .capture import PredictionError
+from .carry import CarryError, _run, fragscope_program
 
 GIB = float(1 << 30)
 
@@ -46,7 +46,7 @@ def _peak_allocated_event(timeline):
 
 def try_micro_batch(config, seq, micro_batch, directory, program, cap_args, **job):
     """Predicts one micro-batch and replays it at the cap: a dict of its figures."""
-    from .predict_hf_loop import predict_hf
+    from .hf_loop import predict_hf
 
     log = os.path.join(directory, f"micro_batch_{micro_batch}.fslog")
     try:
@@ -118,7 +118,7 @@ def largest_micro_batch(config, seq, *, program=None, cap_args=(), max_micro_bat
 def _parser():
     import argparse
 
-    from .predict_job_flags import add_output_flags, add_step_flags
+    from .job_flags import add_output_flags, add_step_flags
 
     p = argparse.ArgumentParser(
         prog="python -m fragscope fit",
@@ -144,7 +144,7 @@ def main(argv):
     """`python -m fragscope fit`: exit 0 done, 1 a prediction or replay failed, 2 usage."""
     import sys
 
-    from .predict_job_flags import parse
+    from .job_flags import parse
 
     parsed = parse(_parser(), argv, "fit", ("seq", "steps", "max_micro_batch"))
     if parsed is None:

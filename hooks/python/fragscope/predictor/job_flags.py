@@ -18,7 +18,7 @@ def add_step_flags(p):
     p.add_argument("--memory-fraction", help="the job's per-process memory fraction")
     p.add_argument("--allowed", help="... or its cap in bytes")
     p.add_argument("--conf", default="", help="the job's allocator settings")
-    from .__main__ import add_rank_flags
+    from .cli import add_rank_flags
 
     add_rank_flags(p)
 
@@ -34,8 +34,8 @@ def parse(parser, argv, command, positive):
     integer flags' names (argparse dests) that must be at least 1."""
     import sys
 
-    from .__main__ import _parse_set, rank_options
-    from .predict_device import find_gpu
+    from .cli import _parse_set, rank_options
+    from .device import find_gpu
 
     args = parser.parse_args(argv)
     try:

@@ -1,7 +1,7 @@
 """Tensor and sequence parallelism of a Hugging Face Llama-family model in fragscope.predict, as
 torchtitan applies them (torchtitan/models/llama3/infra/parallelize.py, apply_tp): one rank of the
 "tp" dimension of the job's DeviceMesh, with FSDP2 over "dp" when the job has one
-(predict_parallel.py).
+(parallel.py).
 
 The plan (torch.distributed.tensor.parallel.parallelize_module), by the model's module names:
   model.embed_tokens           RowwiseParallel: vocabulary rows sharded, the ids replicated, the
@@ -35,7 +35,7 @@ the sequence sharding).
 
 import contextlib
 
-from .predict_capture import PredictionError
+from .capture import PredictionError
 
 # The decoder layer's modules the plan places.
 _ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")

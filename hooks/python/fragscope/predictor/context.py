@@ -148,7 +148,7 @@ def op(contexts, name):
 @contextlib.contextmanager
 def pinned_op(contexts, name):
     """Inside: allocations are the op `name`'s, also those of the ops it runs (an op whose
-    Python implementation runs ATen ops: bitsandbytes' CUDA wrappers, predict_bnb.py)."""
+    Python implementation runs ATen ops: bitsandbytes' CUDA wrappers, bnb.py)."""
     before = contexts.op, contexts.op_pinned
     contexts.op, contexts.op_pinned = name, True
     try:

@@ -13,7 +13,7 @@ probability of being true follows from the distribution. When a comparison is re
 bool it is the value it has at the sample's median (0.5, or 0), which is the likelier outcome of
 any threshold test; a sample read as a number is its median. Each read of an uncertain outcome
 (a test certain either way, as LayerDrop 0, assumes nothing) is noted (`notes`), with
-the module that made it (predict_location.py); a comparison against the running module's
+the module that made it (location.py); a comparison against the running module's
 `layerdrop` (or its config's) is named LayerDrop. Any other data-dependent read still fails, and
 the failure names its module and op.
 """

@@ -15,14 +15,14 @@ import collections
 import contextlib
 import os
 
-from .predict_capture import PredictionError
-from .predict_collectives import send_buffers_are_communication
-from .predict_device import patched_attributes
-from .predict_dtensor import on_the_fake_group
+from .capture import PredictionError
+from .collectives import send_buffers_are_communication
+from .device import patched_attributes
+from .dtensor import on_the_fake_group
 
 PARALLEL = ("fsdp2", "ddp")
 
-# tp: the tensor-parallel size (predict_tensor_parallel.py); the data-parallel size is
+# tp: the tensor-parallel size (tensor_parallel.py); the data-parallel size is
 # world_size / tp.
 Job = collections.namedtuple("Job", "parallel world_size rank bucket_cap_mb tp", defaults=(1,))
 
@@ -288,7 +288,7 @@ def build(make_model, rank_job, mesh, blocks=None, param_dtype=None):
     alone) is initialised as fsdp2 is: each parameter's local shard allocated."""
     if rank_job.parallel != "fsdp2" and rank_job.tp == 1:
         return wrap(make_model(), rank_job, mesh, blocks, param_dtype)
-    from .predict_kernels import metadata_only
+    from .kernels import metadata_only
 
     metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
     try:
@@ -303,7 +303,7 @@ def materialize(modules):
     """Allocates the local shards and buffers of `modules`, built with nothing recorded, as
     Module.to_empty on the device would (_to_empty_order); a storage two of them share is
     allocated once and then reallocated, as to_empty's second visit does."""
-    from .predict_capture import reallocate, track
+    from .capture import reallocate, track
 
     seen = set()
     for module in modules:
@@ -330,7 +330,7 @@ def _to_empty_order(module):
 
 def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
     """`model` (on the simulated device) made one rank of `rank_job`: with tensor parallelism
-    first split over the mesh's "tp" dimension (predict_tensor_parallel.parallelize); fsdp2:
+    first split over the mesh's "tp" dimension (tensor_parallel.parallelize); fsdp2:
     fully_shard on each block (`blocks`, default transformer_blocks(model)) and then on the
     root, with mixed_precision(param_dtype), over the data-parallel ranks; ddp:
     DistributedDataParallel with the job's bucket cap. Returns the module the steps call."""
@@ -344,7 +344,7 @@ def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
 
         return DistributedDataParallel(model, bucket_cap_mb=rank_job.bucket_cap_mb)  # None: 25
     if rank_job.tp > 1:
-        from .predict_tensor_parallel import parallelize
+        from .tensor_parallel import parallelize
 
         parallelize(model, mesh["tp"])
         if rank_job.parallel is None:

@@ -31,7 +31,7 @@ norms, the output layer, biases) stay in the model's dtype.
 import contextlib
 import warnings
 
-from .predict_capture import PredictionError
+from .capture import PredictionError
 
 
 def missing():
@@ -83,8 +83,8 @@ def kernels():
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from . import predict_capture
-    from .predict_context import pinned_op
+    from . import capture
+    from .context import pinned_op
 
     bnb = import_quietly()
     functional = bnb.functional
@@ -96,7 +96,7 @@ def kernels():
             kwargs = kwargs or {}
             if func.namespace != "bitsandbytes":
                 return func(*args, **kwargs)
-            contexts = predict_capture._active_session.contexts
+            contexts = capture._active_session.contexts
             with warnings.catch_warnings(), pinned_op(contexts, func._schema.name):
                 # The wrappers pass data_ptr()s to the (no-op) kernels.
                 warnings.filterwarnings("ignore", "Accessing the data pointer of FakeTensor")
@@ -148,8 +148,8 @@ def load_4bit(build, dtype, double_quant=True):
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from transformers.quantizers import AutoHfQuantizer
 
-    from .predict_capture import track
-    from .predict_kernels import metadata_only
+    from .capture import track
+    from .kernels import metadata_only
 
     bnb = import_quietly()
     metadata_only.depth = getattr(metadata_only, "depth", 0) + 1

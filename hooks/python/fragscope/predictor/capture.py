@@ -9,7 +9,7 @@ every op dispatches as on the GPU (autocast, the CUDA kernels' meta functions, P
 autograd engine on a stand-in device). Each storage that comes into being is allocated from
 fragscope's caching allocator on a simulated device, in order, with its exact size and stream, and
 freed when its last reference goes; kernels' own scratch memory that is no op output (the cuBLAS
-workspaces) is added where the GPU allocates it (predict_kernels.py). The allocator writes a
+workspaces) is added where the GPU allocates it (kernels.py). The allocator writes a
 replace-mode .fslog with segment events and markers, which `fragscope analyze|sweep|verify` read
 (`--gpu NAME` or `--capacity` for the target's memory). Design and limits: hooks/README.md.
 """
@@ -19,8 +19,10 @@ import ctypes
 import os
 import weakref
 
-from . import _library, predict_context, predict_cuda_graphs, predict_roles
-from .predict_device import current_stream_handle, find_gpu, simulated_cuda
+from .. import _library
+from . import cuda_graphs, roles
+from .context import Contexts, module_paths
+from .device import current_stream_handle, find_gpu, simulated_cuda
 
 __all__ = ["Prediction", "capture", "predict", "PredictionError"]
 
@@ -83,8 +85,8 @@ class _Session:
             raise PredictionError(self.lib.fragscope_last_error().decode())
         _Session.generation += 1
         self.generation = _Session.generation
-        self.role = predict_roles.TEMPORARIES  # the role of the allocations made now
-        self.contexts = predict_context.Contexts(self.lib)
+        self.role = roles.TEMPORARIES  # the role of the allocations made now
+        self.contexts = Contexts(self.lib)
         self.live = {}  # storage key -> device pointer, while it holds memory
         self.watched = set()  # keys of the CUDA storages seen, whose death frees their memory
         self.allocations = 0
@@ -92,7 +94,7 @@ class _Session:
 
     def malloc(self, size, stream=0, role=None):
         """A block of `size` bytes on `stream`, of `role` (default: the current role), its alloc
-        record naming its context (role, module, op: predict_context.py)."""
+        record naming its context (role, module, op: context.py)."""
         self.lib.fragscope_set_context(
             self.contexts.current(self.role if role is None else role))
         ptr = self.lib.fragscope_malloc(size, 0, stream or None)
@@ -154,7 +156,7 @@ class _Session:
             self.journal.append(("mark", str(text)))
 
     def stats(self):
-        from .memory_stats import replace_stats
+        from ..memory_stats import replace_stats
 
         return replace_stats(0)
 
@@ -199,7 +201,7 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
         from torch._subclasses.fake_tensor import FakeTensorMode
     except ImportError as e:
         raise PredictionError(f"fragscope.predict needs torch: {e}") from e
-    from .predict_kernels import Recorder, scaled_dot_product_attention
+    from .kernels import Recorder, scaled_dot_product_attention
 
     target = find_gpu(gpu) if isinstance(gpu, str) else gpu
     torch_lib = _torch_lib()
@@ -258,8 +260,8 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
             fake = _FakeMode(allow_non_fake_inputs=True)
             with fake, _swappable_parameters(fake), _foreach_takes_fake_tensors(), \
                     _resizable_storages(session), Recorder(session, target), \
-                    predict_context.module_paths(session.contexts), \
-                    predict_roles.naming_kv_caches(), predict_cuda_graphs.simulated(session):
+                    module_paths(session.contexts), \
+                    roles.naming_kv_caches(), cuda_graphs.simulated(session):
                 yield prediction, mark
                 import gc
 
@@ -355,21 +357,21 @@ def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None, world
 
     make_model() builds the model (and whatever state the steps keep) on device "cuda"; its
     result is passed to each step. Markers "init" and "step N" delimit the phases; a step may
-    call fragscope.predict_capture.current_mark(text) for finer ones. Returns a Prediction.
+    call fragscope.predictor.capture.current_mark(text) for finer ones. Returns a Prediction.
 
-    Rank `rank` of a job of `world_size` GPUs (predict_parallel.py) runs under torch's fake
+    Rank `rank` of a job of `world_size` GPUs (parallel.py) runs under torch's fake
     process group. parallel="fsdp2" or "ddp": make_model() returns the nn.Module, which is
     wrapped (fsdp2: fully_shard on each of `blocks`, default the transformer blocks, then on the
     root; ddp: DistributedDataParallel, `bucket_cap_mb`), and the state is the wrapped module, or
     (module, make_optimizer(module)) with `make_optimizer`; under fsdp2 the model is built and
     sharded unrecorded and then its shards allocated, as torchtitan's meta-device initialisation
-    (predict_parallel.build). parallel=None with world_size > 1:
+    (parallel.build). parallel=None with world_size > 1:
     make_model() wraps the model itself (its own fully_shard or DDP calls run on the fake group).
     """
-    from . import predict_parallel
+    from . import parallel as parallelism
 
     try:
-        rank_job = predict_parallel.job(parallel, world_size, rank, bucket_cap_mb)
+        rank_job = parallelism.job(parallel, world_size, rank, bucket_cap_mb)
     except ValueError as e:
         raise PredictionError(str(e)) from e
     if make_optimizer is not None and parallel is None:
@@ -381,10 +383,10 @@ def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None, world
             with contextlib.ExitStack() as stack:
                 mesh = None
                 if rank_job is not None:
-                    mesh = stack.enter_context(predict_parallel.fake_process_group(rank_job))
+                    mesh = stack.enter_context(parallelism.fake_process_group(rank_job))
                 mark("init")
                 if rank_job is not None and rank_job.parallel is not None:
-                    state = predict_parallel.build(make_model, rank_job, mesh, blocks)
+                    state = parallelism.build(make_model, rank_job, mesh, blocks)
                     if make_optimizer is not None:
                         state = (state, make_optimizer(state))
                 else:

@@ -1,5 +1,5 @@
 """fragscope.predict_pp: the training loop of one rank of a pipeline-parallel job
-(predict_pipeline.py) of a Hugging Face Llama-family config, predicted on the simulated GPU, with
+(pipeline.py) of a Hugging Face Llama-family config, predicted on the simulated GPU, with
 the model recorded in the log (pp and the rank's stages in its job keys).
 
 Each step: random token ids of (microbatches x micro_batch) x seq on the first stage's rank
@@ -14,8 +14,8 @@ under pipeline parallelism); PipelineStage itself defers the gradients' reduce-s
 reshard to after the last microbatch's backward (perform_reduce_grad).
 """
 
-from .predict_capture import PredictionError, capture
-from .predict_pipeline import SCHEDULES
+from .capture import PredictionError, capture
+from .pipeline import SCHEDULES
 
 
 def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatches=None,
@@ -23,7 +23,7 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
                attention="auto", gpu="h100-80gb", conf=None, overrides=None, lr=1e-4,
                journal=None, parallel=None):
     """Predicts `steps` training steps of rank `rank` of a job split into `pp` pipeline stages
-    (predict_pipeline.plan: the schedule "gpipe", "1f1b" or "interleaved-1f1b", `microbatches`
+    (pipeline.plan: the schedule "gpipe", "1f1b" or "interleaved-1f1b", `microbatches`
     microbatches of `micro_batch` sequences per step; default: one per stage). world_size
     (default pp): pp x dp ranks, with parallel="fsdp2" sharding each stage over its dp ranks (a
     ("pp", "dp") mesh, pp outermost as torchtitan lays it out; predict such a rank in a process
@@ -31,21 +31,22 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
     `Prediction.pipeline`: the rank's plan as a dict."""
     import torch
 
-    from . import predict_attention, predict_parallel, predict_pipeline, predict_roles
-    from .predict_hf_loop import (DTYPES, _optimizer, _record_job, _write_model_record,
-                                  check_step, load_config)
-    from .predict_location import Location, failure
+    from . import attention as attention_impl, parallel as parallelism, pipeline as pipelining
+    from . import roles
+    from .hf_loop import (DTYPES, _optimizer, _record_job, _write_model_record,
+                          check_step, load_config)
+    from .location import Location, failure
 
     check_step(optimizer, dtype, seq, micro_batch, steps)
-    predict_attention.requested(attention)
+    attention_impl.requested(attention)
     cfg = load_config(config, overrides)
-    predict_attention.check_supported(cfg, attention)
+    attention_impl.check_supported(cfg, attention)
     try:
-        rank_plan = predict_pipeline.plan(cfg, pp, schedule, microbatches, rank, world_size,
-                                          parallel)
+        rank_plan = pipelining.plan(cfg, pp, schedule, microbatches, rank, world_size,
+                                    parallel)
     except ValueError as e:
         raise PredictionError(str(e)) from e
-    num_stages = pp * predict_pipeline.stages_per_rank(schedule)
+    num_stages = pp * pipelining.stages_per_rank(schedule)
     first = 0 in rank_plan.stages
     last = num_stages - 1 in rank_plan.stages
     autocast_dtype = getattr(torch, DTYPES[dtype]) if DTYPES[dtype] else None
@@ -60,7 +61,7 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
            "pp_stages": ",".join(map(str, rank_plan.stages)),
            "dp": rank_plan.dp if parallel else None, "zero": 3 if parallel else None}
     job = {k: v for k, v in job.items() if v is not None}
-    rank_job = predict_parallel.Job(None, pp * rank_plan.dp, rank, None)
+    rank_job = parallelism.Job(None, pp * rank_plan.dp, rank, None)
     location = Location()
     built = {}
     with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark):
@@ -71,8 +72,8 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
             mark(text)
 
         try:
-            buffers = predict_pipeline.ReceiveBuffers()
-            with location.watching(), predict_parallel.fake_process_group(rank_job), \
+            buffers = pipelining.ReceiveBuffers()
+            with location.watching(), parallelism.fake_process_group(rank_job), \
                     buffers.made():
                 mesh = _mesh(rank_plan)
                 marked("init / weights")
@@ -86,7 +87,7 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
                 _write_model_record(cfg, record)
                 built["job"] = record
                 params = [p for m in modules for p in m.parameters()]
-                predict_roles.name_parameters(torch.nn.ModuleList(modules))
+                roles.name_parameters(torch.nn.ModuleList(modules))
                 # The hidden states between stages: the residual stream's dtype (fp32 weights
                 # under autocast; FSDP2's param_dtype).
                 weights_dtype = param_dtype or params[0].dtype
@@ -94,13 +95,13 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
                 def loss_fn(logits, labels):
                     return modules[-1].causal.loss_function(logits, labels, cfg.vocab_size)
 
-                stages = predict_pipeline.pipeline_stages(
+                stages = pipelining.pipeline_stages(
                     modules, rank_plan, micro_batch, seq, cfg.hidden_size, cfg.vocab_size,
                     weights_dtype, autocast_dtype or weights_dtype, group=mesh["pp"].get_group())
-                sched = predict_pipeline.make_schedule(stages, rank_plan, loss_fn)
+                sched = pipelining.make_schedule(stages, rank_plan, loss_fn)
                 opt = _optimizer(torch.nn.ModuleList(modules), optimizer, lr)
-                predict_roles.tag_states_when_made(opt)
-                predict_roles.tag_gradients_when_made(params)
+                roles.tag_states_when_made(opt)
+                roles.tag_gradients_when_made(params)
                 batch = rank_plan.microbatches * micro_batch
                 for step in range(steps):
                     # The batch's token ids; the schedule splits them and, on the first step,
@@ -112,14 +113,14 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
                     with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
                                         enabled=autocast_dtype is not None), \
                             buffers.saving_activations(params), \
-                            predict_pipeline.marking_chunks(stages, step, marked):
+                            pipelining.marking_chunks(stages, step, marked):
                         sched.step(*args, **kwargs)
-                    predict_roles.tag_gradients(params)
+                    roles.tag_gradients(params)
                     if opt is not None:
                         marked(f"step {step} / optimizer")
-                        with predict_roles.current(predict_roles.OPTIMIZER_TEMPORARIES):
+                        with roles.current(roles.OPTIMIZER_TEMPORARIES):
                             opt.step()
-                        predict_roles.tag_optimizer_states(opt)
+                        roles.tag_optimizer_states(opt)
                         opt.zero_grad(set_to_none=True)
                     del ids, args, kwargs
                 marked("end")
@@ -156,27 +157,27 @@ def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, pa
     FSDP2 (each decoder layer, then the stage; not resharded after forward, torchtitan's choice
     under pipeline parallelism: the microbatches' forwards share one all-gather), then each
     stage's parameters (local shards) and buffers allocated in Module.to_empty's order
-    (predict_parallel.materialize)."""
+    (parallel.materialize)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    from . import predict_attention, predict_pipeline, predict_roles
-    from .predict_kernels import metadata_only
-    from .predict_parallel import materialize
+    from . import attention as attention_impl, pipeline as pipelining, roles
+    from .kernels import metadata_only
+    from .parallel import materialize
 
     metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
     try:
         with torch.device("cuda"):
             whole = AutoModelForCausalLM.from_config(
-                cfg, attn_implementation=predict_attention.requested(attention))
-        built["attention"] = predict_attention.used(whole)
-        modules = [predict_pipeline.split(whole, s, num_stages, layers).train()
+                cfg, attn_implementation=attention_impl.requested(attention))
+        built["attention"] = attention_impl.used(whole)
+        modules = [pipelining.split(whole, s, num_stages, layers).train()
                    for s, layers in zip(rank_plan.stages, rank_plan.layers)]
         del whole
         if dp_mesh is not None:
             from torch.distributed.fsdp import fully_shard
 
-            from .predict_parallel import mixed_precision
+            from .parallel import mixed_precision
 
             policy = mixed_precision(param_dtype)
             options = {"mesh": dp_mesh, "reshard_after_forward": False}
@@ -188,7 +189,7 @@ def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, pa
                 fully_shard(module, **options)
     finally:
         metadata_only.depth -= 1
-    with predict_roles.current(predict_roles.WEIGHTS):
+    with roles.current(roles.WEIGHTS):
         materialize(modules)
     return modules
 

@@ -12,8 +12,8 @@ its outputs from fragscope's allocator, and adds the kernels' own allocations:
   - embedding backward's sort and partial sums over more than 3072 indices
     (embedding_backward_steps);
   - the metadata buffer of the multi-tensor copies around FSDP2's collectives
-    (predict_copy_metadata);
-  - the functional collectives' outputs, with the communication role (predict_collectives).
+    (copy_metadata);
+  - the functional collectives' outputs, with the communication role (collectives).
 """
 
 import os
@@ -23,9 +23,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import predict_collectives, predict_context, predict_copy_metadata, predict_reductions
-from .predict_device import current_stream_handle
-from .predict_roles import WORKSPACES
+from . import collectives, context, copy_metadata, reductions
+from .device import current_stream_handle
+from .roles import WORKSPACES
 
 aten = torch.ops.aten
 
@@ -300,7 +300,7 @@ _OUTPUT_ORDER = {aten.native_dropout.default: (1, 0)}
 
 # Ops run only to learn their outputs' metadata (DTensor's sharding propagation runs the op on
 # fake tensors of the global shape) allocate nothing on the GPU: the Recorder lets them through
-# while this thread's depth is positive (predict_parallel.py).
+# while this thread's depth is positive (parallel.py).
 metadata_only = threading.local()
 
 
@@ -330,8 +330,8 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if getattr(metadata_only, "depth", 0):
             return func(*args, **kwargs)
-        # The allocations the op makes name it (predict_context.py).
-        with predict_context.op(self.session.contexts, func._schema.name):
+        # The allocations the op makes name it (context.py).
+        with context.op(self.session.contexts, func._schema.name):
             return self._dispatch(func, args, kwargs)
 
     def _dispatch(self, func, args, kwargs):
@@ -340,9 +340,9 @@ class Recorder(TorchDispatchMode):
             # memory of its own: NotImplemented lets its dispatch run, with this mode on the
             # stack, the op on the local tensors, which allocate.
             return NotImplemented
-        if func.namespace == predict_collectives.NAMESPACE:
-            return predict_collectives.dispatch(self.session, func, args, kwargs,
-                                                current_stream_handle())
+        if func.namespace == collectives.NAMESPACE:
+            return collectives.dispatch(self.session, func, args, kwargs,
+                                        current_stream_handle())
         if func is aten._fused_sdp_choice.default:
             return sdp_choice(self.gpu, args, kwargs)
         if func is aten.embedding_dense_backward.default:
@@ -374,12 +374,12 @@ class Recorder(TorchDispatchMode):
             if _uses_cublaslt(func, args) and handle not in self.cublaslt_handles:
                 self.cublaslt_handles.add(handle)
                 self.session.malloc(cublaslt_workspace_bytes(), stream, WORKSPACES)
-        scratch = scratch or predict_copy_metadata.metadata_bytes(self.gpu, func, args, kwargs,
-                                                                  out)
+        scratch = scratch or copy_metadata.metadata_bytes(self.gpu, func, args, kwargs,
+                                                          out)
         if scratch:
             self.session.free(self.session.malloc(scratch, stream, WORKSPACES))
-        if func in predict_reductions.REDUCTIONS:
-            staging = predict_reductions.scratch(
+        if func in reductions.REDUCTIONS:
+            staging = reductions.scratch(
                 self.gpu, args, kwargs, acc_bytes=8 if args[0].dtype == torch.float64 else 4)
             if staging:
                 buffer = self.session.malloc(staging[0], stream, WORKSPACES)

@@ -12,7 +12,7 @@ sequence parallelism) first copies its input into dimension-0 chunks (funcol's t
 buffer.
 
 The collectives' outputs and the reduce-scatter's send buffer have the communication role when
-made (predict_roles.COMMUNICATION): an all-gather's output that is then used as it is (a gather
+made (roles.COMMUNICATION): an all-gather's output that is then used as it is (a gather
 along dimension 0, or a view of it) is re-tagged if autograd saves it. FSDP2's and DDP's own
 collectives take buffers they allocated themselves (torch.empty) and are not these ops.
 """
@@ -28,7 +28,7 @@ def dispatch(session, func, args, kwargs, stream):
     import torch
     from torch.utils._pytree import tree_flatten
 
-    from .predict_roles import COMMUNICATION
+    from .roles import COMMUNICATION
 
     if func is torch.ops._c10d_functional.wait_tensor.default:
         return torch.ops.aten.alias.default(args[0])
@@ -45,7 +45,7 @@ def send_buffers_are_communication():
     reduce_scatter_tensor along another dimension) has the communication role."""
     import torch.distributed._functional_collectives as funcol
 
-    from .predict_roles import COMMUNICATION, current
+    from .roles import COMMUNICATION, current
 
     original = funcol.reduce_scatter_tensor
 

@@ -21,8 +21,8 @@ import shutil
 import subprocess
 import tempfile
 
-from . import _library
-from .predict_capture import CAPTURE_DEVICE_BYTES, PredictionError
+from .. import _library
+from .capture import CAPTURE_DEVICE_BYTES, PredictionError
 
 # How far past the last aligned allocation the failed request may be looked for in the prediction.
 _SEARCH = 64
@@ -227,7 +227,7 @@ def carry(real_log, out, *, config, seq, micro_batch, program=None, cap_args=(),
           **job):
     """Carries `real_log` past its OOM with the prediction of the same job (predict_hf's
     arguments); writes `out` and returns (counts, [(sweep row label, outcome)])."""
-    from .predict_hf_loop import predict_hf
+    from .hf_loop import predict_hf
 
     program = fragscope_program(program)
     real, failed = read_real_log(real_log, program)
@@ -248,7 +248,7 @@ def carry(real_log, out, *, config, seq, micro_batch, program=None, cap_args=(),
 def _parser():
     import argparse
 
-    from .predict_job_flags import add_output_flags, add_step_flags
+    from .job_flags import add_output_flags, add_step_flags
 
     p = argparse.ArgumentParser(
         prog="python -m fragscope carry",
@@ -273,7 +273,7 @@ def main(argv):
     """`python -m fragscope carry`: exit 0 done, 1 the logs could not be carried, 2 usage."""
     import sys
 
-    from .predict_job_flags import parse
+    from .job_flags import parse
 
     parsed = parse(_parser(), argv, "carry", ("seq", "micro_batch", "steps"))
     if parsed is None:

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from .predict_device import max_threads_per_multiprocessor
+from .device import max_threads_per_multiprocessor
 
 aten = torch.ops.aten
 

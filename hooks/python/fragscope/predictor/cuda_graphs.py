@@ -17,7 +17,7 @@ In a prediction the body of the capture runs once, under the fake mode, and that
 capture: its allocations go to the graph's pool through the C ABI (fragscope_begin_allocate_to_pool,
 fragscope_end_allocate_to_pool, fragscope_release_pool: hooks/fragscope_alloc.h), so the log's
 alloc records carry the pool id and `fragscope analyze` replays them into that pool. What needs a
-GPU is replaced while a prediction runs (simulated(), installed by predict_capture.capture):
+GPU is replaced while a prediction runs (simulated(), installed by capture.capture):
 
   - torch.cuda.CUDAGraph (also torch.cuda.graphs.CUDAGraph, which make_graphed_callables and
     torch.cuda.graph use): CUDAGraph below. The real class's C++ constructor takes the current
@@ -41,13 +41,13 @@ cached segments and those of released pools as PyTorch's does (a pool still used
 then its capture stream made current, capture_begin, the body, capture_end.
 make_graphed_callables reduces to the same calls (a warm-up on a side stream, then a forward and
 a backward graph per callable in one shared pool). The autograd engine runs backward on the
-caller's stream (predict_device.py), so a captured backward allocates into the pool too.
+caller's stream (device.py), so a captured backward allocates into the pool too.
 
 Two allocations of capture_begin are not the pool's: before it begins the pool, the default CUDA
 generator registers the graph, and the generator's first registered graph makes its graph-safe
 seed and offset (an int64 each, on the capture stream, in the default pool: a small segment of
 that stream), freed when the last graph registered with it is deleted (not at reset()). A GEMM in
-the capture takes a cuBLAS workspace for the capture stream (predict_kernels.py: one per handle
+the capture takes a cuBLAS workspace for the capture stream (kernels.py: one per handle
 and stream, kept), which lands in the pool and keeps its segment reserved for the process, as
 cuBLAS's handle-and-stream map holds it on the GPU (torch._C._cuda_clearCublasWorkspaces() is
 not modeled). Both, and the rest, as an H100 logged them for scripts/gpu/pools_oracle.py's
@@ -64,7 +64,7 @@ import itertools
 import warnings
 import weakref
 
-from .predict_device import current_stream_handle, patched_attributes
+from .device import current_stream_handle, patched_attributes
 
 __all__ = ["CUDAGraph", "GraphedForward", "simulated", "is_current_stream_capturing"]
 
@@ -86,7 +86,7 @@ class _GraphSafeRng:
         self.blocks = []
 
     def register(self, token, stream):
-        from .predict_roles import WORKSPACES
+        from .roles import WORKSPACES
 
         if not self.graphs:
             self.blocks = [self.session.malloc(8, stream, WORKSPACES) for _ in range(2)]
@@ -294,7 +294,7 @@ def graph_pool_handle():
 
 @contextlib.contextmanager
 def simulated(session):
-    """CUDA graphs on the simulated device of `session` (predict_capture._Session) for the
+    """CUDA graphs on the simulated device of `session` (capture._Session) for the
     block; torch.cuda.graphs is restored after."""
     import torch
     import torch.cuda.graphs as graphs

@@ -14,7 +14,7 @@ The base is loaded as LoRA users load it, in the step's dtype (`--dtype`: bf16 o
 without autocast; `torch_dtype=` in from_pretrained), and the step runs under autocast as the
 standard loop does. QLoRA loads it as `from_pretrained(quantization_config=BitsAndBytesConfig(
 load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-bnb_4bit_compute_dtype=<dtype>))` does (predict_bnb.py), without
+bnb_4bit_compute_dtype=<dtype>))` does (bnb.py), without
 `prepare_model_for_kbit_training` (which would cast the rest of the base to fp32 and turn on
 gradient checkpointing: `--recompute` gives the latter).
 
@@ -24,7 +24,7 @@ output layer), or None for peft's default for the model type (q_proj and v_proj 
 
 import contextlib
 
-from .predict_capture import PredictionError
+from .capture import PredictionError
 
 PEFT_VERSION = "0.21.2"
 
@@ -44,16 +44,16 @@ class Adapter:
         """The context a prediction of this adapter runs in (QLoRA: bitsandbytes' kernels)."""
         if self.kind != "qlora":
             return contextlib.nullcontext()
-        from . import predict_bnb
+        from . import bnb
 
-        return predict_bnb.kernels()
+        return bnb.kernels()
 
     def load(self, build, dtype):
         """The base model of build(**from_config options) in `dtype` (QLoRA: in 4 bits)."""
         if self.kind == "qlora":
-            from . import predict_bnb
+            from . import bnb
 
-            return predict_bnb.load_4bit(lambda: build(dtype=dtype), dtype)
+            return bnb.load_4bit(lambda: build(dtype=dtype), dtype)
         return build(dtype=dtype)
 
     def attach(self, model):
@@ -61,7 +61,7 @@ class Adapter:
         their module's weights."""
         from peft import LoraConfig, get_peft_model
 
-        from . import predict_roles
+        from . import roles
 
         config = LoraConfig(r=self.rank, lora_alpha=self.alpha, target_modules=self.targets,
                             lora_dropout=self.dropout, task_type="CAUSAL_LM")
@@ -70,10 +70,10 @@ class Adapter:
         except ValueError as e:  # no default targets for the model type, or none matched
             raise PredictionError(f"{self.kind}: {e}") from e
         if self.kind == "qlora":
-            from . import predict_bnb
+            from . import bnb
 
-            for path, tensor in predict_bnb.quant_state_tensors(model):
-                predict_roles.tag_tensor(tensor, predict_roles.WEIGHTS, path)
+            for path, tensor in bnb.quant_state_tensors(model):
+                roles.tag_tensor(tensor, roles.WEIGHTS, path)
         targets = model.peft_config["default"].target_modules
         trainable = [p for p in model.parameters() if p.requires_grad]
         # The adapted modules' own names ("q_proj"; peft may list whole paths).
@@ -117,7 +117,7 @@ def describe(summary):
 def attaching(make_model, adapter, location, job, dtype_name):
     """make_model() with `adapter` attached to the model it returns (after gradient
     checkpointing, as users call get_peft_model): the PeftModel's modules named for failures
-    (predict_location.py) and the adapter's keys added to the recorded `job` (a dict)."""
+    (location.py) and the adapter's keys added to the recorded `job` (a dict)."""
 
     def make():
         model = adapter.attach(make_model())
@@ -161,7 +161,7 @@ def parse_targets(targets):
 
 def missing(kind="lora"):
     """Why `kind` cannot be predicted here (peft, or for QLoRA bitsandbytes, missing), or None."""
-    from .predict_bnb import quiet_import
+    from .bnb import quiet_import
 
     try:
         with quiet_import():  # peft imports bitsandbytes when it is installed
@@ -169,9 +169,9 @@ def missing(kind="lora"):
     except ImportError as e:
         return f"{kind} needs peft ({e}): pip install peft=={PEFT_VERSION}"
     if kind == "qlora":
-        from . import predict_bnb
+        from . import bnb
 
-        return predict_bnb.missing()
+        return bnb.missing()
     return None
 
 

@@ -12,7 +12,7 @@ from known values only: factory ops (`ones`, `zeros`, `full`, `arange`, `scalar_
 constant lifted from a real tensor), then any deterministic op all of whose tensor inputs are
 known (their values run through the same ATen op on CPU tensors, device arguments turned into
 the CPU). A read of a known tensor is answered from its value; any other read still fails (the
-failure names its module and op: predict_location.py). `assume(tensor, value)` gives a tensor
+failure names its module and op: location.py). `assume(tensor, value)` gives a tensor
 whose value depends on data the prediction does not have (a token id compared with the EOS
 token) the value a caller assumes, which the caller must say.
 

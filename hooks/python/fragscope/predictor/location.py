@@ -1,6 +1,6 @@
 """Where a predicted step is: the nn.Module running and the ATen op being dispatched, so that a
 refused model names the module and the op where the prediction failed, and an assumption (a
-random branch: predict_random_branches.py) names the module that made it.
+random branch: random_branches.py) names the module that made it.
 
 The module stack is kept by global forward pre- and post-hooks (every module's __call__, the
 model's and any other); module paths are the names of `model.named_modules()` once the model is
@@ -12,7 +12,7 @@ the autograd node that ran it (no module's forward runs there).
 
 import contextlib
 
-from .predict_capture import PredictionError
+from .capture import PredictionError
 
 
 class Location:

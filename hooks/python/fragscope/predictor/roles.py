@@ -2,7 +2,7 @@
 are fslog/allocation_role.h's).
 
 An allocation has the capture's current role when it is made (in its context:
-predict_context.py, fslog/FORMAT.md "Context records") (`current(role)`:
+context.py, fslog/FORMAT.md "Context records") (`current(role)`:
 weights while the model is built, other temporaries during forward and backward, optimizer-step
 temporaries during the step; the kernels' scratch and cuBLAS workspaces are workspaces), and
 tagged (fslog/FORMAT.md, "Tag records") when its role becomes known later:
@@ -39,9 +39,9 @@ NAMES = {UNKNOWN: "unknown", WEIGHTS: "weights", GRADIENTS: "gradients",
 
 
 def _session():
-    from . import predict_capture
+    from . import capture
 
-    return predict_capture._active_session
+    return capture._active_session
 
 
 @contextlib.contextmanager
@@ -167,7 +167,7 @@ def naming_kv_caches():
     layer (kv_caches.py). A model with transformers' default use_cache=True builds one even in a
     training forward, which holds it until the loss is computed (the forward's end, where
     training peaks): the report names it."""
-    from . import kv_caches
+    from .. import kv_caches
 
     stop = kv_caches.watch(lambda t: tag_tensor(t, KV_CACHE))
     try:

@@ -28,7 +28,7 @@ which changes no allocation (they are meta tensors).
 Refused: tied embeddings (the first and last stages would share a weight). Assumed: the autocast
 dtype for the compute with fp32 weights (torchtitan's autocast when no FSDP runs the mixed
 precision); the hidden states passed between stages are fp32 (the residual stream of fp32 weights
-under autocast). With data parallelism (FSDP2 over a ("pp", "dp") mesh: predict_pipeline_loop.py)
+under autocast). With data parallelism (FSDP2 over a ("pp", "dp") mesh: pipeline_loop.py)
 the stages compute in FSDP2's param_dtype and pass it. Not modeled: pipeline parallelism with DDP
 or tensor parallelism, zero-bubble schedules, uneven splits.
 """
@@ -38,7 +38,7 @@ import contextlib
 import copy
 import warnings
 
-from .predict_capture import PredictionError
+from .capture import PredictionError
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 
@@ -212,7 +212,7 @@ class ReceiveBuffers:
         """Inside capture: the receive buffers made have the communication role."""
         from torch.distributed.pipelining import stage as stage_module
 
-        from .predict_roles import COMMUNICATION, current
+        from .roles import COMMUNICATION, current
 
         original = stage_module._make_tensor_from_meta
 
@@ -230,10 +230,10 @@ class ReceiveBuffers:
 
     @contextlib.contextmanager
     def saving_activations(self, parameters):
-        """predict_roles.saving_activations, but for the receive buffers."""
+        """roles.saving_activations, but for the receive buffers."""
         import torch
 
-        from .predict_roles import SAVED_ACTIVATIONS, tag_tensor
+        from .roles import SAVED_ACTIVATIONS, tag_tensor
 
         def local(t):
             return getattr(t, "_local_tensor", t)  # a DTensor's (an FSDP2 shard's) own tensor

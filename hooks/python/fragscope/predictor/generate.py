@@ -4,7 +4,7 @@ new token, with the KV cache (dynamic or static) that transformers builds, grows
 The real `generate` of transformers 5.17 runs, its every op recorded as any forward's; only what
 reads data the prediction does not have is answered or patched, each for a stated reason:
 
-  1. Values known by construction (predict_known_values.py). A fake tensor made from shapes and
+  1. Values known by construction (known_values.py). A fake tensor made from shapes and
      constants alone (an attention mask of ones, `torch.full(batch, cur_len >= max_length)`,
      `torch.tensor(eos_token_id)`) carries its value on the CPU, and a read of it is answered
      from it. That covers the special tokens' checks (`_prepare_special_tokens`: is the EOS token
@@ -167,7 +167,7 @@ def generate(model, *, step, prompt, batch, new_tokens, cache, vocab_size, marke
     Returns a Generated that describes the cache it held at its end."""
     import torch
 
-    from .predict_known_values import KnownValues
+    from .known_values import KnownValues
 
     if cache not in CACHES:
         raise ValueError(f"cache must be one of {', '.join(CACHES)}, not {cache!r}")

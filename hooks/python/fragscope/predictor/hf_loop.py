@@ -8,25 +8,25 @@ token ids of micro_batch x seq, bf16 (or fp16) autocast, loss = model(input_ids,
 backward, the optimizer's step, zero_grad(set_to_none=True); markers "step N / forward",
 "step N / backward", "step N / optimizer". Inference: the forward under torch.no_grad(), or with
 `generate=N` transformers' `generate` of N new tokens with a dynamic or static KV cache
-(predict_generate.py: markers "step N / prefill", "step N / decode K", "step N / generated").
+(generate.py: markers "step N / prefill", "step N / decode K", "step N / generated").
 The attention implementation is transformers' own choice unless one is asked for
-(predict_attention.py). A random scalar that only chooses a branch (LayerDrop) takes the likelier
-branch, noted in `Prediction.notes` (predict_random_branches.py); a step that fails names the
-phase, module and op (predict_location.py).
-One rank of an FSDP2 or DDP job (predict_parallel.py): the model is built on the device and
+(attention.py). A random scalar that only chooses a branch (LayerDrop) takes the likelier
+branch, noted in `Prediction.notes` (random_branches.py); a step that fails names the
+phase, module and op (location.py).
+One rank of an FSDP2 or DDP job (parallel.py): the model is built on the device and
 wrapped after gradient checkpointing, before the optimizer; under FSDP2 bf16/fp16 is its
 MixedPrecisionPolicy (parameters all-gathered in that dtype, gradients reduced in fp32) instead
-of autocast, as torchtitan trains. With tensor parallelism (tp, predict_tensor_parallel.py) the
+of autocast, as torchtitan trains. With tensor parallelism (tp, tensor_parallel.py) the
 model is split over the mesh's "tp" dimension first, and the loss is computed under
 loss_parallel(), forward and backward.
-LoRA and QLoRA (predict_adapters.py): peft's adapters on a base loaded in the step's dtype (QLoRA:
-in 4 bits by bitsandbytes, predict_bnb.py), the optimizer over the trainable parameters only.
+LoRA and QLoRA (adapters.py): peft's adapters on a base loaded in the step's dtype (QLoRA:
+in 4 bits by bitsandbytes, bnb.py), the optimizer over the trainable parameters only.
 """
 
 import json
 import os
 
-from .predict_capture import PredictionError, capture
+from .capture import PredictionError, capture
 
 OPTIMIZERS = ("adamw", "adamw-fused", "adamw-foreach", "sgd", "none")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": None}
@@ -67,7 +67,7 @@ def load_config(config, overrides=None):
 
 def _write_model_record(config, job):
     """Records the model (format fragscope.model/1: model_record.py) in the prediction's log."""
-    from . import _library, model_record
+    from .. import _library, model_record
 
     text = model_record.model_json(config, **job)
     _library.load(_library.ALLOC).fragscope_record_model(text.encode())
@@ -99,29 +99,29 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                lr=1e-4, overrides=None, journal=None, world_size=None, rank=0, parallel=None,
                bucket_cap_mb=None, generate=None, cache=None, tp=1, cuda_graphs=False):
     """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
-    `journal`: predict_capture.capture). `micro_batch` is per rank; world_size, rank, parallel
+    `journal`: capture.capture). `micro_batch` is per rank; world_size, rank, parallel
     ("fsdp2", "ddp") and bucket_cap_mb (ddp): the rank of a data-parallel job
-    (predict_parallel.py); tp: tensor and sequence parallelism over tp ranks, alone or with
-    fsdp2 over world_size / tp (predict_tensor_parallel.py; world_size default: tp).
+    (parallel.py); tp: tensor and sequence parallelism over tp ranks, alone or with
+    fsdp2 over world_size / tp (tensor_parallel.py; world_size default: tp).
     attention: "auto" (transformers' choice: SDPA, else eager), "sdpa" or "eager"; the one used
     is `Prediction.attention`. `Prediction.notes`: what the prediction
     assumed (a random branch's likelier side); `Prediction.params`: the model's parameters (each
     shared one once). Inference with `generate` (new tokens) runs transformers' `generate` after
     prompts of micro_batch x seq tokens, with `cache` "dynamic" (the default) or "static"
-    (predict_generate.py); `Prediction.generated`: the cache it ended with. lora or qlora (with
+    (generate.py); `Prediction.generated`: the cache it ended with. lora or qlora (with
     lora_rank, lora_alpha, lora_targets, lora_dropout): peft's LoRA, over a 4-bit base for qlora
-    (predict_adapters.py); `Prediction.adapter`: what was adapted. cuda_graphs (inference): the
+    (adapters.py); `Prediction.adapter`: what was adapted. cuda_graphs (inference): the
     forward warmed up, captured once into a CUDA graph and replayed each step
-    (predict_cuda_graphs.GraphedForward); `Prediction.graph_pool`: the graph's pool id."""
+    (cuda_graphs.GraphedForward); `Prediction.graph_pool`: the graph's pool id."""
     import contextlib
 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from . import predict_adapters, predict_attention, predict_parallel, predict_roles
-    from .predict_location import Location, failure
-    from .predict_random_branches import mode as random_branches
-    from .predict_tensor_parallel import loss_parallel
+    from . import adapters, attention as attention_impl, parallel as parallelism, roles
+    from .location import Location, failure
+    from .random_branches import mode as random_branches
+    from .tensor_parallel import loss_parallel
 
     if mode not in ("training", "inference"):
         raise PredictionError(f"mode must be training or inference, not {mode!r}")
@@ -130,11 +130,11 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     if cuda_graphs and (mode != "inference" or generate is not None):
         raise PredictionError("cuda_graphs captures the inference forward (mode='inference', "
                               "no generate)")
-    adapter = predict_adapters.adapter(lora, qlora, lora_rank, lora_alpha, lora_targets,
-                                       lora_dropout)
+    adapter = adapters.adapter(lora, qlora, lora_rank, lora_alpha, lora_targets,
+                               lora_dropout)
     try:
-        rank_job = predict_parallel.job(parallel, world_size, rank, bucket_cap_mb,
-                                        wrap_required=True, tp=tp)
+        rank_job = parallelism.job(parallel, world_size, rank, bucket_cap_mb,
+                                   wrap_required=True, tp=tp)
     except ValueError as e:
         raise PredictionError(str(e)) from e
     if rank_job is not None and mode != "training":
@@ -142,11 +142,11 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         raise PredictionError(f"{what} predicts training steps, not {mode}")
     if adapter is not None and rank_job is not None:
         raise PredictionError(f"{adapter.kind} in a parallel job is not modeled")
-    predict_attention.requested(attention)  # a bad value fails before the config is read
+    attention_impl.requested(attention)  # a bad value fails before the config is read
     cfg = load_config(config, overrides)
-    predict_attention.check_supported(cfg, attention)
+    attention_impl.check_supported(cfg, attention)
     if rank_job is not None and rank_job.tp > 1:
-        from .predict_tensor_parallel import check
+        from .tensor_parallel import check
 
         try:
             check(cfg, rank_job.tp, seq)
@@ -173,7 +173,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         job.update(context=seq + generate - 1, prompt=seq, new_tokens=generate, cache=cache)
     job = {k: v for k, v in job.items() if v is not None}
     location = Location()
-    notes = []  # what a generation assumed (predict_generate.py)
+    notes = []  # what a generation assumed (generate.py)
     built = {}  # the attention used and the recorded job, once the model is built
     with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark), \
             contextlib.ExitStack() as ranks:
@@ -190,21 +190,21 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         try:
             mesh = None
             if rank_job is not None:
-                mesh = ranks.enter_context(predict_parallel.fake_process_group(rank_job))
+                mesh = ranks.enter_context(parallelism.fake_process_group(rank_job))
                 ranks.enter_context(loss_parallel(rank_job.tp > 1))
             marked("init / weights")
             torch.manual_seed(0)
 
             def build(**options):
                 return AutoModelForCausalLM.from_config(
-                    cfg, attn_implementation=predict_attention.requested(attention), **options)
+                    cfg, attn_implementation=attention_impl.requested(attention), **options)
 
             def make_model():
                 with torch.device("cuda"):
                     # An adapter's base is loaded in the step's dtype (QLoRA: in 4 bits).
                     model = build() if adapter is None else adapter.load(
                         build, getattr(torch, DTYPES[dtype] or "float32"))
-                built["attention"] = predict_attention.used(model)
+                built["attention"] = attention_impl.used(model)
                 built["params"] = sum(p.numel() for p in model.parameters())
                 location.name_modules(model)
                 if not training:
@@ -216,26 +216,26 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                 return model
 
             if adapter is not None:
-                make_model = predict_adapters.attaching(make_model, adapter, location, job, dtype)
-            with predict_roles.current(predict_roles.WEIGHTS):
+                make_model = adapters.attaching(make_model, adapter, location, job, dtype)
+            with roles.current(roles.WEIGHTS):
                 if rank_job is None:
                     model = make_model()
                 else:
-                    model = predict_parallel.build(make_model, rank_job, mesh,
-                                                   param_dtype=param_dtype)
+                    model = parallelism.build(make_model, rank_job, mesh,
+                                              param_dtype=param_dtype)
                 built["job"] = _record_job(job, model, built["attention"])
-                # A rank's layout: tp, dp, zero, sp (predict_parallel.record_keys).
-                built["job"].update(predict_parallel.record_keys(rank_job))
+                # A rank's layout: tp, dp, zero, sp (parallel.record_keys).
+                built["job"].update(parallelism.record_keys(rank_job))
                 if generate is None:  # else once the cache's dtype is known
                     _write_model_record(cfg, built["job"])
-            predict_roles.name_parameters(model)
+            roles.name_parameters(model)
             opt = _optimizer(model, optimizer, lr) if training else None
-            predict_roles.tag_states_when_made(opt)
+            roles.tag_states_when_made(opt)
             if training:
-                predict_roles.tag_gradients_when_made(model.parameters())
+                roles.tag_gradients_when_made(model.parameters())
             graphed = None
             if cuda_graphs:
-                from .predict_cuda_graphs import GraphedForward
+                from .cuda_graphs import GraphedForward
 
                 def forward(ids):
                     with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
@@ -257,7 +257,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                 with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
                                     enabled=autocast_dtype is not None):
                     if training:
-                        with predict_roles.saving_activations(model.parameters()):
+                        with roles.saving_activations(model.parameters()):
                             loss = model(input_ids=ids, labels=ids).loss
                     else:
                         with torch.no_grad():
@@ -265,12 +265,12 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                 if training:
                     marked(f"step {step} / backward")
                     loss.backward()
-                    predict_roles.tag_gradients(model.parameters())
+                    roles.tag_gradients(model.parameters())
                     if opt is not None:
                         marked(f"step {step} / optimizer")
-                        with predict_roles.current(predict_roles.OPTIMIZER_TEMPORARIES):
+                        with roles.current(roles.OPTIMIZER_TEMPORARIES):
                             opt.step()
-                        predict_roles.tag_optimizer_states(opt)
+                        roles.tag_optimizer_states(opt)
                         opt.zero_grad(set_to_none=True)
                 del loss, ids
             marked("end")
@@ -278,7 +278,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         except PredictionError:
             raise
         except Exception as e:
-            # The failing module and op, from the watch (predict_location.py).
+            # The failing module and op, from the watch (location.py).
             raise failure(e, location, phase[-1] if phase else None) from e
         finally:
             prediction.notes = branches.notes + notes
@@ -306,7 +306,7 @@ def check_step(optimizer, dtype, seq, micro_batch, steps):
 def _check_generate(mode, generate, cache):
     """The cache implementation of a generation (None without one); PredictionError for a bad
     combination."""
-    from .predict_generate import CACHES
+    from .generate import CACHES
 
     if generate is None:
         if cache is not None:
@@ -325,16 +325,16 @@ def _check_generate(mode, generate, cache):
 
 def _generate(model, cfg, built, step, seq, micro_batch, new_tokens, cache, autocast_dtype,
               marked, notes):
-    """One step of a generation (predict_generate.py); after the first, the model record with
+    """One step of a generation (generate.py); after the first, the model record with
     the dtype the cache holds (kv_dtype, when its keys and values share one: a Llama under bf16
     autocast with fp32 weights caches fp32, its rotary embedding promoting the keys)."""
     import torch
 
-    from . import predict_generate
+    from . import generate as generation
 
     with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
                         enabled=autocast_dtype is not None), torch.no_grad():
-        generated = predict_generate.generate(
+        generated = generation.generate(
             model, step=step, prompt=seq, batch=micro_batch, new_tokens=new_tokens, cache=cache,
             vocab_size=cfg.vocab_size, marked=marked, notes=notes)
     if "generated" not in built and "job" in built:
