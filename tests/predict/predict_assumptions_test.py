@@ -109,7 +109,7 @@ class AttentionTest(unittest.TestCase):
         self.assertIn("attention: eager (as transformers chooses)", done.stdout)
 
     def test_explicit_sdpa_without_sdpa_is_refused(self):
-        from fragscope.predictor.capture import PredictionError
+        from fragscope.predictor.errors import PredictionError
 
         with self.assertRaises(PredictionError) as caught:
             _predict(GPTJ, "gptj_sdpa", attention="sdpa")
@@ -200,7 +200,7 @@ class FailureSiteTest(unittest.TestCase):
     def _failure(self, forward):
         from transformers.models.llama import modeling_llama
 
-        from fragscope.predictor.capture import PredictionError
+        from fragscope.predictor.errors import PredictionError
 
         original = modeling_llama.LlamaMLP.forward
         modeling_llama.LlamaMLP.forward = forward(original)

@@ -348,7 +348,7 @@ class ErrorTest(unittest.TestCase):
                 self.assertNotIn(api_name, error[0], flags)
 
     def test_api_error(self):
-        from fragscope.predictor.capture import PredictionError
+        from fragscope.predictor.errors import PredictionError
         from fragscope.predictor.hf_loop import predict_hf
 
         with self.assertRaisesRegex(PredictionError, "rank must be"):

@@ -246,7 +246,7 @@ class ErrorTest(unittest.TestCase):
             self.assertIn(words, result.stderr, flags)
 
     def test_plans_that_do_not_split(self):
-        from fragscope.predictor.capture import PredictionError
+        from fragscope.predictor.errors import PredictionError
         from fragscope.predictor.hf_loop import predict_hf
 
         log = os.path.join(tempfile.mkdtemp(), "bad.fslog")

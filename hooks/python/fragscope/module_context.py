@@ -12,7 +12,7 @@ name none, so only its refused requests (oom records) do.
   allocating thread's context to the innermost running module, named as the outermost module's
   named_modules() names it ("transformer.h.7.attn.c_attn"; the outermost by its class).
 - Backward: each module's post-hook labels the autograd nodes its outputs were made by that no
-  inner module labelled (predictor.context.ModuleNames) and gives each a pre-hook that sets the
+  inner module labelled (module_names.py) and gives each a pre-hook that sets the
   context of the thread that runs it (the engine's device thread) to that module, in backward; a
   callback queued on the engine clears it when the backward ends.
 - With sites=True, the code location that called the module ("train.py:88 in step": the first
@@ -27,7 +27,7 @@ bench/RESULTS.md, "Observe mode: PyTorch's trace entry by receiver").
 """
 
 from . import kv_caches
-from .predictor.context import ModuleNames
+from .module_names import ModuleNames
 
 
 class _Libraries:

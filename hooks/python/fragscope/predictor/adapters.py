@@ -24,7 +24,7 @@ output layer), or None for peft's default for the model type (q_proj and v_proj 
 
 import contextlib
 
-from .capture import PredictionError
+from .errors import PredictionError
 
 PEFT_VERSION = "0.21.2"
 

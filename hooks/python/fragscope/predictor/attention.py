@@ -9,7 +9,7 @@ never guessed. An explicit "sdpa" on a model without SDPA keeps transformers' re
 the predictor (the model type, and the flags that work).
 """
 
-from .capture import PredictionError
+from .errors import PredictionError
 
 CHOICES = ("auto", "sdpa", "eager")
 

@@ -31,7 +31,7 @@ norms, the output layer, biases) stay in the model's dtype.
 import contextlib
 import warnings
 
-from .capture import PredictionError
+from .errors import PredictionError
 
 
 def missing():
@@ -83,7 +83,7 @@ def kernels():
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from . import capture
+    from . import active
     from .context import pinned_op
 
     bnb = import_quietly()
@@ -96,7 +96,7 @@ def kernels():
             kwargs = kwargs or {}
             if func.namespace != "bitsandbytes":
                 return func(*args, **kwargs)
-            contexts = capture._active_session.contexts
+            contexts = active.session.contexts
             with warnings.catch_warnings(), pinned_op(contexts, func._schema.name):
                 # The wrappers pass data_ptr()s to the (no-op) kernels.
                 warnings.filterwarnings("ignore", "Accessing the data pointer of FakeTensor")
@@ -148,7 +148,7 @@ def load_4bit(build, dtype, double_quant=True):
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from transformers.quantizers import AutoHfQuantizer
 
-    from .capture import track
+    from .active import track
     from .kernels import metadata_only
 
     bnb = import_quietly()

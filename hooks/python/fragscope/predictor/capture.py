@@ -20,19 +20,16 @@ import os
 import weakref
 
 from .. import _library
-from . import cuda_graphs, roles
+from . import active, cuda_graphs, roles
 from .context import Contexts, module_paths
 from .device import current_stream_handle, find_gpu, simulated_cuda
+from .errors import PredictionError
 
 __all__ = ["Prediction", "capture", "predict", "PredictionError"]
 
 # The simulated device of the capture: as large as fragscope simulates (4 TiB), so that a
 # prediction records the job's whole stream; the target GPU's capacity is applied by the replay.
 CAPTURE_DEVICE_BYTES = 4 << 40
-
-
-class PredictionError(RuntimeError):
-    """A prediction could not run (no torch, a library missing, the job failed on the fake device)."""
 
 
 class Phase:
@@ -206,8 +203,7 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
     target = find_gpu(gpu) if isinstance(gpu, str) else gpu
     torch_lib = _torch_lib()
     session = _Session(log, conf, journal)
-    global _active_session
-    _active_session = session
+    active.session = session
     prediction = Prediction(log, target)
 
     class _FakeMode(FakeTensorMode):
@@ -267,27 +263,12 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
 
                 gc.collect()
     finally:
-        _active_session = None
+        active.session = None
         torch.nn.functional.scaled_dot_product_attention = original_sdpa
         torch_lib.fragscope_torch_predict_end()
         close_phase()
         prediction.allocations = session.allocations
         session.close()
-
-
-_active_session = None
-
-
-def track(storage):
-    """Inside capture: allocates `storage` (one made while nothing was recorded) on the current
-    stream, and frees it when it dies, as if an op had just made it."""
-    _active_session.track(storage, current_stream_handle())
-
-
-def reallocate(storage):
-    """Inside capture: a tracked `storage` given a new block of its size on the current stream,
-    and its old block freed (torch.utils.swap_tensors of a new tensor into it)."""
-    _active_session.resize(storage, storage.nbytes(), current_stream_handle())
 
 
 @contextlib.contextmanager

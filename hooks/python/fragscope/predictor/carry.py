@@ -22,7 +22,8 @@ import subprocess
 import tempfile
 
 from .. import _library
-from .capture import CAPTURE_DEVICE_BYTES, PredictionError
+from .capture import CAPTURE_DEVICE_BYTES
+from .errors import PredictionError
 
 # How far past the last aligned allocation the failed request may be looked for in the prediction.
 _SEARCH = 64

@@ -24,20 +24,9 @@ import importlib
 import json
 import sys
 
+from .job_flags import add_rank_flags, parse_set, rank_options
+
 GIB = float(1 << 30)
-
-
-def _parse_set(values):
-    overrides = {}
-    for item in values or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        try:
-            overrides[key] = json.loads(raw)
-        except ValueError:
-            overrides[key] = raw
-    return overrides
 
 
 def _function(spec, flag):
@@ -114,41 +103,6 @@ def _generate_flags(args):
     args.mode = "inference"
 
 
-def add_rank_flags(p):
-    """One rank of a data- or tensor-parallel job (parallel.py)."""
-    p.add_argument("--parallel", choices=["fsdp2", "ddp"],
-                   help="wrap the model in FSDP2 (fully_shard per block and root) or DDP")
-    p.add_argument("--tp", type=int, default=1,
-                   help="tensor and sequence parallelism over N ranks (a Llama-family "
-                   "--config), alone or with --parallel fsdp2 over --world-size / N")
-    p.add_argument("--world-size", type=int,
-                   help="the job's number of GPUs (a fake process group; default --tp, or 1)")
-    p.add_argument("--rank", type=int, default=0, help="the rank to predict")
-    p.add_argument("--bucket-cap-mb", type=float,
-                   help="DDP's bucket cap (default: DDP's, 25 MiB after a first 1 MiB bucket)")
-
-
-def rank_options(args, wrap_required=True):
-    """predict_hf's (and predict's) keyword arguments for the rank flags; ValueError names a bad
-    flag and its value. `wrap_required`: a world size above 1 needs --parallel (the standard
-    loop)."""
-    from .parallel import job
-
-    ranks = job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required,
-                flags=True, tp=args.tp)
-    args.world_size = ranks.world_size if ranks else 1
-    if (args.parallel or args.tp > 1) and getattr(args, "mode", "training") != "training":
-        flag = "--parallel" if args.parallel else "--tp"
-        raise ValueError(f"{flag} predicts training steps (--mode training)")
-    if args.tp > 1 and not getattr(args, "config", None):
-        raise ValueError("--tp goes with --config (the plan is for Llama-family models)")
-    options = {"parallel": args.parallel, "world_size": args.world_size, "rank": args.rank,
-               "bucket_cap_mb": args.bucket_cap_mb}
-    if args.tp > 1:
-        options["tp"] = args.tp
-    return options
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["carry"]:
@@ -162,7 +116,7 @@ def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        overrides = _parse_set(args.set)
+        overrides = parse_set(args.set)
         if args.config and (args.model_fn or args.step_fn):
             raise ValueError("give --config or --model-fn/--step-fn, not both")
         if args.config and (args.seq is None or args.micro_batch is None):
@@ -195,7 +149,8 @@ def main(argv=None):
         parser.print_usage(sys.stderr)
         print(f"python -m fragscope predict: error: {e}", file=sys.stderr)
         return 2
-    from .capture import PredictionError, predict
+    from .capture import predict
+    from .errors import PredictionError
 
     try:
         if pipeline:

@@ -19,69 +19,15 @@ A context is interned once per (role, module, op, backward) in Python and in the
 """
 
 import contextlib
-import weakref
 
-_LABEL = "fragscope_module"
-
-
-class ModuleNames:
-    """The running modules' names (a stack) and the labels of the autograd nodes they made; shared
-    with the real jobs' helper (module_context.py)."""
-
-    def __init__(self):
-        self.stack = []  # names of the modules whose forward runs, innermost last
-        self.names = weakref.WeakKeyDictionary()  # module -> its name
-
-    def name(self, module):
-        """`module`'s name: from the outermost module running when first seen."""
-        name = self.names.get(module)
-        if name is None:
-            if self.stack:
-                # A module first seen inside another (not a submodule of the root): its class.
-                name = f"{self.stack[-1]}.{type(module).__name__}"
-            else:
-                root = type(module).__name__
-                for child_name, child in module.named_modules():
-                    self.names[child] = child_name or root
-                name = self.names[module]
-        return name
-
-    def enter(self, module):
-        self.stack.append(self.name(module))
-
-    def leave(self, module):
-        """Pops `module` (its name returned)."""
-        return self.stack.pop() if self.stack else self.name(module)
-
-    def current(self):
-        """The innermost running module's name, "" outside any."""
-        return self.stack[-1] if self.stack else ""
-
-    @staticmethod
-    def label(outputs, name, on_label=None):
-        """Labels the autograd nodes that made `outputs` (and unlabelled nodes before them) with
-        `name`, calling on_label(node, name) for each."""
-        import torch
-        from torch.utils._pytree import tree_flatten
-
-        stack = [t.grad_fn for t in tree_flatten(outputs)[0]
-                 if isinstance(t, torch.Tensor) and t.grad_fn is not None]
-        while stack:
-            node = stack.pop()
-            metadata = node.metadata
-            if _LABEL in metadata:
-                continue
-            metadata[_LABEL] = name
-            if on_label is not None:
-                on_label(node, name)
-            stack.extend(n for n, _ in node.next_functions if n is not None)
+from ..module_names import LABEL, ModuleNames
 
 
 class Contexts:
     """The context state of one capture session."""
 
     def __init__(self, lib):
-        self.lib = lib  # as fragscope._load declares it
+        self.lib = lib  # as fragscope._library.load declares it
         self.ids = {}  # (role, module, op, backward) -> context id
         self.modules = ModuleNames()
         self.op = ""   # the ATen op being dispatched
@@ -95,7 +41,7 @@ class Contexts:
         if self.modules.stack:
             module = self.modules.current()
         elif node is not None:
-            module = node.metadata.get(_LABEL, "")
+            module = node.metadata.get(LABEL, "")
         else:
             module = ""
         return self.of(role, module, self.op, node is not None)

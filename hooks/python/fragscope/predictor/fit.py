@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 
-from .capture import PredictionError
+from .errors import PredictionError
 from .carry import CarryError, _run, fragscope_program
 
 GIB = float(1 << 30)

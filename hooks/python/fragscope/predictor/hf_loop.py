@@ -26,7 +26,8 @@ in 4 bits by bitsandbytes, bnb.py), the optimizer over the trainable parameters 
 import json
 import os
 
-from .capture import PredictionError, capture
+from .capture import capture
+from .errors import PredictionError
 
 OPTIMIZERS = ("adamw", "adamw-fused", "adamw-foreach", "sgd", "none")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": None}

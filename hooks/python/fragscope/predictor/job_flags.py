@@ -1,7 +1,57 @@
-"""The command-line flags of a predicted training step that `python -m fragscope carry` and
-`fit` share (the step's kernels and optimizer, the rank of a data-parallel job, the GPU and its
-cap), and the fragscope flags
-that replay a log under that cap."""
+"""The command-line flags the predictor's commands share: `--set` and the rank of a data- or
+tensor-parallel job (predict, carry, fit); the predicted training step's kernels, optimizer, GPU and
+cap, and the fragscope flags that replay a log under that cap (carry, fit)."""
+
+import json
+
+
+def parse_set(values):
+    """The --set KEY=VALUE overrides as a dict (a value is JSON, else the string)."""
+    overrides = {}
+    for item in values or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            overrides[key] = json.loads(raw)
+        except ValueError:
+            overrides[key] = raw
+    return overrides
+
+
+def add_rank_flags(p):
+    """One rank of a data- or tensor-parallel job (parallel.py)."""
+    p.add_argument("--parallel", choices=["fsdp2", "ddp"],
+                   help="wrap the model in FSDP2 (fully_shard per block and root) or DDP")
+    p.add_argument("--tp", type=int, default=1,
+                   help="tensor and sequence parallelism over N ranks (a Llama-family "
+                   "--config), alone or with --parallel fsdp2 over --world-size / N")
+    p.add_argument("--world-size", type=int,
+                   help="the job's number of GPUs (a fake process group; default --tp, or 1)")
+    p.add_argument("--rank", type=int, default=0, help="the rank to predict")
+    p.add_argument("--bucket-cap-mb", type=float,
+                   help="DDP's bucket cap (default: DDP's, 25 MiB after a first 1 MiB bucket)")
+
+
+def rank_options(args, wrap_required=True):
+    """predict_hf's (and predict's) keyword arguments for the rank flags; ValueError names a bad
+    flag and its value. `wrap_required`: a world size above 1 needs --parallel (the standard
+    loop)."""
+    from .parallel import job
+
+    ranks = job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required,
+                flags=True, tp=args.tp)
+    args.world_size = ranks.world_size if ranks else 1
+    if (args.parallel or args.tp > 1) and getattr(args, "mode", "training") != "training":
+        flag = "--parallel" if args.parallel else "--tp"
+        raise ValueError(f"{flag} predicts training steps (--mode training)")
+    if args.tp > 1 and not getattr(args, "config", None):
+        raise ValueError("--tp goes with --config (the plan is for Llama-family models)")
+    options = {"parallel": args.parallel, "world_size": args.world_size, "rank": args.rank,
+               "bucket_cap_mb": args.bucket_cap_mb}
+    if args.tp > 1:
+        options["tp"] = args.tp
+    return options
 
 
 def add_step_flags(p):
@@ -18,8 +68,6 @@ def add_step_flags(p):
     p.add_argument("--memory-fraction", help="the job's per-process memory fraction")
     p.add_argument("--allowed", help="... or its cap in bytes")
     p.add_argument("--conf", default="", help="the job's allocator settings")
-    from .cli import add_rank_flags
-
     add_rank_flags(p)
 
 
@@ -34,12 +82,11 @@ def parse(parser, argv, command, positive):
     integer flags' names (argparse dests) that must be at least 1."""
     import sys
 
-    from .cli import _parse_set, rank_options
     from .device import find_gpu
 
     args = parser.parse_args(argv)
     try:
-        overrides = _parse_set(args.set)
+        overrides = parse_set(args.set)
         gpu = find_gpu(args.gpu)
         if args.memory_fraction is not None and args.allowed is not None:
             raise ValueError("give --memory-fraction or --allowed, not both")

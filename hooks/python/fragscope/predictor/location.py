@@ -12,7 +12,7 @@ the autograd node that ran it (no module's forward runs there).
 
 import contextlib
 
-from .capture import PredictionError
+from .errors import PredictionError
 
 
 class Location:

@@ -15,7 +15,7 @@ import collections
 import contextlib
 import os
 
-from .capture import PredictionError
+from .errors import PredictionError
 from .collectives import send_buffers_are_communication
 from .device import patched_attributes
 from .dtensor import on_the_fake_group
@@ -303,7 +303,7 @@ def materialize(modules):
     """Allocates the local shards and buffers of `modules`, built with nothing recorded, as
     Module.to_empty on the device would (_to_empty_order); a storage two of them share is
     allocated once and then reallocated, as to_empty's second visit does."""
-    from .capture import reallocate, track
+    from .active import reallocate, track
 
     seen = set()
     for module in modules:

@@ -38,7 +38,7 @@ import contextlib
 import copy
 import warnings
 
-from .capture import PredictionError
+from .errors import PredictionError
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 

@@ -14,7 +14,8 @@ under pipeline parallelism); PipelineStage itself defers the gradients' reduce-s
 reshard to after the last microbatch's backward (perform_reduce_grad).
 """
 
-from .capture import PredictionError, capture
+from .capture import capture
+from .errors import PredictionError
 from .pipeline import SCHEDULES
 
 

@@ -39,9 +39,9 @@ NAMES = {UNKNOWN: "unknown", WEIGHTS: "weights", GRADIENTS: "gradients",
 
 
 def _session():
-    from . import capture
+    from . import active
 
-    return capture._active_session
+    return active.session
 
 
 @contextlib.contextmanager

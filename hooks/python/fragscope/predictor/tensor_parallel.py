@@ -35,7 +35,7 @@ the sequence sharding).
 
 import contextlib
 
-from .capture import PredictionError
+from .errors import PredictionError
 
 # The decoder layer's modules the plan places.
 _ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
