@@ -1,4 +1,4 @@
-"""LoRA and QLoRA predicted (hooks/python/fragscope/predictor/adapters.py, predictor/bnb.py): peft's
+"""LoRA and QLoRA predicted (hooks/python/fragscope/predictor/: adapters.py, bnb.py): peft's
 adapters on a frozen base, and bitsandbytes' 4-bit base with only its CUDA kernels replaced.
 
 Run by ctest (tests/predict/CMakeLists.txt, predict.adapters) with PYTHONPATH, FRAGSCOPE_LIB_DIR

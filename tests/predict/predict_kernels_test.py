@@ -1,6 +1,6 @@
-"""The predictor's models of what CUDA kernels allocate (hooks/python/fragscope/predictor/kernels.py,
-predictor/reductions.py, predictor/copy_metadata.py), on fake tensors, against torch 2.11's CUDA
-sources and recorded traces.
+"""The predictor's models of what CUDA kernels allocate (hooks/python/fragscope/predictor/:
+kernels.py, reductions.py, copy_metadata.py), on fake tensors, against torch 2.11's CUDA sources
+and recorded traces.
 
 Run by ctest (tests/predict/CMakeLists.txt, predict.kernels) with PYTHONPATH=hooks/python. Prints
 "skipped: ..." and exits 0 without torch.

@@ -1,7 +1,5 @@
 """fragscope.predict_hf: the standard training or inference loop of a Hugging Face model config,
-predicted on the simulated GPU (fragscope.predict), with the model recorded in the log. (The
-module's name differs from the function's: importing a submodule named predict_hf would replace
-the package's function of that name.)
+predicted on the simulated GPU (fragscope.predict), with the model recorded in the log.
 
 The loop is the one scripts/gpu/model_oom_check.py runs: the model built on the device, random
 token ids of micro_batch x seq, bf16 (or fp16) autocast, loss = model(input_ids, labels).loss,
