@@ -1,4 +1,5 @@
-// libfragscope_alloc.so: the allocation half of the C ABI (fragscope_alloc.h).
+// libfragscope_alloc.so: the allocation half of the C ABI (fragscope_alloc.h); the registry behind
+// it is in pluggable_registry.cc.
 //
 // Every extern "C" function catches everything: no exception ever crosses the C ABI (an exception
 // unwinding into PyTorch's C caller would terminate the job). Failures become NULL / no-ops plus a
@@ -11,7 +12,6 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -33,10 +33,6 @@
 namespace fragscope::hooks {
 namespace {
 
-std::atomic<AllocatorRegistry*> g_registry{nullptr};
-std::mutex g_registry_create_mu;
-// Whether the registry was made by fragscope_simulate (its devices are SimulatedBackends).
-bool g_simulated = false;  // guarded by g_registry_create_mu
 thread_local std::string t_last_error;
 
 // Error lines printed so far; after kMaxErrorLines only one "suppressed" line follows.
@@ -91,57 +87,7 @@ BackendFactory DefaultBackendFactory() {
   };
 }
 
-AllocatorRegistry& PluggableRegistry() {
-  if (AllocatorRegistry* registry = g_registry.load(std::memory_order_acquire)) return *registry;
-  std::lock_guard<std::mutex> lock(g_registry_create_mu);
-  if (AllocatorRegistry* registry = g_registry.load(std::memory_order_acquire)) return *registry;
-  auto* registry = new AllocatorRegistry(DefaultBackendFactory());  // never destroyed
-  WatchProcessExit();
-  g_registry.store(registry, std::memory_order_release);
-  return *registry;
-}
-
-absl::Status SetPluggableBackendFactory(BackendFactory factory) {
-  return PluggableRegistry().SetBackendFactory(std::move(factory));
-}
-
-absl::Status SimulatePluggableDevices(uint64_t device_bytes, std::optional<std::string_view> conf,
-                                      std::optional<std::string_view> log_pattern) {
-  if (device_bytes < SimulatedBackend::kGranularityBytes ||
-      device_bytes > SimulatedBackend::kMaxCapacityBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "fragscope_simulate: %u bytes is not a simulated device's size (2 MiB to 4 TiB)",
-        device_bytes));
-  }
-  std::lock_guard<std::mutex> lock(g_registry_create_mu);
-  AllocatorRegistry* current = g_registry.load(std::memory_order_acquire);
-  if (current != nullptr && !g_simulated) {
-    for (int d = 0; d < kMaxDevices; ++d) {
-      if (current->Find(d) != nullptr) {
-        return absl::FailedPreconditionError(
-            "fragscope_simulate: fragscope is already allocating on a real device in this "
-            "process");
-      }
-    }
-  }
-  auto fresh = std::make_unique<AllocatorRegistry>(
-      [device_bytes](int device) -> absl::StatusOr<std::unique_ptr<DeviceBackend>> {
-        return std::make_unique<SimulatedBackend>(device_bytes, device,
-                                                  AddressOrder::kHighestFirst);
-      });
-  if (absl::Status status = fresh->Configure(conf, log_pattern); !status.ok()) return status;
-  if (current == nullptr) WatchProcessExit();
-  // The old registry's destructor flushes and closes its logs.
-  delete g_registry.exchange(fresh.release(), std::memory_order_acq_rel);
-  g_simulated = true;
-  return absl::OkStatus();
-}
-
-void ResetPluggableAllocatorForTesting(BackendFactory factory) {
-  std::lock_guard<std::mutex> lock(g_registry_create_mu);
-  auto* fresh = new AllocatorRegistry(factory ? std::move(factory) : DefaultBackendFactory());
-  delete g_registry.exchange(fresh, std::memory_order_acq_rel);
-  g_simulated = false;
+void ResetErrorReportingForTesting() {
   g_error_lines.store(0);
   g_oom_lines.store(0);
   t_last_error.clear();
@@ -149,7 +95,7 @@ void ResetPluggableAllocatorForTesting(BackendFactory factory) {
 
 }  // namespace fragscope::hooks
 
-using fragscope::hooks::PluggableRegistry;
+using fragscope::hooks::RegistryPin;
 using fragscope::hooks::ReportError;
 using fragscope::hooks::ReportException;
 
@@ -158,7 +104,8 @@ extern "C" {
 void* fragscope_malloc(size_t size, int device, cudaStream_t stream) {
   try {
     if (size == 0 || fragscope::hooks::ProcessIsExiting()) return nullptr;
-    absl::StatusOr<fragscope::CachingAllocator*> allocator = PluggableRegistry().Get(device);
+    const RegistryPin registry;
+    absl::StatusOr<fragscope::CachingAllocator*> allocator = registry->Get(device);
     if (!allocator.ok()) {
       ReportError(absl::StrFormat("fragscope_malloc(%u bytes, device %d): %s", size, device,
                                   allocator.status().message()));
@@ -192,15 +139,15 @@ void fragscope_free(void* ptr, size_t /*size*/, int device, cudaStream_t /*strea
   try {
     if (ptr == nullptr || fragscope::hooks::ProcessIsExiting()) return;
     const auto address = reinterpret_cast<fragscope::DevicePtr>(ptr);
-    fragscope::hooks::AllocatorRegistry& registry = PluggableRegistry();
+    const RegistryPin registry;
     absl::Status first;
-    if (fragscope::CachingAllocator* allocator = registry.Find(device)) {
+    if (fragscope::CachingAllocator* allocator = registry->Find(device)) {
       first = allocator->Free(address);
       if (first.ok()) return;
     }
     // The caller's device may be wrong (a plain C user); the pointer identifies its allocator.
     for (int d = 0; d < fragscope::hooks::kMaxDevices; ++d) {
-      fragscope::CachingAllocator* allocator = registry.Find(d);
+      fragscope::CachingAllocator* allocator = registry->Find(d);
       if (d == device || allocator == nullptr) continue;
       if (allocator->Free(address).ok()) return;
     }
@@ -215,7 +162,7 @@ void fragscope_init(int /*device_count*/) {
   try {
     // Allocators are created per device on first use; validate the configuration now so that a
     // bad FRAGSCOPE_ALLOC_CONF is reported when the allocator is installed.
-    absl::StatusOr<fragscope::AllocatorOptions> options = PluggableRegistry().Options();
+    absl::StatusOr<fragscope::AllocatorOptions> options = RegistryPin()->Options();
     if (!options.ok()) ReportError(std::string(options.status().message()));
   } catch (...) {
     ReportException("fragscope_init");
@@ -225,8 +172,9 @@ void fragscope_init(int /*device_count*/) {
 void fragscope_empty_cache(void) {
   try {
     if (fragscope::hooks::ProcessIsExiting()) return;
+    const RegistryPin registry;
     for (int d = 0; d < fragscope::hooks::kMaxDevices; ++d) {
-      if (fragscope::CachingAllocator* allocator = PluggableRegistry().Find(d)) {
+      if (fragscope::CachingAllocator* allocator = registry->Find(d)) {
         allocator->EmptyCache();
       }
     }
@@ -237,8 +185,8 @@ void fragscope_empty_cache(void) {
 
 void fragscope_set_memory_fraction(double fraction, int device) {
   try {
-    fragscope::hooks::AllocatorRegistry& registry = PluggableRegistry();
-    absl::StatusOr<fragscope::CachingAllocator*> allocator = registry.Get(device);
+    const RegistryPin registry;
+    absl::StatusOr<fragscope::CachingAllocator*> allocator = registry->Get(device);
     absl::Status status =
         allocator.ok() ? (*allocator)->SetMemoryFraction(fraction) : allocator.status();
     if (!status.ok()) {
@@ -246,7 +194,7 @@ void fragscope_set_memory_fraction(double fraction, int device) {
                                   device, status.message()));
       return;
     }
-    fragscope::hooks::RecordOptionsInLog(registry, device, **allocator);
+    fragscope::hooks::RecordOptionsInLog(*registry, device, **allocator);
   } catch (...) {
     ReportException("fragscope_set_memory_fraction");
   }
@@ -257,8 +205,9 @@ void fragscope_record_stream(void* ptr, cudaStream_t stream) {
     if (ptr == nullptr || fragscope::hooks::ProcessIsExiting()) return;
     const auto address = reinterpret_cast<fragscope::DevicePtr>(ptr);
     const auto stream_id = reinterpret_cast<fragscope::StreamId>(stream);
+    const RegistryPin registry;
     for (int d = 0; d < fragscope::hooks::kMaxDevices; ++d) {
-      fragscope::CachingAllocator* allocator = PluggableRegistry().Find(d);
+      fragscope::CachingAllocator* allocator = registry->Find(d);
       if (allocator == nullptr) continue;
       const absl::Status status = allocator->RecordStream(address, stream_id);
       if (status.ok()) return;
@@ -276,7 +225,7 @@ void fragscope_record_stream(void* ptr, cudaStream_t stream) {
 
 int fragscope_configure(const char* conf, const char* log_pattern) {
   try {
-    absl::Status status = PluggableRegistry().Configure(
+    absl::Status status = RegistryPin()->Configure(
         conf != nullptr ? std::optional<std::string_view>(conf) : std::nullopt,
         log_pattern != nullptr ? std::optional<std::string_view>(log_pattern) : std::nullopt);
     if (status.ok()) return 0;

@@ -1,5 +1,5 @@
-// Helpers shared by the C ABI files of libfragscope_alloc.so (pluggable_allocator.cc,
-// pluggable_stats.cc). Not part of any public interface.
+// Helpers shared by the C ABI files of libfragscope_alloc.so (pluggable_*.cc). Not part of any
+// public interface.
 #pragma once
 
 #include <string>
@@ -13,6 +13,8 @@ namespace fragscope::hooks {
 void ReportError(const std::string& message);
 // Inside a catch block: reports the active exception as an internal error of `function`.
 void ReportException(const char* function);
+// Tests only: prints error lines again from the first, clears this thread's last error.
+void ResetErrorReportingForTesting();
 
 // Records `allocator`'s current options (memory fraction included) as an options change in the
 // device's log, if it has one.

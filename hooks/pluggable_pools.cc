@@ -35,9 +35,10 @@ absl::StatusOr<PoolId> CheckedPoolId(uint64_t first, uint64_t second) {
   return pool;
 }
 
-// The allocator of a device that must already allocate (ending or releasing a pool there).
-absl::StatusOr<CachingAllocator*> ExistingAllocator(int device) {
-  if (CachingAllocator* allocator = PluggableRegistry().Find(device)) return allocator;
+// The allocator of a device that must already allocate (ending or releasing a pool there), in the
+// registry `registry` pins.
+absl::StatusOr<CachingAllocator*> ExistingAllocator(const RegistryPin& registry, int device) {
+  if (CachingAllocator* allocator = registry->Find(device)) return allocator;
   return absl::FailedPreconditionError(
       absl::StrFormat("device %d has no allocator yet (no pool was begun there)", device));
 }
@@ -54,19 +55,22 @@ int Outcome(const char* function, int device, uint64_t first, uint64_t second,
 }  // namespace
 
 absl::Status BeginAllocateToPool(int device, PoolId pool, CachingAllocator::StreamFilter filter) {
-  absl::StatusOr<CachingAllocator*> allocator = PluggableRegistry().Get(device);
+  const RegistryPin registry;
+  absl::StatusOr<CachingAllocator*> allocator = registry->Get(device);
   if (!allocator.ok()) return allocator.status();
   return (*allocator)->BeginAllocateToPool(pool, std::move(filter));
 }
 
 absl::Status EndAllocateToPool(int device, PoolId pool) {
-  absl::StatusOr<CachingAllocator*> allocator = ExistingAllocator(device);
+  const RegistryPin registry;
+  absl::StatusOr<CachingAllocator*> allocator = ExistingAllocator(registry, device);
   if (!allocator.ok()) return allocator.status();
   return (*allocator)->EndAllocateToPool(pool);
 }
 
 absl::Status ReleasePool(int device, PoolId pool) {
-  absl::StatusOr<CachingAllocator*> allocator = ExistingAllocator(device);
+  const RegistryPin registry;
+  absl::StatusOr<CachingAllocator*> allocator = ExistingAllocator(registry, device);
   if (!allocator.ok()) return allocator.status();
   return (*allocator)->ReleasePool(pool);
 }
@@ -126,7 +130,8 @@ int fragscope_release_pool(int device, uint64_t pool_first, uint64_t pool_second
 
 int fragscope_pool_use_count(int device, uint64_t pool_first, uint64_t pool_second) {
   try {
-    fragscope::CachingAllocator* allocator = fragscope::hooks::PluggableRegistry().Find(device);
+    const fragscope::hooks::RegistryPin registry;
+    fragscope::CachingAllocator* allocator = registry->Find(device);
     if (allocator == nullptr) return -1;
     absl::StatusOr<int> count = allocator->PoolUseCount({pool_first, pool_second});
     return count.ok() ? *count : -1;

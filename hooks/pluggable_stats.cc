@@ -30,7 +30,8 @@ const std::vector<std::string>& StatKeys() {
 }
 
 DeviceStats StatsOf(int device) {
-  CachingAllocator* allocator = PluggableRegistry().Find(device);
+  const RegistryPin registry;
+  CachingAllocator* allocator = registry->Find(device);
   return allocator != nullptr ? allocator->GetStats() : DeviceStats{};
 }
 
@@ -108,7 +109,8 @@ int64_t fragscope_stat(int device, const char* key) {
 
 void fragscope_reset_peak_stats(int device) {
   try {
-    if (auto* allocator = fragscope::hooks::PluggableRegistry().Find(device)) {
+    const fragscope::hooks::RegistryPin registry;
+    if (auto* allocator = registry->Find(device)) {
       allocator->ResetPeakStats();
     }
   } catch (...) {
@@ -118,7 +120,8 @@ void fragscope_reset_peak_stats(int device) {
 
 void fragscope_reset_accumulated_stats(int device) {
   try {
-    if (auto* allocator = fragscope::hooks::PluggableRegistry().Find(device)) {
+    const fragscope::hooks::RegistryPin registry;
+    if (auto* allocator = registry->Find(device)) {
       allocator->ResetAccumulatedStats();
     }
   } catch (...) {
@@ -140,7 +143,8 @@ size_t fragscope_memory_summary(int device, char* buf, size_t len) {
 size_t fragscope_snapshot_json(int device, char* buf, size_t len) {
   try {
     fragscope::AllocatorSnapshot snapshot;
-    if (auto* allocator = fragscope::hooks::PluggableRegistry().Find(device)) {
+    const fragscope::hooks::RegistryPin registry;
+    if (auto* allocator = registry->Find(device)) {
       snapshot = allocator->Snapshot();
     }
     return fragscope::hooks::CopyOut(fragscope::hooks::SnapshotJson(snapshot, device), buf, len);
@@ -153,7 +157,8 @@ size_t fragscope_snapshot_json(int device, char* buf, size_t len) {
 void fragscope_mark(const char* text) {
   try {
     if (text == nullptr) return;
-    if (auto* logs = fragscope::hooks::PluggableRegistry().logs()) logs->MarkAll(text);
+    const fragscope::hooks::RegistryPin registry;
+    if (auto* logs = registry->logs()) logs->MarkAll(text);
   } catch (...) {
     ReportException("fragscope_mark");
   }
@@ -162,7 +167,8 @@ void fragscope_mark(const char* text) {
 void fragscope_record_model(const char* json) {
   try {
     if (json == nullptr) return;
-    if (auto* logs = fragscope::hooks::PluggableRegistry().logs()) logs->RecordModelAll(json);
+    const fragscope::hooks::RegistryPin registry;
+    if (auto* logs = registry->logs()) logs->RecordModelAll(json);
   } catch (...) {
     ReportException("fragscope_record_model");
   }
@@ -188,7 +194,8 @@ int fragscope_tag_block(const void* ptr, int device, int role) {
 int fragscope_tag_block_context(const void* ptr, int device, int role, uint32_t context) {
   try {
     if (!CheckRole("fragscope_tag_block", role)) return -1;
-    if (auto* logs = fragscope::hooks::PluggableRegistry().logs()) {
+    const fragscope::hooks::RegistryPin registry;
+    if (auto* logs = registry->logs()) {
       if (fragscope::FslogWriter* writer = logs->Get(device)) {
         writer->Tag(reinterpret_cast<fragscope::DevicePtr>(ptr), static_cast<uint8_t>(role),
                     context);
@@ -205,7 +212,8 @@ uint32_t fragscope_define_context(int role, const char* module, const char* op, 
                                   int backward) {
   try {
     if (!CheckRole("fragscope_define_context", role)) return 0;
-    auto* logs = fragscope::hooks::PluggableRegistry().logs();
+    const fragscope::hooks::RegistryPin registry;
+    auto* logs = registry->logs();
     if (logs == nullptr) return 0;
     return logs->DefineContextAll(static_cast<uint8_t>(role), module ? module : "", op ? op : "",
                                   site ? site : "", backward != 0);
@@ -219,7 +227,8 @@ void fragscope_set_context(uint32_t context) { fragscope::FslogWriter::SetThread
 
 int fragscope_flush(void) {
   try {
-    auto* logs = fragscope::hooks::PluggableRegistry().logs();
+    const fragscope::hooks::RegistryPin registry;
+    auto* logs = registry->logs();
     if (logs == nullptr) return 0;
     absl::Status status = logs->FlushAll();
     if (status.ok()) return 0;
