@@ -92,10 +92,11 @@ const bool g_heavy_barrier =
 
 // A full barrier on every running thread of this process, as if each had executed one.
 void HeavyBarrier() {
-  if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
-    std::perror("fragscope: membarrier failed after it was registered");
-    std::abort();  // a pinned registry could be freed: never continue without the barrier
-  }
+  if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+  // A fallback that needs no registration; slower: it waits for a scheduler grace period.
+  if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0) return;
+  std::perror("fragscope: membarrier failed after it was registered");
+  std::abort();  // a pinned registry could be freed: never continue without the barrier
 }
 
 bool ThisThreadHoldsAPin() {
