@@ -17,7 +17,9 @@ def _naming_update(update):
 
     def naming_update(self, key_states, value_states, layer_idx, *args, **kwargs):
         result = update(self, key_states, value_states, layer_idx, *args, **kwargs)
-        if _callbacks:
+        # Not traced into a torch.compile'd graph (dynamo cannot trace the layer's vars(), and
+        # would break the graph there): a compiled region's cache tensors go unnamed.
+        if _callbacks and not torch.compiler.is_compiling():
             for value in vars(self.layers[layer_idx]).values():
                 if isinstance(value, torch.Tensor):
                     for on_update in list(_callbacks):

@@ -20,7 +20,7 @@ import os
 import weakref
 
 from .. import _library
-from . import active, cuda_graphs, roles
+from . import active, compile as compiled, cuda_graphs, roles
 from .context import Contexts, module_paths
 from .device import current_stream_handle, find_gpu, simulated_cuda
 from .errors import PredictionError
@@ -186,9 +186,10 @@ def _torch_lib():
 
 
 @contextlib.contextmanager
-def capture(log, gpu="h100-80gb", conf=None, journal=None):
+def capture(log, gpu="h100-80gb", conf=None, journal=None, compile=False):
     """Runs the body on the simulated CUDA device of `gpu`, recording into `log` (an .fslog path),
-    and into `journal` (a list) each allocation, free and marker when one is given.
+    and into `journal` (a list) each allocation, free and marker when one is given. torch.compile
+    works inside (compile.py): from the start with `compile`, else from its first call.
 
     Yields (prediction, mark): mark(text) writes a marker and records the statistics there.
     Inside, build the model and run the steps as on the GPU (device="cuda").
@@ -257,7 +258,8 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None):
             with fake, _swappable_parameters(fake), _foreach_takes_fake_tensors(), \
                     _resizable_storages(session), Recorder(session, target), \
                     module_paths(session.contexts), \
-                    roles.naming_kv_caches(), cuda_graphs.simulated(session):
+                    roles.naming_kv_caches(), cuda_graphs.simulated(session), \
+                    compiled.on_demand(target, compile):
                 yield prediction, mark
                 import gc
 
@@ -333,7 +335,7 @@ def _foreach_takes_fake_tensors():
 
 
 def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None, world_size=1, rank=0,
-            parallel=None, bucket_cap_mb=None, blocks=None, make_optimizer=None):
+            parallel=None, bucket_cap_mb=None, blocks=None, make_optimizer=None, compile=False):
     """Predicts `steps` calls of step(state, index) after make_model() on the simulated `gpu`.
 
     make_model() builds the model (and whatever state the steps keep) on device "cuda"; its
@@ -348,6 +350,8 @@ def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None, world
     sharded unrecorded and then its shards allocated, as torchtitan's meta-device initialisation
     (parallel.build). parallel=None with world_size > 1:
     make_model() wraps the model itself (its own fully_shard or DDP calls run on the fake group).
+    torch.compile in make_model or step compiles for the target GPU (compile.py); with compile,
+    also what was compiled before the prediction began.
     """
     from . import parallel as parallelism
 
@@ -357,7 +361,9 @@ def predict(make_model, step, log, *, steps=1, gpu="h100-80gb", conf=None, world
         raise PredictionError(str(e)) from e
     if make_optimizer is not None and parallel is None:
         raise PredictionError("make_optimizer goes with parallel='fsdp2' or 'ddp'")
-    with capture(log, gpu=gpu, conf=conf) as (prediction, mark):
+    if compile and rank_job is not None:
+        raise PredictionError(f"compile with world_size={world_size} is not predicted")
+    with capture(log, gpu=gpu, conf=conf, compile=compile) as (prediction, mark):
         global current_mark
         current_mark = mark
         try:

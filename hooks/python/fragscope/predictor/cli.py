@@ -14,6 +14,8 @@ python -m fragscope fit ...: the largest micro-batch that fits, fragmentation in
         --cache static --out gen.fslog                  # transformers' generate (inference)
     python -m fragscope predict --config gpt2 --seq 512 --micro-batch 8 --mode inference \
         --cuda-graphs --steps 10 --out graph.fslog      # the forward captured once, replayed
+    python -m fragscope predict --config gpt2 --seq 1024 --micro-batch 8 \
+        --compile --out compiled.fslog                  # model = torch.compile(model)
 
 Then: fragscope analyze|sweep pred.fslog --gpu h100-80gb. Exit status: 0 done, 1 the prediction
 failed (the message names what), 2 a usage error.
@@ -81,6 +83,9 @@ def _parser():
     from .cuda_graphs import add_flags as add_graph_flags
 
     add_graph_flags(p)
+    from .compile import add_flags as add_compile_flags
+
+    add_compile_flags(p)
     from .pipeline_loop import add_flags as add_pipeline_flags
 
     add_pipeline_flags(p)
@@ -136,6 +141,9 @@ def main(argv=None):
         from .cuda_graphs import options as graph_options
 
         graphs = graph_options(args)
+        from .compile import options as compile_options
+
+        compiled = compile_options(args)
         if args.optimizer_fn and not (args.model_fn and args.parallel):
             raise ValueError("--optimizer-fn goes with --model-fn and --parallel")
         from .device import find_gpu
@@ -168,10 +176,11 @@ def main(argv=None):
                                 dtype=args.dtype, attention=args.attention,
                                 recompute=args.recompute, gpu=args.gpu, conf=args.conf,
                                 overrides=overrides, generate=args.generate, cache=args.cache,
-                                **ranks, **adapters, **graphs)
+                                **ranks, **adapters, **graphs, **compiled)
         else:
             result = predict(make, step, args.out, steps=args.steps, gpu=args.gpu,
-                             conf=args.conf, make_optimizer=make_optimizer, **ranks)
+                             conf=args.conf, make_optimizer=make_optimizer, **ranks,
+                             **compiled)
     except (PredictionError, OSError) as e:
         print(f"python -m fragscope predict: {e}", file=sys.stderr)
         return 1

@@ -62,13 +62,19 @@ def module_paths(contexts):
     """Inside: `contexts.modules` follows the forward of every module."""
     from torch.nn.modules import module as nn_module
 
+    import torch
+
     names = contexts.modules
 
+    # Inside a torch.compile'd region the hooks are not traced: its graph's allocations are the
+    # compiled module's (compile.py).
     def pre(module, args):
-        names.enter(module)
+        if not torch.compiler.is_compiling():
+            names.enter(module)
 
     def post(module, args, output):
-        names.label(output, names.leave(module))
+        if not torch.compiler.is_compiling():
+            names.label(output, names.leave(module))
 
     handles = [nn_module.register_module_forward_pre_hook(pre),
                nn_module.register_module_forward_hook(post, always_call=True)]

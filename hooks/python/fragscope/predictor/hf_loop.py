@@ -96,7 +96,8 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                lora=False, qlora=False, lora_rank=8, lora_alpha=None, lora_targets=None,
                lora_dropout=0.0,
                lr=1e-4, overrides=None, journal=None, world_size=None, rank=0, parallel=None,
-               bucket_cap_mb=None, generate=None, cache=None, tp=1, cuda_graphs=False):
+               bucket_cap_mb=None, generate=None, cache=None, tp=1, cuda_graphs=False,
+               compile=False, compile_mode="default"):
     """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
     `journal`: capture.capture). `micro_batch` is per rank; world_size, rank, parallel
     ("fsdp2", "ddp") and bucket_cap_mb (ddp): the rank of a data-parallel job
@@ -111,7 +112,9 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     lora_rank, lora_alpha, lora_targets, lora_dropout): peft's LoRA, over a 4-bit base for qlora
     (adapters.py); `Prediction.adapter`: what was adapted. cuda_graphs (inference): the
     forward warmed up, captured once into a CUDA graph and replayed each step
-    (cuda_graphs.GraphedForward); `Prediction.graph_pool`: the graph's pool id."""
+    (cuda_graphs.GraphedForward); `Prediction.graph_pool`: the graph's pool id. compile: the
+    model compiled as `model = torch.compile(model, mode=compile_mode)` once built (training or
+    inference; compile.py)."""
     import contextlib
 
     import torch
@@ -129,6 +132,12 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     if cuda_graphs and (mode != "inference" or generate is not None):
         raise PredictionError("cuda_graphs captures the inference forward (mode='inference', "
                               "no generate)")
+    if compile:
+        from .compile import check_job
+
+        check_job(compile_mode, **{"cuda_graphs": cuda_graphs, "generate": generate is not None,
+                                   "parallel": parallel is not None, "tp": tp != 1,
+                                   "lora": lora, "qlora": qlora})
     adapter = adapters.adapter(lora, qlora, lora_rank, lora_alpha, lora_targets,
                                lora_dropout)
     try:
@@ -174,8 +183,8 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     location = Location()
     notes = []  # what a generation assumed (generate.py)
     built = {}  # the attention used and the recorded job, once the model is built
-    with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark), \
-            contextlib.ExitStack() as ranks:
+    with capture(log, gpu=gpu, conf=conf, journal=journal,
+                 compile=compile) as (prediction, mark), contextlib.ExitStack() as ranks:
         phase = []
 
         def marked(text):
@@ -229,6 +238,8 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                     _write_model_record(cfg, built["job"])
             roles.name_parameters(model)
             opt = _optimizer(model, optimizer, lr) if training else None
+            if compile:
+                model = torch.compile(model, mode=compile_mode)
             roles.tag_states_when_made(opt)
             if training:
                 roles.tag_gradients_when_made(model.parameters())

@@ -66,6 +66,18 @@ def _uses_cublaslt(func, args):
     return isinstance(bias, torch.Tensor) and bias.dim() == 1
 
 
+@torch.compiler.assume_constant_result
+def _sdp_backends():
+    """The SDPA backends in priority order, each with whether it is enabled; a constant to
+    dynamo, which cannot trace these builtins: under torch.compile the chosen backend's op is
+    traced into the graph, as the composite's choice on the GPU puts it there (compile.py)."""
+    backends = torch.backends.cuda
+    enabled = {_FLASH: backends.flash_sdp_enabled(),
+               _EFFICIENT: backends.mem_efficient_sdp_enabled(),
+               _MATH: backends.math_sdp_enabled()}
+    return [(b, enabled.get(b, False)) for b in torch._C._get_sdp_priority_order()]
+
+
 def sdp_choice(gpu, args, kwargs):
     """The backend PyTorch 2.11 picks for scaled_dot_product_attention on `gpu` (an int of
     torch.nn.attention.SDPBackend)."""
@@ -74,7 +86,6 @@ def sdp_choice(gpu, args, kwargs):
     p.update(kwargs)
     q, k, v = p["query"], p["key"], p["value"]
     mask = p.get("attn_mask")
-    backends = torch.backends.cuda
     head = q.size(-1)
     dims_ok = q.dim() == 4 and k.dim() == 4 and v.dim() == 4
     same_head = head == k.size(-1) == v.size(-1)
@@ -85,19 +96,19 @@ def sdp_choice(gpu, args, kwargs):
     heads_q, heads_k, heads_v = q.size(-3), k.size(-3), v.size(-3)
     same_heads = heads_q == heads_k == heads_v
     grouped = bool(p.get("enable_gqa")) and heads_k == heads_v and heads_q % heads_k == 0
-    for backend in torch._C._get_sdp_priority_order():
-        if backend == _FLASH and backends.flash_sdp_enabled():
+    for backend, enabled in _sdp_backends():
+        if backend == _FLASH and enabled:
             if (gpu.capability >= (8, 0) and half and mask is None and dims_ok and same_head
                     and strides_ok and head <= 256 and head % 8 == 0
                     and (same_heads or grouped)):
                 return _FLASH
-        elif backend == _EFFICIENT and backends.mem_efficient_sdp_enabled():
+        elif backend == _EFFICIENT and enabled:
             align = 8 if half else 4
             if (q.dtype in (torch.float16, torch.bfloat16, torch.float32) and dims_ok
                     and strides_ok and head % align == 0 and v.size(-1) % align == 0
                     and same_heads):
                 return _EFFICIENT
-        elif backend == _MATH and backends.math_sdp_enabled():
+        elif backend == _MATH and enabled:
             return _MATH
     raise RuntimeError("No available kernel for scaled_dot_product_attention on "
                        f"{gpu.name}: every backend is disabled or unsupported for these inputs")
@@ -325,6 +336,16 @@ class Recorder(TorchDispatchMode):
         # (a fake tensor and the meta tensor it wraps); made under the fake mode, not recorded.
         probe = torch.empty(1, device="cuda")
         self.unshared_storage_count = torch._C._storage_Use_Count(probe.untyped_storage()._cdata)
+
+    @classmethod
+    def ignore_compile_internals(cls):
+        """torch.compile compiles under the Recorder (dynamo skips a frame under a mode that says
+        False): off while dynamo traces and inductor compiles, on while the compiled code runs,
+        which allocates its buffers through it (compile.py); while compile support is off,
+        dynamo runs the frames eagerly."""
+        from . import compile as compiled
+
+        return compiled.active
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -51,9 +51,16 @@ class Location:
         return text
 
     def _pre(self, module, args):
-        self.stack.append(module)
+        import torch
+
+        if not torch.compiler.is_compiling():  # not traced into a compiled graph
+            self.stack.append(module)
 
     def _post(self, module, args, output):
+        import torch
+
+        if torch.compiler.is_compiling():
+            return
         # A forward that raised and was caught inside the model left its entries above: drop
         # them with it.
         for i in range(len(self.stack) - 1, -1, -1):
@@ -86,6 +93,12 @@ def _op_site_mode():
         def __init__(self, location):
             super().__init__()
             self.location = location
+
+        @classmethod
+        def ignore_compile_internals(cls):
+            # torch.compile runs with this mode on (dynamo skips a frame under any other mode);
+            # the compiled code's ops come through it (compile.py).
+            return True
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if any(hasattr(t, "__tensor_flatten__") for t in types):

@@ -83,6 +83,12 @@ def mode(location):
             self.counts = {}  # (module text, what, assumed) -> [reads, note prefix]
             self.order = []
 
+        @classmethod
+        def ignore_compile_internals(cls):
+            # torch.compile compiles under this mode (compile.py); a random scalar read inside a
+            # compiled region breaks its graph, and the read runs here, eagerly.
+            return True
+
         @property
         def notes(self):
             out = []

@@ -1,0 +1,207 @@
+"""torch.compile in a prediction (predictor/compile.py): inductor's generated wrapper runs on fake
+tensors, its buffers allocated and freed from fragscope's allocator in the wrapper's order.
+
+Run by ctest (tests/predict/CMakeLists.txt, predict.compile) with PYTHONPATH=hooks/python,
+FRAGSCOPE_LIB_DIR and FRAGSCOPE_BIN set. Prints "skipped: ..." and exits 0 without torch,
+transformers or libfragscope_torch.so.
+
+  - WrapperTest: a compiled block (Linear, LayerNorm, GELU, residual, Linear), its forward and
+    backward wrappers captured with run_and_get_code: the allocations and frees the prediction
+    records while each runs are exactly those the wrapper names, in its order -- each
+    `bufN = empty_strided_cuda(size, stride, dtype)` one allocation of its bytes, each
+    `del bufN` of a buffer it allocated (through its reuse lines, `bufM = bufN; del bufN  #
+    reuse`) the free of that block; inference (no_grad) likewise.
+  - PeakTest: a one-layer GPT-2, training with AdamW and inference, eager against compiled:
+    the compiled step's peak allocated bytes is lower (inductor's fusion keeps fewer saved
+    activations and temporaries); the figures are printed.
+  - RefusalTest: the combinations not predicted name themselves (CLI exit 2, PredictionError).
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from prerequisites import missing as _missing  # noqa: E402
+
+GPT2 = {"n_layer": 1, "n_embd": 64, "n_head": 2, "vocab_size": 512, "n_positions": 64}
+
+_ALLOC = re.compile(r"^\s*(\w+) = empty_strided_cuda\(\(([^)]*)\), \(([^)]*)\), torch\.(\w+)\)")
+_REUSE = re.compile(r"^\s*(\w+) = (\w+); del (\w+)  # reuse")
+_DEL = re.compile(r"^\s*del (\w+(?:, \w+)*)\s*$")
+
+
+def _nbytes(size, stride, dtype):
+    import torch
+
+    sizes = [int(s) for s in size.split(",") if s.strip()]
+    strides = [int(s) for s in stride.split(",") if s.strip()]
+    if any(s == 0 for s in sizes):
+        return 0
+    span = sum((s - 1) * st for s, st in zip(sizes, strides)) + 1
+    return span * getattr(torch, dtype).itemsize
+
+
+def wrapper_events(code):
+    """The allocations and frees `code` (an inductor wrapper) names in its call(), in order:
+    ("alloc", bytes) and ("free", index of the allocation)."""
+    body = code[code.index("def call("):]
+    blocks, events = {}, []  # buffer name -> index of its allocation
+    for line in body.splitlines():
+        m = _ALLOC.match(line)
+        if m:
+            blocks[m.group(1)] = len([e for e in events if e[0] == "alloc"])
+            events.append(("alloc", _nbytes(m.group(2), m.group(3), m.group(4))))
+            continue
+        m = _REUSE.match(line)
+        if m:
+            if m.group(2) in blocks:
+                blocks[m.group(1)] = blocks.pop(m.group(2))
+            continue
+        m = _DEL.match(line)
+        if m:
+            for name in m.group(1).split(", "):
+                if name in blocks:
+                    events.append(("free", blocks.pop(name)))
+    return events
+
+
+def journal_events(journal, start, end):
+    """The journal's allocations and frees between markers `start` and `end`, as wrapper_events
+    numbers them (frees of blocks allocated before `start` left out)."""
+    entries = journal[journal.index(("mark", start)) + 1:journal.index(("mark", end))]
+    index, events = {}, []
+    for entry in entries:
+        if entry[0] == "alloc":
+            index[entry[1]] = len(index)
+            events.append(("alloc", entry[2]))
+        elif entry[0] == "free" and entry[1] in index:
+            events.append(("free", index.pop(entry[1])))
+    return events
+
+
+class WrapperTest(unittest.TestCase):
+    def _block(self):
+        import torch
+
+        return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.LayerNorm(256),
+                                   torch.nn.GELU(), torch.nn.Linear(256, 64)).cuda()
+
+    def test_training_wrappers_allocate_what_they_name(self):
+        import torch
+        from torch._inductor.utils import run_and_get_code
+
+        from fragscope.predictor.capture import capture
+
+        journal = []
+        with capture(os.path.join(tempfile.mkdtemp(), "w.fslog"), journal=journal) as (_, mark):
+            block = self._block()
+            x = torch.randn(32, 64, device="cuda", requires_grad=True)
+            grad = torch.randn(32, 64, device="cuda")
+            block(x).backward(grad)  # eager: the cuBLAS workspaces of both threads made
+            x.grad = None
+            for p in block.parameters():
+                p.grad = None
+            model = torch.compile(block)
+
+            def step():
+                # Compilation allocates nothing: what each call records is its wrapper's.
+                mark("forward")
+                out = model(x)
+                mark("backward")
+                out.backward(grad)
+                mark("end")
+
+            _, codes = run_and_get_code(step)
+        self.assertEqual(len(codes), 2, "a forward and a backward wrapper")
+        forward, backward = (wrapper_events(c) for c in codes)
+        self.assertTrue(any(e[0] == "free" for e in backward), "the backward frees buffers")
+        self.assertEqual(journal_events(journal, "forward", "backward"), forward)
+        self.assertEqual(journal_events(journal, "backward", "end"), backward)
+
+    def test_inference_wrapper_allocates_what_it_names(self):
+        import torch
+        from torch._inductor.utils import run_and_get_code
+
+        from fragscope.predictor.capture import capture
+
+        journal = []
+        with capture(os.path.join(tempfile.mkdtemp(), "i.fslog"), journal=journal) as (_, mark):
+            model = self._block().eval()
+            x = torch.randn(32, 64, device="cuda")
+            with torch.no_grad():
+                model(x)  # the cuBLAS workspace, outside the measured call
+                compiled = torch.compile(model)
+                mark("compile")
+                out, codes = run_and_get_code(lambda: compiled(x))
+                mark("end")
+        self.assertEqual(len(codes), 1)
+        expected = wrapper_events(codes[0])
+        self.assertGreaterEqual(len(expected), 3)
+        # Compilation allocates nothing: what the call records is what its wrapper names.
+        self.assertEqual(journal_events(journal, "compile", "end"), expected)
+
+
+class PeakTest(unittest.TestCase):
+    def _peaks(self, mode):
+        from fragscope.predictor.hf_loop import predict_hf
+
+        out = {}
+        for compiled in (False, True):
+            p = predict_hf("gpt2", os.path.join(tempfile.mkdtemp(), f"{mode}.fslog"), seq=64,
+                           micro_batch=4, mode=mode, overrides=GPT2, compile=compiled)
+            out[compiled] = p.peak_allocated
+        print(f"\n  gpt2 1 layer {mode}: eager peak {out[False]} B, compiled {out[True]} B",
+              file=sys.stderr)
+        return out
+
+    def test_training_compiled_holds_less(self):
+        peaks = self._peaks("training")
+        self.assertLess(peaks[True], peaks[False])
+
+    def test_inference_compiled_holds_no_more(self):
+        peaks = self._peaks("inference")
+        self.assertLessEqual(peaks[True], peaks[False])
+
+
+class RefusalTest(unittest.TestCase):
+    def _cli(self, *args):
+        return subprocess.run([sys.executable, "-m", "fragscope", "predict", "--config", "gpt2",
+                               "--seq", "8", "--micro-batch", "1", "--out",
+                               os.path.join(tempfile.mkdtemp(), "r.fslog"), *args],
+                              capture_output=True, text=True)
+
+    def test_cli_names_the_combination(self):
+        cases = [(["--compile", "--cuda-graphs", "--mode", "inference"],
+                  "--compile with --cuda-graphs is not predicted"),
+                 (["--compile", "--compile-mode", "reduce-overhead"],
+                  "--compile-mode 'reduce-overhead' is not predicted"),
+                 (["--compile", "--generate", "4"], "--compile with --generate is not predicted"),
+                 (["--compile-mode", "default"], "--compile-mode goes with --compile")]
+        for args, message in cases:
+            with self.subTest(args=args):
+                result = self._cli(*args)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn(message, result.stderr)
+
+    def test_api_names_the_combination(self):
+        from fragscope.predictor.errors import PredictionError
+        from fragscope.predictor.hf_loop import predict_hf
+
+        with self.assertRaisesRegex(PredictionError, "compile with lora is not predicted"):
+            predict_hf("gpt2", "unused.fslog", seq=8, micro_batch=1, compile=True, lora=True)
+        with self.assertRaisesRegex(PredictionError, "compile mode 'max-autotune'"):
+            predict_hf("gpt2", "unused.fslog", seq=8, micro_batch=1, compile=True,
+                       compile_mode="max-autotune")
+
+
+if __name__ == "__main__":
+    reason = _missing()
+    if reason:
+        print(f"skipped: {reason}")
+        sys.exit(0)
+    unittest.main(verbosity=2)
