@@ -20,7 +20,8 @@ A four-layer Llama (untied embeddings) at pp 2 and pp 4:
   - Fsdp2Test: pp 2 x FSDP2 dp 2 (world 4, pp outermost): rank 3 holds stage 1, sharded in
     half; its receive buffers are bf16 (FSDP2's param_dtype); the record names pp, dp and zero;
   - CliTest: `python -m fragscope predict --pp ...` and its errors (a pp that does not divide
-    the layers, pp with --parallel ddp or --tp, data-parallel ranks without fsdp2).
+    the layers, pp with --parallel ddp, data-parallel ranks without fsdp2); pp with --tp:
+    predict_pipeline_tp_test.py.
 """
 
 import json
@@ -245,7 +246,6 @@ class CliTest(unittest.TestCase):
         self.assertIn("8 stages", result.stderr)
         for flags, words in ((["--pp", "2", "--parallel", "ddp", "--world-size", "4"],
                               "--pp with --parallel ddp is not modeled"),
-                             (["--pp", "2", "--tp", "2"], "--pp with --tp 2 is not modeled"),
                              (["--pp", "2", "--world-size", "4"], "they need --parallel fsdp2"),
                              (["--pp", "2", "--world-size", "3", "--parallel", "fsdp2"],
                               "--world-size 3 is not a multiple of --pp 2"),

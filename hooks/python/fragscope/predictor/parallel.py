@@ -22,9 +22,10 @@ from .dtensor import on_the_fake_group
 
 PARALLEL = ("fsdp2", "ddp")
 
-# tp: the tensor-parallel size (tensor_parallel.py); the data-parallel size is
-# world_size / tp.
-Job = collections.namedtuple("Job", "parallel world_size rank bucket_cap_mb tp", defaults=(1,))
+# tp: the tensor-parallel size (tensor_parallel.py); pp: the pipeline-parallel size
+# (pipeline.py); the data-parallel size is world_size / (pp x tp).
+Job = collections.namedtuple("Job", "parallel world_size rank bucket_cap_mb tp pp",
+                             defaults=(1, 1))
 
 
 def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=False,
@@ -105,8 +106,10 @@ def record_keys(rank_job):
 def fake_process_group(rank_job):
     """The default process group is torch's fake one for `rank_job` (a Job) while the body runs,
     inside a capture (the simulated device). Yields the world's CUDA device mesh: 1-D without
-    tensor parallelism (fully_shard without a mesh also uses it), else 2-D ("dp", "tp") as
-    torchtitan lays it out (tp innermost: a tensor-parallel group is tp consecutive ranks)."""
+    tensor or pipeline parallelism (fully_shard without a mesh also uses it), else ("dp", "tp"),
+    ("pp", "dp") or ("pp", "dp", "tp") as torchtitan lays it out (pp outermost, tp innermost: a
+    tensor-parallel group is tp consecutive ranks, a stage's ranks world / pp consecutive
+    ones)."""
     import torch.distributed as dist
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -124,26 +127,31 @@ def fake_process_group(rank_job):
                               "prediction of a rank starts its own (fake) one")
     dist.init_process_group("fake", store=FakeStore(), rank=rank_job.rank,
                             world_size=rank_job.world_size)
+    dp = rank_job.world_size // (rank_job.tp * rank_job.pp)
     original_default_mesh = _fully_shard._init_default_mesh
     # The log's header takes its rank and world size from these when it opens (at the first
     # allocation), as in a job started by torchrun.
-    # FRAGSCOPE_TP_SIZE: the tensor-parallel size, so that `fragscope analyze` of the ranks'
-    # logs groups them by tensor-parallel group.
+    # FRAGSCOPE_TP_SIZE and FRAGSCOPE_PP_SIZE: the tensor- and pipeline-parallel sizes, so that
+    # `fragscope analyze` of the ranks' logs groups them by tensor-parallel group and by stage.
     env = {"RANK": rank_job.rank, "WORLD_SIZE": rank_job.world_size}
     if rank_job.tp > 1:
         env["FRAGSCOPE_TP_SIZE"] = rank_job.tp
+    if rank_job.pp > 1:
+        env["FRAGSCOPE_PP_SIZE"] = rank_job.pp
     saved_env = {name: os.environ.get(name) for name in env}
     os.environ.update({name: str(value) for name, value in env.items()})
     try:
         # The mesh's rank map is a CPU tensor that the fake mode would make data-less.
         with unset_fake_temporarily():
-            if rank_job.tp > 1:
-                mesh = init_device_mesh("cuda", (rank_job.world_size // rank_job.tp, rank_job.tp),
-                                        mesh_dim_names=("dp", "tp"))
+            dims = [("pp", rank_job.pp), ("dp", dp), ("tp", rank_job.tp)]
+            dims = [d for d in dims if d[0] == "dp" or d[1] > 1]
+            if len(dims) > 1:
+                mesh = init_device_mesh("cuda", tuple(n for _, n in dims),
+                                        mesh_dim_names=tuple(name for name, _ in dims))
             else:
                 mesh = init_device_mesh("cuda", (rank_job.world_size,))
         _fully_shard._init_default_mesh = lambda mesh_dim_names=None: (
-            mesh["dp"] if rank_job.tp > 1 else mesh)
+            mesh["dp"] if len(dims) > 1 else mesh)
         with _ddp_on_the_fake_group(), on_the_fake_group(), send_buffers_are_communication():
             yield mesh
     finally:

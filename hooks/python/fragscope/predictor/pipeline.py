@@ -29,8 +29,10 @@ Refused: tied embeddings (the first and last stages would share a weight). Assum
 dtype for the compute with fp32 weights (torchtitan's autocast when no FSDP runs the mixed
 precision); the hidden states passed between stages are fp32 (the residual stream of fp32 weights
 under autocast). With data parallelism (FSDP2 over a ("pp", "dp") mesh: pipeline_loop.py)
-the stages compute in FSDP2's param_dtype and pass it. Not modeled: pipeline parallelism with DDP
-or tensor parallelism, zero-bubble schedules, uneven splits.
+the stages compute in FSDP2's param_dtype and pass it. With tensor parallelism (a ("pp", "dp",
+"tp") mesh) each stage's modules are split by tensor_parallel.py's plan after the split, and the
+stages pass the local seq / tp positions of their hidden states (torchtitan's local outputs).
+Not modeled: pipeline parallelism with DDP, zero-bubble schedules, uneven splits.
 """
 
 import collections
@@ -42,9 +44,11 @@ from .errors import PredictionError
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 
-# rank: the rank in the world; pp_rank: its rank in its pipeline (rank // dp: pp outermost, as
-# torchtitan lays out its mesh); dp: the data-parallel size (FSDP2 over each stage).
-Plan = collections.namedtuple("Plan", "pp schedule microbatches rank stages layers dp pp_rank")
+# rank: the rank in the world; pp_rank: its rank in its pipeline (rank // (dp x tp): pp
+# outermost, as torchtitan lays out its mesh); dp: the data-parallel size (FSDP2 over each
+# stage); tp: the tensor-parallel size (each stage's layers split by torchtitan's plan).
+Plan = collections.namedtuple("Plan", "pp schedule microbatches rank stages layers dp pp_rank tp",
+                              defaults=(1,))
 
 
 def stages_per_rank(schedule):
@@ -52,30 +56,36 @@ def stages_per_rank(schedule):
     return 2 if schedule == "interleaved-1f1b" else 1
 
 
-def plan(cfg, pp, schedule, microbatches, rank, world_size=None, parallel=None):
+def plan(cfg, pp, schedule, microbatches, rank, world_size=None, parallel=None, tp=1):
     """The checked Plan of rank `rank` (its stage indices, and each stage's decoder layers as
     (start, stop)); ValueError names the bad value. microbatches None: the number of stages
-    (pp x stages per rank, the fewest that keep every stage busy). world_size (default pp): pp x
-    dp ranks, the dp ones sharded by FSDP2 (parallel "fsdp2", needed when dp > 1)."""
+    (pp x stages per rank, the fewest that keep every stage busy). world_size (default pp x tp):
+    pp x dp x tp ranks, the dp ones sharded by FSDP2 (parallel "fsdp2", needed when dp > 1), the
+    tp ones splitting each stage's layers (tensor_parallel.py)."""
     if isinstance(pp, bool) or not isinstance(pp, int) or pp < 2:
         raise ValueError(f"--pp must be an integer of at least 2, not {pp!r}")
     if schedule not in SCHEDULES:
         raise ValueError(f"--pp-schedule must be one of {', '.join(SCHEDULES)}, not {schedule!r}")
-    world_size = pp if world_size is None else world_size
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size % pp:
-        raise ValueError(f"--world-size {world_size} is not a multiple of --pp {pp} (the world "
-                         "is pipeline x data-parallel ranks)")
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ValueError(f"--tp must be a positive integer, not {tp!r}")
+    world_size = pp * tp if world_size is None else world_size
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size % (pp * tp):
+        within = f"--pp {pp} x --tp {tp}" if tp > 1 else f"--pp {pp}"
+        raise ValueError(f"--world-size {world_size} is not a multiple of {within} (the world "
+                         "is pipeline x data-parallel x tensor-parallel ranks)")
     if parallel not in (None, "fsdp2"):
         raise ValueError(f"--pp with --parallel {parallel} is not modeled (torchtitan shards each "
                          "stage with FSDP2): use --parallel fsdp2")
-    if world_size > pp and parallel is None:
-        raise ValueError(f"--world-size {world_size} with --pp {pp} leaves {world_size // pp} "
-                         "data-parallel ranks: they need --parallel fsdp2")
+    if world_size > pp * tp and parallel is None:
+        raise ValueError(f"--world-size {world_size} with --pp {pp}"
+                         f"{f' x --tp {tp}' if tp > 1 else ''} leaves "
+                         f"{world_size // (pp * tp)} data-parallel ranks: they need "
+                         "--parallel fsdp2")
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
         raise ValueError(f"--rank must be an integer in [0, {world_size}) for --world-size "
                          f"{world_size}, not {rank!r}")
-    dp = world_size // pp
-    pp_rank = rank // dp
+    dp = world_size // (pp * tp)
+    pp_rank = rank // (dp * tp)
     per_rank = stages_per_rank(schedule)
     num_stages = pp * per_rank
     if microbatches is None:
@@ -99,7 +109,7 @@ def plan(cfg, pp, schedule, microbatches, rank, world_size=None, parallel=None):
     per_stage = layers // num_stages
     stages = tuple(pp_rank + k * pp for k in range(per_rank))
     return Plan(pp, schedule, microbatches, rank, stages,
-                tuple((s * per_stage, (s + 1) * per_stage) for s in stages), dp, pp_rank)
+                tuple((s * per_stage, (s + 1) * per_stage) for s in stages), dp, pp_rank, tp)
 
 
 def _stage_module_class():
@@ -113,15 +123,25 @@ def _stage_module_class():
             super().__init__()
             self.causal = causal
             self.first, self.last = first, last
+            # Under tensor parallelism (tensor_parallel.parallelize_stage): the "tp" mesh. The
+            # stages pass their local part of the sequence, as torchtitan's do (its blocks'
+            # use_local_output); inside, the hidden states are DTensors sharded along it.
+            self.tp_mesh = None
 
         def forward(self, x):
             inner = self.causal.model
             if self.first:
                 out = inner(input_ids=x, use_cache=False)
             else:
+                if self.tp_mesh is not None:
+                    from torch.distributed.tensor import DTensor, Shard
+
+                    x = DTensor.from_local(x, self.tp_mesh, (Shard(1),), run_check=False)
                 out = inner(inputs_embeds=x, use_cache=False)
             hidden = out.last_hidden_state
-            return self.causal.lm_head(hidden) if self.last else hidden
+            if self.last:
+                return self.causal.lm_head(hidden)
+            return hidden.to_local() if self.tp_mesh is not None else hidden
 
     return StageModule
 
@@ -176,22 +196,26 @@ def make_schedule(stages, rank_plan, loss_fn):
 def pipeline_stages(modules, rank_plan, micro_batch, seq, hidden, vocab, hidden_dtype,
                     logits_dtype, group=None):
     """A PipelineStage per stage module of the rank, with its input and output shapes given (meta
-    tensors: shape inference by P2P needs a real peer)."""
+    tensors: shape inference by P2P needs a real peer). Under tensor parallelism the hidden
+    states passed are the rank's seq / tp positions; the logits keep their global shape (a
+    DTensor sharded along the vocabulary)."""
     import torch
     from torch.distributed.pipelining import PipelineStage
 
     num_stages = rank_plan.pp * stages_per_rank(rank_plan.schedule)
     meta = torch.device("meta")
+    local_seq = seq // rank_plan.tp
     stages = []
     for index, module in zip(rank_plan.stages, modules):
         if index == 0:
             inputs = torch.empty(micro_batch, seq, dtype=torch.long, device=meta)
         else:
-            inputs = torch.empty(micro_batch, seq, hidden, dtype=hidden_dtype, device=meta)
+            inputs = torch.empty(micro_batch, local_seq, hidden, dtype=hidden_dtype, device=meta)
         if index == num_stages - 1:
             outputs = torch.empty(micro_batch, seq, vocab, dtype=logits_dtype, device=meta)
         else:
-            outputs = torch.empty(micro_batch, seq, hidden, dtype=hidden_dtype, device=meta)
+            outputs = torch.empty(micro_batch, local_seq, hidden, dtype=hidden_dtype,
+                                  device=meta)
         stages.append(PipelineStage(module, index, num_stages, torch.device("cuda"),
                                     input_args=inputs, output_args=outputs, group=group))
     return stages

@@ -11,7 +11,11 @@ rank's stages' parameters and zero_grad(set_to_none=True) ("step N / optimizer")
 over the rank's "dp" group of a ("pp", "dp") mesh, pp outermost as torchtitan lays it out, with
 its MixedPrecisionPolicy instead of autocast and not resharded after forward (torchtitan's choice
 under pipeline parallelism); PipelineStage itself defers the gradients' reduce-scatter and the
-reshard to after the last microbatch's backward (perform_reduce_grad).
+reshard to after the last microbatch's backward (perform_reduce_grad). With tensor parallelism
+(tp) the mesh is ("pp", "dp", "tp"), tp innermost: each stage is split first, then its layers
+split by torchtitan's plan (tensor_parallel.py) over "tp", then sharded by FSDP2 over "dp"; the
+stages pass their seq / tp positions of the hidden states, and the last computes the loss under
+loss_parallel().
 """
 
 from .capture import capture
@@ -22,13 +26,13 @@ from .pipeline import SCHEDULES
 def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatches=None,
                rank=0, world_size=None, steps=1, optimizer="adamw", dtype="bf16",
                attention="auto", gpu="h100-80gb", conf=None, overrides=None, lr=1e-4,
-               journal=None, parallel=None):
+               journal=None, parallel=None, tp=1):
     """Predicts `steps` training steps of rank `rank` of a job split into `pp` pipeline stages
     (pipeline.plan: the schedule "gpipe", "1f1b" or "interleaved-1f1b", `microbatches`
     microbatches of `micro_batch` sequences per step; default: one per stage). world_size
     (default pp): pp x dp ranks, with parallel="fsdp2" sharding each stage over its dp ranks (a
-    ("pp", "dp") mesh, pp outermost as torchtitan lays it out; predict such a rank in a process
-    of its own: a later prediction in the same process crashed at times at its close).
+    ("pp", "dp") mesh, pp outermost as torchtitan lays it out). tp: each stage's layers split
+    over tp ranks as well (a ("pp", "dp", "tp") mesh; world_size default pp x tp).
     `Prediction.pipeline`: the rank's plan as a dict."""
     import torch
 
@@ -37,6 +41,7 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
     from .hf_loop import (DTYPES, _optimizer, _record_job, _write_model_record,
                           check_step, load_config)
     from .location import Location, failure
+    from .tensor_parallel import loss_parallel
 
     check_step(optimizer, dtype, seq, micro_batch, steps)
     attention_impl.requested(attention)
@@ -44,7 +49,11 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
     attention_impl.check_supported(cfg, attention)
     try:
         rank_plan = pipelining.plan(cfg, pp, schedule, microbatches, rank, world_size,
-                                    parallel)
+                                    parallel, tp)
+        if tp > 1:
+            from .tensor_parallel import check
+
+            check(cfg, tp, seq)
     except ValueError as e:
         raise PredictionError(str(e)) from e
     num_stages = pp * pipelining.stages_per_rank(schedule)
@@ -60,9 +69,10 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
            "activations": "torch-autocast" if autocast_dtype else None, "pp": pp,
            "pp_schedule": schedule, "pp_microbatches": rank_plan.microbatches,
            "pp_stages": ",".join(map(str, rank_plan.stages)),
-           "dp": rank_plan.dp if parallel else None, "zero": 3 if parallel else None}
+           "dp": rank_plan.dp if parallel else None, "zero": 3 if parallel else None,
+           "tp": tp if tp > 1 else None, "sp": True if tp > 1 else None}
     job = {k: v for k, v in job.items() if v is not None}
-    rank_job = parallelism.Job(None, pp * rank_plan.dp, rank, None)
+    rank_job = parallelism.Job(None, pp * rank_plan.dp * tp, rank, None, tp, pp)
     location = Location()
     built = {}
     with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark):
@@ -74,13 +84,13 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
 
         try:
             buffers = pipelining.ReceiveBuffers()
-            with location.watching(), parallelism.fake_process_group(rank_job), \
-                    buffers.made():
-                mesh = _mesh(rank_plan)
+            with location.watching(), \
+                    parallelism.fake_process_group(rank_job) as mesh, buffers.made():
                 marked("init / weights")
                 torch.manual_seed(0)
                 modules = _build_stages(cfg, attention, rank_plan, num_stages, built,
-                                        mesh["dp"] if parallel else None, param_dtype)
+                                        mesh["dp"] if parallel else None, param_dtype,
+                                        mesh["tp"] if tp > 1 else None)
                 for m in modules:
                     location.name_modules(m)
                 built["params"] = sum(p.numel() for m in modules for p in m.parameters())
@@ -113,7 +123,7 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
                     kwargs = {"target": ids, "losses": []} if last else {}
                     with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
                                         enabled=autocast_dtype is not None), \
-                            buffers.saving_activations(params), \
+                            loss_parallel(tp > 1), buffers.saving_activations(params), \
                             pipelining.marking_chunks(stages, step, marked):
                         sched.step(*args, **kwargs)
                     roles.tag_gradients(params)
@@ -135,26 +145,19 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
     prediction.attention = built.get("attention")
     prediction.params = built.get("params")
     prediction.notes = []
-    prediction.pipeline = {"pp": pp, "dp": rank_plan.dp, "schedule": schedule,
+    prediction.pipeline = {"pp": pp, "dp": rank_plan.dp, "tp": tp, "schedule": schedule,
                            "microbatches": rank_plan.microbatches,
                            "stages": list(rank_plan.stages),
                            "layers": [list(r) for r in rank_plan.layers]}
     return prediction
 
 
-def _mesh(rank_plan):
-    """The job's ("pp", "dp") CUDA device mesh, pp outermost (torchtitan's order)."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-    from torch.distributed.device_mesh import init_device_mesh
-
-    # The mesh's rank map is a CPU tensor that the fake mode would make data-less.
-    with unset_fake_temporarily():
-        return init_device_mesh("cuda", (rank_plan.pp, rank_plan.dp), mesh_dim_names=("pp", "dp"))
-
-
-def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, param_dtype=None):
+def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, param_dtype=None,
+                  tp_mesh=None):
     """The rank's stage modules, built as torchtitan builds them: the whole model made and split
-    with nothing recorded (torchtitan: on the meta device), with dp_mesh each stage sharded by
+    with nothing recorded (torchtitan: on the meta device), with tp_mesh each stage's modules
+    split by the tensor-parallel plan (tensor_parallel.parallelize), with dp_mesh each stage
+    sharded by
     FSDP2 (each decoder layer, then the stage; not resharded after forward, torchtitan's choice
     under pipeline parallelism: the microbatches' forwards share one all-gather), then each
     stage's parameters (local shards) and buffers allocated in Module.to_empty's order
@@ -175,6 +178,12 @@ def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, pa
         modules = [pipelining.split(whole, s, num_stages, layers).train()
                    for s, layers in zip(rank_plan.stages, rank_plan.layers)]
         del whole
+        if tp_mesh is not None:
+            from .tensor_parallel import parallelize
+
+            for module in modules:
+                parallelize(module.causal, tp_mesh, stage=True)
+                module.tp_mesh = tp_mesh
         if dp_mesh is not None:
             from torch.distributed.fsdp import fully_shard
 
@@ -219,9 +228,6 @@ def options(args):
         raise ValueError(f"--pp must be at least 2, not {args.pp}")
     if not args.config:
         raise ValueError("--pp goes with --config (the split is for Llama-family models)")
-    if args.tp > 1:
-        raise ValueError(f"--pp with --tp {args.tp} is not modeled: pipeline parallelism is "
-                         "predicted alone or with --parallel fsdp2")
     if args.parallel == "ddp":
         raise ValueError("--pp with --parallel ddp is not modeled (torchtitan shards each stage "
                          "with FSDP2): use --parallel fsdp2")
@@ -233,19 +239,23 @@ def options(args):
         raise ValueError("--pp with --lora or --qlora is not modeled")
     if args.bucket_cap_mb is not None:
         raise ValueError("--bucket-cap-mb goes with --parallel ddp")
-    world = args.pp if args.world_size is None else args.world_size
-    if world < args.pp or world % args.pp:
-        raise ValueError(f"--world-size {world} is not a multiple of --pp {args.pp} (the world "
-                         "is pipeline x data-parallel ranks)")
-    if world > args.pp and args.parallel is None:
-        raise ValueError(f"--world-size {world} with --pp {args.pp} leaves {world // args.pp} "
+    if args.tp < 1:
+        raise ValueError(f"--tp must be a positive integer, not {args.tp}")
+    within = args.pp * args.tp
+    named = f"--pp {args.pp}" + (f" x --tp {args.tp}" if args.tp > 1 else "")
+    world = within if args.world_size is None else args.world_size
+    if world < within or world % within:
+        raise ValueError(f"--world-size {world} is not a multiple of {named} (the world "
+                         "is pipeline x data-parallel x tensor-parallel ranks)")
+    if world > within and args.parallel is None:
+        raise ValueError(f"--world-size {world} with {named} leaves {world // within} "
                          "data-parallel ranks: they need --parallel fsdp2")
     if not 0 <= args.rank < world:
         raise ValueError(f"--rank must be in [0, {world}) for --world-size {world}, not "
                          f"{args.rank}")
     args.world_size = world
     return {"pp": args.pp, "schedule": args.pp_schedule, "microbatches": args.pp_microbatches,
-            "rank": args.rank, "world_size": world, "parallel": args.parallel}
+            "rank": args.rank, "world_size": world, "parallel": args.parallel, "tp": args.tp}
 
 
 def describe(pipeline):
@@ -254,5 +264,7 @@ def describe(pipeline):
     stages = ", ".join(f"stage {s} (layers {a}-{b - 1})"
                        for s, (a, b) in zip(pipeline["stages"], pipeline["layers"]))
     dp = f" x fsdp2 dp {pipeline['dp']}" if pipeline["dp"] > 1 else ""
+    if pipeline.get("tp", 1) > 1:
+        dp += f" x tp {pipeline['tp']}"
     return (f"pp {pipeline['pp']}{dp}, {pipeline['schedule']}, {pipeline['microbatches']} "
             f"microbatches, {stages}")

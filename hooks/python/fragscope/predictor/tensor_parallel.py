@@ -73,16 +73,32 @@ def check(cfg, tp, seq):
                          "embedding is sharded by rows and lm_head by columns")
 
 
-def _plan_modules(model):
-    """(the decoder layers, the root plan's module names): PredictionError when `model` is not
-    built as the plan expects."""
+def _root_modules(model):
+    """The root plan's modules that `model` holds: a pipeline stage (pipeline.split) has the
+    embedding on the first stage only, the final norm (not an Identity) and lm_head on the last
+    only."""
+    import torch
+
+    held = []
+    for path in ("model.embed_tokens", "model.norm", "lm_head"):
+        try:
+            module = model.get_submodule(path)
+        except AttributeError:
+            continue
+        if module is not None and not isinstance(module, torch.nn.Identity):
+            held.append(path)
+    return held
+
+
+def _plan_modules(model, stage=False):
+    """The decoder layers: PredictionError when `model` is not built as the plan expects (a
+    pipeline `stage` may lack the embedding, the final norm and lm_head)."""
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)
     missing = []
+    held = _root_modules(model)
     for path in ("model.embed_tokens", "model.norm", "lm_head"):
-        try:
-            model.get_submodule(path)
-        except AttributeError:
+        if path not in held and not stage:
             missing.append(path)
     if layers is None:
         missing.append("model.layers")
@@ -108,21 +124,25 @@ def _plan_modules(model):
     return layers
 
 
-def parallelize(model, tp_mesh):
-    """`model` (a transformers causal LM) split over `tp_mesh` by the plan of the module doc."""
+def parallelize(model, tp_mesh, stage=False):
+    """`model` (a transformers causal LM) split over `tp_mesh` by the plan of the module doc; a
+    pipeline `stage` (pipeline.split's causal LM) by the plan of the modules it holds, as
+    torchtitan applies its plan to a stage."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
                                                    RowwiseParallel, SequenceParallel,
                                                    parallelize_module)
 
-    layers = _plan_modules(model)
-    parallelize_module(model, tp_mesh, {
+    layers = _plan_modules(model, stage)
+    root = {
         "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(),
                                               output_layouts=Shard(1), use_local_output=False),
         "model.norm": SequenceParallel(),
         "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1),
                                    use_local_output=False),
-    })
+    }
+    held = _root_modules(model)
+    parallelize_module(model, tp_mesh, {k: v for k, v in root.items() if k in held})
     for layer in layers:
         plan = {norm: SequenceParallel() for norm in _LAYER_NORMS}
         # The decoder layer calls self_attn(hidden_states=...) by keyword, mlp(x) by position.
