@@ -32,7 +32,9 @@ The job's keys ("job": {...}; None values left out, the analyzer then says what 
                 describes the rank, whose log it is in; pipeline parallelism
                 (predictor/pipeline.py): pp (the number of pipeline ranks), pp_schedule ("gpipe" |
                 "1f1b" | "interleaved-1f1b"), pp_microbatches (per step, each of micro_batch
-                sequences), pp_stages (the rank's stage indices, comma-separated: "1", "1,3")
+                sequences), pp_stages (the rank's stage indices, comma-separated: "1", "1,3");
+                expert parallelism (predictor/expert_parallel.py): ep (the ranks each layer's
+                experts are split over, of the dp ones)
 """
 
 import json
@@ -64,7 +66,7 @@ _ESSENTIAL = (
 _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimizer", "attention",
              "recompute", "activations", "weight_dtype", "autocast", "use_cache", "prompt",
              "new_tokens", "cache", "kv_dtype", "tp", "sp", "dp", "zero", "cuda_graphs", "pp",
-             "pp_schedule", "pp_microbatches", "pp_stages")
+             "pp_schedule", "pp_microbatches", "pp_stages", "ep")
 
 # A LoRA or QLoRA job's keys (predictor/adapters.py).
 _ADAPTER_KEYS = ("lora_rank", "lora_alpha", "lora_targets", "lora_dropout", "quant",

@@ -96,13 +96,16 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                lora=False, qlora=False, lora_rank=8, lora_alpha=None, lora_targets=None,
                lora_dropout=0.0,
                lr=1e-4, overrides=None, journal=None, world_size=None, rank=0, parallel=None,
-               bucket_cap_mb=None, generate=None, cache=None, tp=1, cuda_graphs=False,
+               bucket_cap_mb=None, generate=None, cache=None, tp=1, ep=1,
+               ep_routing="balanced", cuda_graphs=False,
                compile=False, compile_mode="default"):
     """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
     `journal`: capture.capture). `micro_batch` is per rank; world_size, rank, parallel
     ("fsdp2", "ddp") and bucket_cap_mb (ddp): the rank of a data-parallel job
     (parallel.py); tp: tensor and sequence parallelism over tp ranks, alone or with
-    fsdp2 over world_size / tp (tensor_parallel.py; world_size default: tp).
+    fsdp2 over world_size / tp (tensor_parallel.py; world_size default: tp); ep: a
+    mixture-of-experts model's experts split over ep of the fsdp2 ranks, the routing assumed
+    "balanced" or "worst" (ep_routing; expert_parallel.py).
     attention: "auto" (transformers' choice: SDPA, else eager), "sdpa" or "eager"; the one used
     is `Prediction.attention`. `Prediction.notes`: what the prediction
     assumed (a random branch's likelier side); `Prediction.params`: the model's parameters (each
@@ -142,7 +145,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                                lora_dropout)
     try:
         rank_job = parallelism.job(parallel, world_size, rank, bucket_cap_mb,
-                                   wrap_required=True, tp=tp)
+                                   wrap_required=True, tp=tp, ep=ep, ep_routing=ep_routing)
     except ValueError as e:
         raise PredictionError(str(e)) from e
     if rank_job is not None and mode != "training":
@@ -181,7 +184,11 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         job.update(context=seq + generate - 1, prompt=seq, new_tokens=generate, cache=cache)
     job = {k: v for k, v in job.items() if v is not None}
     location = Location()
-    notes = []  # what a generation assumed (generate.py)
+    notes = []  # what a generation assumed (generate.py), the experts' routing
+    if rank_job is not None and rank_job.ep > 1:
+        from .expert_parallel import routing_note
+
+        notes.append(routing_note(rank_job.ep, rank_job.ep_routing))
     built = {}  # the attention used and the recorded job, once the model is built
     with capture(log, gpu=gpu, conf=conf, journal=journal,
                  compile=compile) as (prediction, mark), contextlib.ExitStack() as ranks:

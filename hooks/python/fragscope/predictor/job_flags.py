@@ -26,6 +26,12 @@ def add_rank_flags(p):
     p.add_argument("--tp", type=int, default=1,
                    help="tensor and sequence parallelism over N ranks (a Llama-family "
                    "--config), alone or with --parallel fsdp2 over --world-size / N")
+    p.add_argument("--ep", type=int, default=1,
+                   help="expert parallelism: a mixture-of-experts --config's experts split "
+                   "over N of the --parallel fsdp2 ranks (torchtitan's ExpertParallel)")
+    p.add_argument("--ep-routing", choices=["balanced", "worst"], default="balanced",
+                   help="the routing --ep assumes: balanced (each rank receives as many rows "
+                   "as it sends) or worst (the most a rank's experts can receive)")
     p.add_argument("--world-size", type=int,
                    help="the job's number of GPUs (a fake process group; default --tp, or 1)")
     p.add_argument("--rank", type=int, default=0, help="the rank to predict")
@@ -40,7 +46,7 @@ def rank_options(args, wrap_required=True):
     from .parallel import job
 
     ranks = job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required,
-                flags=True, tp=args.tp)
+                flags=True, tp=args.tp, ep=args.ep, ep_routing=args.ep_routing)
     args.world_size = ranks.world_size if ranks else 1
     if (args.parallel or args.tp > 1) and getattr(args, "mode", "training") != "training":
         flag = "--parallel" if args.parallel else "--tp"
@@ -51,6 +57,12 @@ def rank_options(args, wrap_required=True):
                "bucket_cap_mb": args.bucket_cap_mb}
     if args.tp > 1:
         options["tp"] = args.tp
+    if args.ep > 1:
+        if not getattr(args, "config", None):
+            raise ValueError("--ep goes with --config (transformers' experts modules)")
+        options.update(ep=args.ep, ep_routing=args.ep_routing)
+    elif args.ep_routing != "balanced":
+        raise ValueError("--ep-routing goes with --ep")
     return options
 
 

@@ -17,26 +17,28 @@ import os
 
 from .errors import PredictionError
 from .collectives import send_buffers_are_communication
-from .device import patched_attributes
+from .ddp import on_the_fake_group as ddp_on_the_fake_group
 from .dtensor import on_the_fake_group
 
 PARALLEL = ("fsdp2", "ddp")
 
 # tp: the tensor-parallel size (tensor_parallel.py); pp: the pipeline-parallel size
-# (pipeline.py); the data-parallel size is world_size / (pp x tp).
-Job = collections.namedtuple("Job", "parallel world_size rank bucket_cap_mb tp pp",
-                             defaults=(1, 1))
+# (pipeline.py); the data-parallel size is world_size / (pp x tp). ep: the expert-parallel size
+# (expert_parallel.py), borrowed from the data-parallel ranks; ep_routing its assumed routing.
+Job = collections.namedtuple("Job", "parallel world_size rank bucket_cap_mb tp pp ep ep_routing",
+                             defaults=(1, 1, 1, "balanced"))
 
 
 def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=False,
-        flags=False, tp=1):
+        flags=False, tp=1, ep=1, ep_routing="balanced"):
     """The checked rank of a parallel job, or None for a single-GPU job (world size 1, no
     `parallel`, no `tp`). ValueError names the bad value, and the argument as the API spells it
     or, with `flags`, as `python -m fragscope predict`'s flags do (--world-size). `tp`: the
     tensor-parallel size, alone (pure tensor parallelism: the world is tp ranks) or with
     parallel="fsdp2" over world_size / tp data-parallel ranks; world_size None means tp.
     `wrap_required`: a world size above 1 needs `parallel` or `tp` (the standard loop has no
-    other way to use the ranks)."""
+    other way to use the ranks). `ep`: expert parallelism over ep of the fsdp2 ranks, with
+    `ep_routing` (expert_parallel.ROUTINGS)."""
 
     def name(arg):
         return "--" + arg.replace("_", "-") if flags else arg
@@ -67,6 +69,7 @@ def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=F
         raise ValueError(f"{name('world_size')} {world_size} with {name('tp')} {tp} leaves "
                          f"{world_size // tp} data-parallel ranks: they need "
                          f"{setting('parallel', 'fsdp2')}")
+    _check_ep(ep, ep_routing, parallel, world_size, tp, name, setting)
     if bucket_cap_mb is not None:
         if parallel != "ddp":
             raise ValueError(f"{name('bucket_cap_mb')} applies to {setting('parallel', 'ddp')} "
@@ -83,7 +86,30 @@ def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=F
     # None keeps DDP's default: 25 MiB buckets after a first one of 1 MiB (an explicit cap is
     # also the first bucket's).
     return Job(parallel, world_size, rank, None if bucket_cap_mb is None else float(bucket_cap_mb),
-               tp)
+               tp, 1, ep, ep_routing)
+
+
+def _check_ep(ep, routing, parallel, world_size, tp, name, setting):
+    """ValueError naming an expert-parallel setting that torchtitan's layout does not have."""
+    from .expert_parallel import ROUTINGS
+
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
+        raise ValueError(f"{name('ep')} must be a positive integer, not {ep!r}")
+    if routing not in ROUTINGS:
+        raise ValueError(f"{name('ep_routing')} must be one of {', '.join(ROUTINGS)}, not "
+                         f"{routing!r}")
+    if ep == 1:
+        return
+    if tp > 1:
+        raise ValueError(f"{name('ep')} {ep} with {name('tp')} {tp} is not modeled: expert "
+                         f"parallelism is predicted with {setting('parallel', 'fsdp2')} alone")
+    if parallel != "fsdp2":
+        raise ValueError(f"{name('ep')} {ep} needs {setting('parallel', 'fsdp2')} (torchtitan "
+                         "borrows the expert-parallel ranks from FSDP's)"
+                         + (f", not {setting('parallel', parallel)}" if parallel else ""))
+    if world_size % ep:
+        raise ValueError(f"{name('world_size')} {world_size} is not a multiple of {name('ep')} "
+                         f"{ep}")
 
 
 def record_keys(rank_job):
@@ -96,6 +122,8 @@ def record_keys(rank_job):
     keys = {}
     if rank_job.tp > 1:
         keys.update(tp=rank_job.tp, sp=True)
+    if rank_job.ep > 1:
+        keys.update(ep=rank_job.ep)
     if rank_job.parallel is not None:
         keys.update(dp=rank_job.world_size // rank_job.tp,
                     zero=3 if rank_job.parallel == "fsdp2" else 0)
@@ -109,7 +137,8 @@ def fake_process_group(rank_job):
     tensor or pipeline parallelism (fully_shard without a mesh also uses it), else ("dp", "tp"),
     ("pp", "dp") or ("pp", "dp", "tp") as torchtitan lays it out (pp outermost, tp innermost: a
     tensor-parallel group is tp consecutive ranks, a stage's ranks world / pp consecutive
-    ones)."""
+    ones); with expert parallelism a dict of the meshes "dp_mod_ep" and "ep" (ep innermost) and
+    "dp", the two flattened (expert_parallel.py)."""
     import torch.distributed as dist
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -145,14 +174,20 @@ def fake_process_group(rank_job):
         with unset_fake_temporarily():
             dims = [("pp", rank_job.pp), ("dp", dp), ("tp", rank_job.tp)]
             dims = [d for d in dims if d[0] == "dp" or d[1] > 1]
-            if len(dims) > 1:
+            if rank_job.ep > 1:
+                # The experts' ranks: ("dp_mod_ep", "ep"), the data-parallel ones the whole.
+                root = init_device_mesh("cuda", (dp // rank_job.ep, rank_job.ep),
+                                        mesh_dim_names=("dp_mod_ep", "ep"))
+                mesh = {"dp_mod_ep": root["dp_mod_ep"], "ep": root["ep"],
+                        "dp": root._flatten("dp")}
+            elif len(dims) > 1:
                 mesh = init_device_mesh("cuda", tuple(n for _, n in dims),
                                         mesh_dim_names=tuple(name for name, _ in dims))
             else:
                 mesh = init_device_mesh("cuda", (rank_job.world_size,))
         _fully_shard._init_default_mesh = lambda mesh_dim_names=None: (
-            mesh["dp"] if len(dims) > 1 else mesh)
-        with _ddp_on_the_fake_group(), on_the_fake_group(), send_buffers_are_communication():
+            mesh["dp"] if len(dims) > 1 or rank_job.ep > 1 else mesh)
+        with ddp_on_the_fake_group(), on_the_fake_group(), send_buffers_are_communication():
             yield mesh
     finally:
         _fully_shard._init_default_mesh = original_default_mesh
@@ -162,82 +197,6 @@ def fake_process_group(rank_job):
             else:
                 os.environ[name] = value
         dist.destroy_process_group()
-
-
-@contextlib.contextmanager
-def _ddp_on_the_fake_group():
-    """What DistributedDataParallel needs on the fake group and without a GPU; none of it changes
-    what the rank allocates:
-      - its check that every rank has the same parameter shapes reads data back to the CPU
-        (_verify_param_shapes makes its device allocations instead);
-      - its Reducer times the first ten iterations with CUDA events, which a machine without a
-        GPU refuses: prepare_for_forward (which counts the iteration and so turns the timing on)
-        does nothing, and the count stays at zero;
-      - its bucket rebuild before the second iteration (buckets in the order the gradients were
-        ready, the first 1 MiB by default) writes and reads the bucket indices on the CPU: CPU
-        tensors are real there (_RealCpuTensors), its device tensors and new buckets fake;
-      - the fake group's allreduce completes a future without a value, which the Reducer rejects:
-        a comm hook returns the bucket, as NCCL's in-place allreduce does."""
-    from torch._C._distributed_c10d import Reducer
-    from torch.nn.parallel import DistributedDataParallel, distributed
-
-    original_init = DistributedDataParallel.__init__
-
-    def init(ddp, *args, **kwargs):
-        original_init(ddp, *args, **kwargs)
-        ddp.register_comm_hook(None, _allreduce_in_place)
-
-    original_rebuild = Reducer._rebuild_buckets
-
-    def rebuild_buckets(reducer):
-        with _RealCpuTensors():
-            return original_rebuild(reducer)
-
-    patches = [(distributed, "_verify_param_shape_across_processes", _verify_param_shapes),
-               (Reducer, "prepare_for_forward", lambda reducer: None),
-               (Reducer, "_rebuild_buckets", rebuild_buckets),
-               (DistributedDataParallel, "__init__", init)]
-    with patched_attributes(patches):
-        yield
-
-
-def _real_cpu_tensors_mode():
-    import torch
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class RealCpuTensors(TorchDispatchMode):
-        """Factory ops that make CPU tensors run without the fake mode, so that C++ code can
-        read them back."""
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            device = kwargs.get("device")
-            if (torch.Tag.nondeterministic_seeded not in func.tags and not any(
-                    isinstance(a, torch.Tensor) for a in args)
-                    and (device is None or torch.device(device).type == "cpu")):
-                with unset_fake_temporarily():
-                    return func(*args, **kwargs)
-            return func(*args, **kwargs)
-
-    return RealCpuTensors()
-
-
-class _RealCpuTensors:
-    def __enter__(self):
-        self.mode = _real_cpu_tensors_mode()
-        self.mode.__enter__()
-
-    def __exit__(self, *exc):
-        return self.mode.__exit__(*exc)
-
-
-def _allreduce_in_place(state, bucket):
-    import torch
-
-    future = torch.futures.Future()
-    future.set_result(bucket.buffer())
-    return future
 
 
 def transformer_blocks(model):
@@ -262,28 +221,6 @@ def mixed_precision(param_dtype):
     if param_dtype is None:
         return None
     return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
-
-
-def _verify_param_shapes(process_group, tensors, logger=None):
-    """DDP's check that every rank has the same parameters (C++ verify_params_across_processes)
-    reads its data back to the CPU, which a fake tensor cannot: its device allocations are made
-    here as the C++ makes them (an H100 log of DDP at world size 4): the parameter count (one
-    int64), one int64 per rank for the all-gathered counts, the shapes (two int64 per dimension,
-    broadcast from rank 0) freed at once, then the gathered counts in order and the count."""
-    import torch
-
-    if not tensors:
-        return
-    device = tensors[0].device
-    count = torch.empty(1, dtype=torch.long, device=device)
-    gathered = [torch.empty(1, dtype=torch.long, device=device)
-                for _ in range(process_group.size())]
-    shapes = sum(2 * t.dim() for t in tensors)
-    if shapes:
-        torch.empty(shapes, dtype=torch.long, device=device)
-    for i in range(len(gathered)):
-        gathered[i] = None
-    del count
 
 
 def build(make_model, rank_job, mesh, blocks=None, param_dtype=None):
@@ -340,8 +277,10 @@ def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
     """`model` (on the simulated device) made one rank of `rank_job`: with tensor parallelism
     first split over the mesh's "tp" dimension (tensor_parallel.parallelize); fsdp2:
     fully_shard on each block (`blocks`, default transformer_blocks(model)) and then on the
-    root, with mixed_precision(param_dtype), over the data-parallel ranks; ddp:
-    DistributedDataParallel with the job's bucket cap. Returns the module the steps call."""
+    root, with mixed_precision(param_dtype), over the data-parallel ranks; with expert
+    parallelism the experts first split over "ep" (expert_parallel.parallelize), and each
+    block's experts sharded over "dp_mod_ep" before the block; ddp: DistributedDataParallel
+    with the job's bucket cap. Returns the module the steps call."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
@@ -358,6 +297,13 @@ def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
         if rank_job.parallel is None:
             return model
         mesh = mesh["dp"]
+    experts = {}
+    if rank_job.ep > 1:
+        from . import expert_parallel
+
+        expert_parallel.parallelize(model, mesh["ep"], rank_job.ep_routing)
+        experts_mesh, mesh = mesh["dp_mod_ep"], mesh["dp"]
+        experts = {id(m): m for m in expert_parallel.experts_modules(model)}
     from torch.distributed.fsdp import fully_shard
 
     policy = mixed_precision(param_dtype)
@@ -367,6 +313,12 @@ def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
         raise PredictionError("fsdp2: the model has no transformer blocks to shard (no "
                               "_no_split_modules, no nn.ModuleList): pass blocks")
     for block in blocks:
+        for module in block.modules():
+            if id(module) in experts:
+                placement = expert_parallel.fsdp_placement(module, experts_mesh.size(),
+                                                           rank_job.ep)
+                fully_shard(module, **dict(options, mesh=experts_mesh),
+                            shard_placement_fn=placement)
         fully_shard(block, **options)
     fully_shard(model, **options)
     return model
