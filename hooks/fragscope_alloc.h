@@ -83,9 +83,12 @@ int fragscope_configure(const char* conf, const char* log_pattern);
 /* Starts over on simulated devices (a dry run: fragscope.predict, tests): every allocator and log
  * of the process is dropped (logs flushed and closed), and devices created from now on are
  * simulated, `device_bytes` each (2 MiB to 4 TiB); conf and log_pattern as in fragscope_configure.
- * Pointers from before are forgotten (freeing one is reported as unknown). Refused (-1) while
- * fragscope allocates on a real device in this process. REQUIRES: no other thread inside this ABI.
- */
+ * Pointers from before are forgotten: freeing one is reported as unknown, unless the fresh
+ * allocator has since handed out the same address (simulated devices place blocks
+ * deterministically), which that free would then release, so callers drop the frees of an earlier
+ * simulation. Other threads may be inside this ABI meanwhile: the call waits for them to leave the
+ * old allocators. Refused (-1) while fragscope allocates on a real device in this process, and
+ * from inside a call of this ABI (a backend factory). */
 int fragscope_simulate(uint64_t device_bytes, const char* conf, const char* log_pattern);
 /* The last error of this thread, or of the configuration; "" if none. Valid until the next call on
  * this thread. */
