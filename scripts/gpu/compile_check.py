@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""A torch.compile'd job recorded on the GPU against its prediction (the validation's compile
+step): GPT-2 124M, `model = torch.compile(model)` (inductor, mode "default"), trained with fused
+AdamW under bf16 autocast (train_job.py's loop) and run for inference (no_grad forward, as
+predict_hf's), each observed by fragscope.observe() and diffed (`fragscope diff`: peaks, each
+phase's allocations) against `python -m fragscope predict --config ... --compile`. The first
+step compiles: its allocations are the compiled code's too (compilation itself allocates
+nothing on the device but inductor's benchmarks, which mode "default" does not run, and pad_mm's,
+which the predictor assumes do not pad).
+
+    compile_check.py all OUT_DIR --fragscope BIN [--dry-run] [--timeout S]
+    compile_check.py child KIND OUT.json LOG [--dry-run]   # KIND: training, inference
+
+--dry-run (no GPU): the "measured" runs are the same loops on fragscope's simulated device, so
+that the loops, the compile, the command lines and the diffs run on a CPU (measured and
+predicted then agree exactly). Writes OUT_DIR/compile.md and compile.json. Exit 0 when both runs
+were measured, predicted and diffed (and, in a dry run, agree); "skipped: no CUDA device" and 0
+without a GPU and without --dry-run.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import contexts_check  # noqa: E402
+import train_job  # noqa: E402
+from predict_accuracy import commit, delta, gpu_key  # noqa: E402
+
+JOB = dict(config=train_job.GPT2_124M, seq=512, micro_batch=8, steps=3)
+DRY_JOB = dict(config=dict(train_job.GPT2_124M, n_layer=1, n_embd=128, n_head=4,
+                           vocab_size=2048), seq=64, micro_batch=2, steps=2)
+KINDS = ("training", "inference")
+
+
+def child(kind, out, log, dry_run):
+    import torch
+
+    if not dry_run and not torch.cuda.is_available():
+        print("skipped: no CUDA device")
+        return 0
+    job = DRY_JOB if dry_run else JOB
+    vocab = train_job.hf_config(job["config"]).vocab_size
+    start = time.perf_counter()
+    with contexts_check.device(log, dry_run) as mark:
+        mark("init / weights")
+        model, opt = train_job.build(job["config"])
+        if kind == "inference":
+            model.eval()
+            opt = None
+        model = torch.compile(model)
+        shapes = [(job["seq"], job["micro_batch"])] * job["steps"]
+        if kind == "training":
+            train_job.train(model, opt, vocab, shapes, mark)
+        else:
+            for step, (seq, batch) in enumerate(shapes):
+                ids = torch.randint(0, vocab, (batch, seq), device="cuda")
+                mark(f"step {step} / forward")
+                with torch.autocast("cuda", dtype=torch.bfloat16), torch.no_grad():
+                    logits = model(input_ids=ids, use_cache=False).logits
+                del logits, ids
+        if not dry_run:
+            torch.cuda.synchronize()
+        mark("end")
+        del model, opt
+    with open(out, "w") as f:
+        json.dump({"kind": kind, "seconds": time.perf_counter() - start}, f)
+    return 0
+
+
+def run_all(a):
+    import torch
+
+    if not a.dry_run and not torch.cuda.is_available():
+        print("skipped: no CUDA device")
+        return 0
+    os.makedirs(a.out_dir, exist_ok=True)
+    p = contexts_check.Parent(a)
+    gpu = "h100-80gb" if a.dry_run else gpu_key(torch.cuda.get_device_name())
+    job = DRY_JOB if a.dry_run else JOB
+    config = p.path("compile.config.json")
+    with open(config, "w") as f:
+        json.dump(job["config"], f)
+    rows, checks = {}, []
+    for kind in KINDS:
+        log = p.path(f"{kind}.fslog")
+        args = [sys.executable, __file__, "child", kind, p.path(f"{kind}.json"), log]
+        rc, text = p.call(f"{kind}.run", args + (["--dry-run"] if a.dry_run else []), a.timeout)
+        if rc != 0:
+            checks.append((False, f"{kind}: the run ended with exit {rc}: {text.strip()[-300:]}"))
+            continue
+        predicted = p.path(f"{kind}.predicted.fslog")
+        flags = ["--optimizer", "adamw-fused"] if kind == "training" else ["--mode", "inference"]
+        try:
+            p.json_of(f"{kind}.predict", [
+                sys.executable, "-m", "fragscope", "predict", "--config", config, "--seq",
+                str(job["seq"]), "--micro-batch", str(job["micro_batch"]), "--steps",
+                str(job["steps"]), "--attention", "sdpa", "--compile", *flags, "--gpu", gpu,
+                "--json", "--out", predicted])
+            rows[kind] = p.diff(f"{kind}.diff", log, predicted)
+        except RuntimeError as e:
+            checks.append((False, str(e)))
+            continue
+        if a.dry_run:
+            c = rows[kind]
+            same = all(c["a_figures"][k] == c["b_figures"][k]
+                       for k in ("peak_allocated_bytes", "peak_reserved_bytes", "allocations"))
+            checks.append((same, f"{kind}: the loop on the simulated device and `predict "
+                                 "--compile` agree (peaks, allocations)"))
+    write(a, gpu, rows, checks)
+    return 1 if any(not ok for ok, _ in checks) or len(rows) < len(KINDS) else 0
+
+
+def write(a, gpu, rows, checks):
+    lines = [f"# torch.compile on {gpu} ({commit()}, {time.strftime('%Y-%m-%d')}"
+             f"{', dry run' if a.dry_run else ''})", "",
+             "| run | peak allocated measured / predicted | peak reserved measured / predicted "
+             "| allocations measured / predicted |", "|---|---|---|---|"]
+    for kind, c in rows.items():
+        cells = [f"{c['a_figures'][k]} / {c['b_figures'][k]} "
+                 f"({delta(c['a_figures'][k], c['b_figures'][k])})"
+                 for k in ("peak_allocated_bytes", "peak_reserved_bytes", "allocations")]
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    lines += ["", "Where measured and predicted differ (per phase; `fragscope diff`):", ""]
+    for kind, c in rows.items():
+        lines += [f"- {kind}: {json.dumps(d)[:400]}" for d in c.get("differences", [])[:12]]
+    lines += ["", "Checks:", ""] + [f"- {'ok' if ok else 'FAILED'}: {text}"
+                                    for ok, text in checks]
+    with open(os.path.join(a.out_dir, "compile.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(a.out_dir, "compile.json"), "w") as f:
+        json.dump({"gpu": gpu, "rows": rows,
+                   "checks": [{"ok": ok, "check": t} for ok, t in checks]}, f)
+    print("\n".join(lines))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("what", choices=["all", "child"])
+    parser.add_argument("args", nargs="+")
+    parser.add_argument("--fragscope", default="")
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--timeout", type=int, default=300)
+    a = parser.parse_args()
+    if a.what == "child":
+        kind, out, log = a.args
+        if kind not in KINDS:
+            parser.error(f"KIND must be one of {', '.join(KINDS)}")
+        return child(kind, out, log, a.dry_run)
+    (a.out_dir,) = a.args
+    if not a.fragscope:
+        parser.error("all needs --fragscope BIN")
+    return run_all(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
