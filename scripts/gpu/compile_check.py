@@ -59,7 +59,7 @@ def child(kind, out, log, dry_run):
                 ids = torch.randint(0, vocab, (batch, seq), device="cuda")
                 mark(f"step {step} / forward")
                 with torch.autocast("cuda", dtype=torch.bfloat16), torch.no_grad():
-                    logits = model(input_ids=ids, use_cache=False).logits
+                    logits = model(input_ids=ids, use_cache=False).logits  # noqa: F841
                 del logits, ids
         if not dry_run:
             torch.cuda.synchronize()

@@ -14,6 +14,8 @@ transformers or libfragscope_torch.so.
   - PeakTest: a one-layer GPT-2, training with AdamW and inference, eager against compiled:
     the compiled step's peak allocated bytes is lower (inductor's fusion keeps fewer saved
     activations and temporaries); the figures are printed.
+  - OnDemandTest: fragscope.predict with torch.compile called in make_model, and with a function
+    compiled before the prediction began (compile=True): the same allocations, not eager's.
   - RefusalTest: the combinations not predicted name themselves (CLI exit 2, PredictionError).
 """
 
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -146,6 +149,64 @@ class WrapperTest(unittest.TestCase):
         self.assertEqual(journal_events(journal, "compile", "end"), expected)
 
 
+def _mlp():
+    import torch
+
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(),
+                               torch.nn.Linear(256, 64)).cuda()
+
+
+def _train_step(model, index):
+    import torch
+
+    x = torch.randn(32, 64, device="cuda")
+    model(x).sum().backward()
+
+
+def _forward(model, x):
+    return model(x)
+
+
+class OnDemandTest(unittest.TestCase):
+    """fragscope.predict: a module torch.compile'd in make_model (compile support from that
+    call), and a function compiled before the prediction began (compile=True), predict the same
+    compiled steps; eager differs (the GELU fused: its input saved, not its output as well)."""
+
+    def _predict(self, make, step, compile=False):
+        import fragscope
+        from fragscope.predictor.capture import capture
+
+        journal = []
+        log = os.path.join(tempfile.mkdtemp(), "p.fslog")
+        with unittest.mock.patch("fragscope.predictor.capture.capture",
+                                 _journaling(capture, journal)):
+            fragscope.predict(make, step, log, steps=2, compile=compile)
+        return [e[2] for e in journal if e[0] == "alloc"]
+
+    def test_compiled_inside_and_before_agree(self):
+        import torch
+
+        inside = self._predict(lambda: torch.compile(_mlp()), _train_step)
+        forward = torch.compile(_forward)  # outside any prediction
+
+        def step(model, index):
+            x = torch.randn(32, 64, device="cuda")
+            forward(model, x).sum().backward()
+
+        ahead = self._predict(_mlp, step, compile=True)
+        eager = self._predict(_mlp, _train_step)
+        self.assertEqual(inside, ahead)
+        self.assertNotEqual(inside, eager)
+
+
+def _journaling(capture, journal):
+    def journaled(*args, **kwargs):
+        kwargs["journal"] = journal
+        return capture(*args, **kwargs)
+
+    return journaled
+
+
 class PeakTest(unittest.TestCase):
     def _peaks(self, mode):
         from fragscope.predictor.hf_loop import predict_hf
@@ -181,6 +242,7 @@ class RefusalTest(unittest.TestCase):
                  (["--compile", "--compile-mode", "reduce-overhead"],
                   "--compile-mode 'reduce-overhead' is not predicted"),
                  (["--compile", "--generate", "4"], "--compile with --generate is not predicted"),
+                 (["--compile", "--pp", "2"], "--compile with --pp is not predicted"),
                  (["--compile-mode", "default"], "--compile-mode goes with --compile")]
         for args, message in cases:
             with self.subTest(args=args):
@@ -192,6 +254,8 @@ class RefusalTest(unittest.TestCase):
         from fragscope.predictor.errors import PredictionError
         from fragscope.predictor.hf_loop import predict_hf
 
+        with self.assertRaisesRegex(PredictionError, "compile with recompute is not predicted"):
+            predict_hf("gpt2", "unused.fslog", seq=8, micro_batch=1, compile=True, recompute=True)
         with self.assertRaisesRegex(PredictionError, "compile with lora is not predicted"):
             predict_hf("gpt2", "unused.fslog", seq=8, micro_batch=1, compile=True, lora=True)
         with self.assertRaisesRegex(PredictionError, "compile mode 'max-autotune'"):

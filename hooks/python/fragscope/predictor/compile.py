@@ -311,7 +311,9 @@ def on_demand(gpu, now=False):
 
 def check_job(mode="default", **others):
     """PredictionError naming the first setting torch.compile is not predicted with: `others`
-    maps a setting's name (as the CLI or predict_hf spells it) to whether it is on."""
+    maps a setting's name (as the CLI or predict_hf spells it) to whether it is on. Gradient
+    checkpointing is one: AOTAutograd's functionalization of the RNG of a recomputed region
+    clones the CUDA generator's state (torch.cuda.default_generators, empty without a GPU)."""
     check_mode(mode)
     for name, on in others.items():
         if on:
@@ -344,7 +346,8 @@ def options(args):
                            "--parallel": getattr(args, "parallel", None) is not None,
                            "--tp": getattr(args, "tp", 1) not in (None, 1),
                            "--lora": getattr(args, "lora", False),
-                           "--qlora": getattr(args, "qlora", False)})
+                           "--qlora": getattr(args, "qlora", False),
+                           "--recompute": getattr(args, "recompute", False)})
     except PredictionError as e:
         raise ValueError(str(e).replace("compile with", "--compile with")
                          .replace("compile mode", "--compile-mode")) from e

@@ -140,7 +140,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
 
         check_job(compile_mode, **{"cuda_graphs": cuda_graphs, "generate": generate is not None,
                                    "parallel": parallel is not None, "tp": tp != 1,
-                                   "lora": lora, "qlora": qlora})
+                                   "lora": lora, "qlora": qlora, "recompute": recompute})
     adapter = adapters.adapter(lora, qlora, lora_rank, lora_alpha, lora_targets,
                                lora_dropout)
     try:
