@@ -34,7 +34,9 @@ The job's keys ("job": {...}; None values left out, the analyzer then says what 
                 "1f1b" | "interleaved-1f1b"), pp_microbatches (per step, each of micro_batch
                 sequences), pp_stages (the rank's stage indices, comma-separated: "1", "1,3");
                 expert parallelism (predictor/expert_parallel.py): ep (the ranks each layer's
-                experts are split over, of the dp ones)
+                experts are split over, of the dp ones); context parallelism
+                (predictor/context_parallel.py): cp (the ranks each sequence is split over; dp
+                then counts the batch's ranks, FSDP2 sharding over dp x cp)
 """
 
 import json
@@ -66,7 +68,7 @@ _ESSENTIAL = (
 _JOB_KEYS = ("mode", "seq", "micro_batch", "batch", "context", "dtype", "optimizer", "attention",
              "recompute", "activations", "weight_dtype", "autocast", "use_cache", "prompt",
              "new_tokens", "cache", "kv_dtype", "tp", "sp", "dp", "zero", "cuda_graphs", "pp",
-             "pp_schedule", "pp_microbatches", "pp_stages", "ep")
+             "pp_schedule", "pp_microbatches", "pp_stages", "ep", "cp")
 
 # A LoRA or QLoRA job's keys (predictor/adapters.py).
 _ADAPTER_KEYS = ("lora_rank", "lora_alpha", "lora_targets", "lora_dropout", "quant",

@@ -189,7 +189,7 @@ def main(argv=None):
     if args.json:
         print(json.dumps({"log": args.out, "gpu": result.gpu.key, "parallel": args.parallel,
                           "world_size": args.world_size, "rank": args.rank, "tp": args.tp,
-                          "ep": args.ep,
+                          "ep": args.ep, "cp": args.cp,
                           "attention": attention, "notes": notes,
                           "params": getattr(result, "params", None),
                           "generated": getattr(result, "generated", None),
@@ -233,6 +233,8 @@ def main(argv=None):
             if args.ep > 1:
                 how += (f" dp {args.world_size}, experts over ep {args.ep} "
                         f"({args.ep_routing} routing)")
+            if args.cp > 1:
+                how += f" over dp {args.world_size // args.cp} x cp {args.cp}"
             print(f"  rank {args.rank} of {args.world_size} ({how}, fake process group)")
         for p in result.phases:
             print(f"  {p.marker:28} {p.allocations:7} allocations   peak allocated "

@@ -97,7 +97,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                lora_dropout=0.0,
                lr=1e-4, overrides=None, journal=None, world_size=None, rank=0, parallel=None,
                bucket_cap_mb=None, generate=None, cache=None, tp=1, ep=1,
-               ep_routing="balanced", cuda_graphs=False,
+               ep_routing="balanced", cp=1, cuda_graphs=False,
                compile=False, compile_mode="default"):
     """Predicts `steps` steps of the standard loop (see the module doc) into `log` (and
     `journal`: capture.capture). `micro_batch` is per rank; world_size, rank, parallel
@@ -105,7 +105,8 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     (parallel.py); tp: tensor and sequence parallelism over tp ranks, alone or with
     fsdp2 over world_size / tp (tensor_parallel.py; world_size default: tp); ep: a
     mixture-of-experts model's experts split over ep of the fsdp2 ranks, the routing assumed
-    "balanced" or "worst" (ep_routing; expert_parallel.py).
+    "balanced" or "worst" (ep_routing; expert_parallel.py); cp: each step's sequence split
+    over cp of the fsdp2 ranks, SDPA run as ring attention (context_parallel.py).
     attention: "auto" (transformers' choice: SDPA, else eager), "sdpa" or "eager"; the one used
     is `Prediction.attention`. `Prediction.notes`: what the prediction
     assumed (a random branch's likelier side); `Prediction.params`: the model's parameters (each
@@ -145,7 +146,12 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                                lora_dropout)
     try:
         rank_job = parallelism.job(parallel, world_size, rank, bucket_cap_mb,
-                                   wrap_required=True, tp=tp, ep=ep, ep_routing=ep_routing)
+                                   wrap_required=True, tp=tp, ep=ep, ep_routing=ep_routing,
+                                   cp=cp)
+        if cp > 1:
+            from .context_parallel import check as check_cp
+
+            check_cp(cp, seq)
     except ValueError as e:
         raise PredictionError(str(e)) from e
     if rank_job is not None and mode != "training":
@@ -220,6 +226,10 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                     model = build() if adapter is None else adapter.load(
                         build, getattr(torch, DTYPES[dtype] or "float32"))
                 built["attention"] = attention_impl.used(model)
+                if rank_job is not None and rank_job.cp > 1:
+                    from .context_parallel import check_attention
+
+                    check_attention(built["attention"], rank_job.cp)
                 built["params"] = sum(p.numel() for p in model.parameters())
                 location.name_modules(model)
                 if not training:
@@ -270,6 +280,12 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                               autocast_dtype, marked, notes)
                     continue
                 ids = torch.randint(0, cfg.vocab_size, (micro_batch, seq), device="cuda")
+                # Context parallelism: forward and backward on the rank's part of the sequence.
+                sharded = contextlib.ExitStack()
+                if rank_job is not None and rank_job.cp > 1:
+                    from .context_parallel import sequence_sharded
+
+                    sharded.enter_context(sequence_sharded(mesh["cp"], ids))
                 marked(f"step {step} / forward")
                 with torch.autocast("cuda", dtype=autocast_dtype or torch.float32,
                                     enabled=autocast_dtype is not None):
@@ -282,6 +298,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                 if training:
                     marked(f"step {step} / backward")
                     loss.backward()
+                    sharded.close()
                     roles.tag_gradients(model.parameters())
                     if opt is not None:
                         marked(f"step {step} / optimizer")

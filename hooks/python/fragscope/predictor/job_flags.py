@@ -32,6 +32,9 @@ def add_rank_flags(p):
     p.add_argument("--ep-routing", choices=["balanced", "worst"], default="balanced",
                    help="the routing --ep assumes: balanced (each rank receives as many rows "
                    "as it sends) or worst (the most a rank's experts can receive)")
+    p.add_argument("--cp", type=int, default=1,
+                   help="context parallelism: each step's sequence split over N of the "
+                   "--parallel fsdp2 ranks, SDPA as torch's ring attention")
     p.add_argument("--world-size", type=int,
                    help="the job's number of GPUs (a fake process group; default --tp, or 1)")
     p.add_argument("--rank", type=int, default=0, help="the rank to predict")
@@ -46,7 +49,7 @@ def rank_options(args, wrap_required=True):
     from .parallel import job
 
     ranks = job(args.parallel, args.world_size, args.rank, args.bucket_cap_mb, wrap_required,
-                flags=True, tp=args.tp, ep=args.ep, ep_routing=args.ep_routing)
+                flags=True, tp=args.tp, ep=args.ep, ep_routing=args.ep_routing, cp=args.cp)
     args.world_size = ranks.world_size if ranks else 1
     if (args.parallel or args.tp > 1) and getattr(args, "mode", "training") != "training":
         flag = "--parallel" if args.parallel else "--tp"
@@ -63,6 +66,10 @@ def rank_options(args, wrap_required=True):
         options.update(ep=args.ep, ep_routing=args.ep_routing)
     elif args.ep_routing != "balanced":
         raise ValueError("--ep-routing goes with --ep")
+    if args.cp > 1:
+        if not getattr(args, "config", None):
+            raise ValueError("--cp goes with --config (the standard loop shards its ids)")
+        options["cp"] = args.cp
     return options
 
 

@@ -161,6 +161,9 @@ def scaled_dot_product_attention(gpu, original):
         return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                         is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
 
+    # Its name is the original's: code that replaces the function by name in
+    # torch.nn.functional (context parallelism's ring attention) replaces this one.
+    sdpa.__name__ = sdpa.__qualname__ = original.__name__
     return sdpa
 
 

@@ -25,12 +25,14 @@ PARALLEL = ("fsdp2", "ddp")
 # tp: the tensor-parallel size (tensor_parallel.py); pp: the pipeline-parallel size
 # (pipeline.py); the data-parallel size is world_size / (pp x tp). ep: the expert-parallel size
 # (expert_parallel.py), borrowed from the data-parallel ranks; ep_routing its assumed routing.
-Job = collections.namedtuple("Job", "parallel world_size rank bucket_cap_mb tp pp ep ep_routing",
-                             defaults=(1, 1, 1, "balanced"))
+# cp: the context-parallel size (context_parallel.py), FSDP2 sharding over dp x cp.
+Job = collections.namedtuple(
+    "Job", "parallel world_size rank bucket_cap_mb tp pp ep ep_routing cp",
+    defaults=(1, 1, 1, "balanced", 1))
 
 
 def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=False,
-        flags=False, tp=1, ep=1, ep_routing="balanced"):
+        flags=False, tp=1, ep=1, ep_routing="balanced", cp=1):
     """The checked rank of a parallel job, or None for a single-GPU job (world size 1, no
     `parallel`, no `tp`). ValueError names the bad value, and the argument as the API spells it
     or, with `flags`, as `python -m fragscope predict`'s flags do (--world-size). `tp`: the
@@ -38,7 +40,8 @@ def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=F
     parallel="fsdp2" over world_size / tp data-parallel ranks; world_size None means tp.
     `wrap_required`: a world size above 1 needs `parallel` or `tp` (the standard loop has no
     other way to use the ranks). `ep`: expert parallelism over ep of the fsdp2 ranks, with
-    `ep_routing` (expert_parallel.ROUTINGS)."""
+    `ep_routing` (expert_parallel.ROUTINGS). `cp`: context parallelism over cp of the fsdp2
+    ranks (the world is dp x cp)."""
 
     def name(arg):
         return "--" + arg.replace("_", "-") if flags else arg
@@ -70,6 +73,7 @@ def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=F
                          f"{world_size // tp} data-parallel ranks: they need "
                          f"{setting('parallel', 'fsdp2')}")
     _check_ep(ep, ep_routing, parallel, world_size, tp, name, setting)
+    _check_cp(cp, ep, parallel, world_size, tp, name, setting)
     if bucket_cap_mb is not None:
         if parallel != "ddp":
             raise ValueError(f"{name('bucket_cap_mb')} applies to {setting('parallel', 'ddp')} "
@@ -86,7 +90,27 @@ def job(parallel=None, world_size=1, rank=0, bucket_cap_mb=None, wrap_required=F
     # None keeps DDP's default: 25 MiB buckets after a first one of 1 MiB (an explicit cap is
     # also the first bucket's).
     return Job(parallel, world_size, rank, None if bucket_cap_mb is None else float(bucket_cap_mb),
-               tp, 1, ep, ep_routing)
+               tp, 1, ep, ep_routing, cp)
+
+
+def _check_cp(cp, ep, parallel, world_size, tp, name, setting):
+    """ValueError naming a context-parallel setting that is not modeled."""
+    if isinstance(cp, bool) or not isinstance(cp, int) or cp < 1:
+        raise ValueError(f"{name('cp')} must be a positive integer, not {cp!r}")
+    if cp == 1:
+        return
+    for other, size in (("tp", tp), ("ep", ep)):
+        if size > 1:
+            raise ValueError(f"{name('cp')} {cp} with {name(other)} {size} is not modeled: "
+                             f"context parallelism is predicted with "
+                             f"{setting('parallel', 'fsdp2')} alone")
+    if parallel != "fsdp2":
+        raise ValueError(f"{name('cp')} {cp} needs {setting('parallel', 'fsdp2')} (torchtitan "
+                         "shards the parameters over the data- and context-parallel ranks)"
+                         + (f", not {setting('parallel', parallel)}" if parallel else ""))
+    if world_size % cp:
+        raise ValueError(f"{name('world_size')} {world_size} is not a multiple of {name('cp')} "
+                         f"{cp}")
 
 
 def _check_ep(ep, routing, parallel, world_size, tp, name, setting):
@@ -124,8 +148,10 @@ def record_keys(rank_job):
         keys.update(tp=rank_job.tp, sp=True)
     if rank_job.ep > 1:
         keys.update(ep=rank_job.ep)
+    if rank_job.cp > 1:
+        keys.update(cp=rank_job.cp)
     if rank_job.parallel is not None:
-        keys.update(dp=rank_job.world_size // rank_job.tp,
+        keys.update(dp=rank_job.world_size // (rank_job.tp * rank_job.cp),
                     zero=3 if rank_job.parallel == "fsdp2" else 0)
     return keys
 
@@ -138,7 +164,8 @@ def fake_process_group(rank_job):
     ("pp", "dp") or ("pp", "dp", "tp") as torchtitan lays it out (pp outermost, tp innermost: a
     tensor-parallel group is tp consecutive ranks, a stage's ranks world / pp consecutive
     ones); with expert parallelism a dict of the meshes "dp_mod_ep" and "ep" (ep innermost) and
-    "dp", the two flattened (expert_parallel.py)."""
+    "dp", the two flattened (expert_parallel.py); with context parallelism a dict of "cp" (cp
+    innermost) and "dp", FSDP2's: the data- and context-parallel ranks flattened."""
     import torch.distributed as dist
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -180,13 +207,18 @@ def fake_process_group(rank_job):
                                         mesh_dim_names=("dp_mod_ep", "ep"))
                 mesh = {"dp_mod_ep": root["dp_mod_ep"], "ep": root["ep"],
                         "dp": root._flatten("dp")}
+            elif rank_job.cp > 1:
+                # The sequence's ranks ("cp", innermost); FSDP2's the world ("dp" x "cp").
+                root = init_device_mesh("cuda", (dp // rank_job.cp, rank_job.cp),
+                                        mesh_dim_names=("dp", "cp"))
+                mesh = {"cp": root["cp"], "dp": root._flatten("dp_cp")}
             elif len(dims) > 1:
                 mesh = init_device_mesh("cuda", tuple(n for _, n in dims),
                                         mesh_dim_names=tuple(name for name, _ in dims))
             else:
                 mesh = init_device_mesh("cuda", (rank_job.world_size,))
         _fully_shard._init_default_mesh = lambda mesh_dim_names=None: (
-            mesh["dp"] if len(dims) > 1 or rank_job.ep > 1 else mesh)
+            mesh["dp"] if len(dims) > 1 or isinstance(mesh, dict) else mesh)
         with ddp_on_the_fake_group(), on_the_fake_group(), send_buffers_are_communication():
             yield mesh
     finally:
@@ -298,6 +330,8 @@ def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
             return model
         mesh = mesh["dp"]
     experts = {}
+    if rank_job.cp > 1:
+        mesh = mesh["dp"]
     if rank_job.ep > 1:
         from . import expert_parallel
 

@@ -228,9 +228,10 @@ def options(args):
         raise ValueError(f"--pp must be at least 2, not {args.pp}")
     if not args.config:
         raise ValueError("--pp goes with --config (the split is for Llama-family models)")
-    if getattr(args, "ep", 1) > 1:
-        raise ValueError(f"--pp with --ep {args.ep} is not modeled: pipeline parallelism is "
-                         "predicted alone, with --tp or with --parallel fsdp2")
+    for flag in ("ep", "cp"):
+        if getattr(args, flag, 1) > 1:
+            raise ValueError(f"--pp with --{flag} {getattr(args, flag)} is not modeled: pipeline "
+                             "parallelism is predicted alone, with --tp or with --parallel fsdp2")
     if args.parallel == "ddp":
         raise ValueError("--pp with --parallel ddp is not modeled (torchtitan shards each stage "
                          "with FSDP2): use --parallel fsdp2")
