@@ -21,12 +21,23 @@ Replaced, because they need a GPU (`compilable`):
     Triton, and its launch (`.run`) does nothing. A kernel's launch allocates nothing from the
     caching allocator except Triton's global scratch for kernels that need one (its size known
     only from the compiled kernel: not modeled; inductor's pointwise and reduction kernels
-    need none).
+    need none);
+  - Triton's active driver (its NVIDIA driver loads libcuda) by the target's
+    (SimulatedTritonDriver), dynamo's CudaInterface by the simulated torch.cuda, inductor's
+    input-alignment check by the storage offset (a fake tensor's data_ptr() is 0);
+  - what compilation computes on the device for real: make_fx's constant propagation of
+    one-element tensors (off: each stays a graph node, a block of at most 512 bytes per call
+    where the GPU would hold a constant) and inductor's uniform-value constant folding (computed
+    on the CPU, the same values).
+The SDPA backend is chosen as in eager (kernels.sdp_choice, a constant to dynamo), so the
+chosen kernel's op is traced into the graph and runs as an ATen fallback.
 No benchmark runs: max_autotune and coordinate-descent tuning stay off (inductor's heuristics
 pick each kernel's launch configs, which change no allocation; the autotuner that would benchmark
 several at the first launch is the stubbed kernel), no CUDA graphs (mode "default"), compiled
 graphs are not cached (fx_graph_cache, the autograd cache) so that each prediction compiles for
-its own target GPU, and compilation runs in this process (compile_threads=1).
+its own target GPU, and compilation runs in this process (compile_threads=1). pad_mm, which
+would time a padded against an unpadded GEMM on the device for an unaligned operand, is off:
+assumed not to pad.
 """
 
 import contextlib
@@ -215,20 +226,23 @@ def compilable(gpu):
     """Inside capture: torch.compile compiles for the simulated device of `gpu` and its generated
     code runs on fake tensors (see the module doc)."""
     import torch
-    import torch.utils._triton as torch_triton
-    from triton.runtime.driver import driver as triton_driver
     import torch._dynamo
     import torch._inductor.config as inductor_config
+    import torch.utils._triton as torch_triton
+    from torch._dynamo.device_interface import CudaInterface
     from torch._functorch import config as functorch_config
     from torch._inductor import async_compile, compile_fx, utils as inductor_utils
+    from torch._inductor.fx_passes.joint_graph import UniformValueConstantFolder
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental import proxy_tensor
+
+    try:
+        from triton.runtime.driver import driver as triton_driver
+    except ImportError as e:
+        raise PredictionError(f"torch.compile in a prediction needs triton: {e}") from e
 
     def triton(self, kernel_name, source_code, device_str="cuda"):
         return StubKernel(kernel_name, source_code)
-
-    from torch._dynamo.device_interface import CudaInterface
-    from torch.fx.experimental import proxy_tensor
-    from torch._inductor.fx_passes.joint_graph import UniformValueConstantFolder
 
     guards = torch._C._dynamo.guards
     patches = [(CudaInterface, name, _delegate(name)) for name in _INTERFACE] + [
