@@ -37,8 +37,8 @@
 #   contexts   GPT-2 124M observed plainly and with name_modules() + name_roles() (the same
 #              allocations; roles and modules at the peak; diffed against predict), and a
 #              4-layer Llama's generate, dynamic and static caches, against predict --generate
-#   compile    GPT-2 124M torch.compile'd (inductor), trained and run for inference, observed,
-#              against `python -m fragscope predict --compile` (GPU_VALIDATE_STEPS=compile)
+#   compile    GPT-2 124M (four layers) torch.compile'd (inductor), trained and run for
+#              inference, observed, against `python -m fragscope predict --compile`
 # then OUT_DIR/summary.md (also rewritten after every step) with every figure, the GPU, driver,
 # torch version, date and commit. Artifacts are kept small: snapshots under 1 MB each, .fslog
 # files over 1 MB are deleted once checked.
