@@ -216,6 +216,8 @@ class PeakTest(unittest.TestCase):
             p = predict_hf("gpt2", os.path.join(tempfile.mkdtemp(), f"{mode}.fslog"), seq=64,
                            micro_batch=4, mode=mode, overrides=GPT2, compile=compiled)
             out[compiled] = p.peak_allocated
+            # Dynamo's summary: graphs compiled only with compile (none compiled eagerly).
+            self.assertEqual(bool(p.compiled) and p.compiled["graphs"] >= 1, compiled)
         print(f"\n  gpt2 1 layer {mode}: eager peak {out[False]} B, compiled {out[True]} B",
               file=sys.stderr)
         return out

@@ -56,6 +56,7 @@ class Prediction:
         self.allocations = 0
         self.peak_allocated = 0
         self.peak_reserved = 0
+        self.compiled = {}  # what torch.compile compiled, if it ran (compile.py)
 
     def phase(self, marker):
         """The phase that starts at `marker` (KeyError if none)."""
@@ -259,7 +260,7 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None, compile=False):
                     _resizable_storages(session), Recorder(session, target), \
                     module_paths(session.contexts), \
                     roles.naming_kv_caches(), cuda_graphs.simulated(session), \
-                    compiled.on_demand(target, compile):
+                    compiled.on_demand(target, compile, prediction.compiled):
                 yield prediction, mark
                 import gc
 

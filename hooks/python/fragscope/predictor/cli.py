@@ -195,6 +195,7 @@ def main(argv=None):
                           "generated": getattr(result, "generated", None),
                           "adapter": getattr(result, "adapter", None),
                           "graph_pool": getattr(result, "graph_pool", None),
+                          "compiled": getattr(result, "compiled", None) or None,
                           "pipeline": getattr(result, "pipeline", None),
                           "peak_allocated_bytes": result.peak_allocated,
                           "peak_reserved_bytes": result.peak_reserved,
@@ -214,6 +215,10 @@ def main(argv=None):
         if getattr(result, "graph_pool", None):
             print(f"  CUDA graph: the forward captured once into private pool "
                   f"{result.graph_pool}, replayed each step")
+        if getattr(result, "compiled", None):
+            c = result.compiled
+            print(f"  torch.compile: {c['graphs']} graphs, {c['graph_breaks']} graph breaks"
+                  + "".join(f"\n    break: {r}" for r in c["graph_break_reasons"]))
         generated = getattr(result, "generated", None)
         if generated:
             print(f"  KV cache at the end: {generated['cache']}, {generated['positions']} "

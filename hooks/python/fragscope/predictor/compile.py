@@ -221,15 +221,26 @@ def _delegate(name):
 active = False
 
 
+def _summary(counters):
+    """What dynamo compiled, from its counters: graphs, graph breaks and their first reasons (a
+    graph break of the prediction is one of the real job only where the same code breaks)."""
+    breaks = counters["graph_break"]
+    return {"graphs": counters["stats"].get("unique_graphs", 0),
+            "graph_breaks": sum(breaks.values()),
+            "graph_break_reasons": [str(reason).splitlines()[0][:200] for reason in breaks][:5]}
+
+
 @contextlib.contextmanager
-def compilable(gpu):
+def compilable(gpu, summary=None):
     """Inside capture: torch.compile compiles for the simulated device of `gpu` and its generated
-    code runs on fake tensors (see the module doc)."""
+    code runs on fake tensors (see the module doc); `summary` (a dict) is given what dynamo
+    compiled (_summary) at the end."""
     import torch
     import torch._dynamo
     import torch._inductor.config as inductor_config
     import torch.utils._triton as torch_triton
     from torch._dynamo.device_interface import CudaInterface
+    from torch._dynamo.utils import counters
     from torch._functorch import config as functorch_config
     from torch._inductor import async_compile, compile_fx, utils as inductor_utils
     from torch._inductor.fx_passes.joint_graph import UniformValueConstantFolder
@@ -282,6 +293,7 @@ def compilable(gpu):
         # Nothing compiled for another device or prediction is reused, nor the Triton backend
         # of another target.
         torch._dynamo.reset()
+        counters.clear()
         caches = (torch_triton.triton_backend, torch_triton.triton_hash_with_backend)
         for cached in caches:
             cached.cache_clear()
@@ -291,29 +303,32 @@ def compilable(gpu):
             yield
         finally:
             active = False
+            if summary is not None:
+                summary.update(_summary(counters))
             torch._dynamo.reset()
             for cached in caches:
                 cached.cache_clear()
 
 
 @contextlib.contextmanager
-def on_demand(gpu, now=False):
+def on_demand(gpu, now=False, summary=None):
     """Inside capture: compile support (compilable) from the start when `now`, else from the
     first torch.compile call (importing dynamo's and inductor's compiler costs seconds, which a
     prediction without compile does not pay). A function compiled before the capture began
-    compiles only with `now` (fragscope.predict's compile=True); otherwise it runs eagerly."""
+    compiles only with `now` (fragscope.predict's compile=True); otherwise it runs eagerly.
+    `summary` (a dict) is given what dynamo compiled, if support was on."""
     import torch
 
     with contextlib.ExitStack() as stack:
         if now:
-            stack.enter_context(compilable(gpu))
+            stack.enter_context(compilable(gpu, summary))
             yield
             return
         original = torch.compile
 
         def compile(*args, **kwargs):
             if not active:
-                stack.enter_context(compilable(gpu))
+                stack.enter_context(compilable(gpu, summary))
             return original(*args, **kwargs)
 
         torch.compile = compile
