@@ -15,11 +15,14 @@ _callbacks = []  # the active on_update functions, in the order they were added
 def _naming_update(update):
     import torch
 
+    # torch.compiler.is_compiling: torch 2.3 and later; before, never compiling here.
+    compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
     def naming_update(self, key_states, value_states, layer_idx, *args, **kwargs):
         result = update(self, key_states, value_states, layer_idx, *args, **kwargs)
         # Not traced into a torch.compile'd graph (dynamo cannot trace the layer's vars(), and
         # would break the graph there): a compiled region's cache tensors go unnamed.
-        if _callbacks and not torch.compiler.is_compiling():
+        if _callbacks and not compiling():
             for value in vars(self.layers[layer_idx]).values():
                 if isinstance(value, torch.Tensor):
                     for on_update in list(_callbacks):
