@@ -51,6 +51,14 @@ out=$("$venv/bin/fragscope" --version)
 "$venv/bin/fragscope" demo >demo.txt || fail "fragscope demo failed: $(tail -5 demo.txt)"
 [ -s fragscope-demo.html ] || fail "fragscope demo wrote no fragscope-demo.html"
 
+# Every module of the source's package is installed, the predictor's subpackage included, and
+# `python -m fragscope` reaches the predictor's command line.
+for f in $(cd "$src/hooks/python/fragscope" && find . -name '*.py'); do
+  [ -f "$pkg/$f" ] || fail "the package has no ${f#./}"
+done
+"$venv/bin/python" -m fragscope predict --help >/dev/null ||
+  fail "python -m fragscope predict --help failed"
+
 "$venv/bin/python" - "$pkg" "$version" <<'EOF'
 import os, sys
 import fragscope
@@ -58,14 +66,15 @@ import fragscope
 pkg, version = sys.argv[1], sys.argv[2]
 assert fragscope.lib_dir() == os.path.join(pkg, "lib"), fragscope.lib_dir()
 assert fragscope.__version__ == version, fragscope.__version__
-lib = fragscope._load(fragscope._ALLOC)
+lib = fragscope._library.load(fragscope._library.ALLOC)
 assert lib.fragscope_configure(b"", b"") == 0, lib.fragscope_last_error()
 with open("/proc/self/maps") as f:
     absl = {line.split()[-1] for line in f if "libabsl_" in line}
 assert absl and all(path.startswith(pkg + "/lib/") for path in absl), absl
 if fragscope.build_info()["torch_version"]:  # built against this torch: its hook loads
     import torch
-    assert fragscope._torch_lib_if_compatible() is not None, fragscope._torch_mismatch()
+    assert fragscope._library.torch_lib_if_compatible() is not None, \
+        fragscope._library.torch_mismatch()
     print("wheel_test: libfragscope_torch.so loads with torch", torch.__version__)
 print("wheel_test: the package's libraries load from", fragscope.lib_dir())
 EOF
