@@ -6,8 +6,10 @@
 #
 # CASE: llama8b-pp4-fsdp2-tp8 (Llama-3-8B, PP 4 x FSDP2 2 x TP 8, seq 8192, 1f1b, 4 microbatches
 # of 1), llama70b-pp4-fsdp2-tp8 (Llama-3-70B, the same layout), deepseek-v3-ep8 (DeepSeek-V3's
-# shape, 61 layers, 256 routed experts, EP 8 with FSDP2 over 64 GPUs, seq 4096). RANK default: the
-# first and the last rank. Logs and the time reports go to $OUT (default /tmp/fragscope-shapes).
+# shape, 61 layers, 256 routed experts, EP 8 with FSDP2 over 64 GPUs, seq 4096; -ac: with full
+# activation checkpointing), llama8b-cp8-fsdp8 (Llama-3-8B, seq 131072 split over CP 8, FSDP2 over
+# the 64 GPUs). RANK default: the first and the last rank. Logs and the time reports go to $OUT
+# (default /tmp/fragscope-shapes).
 set -euo pipefail
 case_name=${1:?usage: $0 CASE [RANK...]}
 shift
@@ -35,7 +37,14 @@ case $case_name in
            --parallel fsdp2 --tp 8 --world-size 64)
     ((${#ranks[@]})) || ranks=(0 63)
     ;;
-  deepseek-v3-ep8)
+  llama8b-cp8-fsdp8)
+    config=$out/llama8b.json
+    echo "$llama8b" >"$config"
+    flags=(--config "$config" --seq 131072 --micro-batch 1 --parallel fsdp2 --cp 8
+           --world-size 64)
+    ((${#ranks[@]})) || ranks=(0 63)
+    ;;
+  deepseek-v3-ep8|deepseek-v3-ep8-ac)
     config=$out/deepseek_v3.json
     python3 - "$config" <<'PY'
 import json, sys
@@ -52,6 +61,7 @@ json.dump({"model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers"
 PY
     flags=(--config "$config" --seq 4096 --micro-batch 1 --parallel fsdp2 --ep 8
            --world-size 64)
+    [[ $case_name == *-ac ]] && flags+=(--recompute)
     ((${#ranks[@]})) || ranks=(0 63)
     ;;
   *) echo "unknown case $case_name" >&2; exit 2 ;;
