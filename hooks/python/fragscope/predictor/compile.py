@@ -9,7 +9,8 @@ target GPU. The Recorder (kernels.py) says ignore_compile_internals, so dynamo c
 while the compiled code runs: the wrapper's `empty_strided_cuda` calls, extern kernels
 (`extern_kernels.mm(..., out=buf)`, the ATen fallbacks) and `del bufN` are the allocations and
 frees the caching allocator sees, in the wrapper's order, its buffer reuse (`buf3 = buf0; del
-buf0  # reuse`) inductor's own.
+buf0  # reuse`) inductor's own. Inductor's workspaces (a kernel's `workspace` argument, the
+semaphores of cooperative and split reductions) are `empty_strided_cuda` lines as well.
 
 Replaced, because they need a GPU (`compilable`):
   - the wrapper's `empty_strided_cuda` (C++ that allocates from the CUDA caching allocator
