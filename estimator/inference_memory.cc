@@ -114,8 +114,8 @@ absl::StatusOr<MemoryEstimate> EstimateInference(const ModelSpec& spec,
     const double bytes = BytesPerElement(*config.autocast);
     Term casts;
     casts.key = "activations_autocast_weights";
-    casts.label = absl::StrCat("autocast's cached ", DTypeName(*config.autocast),
-                               " copies of the linear layers' weights");
+    casts.label =
+        absl::StrCat("autocast's ", DTypeName(*config.autocast), " weight copies (cached)");
     casts.value = bytes * cast;
     casts.formula = "bytes(autocast) * P_matmul";
     casts.values = absl::StrCat(FormatNumber(bytes), " * ", FormatCount(cast));

@@ -42,8 +42,9 @@ absl::Status ValidateParallelLayout(const ParallelLayout& layout, const ModelSpe
   }
   if (layout.dp % layout.ep != 0) return NotDividing("ep", layout.ep, "dp", layout.dp);
   if (layout.stage < 0 || layout.stage >= layout.pp) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("stage = ", layout.stage, " must be in [0, pp = ", layout.pp, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("pipeline rank stage = ", layout.stage,
+                                                   " must be in [0, pp = ", layout.pp,
+                                                   ") (--pp-rank, a record's pp_stages)"));
   }
   if (layout.schedule == PipelineSchedule::kGpipe && layout.vpp > 1) {
     return absl::InvalidArgumentError(
