@@ -16,8 +16,26 @@ constexpr char kSource[] =
     "fragscope: peft's LoRA layers on a frozen 16-bit base under torch.autocast, read from "
     "fragscope's predictor (estimator/lora_activations.h)";
 
+// QLoRA: the adapters save the inputs they share with the 4-bit base instead of copies: one
+// per distinct input (q, k, v read the first norm's output; gate and up the second's; down the
+// product), o's being the attention output already saved; and lora_B's input, r each.
+double QloraAdapterWidths(const ModelSpec& spec, const LoraConfig& lora) {
+  const double h = static_cast<double>(spec.hidden_size);
+  const double f = static_cast<double>(spec.ffn());
+  const double r = static_cast<double>(lora.rank);
+  double widths = 0;
+  if ((lora.targets & (kLoraQ | kLoraK | kLoraV)) != 0) widths += h;
+  if ((lora.targets & (kLoraGate | kLoraUp)) != 0) widths += h;
+  if ((lora.targets & kLoraDown) != 0) widths += f;
+  for (uint32_t target : {kLoraQ, kLoraK, kLoraV, kLoraO, kLoraGate, kLoraUp, kLoraDown}) {
+    if ((lora.targets & target) != 0) widths += r;
+  }
+  return widths;
+}
+
 // Sum of d_in + r over the adapted matrices of one layer, each with its input width.
 double AdapterWidths(const ModelSpec& spec, const LoraConfig& lora) {
+  if (lora.qlora) return QloraAdapterWidths(spec, lora);
   const double h = static_cast<double>(spec.hidden_size);
   const double q = static_cast<double>(spec.query_width());
   const double f = static_cast<double>(spec.ffn());
@@ -47,12 +65,11 @@ Term Make(const char* key, std::string label, double value, std::string formula,
 }  // namespace
 
 bool LoraActivationsApply(const ModelSpec& spec, const TrainingConfig& config) {
-  return config.lora.enabled() && !config.lora.qlora && spec.has_architecture() &&
-         config.precision != Precision::kFp32 && config.recompute == Recompute::kNone &&
-         spec.norm == NormKind::kRmsNorm && spec.gated_mlp && !spec.fused_gate_up &&
-         !spec.fused_qkv && !spec.is_moe() && !spec.is_mla() && spec.qk_norm == QkNorm::kNone &&
-         spec.norms_per_layer == 2 && !spec.logit_softcapping && config.layout.tp == 1 &&
-         config.layout.pp == 1;
+  return config.lora.enabled() && spec.has_architecture() && config.precision != Precision::kFp32 &&
+         config.recompute == Recompute::kNone && spec.norm == NormKind::kRmsNorm &&
+         spec.gated_mlp && !spec.fused_gate_up && !spec.fused_qkv && !spec.is_moe() &&
+         !spec.is_mla() && spec.qk_norm == QkNorm::kNone && spec.norms_per_layer == 2 &&
+         !spec.logit_softcapping && config.layout.tp == 1 && config.layout.pp == 1;
 }
 
 absl::StatusOr<std::vector<Term>> LoraActivationTerms(const ModelSpec& spec,
@@ -93,8 +110,11 @@ absl::StatusOr<std::vector<Term>> LoraActivationTerms(const ModelSpec& spec,
                    config.lora.qlora ? "QLoRA" : "LoRA", " r=", config.lora.rank, " on ",
                    LoraTargetsName(config.lora.targets), ", torch.autocast)"),
       per_layer * layers,
-      absl::StrCat("per_layer * L;  per_layer = ", absl::StrJoin(names, " + "),
-                   ";  adapters = E s b sum(d_in + r) (estimator/lora_activations.h)"),
+      absl::StrCat(
+          "per_layer * L;  per_layer = ", absl::StrJoin(names, " + "),
+          config.lora.qlora
+              ? ";  adapters = E s b (distinct inputs + sum r) (estimator/lora_activations.h)"
+              : ";  adapters = E s b sum(d_in + r) (estimator/lora_activations.h)"),
       absl::StrCat(FormatCount(per_layer), " * ", FormatNumber(layers), ";  per_layer = ",
                    absl::StrJoin(values, " + "), ";  sum(d_in + r) = ", FormatNumber(widths))));
   terms.push_back(

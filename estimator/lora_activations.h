@@ -16,7 +16,12 @@
 //   outside the layers: 8 s b (ids); 4 s b V (the loss's fp32 log-softmax) + 4 s b h (the final
 //   norm's fp32 copy; lm_head is frozen: its input is not saved); the loss backward 8 s b V.
 // No 16-bit weight copies are saved: the base is already 16-bit (the adapters' casts are
-// negligible). QLoRA is not covered (bitsandbytes' 4-bit matmul was not measured).
+// negligible). QLoRA (`--qlora`: the base's linears in NF4, bitsandbytes' matmul_4bit): the same
+// but the adapters, which save the inputs they share with the base instead of copies:
+//     adapters  E s b (distinct adapted inputs + r per adapted matrix): h if any of q, k, v is
+//               adapted (the first norm's output), h if gate or up, f if down (the product); o's
+//               input is the attention output, already counted
+// (the QLoRA figures of estimator/README.md).
 #pragma once
 
 #include <vector>
@@ -29,7 +34,7 @@
 
 namespace fragscope::estimator {
 
-// Whether the LoRA terms describe `config` on `spec`: LoRA (not QLoRA) on a dense Llama-family
+// Whether the LoRA terms describe `config` on `spec`: LoRA or QLoRA on a dense Llama-family
 // decoder, one GPU.
 bool LoraActivationsApply(const ModelSpec& spec, const TrainingConfig& config);
 
