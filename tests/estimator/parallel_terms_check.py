@@ -1,4 +1,4 @@
-"""The torch-autocast terms of tensor- and pipeline-parallel ranks, LoRA and a generate's prefill
+"""The torch-autocast terms of tensor- and pipeline-parallel ranks, LoRA, QLoRA and a generate
 (estimator/autocast_parallel.h, lora_activations.h, inference_memory.h) against fragscope's
 predictor, on models they were not written from.
 
@@ -56,6 +56,9 @@ CASES = {
     "qwen2 LoRA r 8 all-linear": (
         "qwen2", QWEN2 + ["--lora", "--lora-targets", "all-linear"],
         TRAIN + QWEN2 + ["--precision", "bf16", "--lora-rank", "8", "--lora-targets", "all"]),
+    "qwen2 QLoRA r 8 all-linear": (
+        "qwen2", QWEN2 + ["--qlora", "--lora-targets", "all-linear"],
+        TRAIN + QWEN2 + ["--lora-rank", "8", "--lora-targets", "all", "--qlora"]),
     "qwen2 generate 8": ("qwen2", QWEN2 + ["--generate", "8"],
                          INFER + ["--batch", "3", "--prompt", "256", "--context", "263"]),
     "mistral tp 2": ("mistral", MISTRAL + ["--tp", "2"], TRAIN + MISTRAL + ["--tp", "2", "--sp"]),
@@ -73,6 +76,10 @@ CASES = {
         "mistral", MISTRAL + ["--lora", "--lora-rank", "16", "--lora-targets",
                               "q_proj,k_proj,v_proj,o_proj"],
         TRAIN + MISTRAL + ["--lora-rank", "16", "--lora-targets", "q,k,v,o"]),
+    "mistral QLoRA r 16 q,k,v,o": (
+        "mistral", MISTRAL + ["--qlora", "--lora-rank", "16", "--lora-targets",
+                              "q_proj,k_proj,v_proj,o_proj"],
+        TRAIN + MISTRAL + ["--lora-rank", "16", "--lora-targets", "q,k,v,o", "--qlora"]),
     "mistral generate 4": ("mistral", MISTRAL + ["--generate", "4"],
                            INFER + ["--batch", "1", "--prompt", "384", "--context", "387"]),
 }
