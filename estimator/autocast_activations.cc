@@ -290,9 +290,13 @@ absl::StatusOr<std::vector<Term>> AutocastActivationTerms(const ModelSpec& spec,
 
   if (dense_layers > 0) {
     const char* what = spec.is_moe() ? "dense layers, torch.autocast" : "layers, torch.autocast";
-    terms.push_back(LayerTerm("activations",
-                              pipeline ? absl::StrCat(what, ", micro-batches in flight") : what,
-                              Layer(spec, config, false), dense_layers * k, in_flight));
+    Term layers =
+        LayerTerm("activations", what, Layer(spec, config, false), dense_layers * k, in_flight);
+    if (pipeline) {
+      layers.label = absl::StrCat("activations (", FormatNumber(dense_layers), " layers x ",
+                                  FormatNumber(k), " micro-batches in flight, torch.autocast)");
+    }
+    terms.push_back(std::move(layers));
   }
   if (moe_layers > 0) {
     terms.push_back(LayerTerm("activations_moe", "MoE layers, torch.autocast",

@@ -167,7 +167,8 @@ void ChoosePeak(const TrainingConfig& config, MemoryEstimate& estimate) {
           ? absl::StrFormat(", last layer's attention backward %.2f GiB (stored s^2 scores)",
                             peaks.attention_backward / kGiB)
           : ""));
-  if (peaks.peak == StepMoment::kBackwardStart && !config.persistent_gradients) {
+  if (peaks.peak == StepMoment::kBackwardStart && !config.persistent_gradients &&
+      !GradientsAccumulateAcrossMicroBatches(config.layout)) {
     estimate.notes.push_back(
         "the gradients are not alive at the start of the backward: zero_grad(set_to_none=True) "
         "frees them before the forward (--persistent-grads when they are kept across "

@@ -78,9 +78,9 @@ GPU. Every term's formula, values and source: --explain. Units: bytes; GiB = 2^3
            {"--no-activations", "", "model states only", "Training"},
            {"--activation-model", "NAME",
             "korthikanti (default: Megatron's fused kernels) or torch-autocast (transformers' "
-            "eager "
-            "modules under torch.autocast, one GPU, no recompute; measured on an H100 for full "
-            "fine-tuning, not LoRA or QLoRA: estimator/README.md)",
+            "eager modules under torch.autocast, no recompute: one GPU, measured on an H100; "
+            "torchtitan's tp (with --sp) and pp ranks, and LoRA/QLoRA of Llama-family models, "
+            "read from fragscope's predictor: estimator/README.md)",
             "Training"},
            {"--persistent-grads", "", "torch-autocast: gradients live at the peak (accumulation)",
             "Training"},
