@@ -76,9 +76,11 @@ std::string CategoryOfRole(AllocationRole role) {
 }
 
 // Whether the estimate's 16-bit weights are autocast's forward copies (see Category): a
-// torch-autocast estimate (only it has a loss_backward term) without adapters.
+// torch-autocast estimate (only it has step moments, or a loss_backward term: a pipeline rank
+// before the last has none) without adapters.
 bool WeightsAreCasts(const est::MemoryEstimate& estimate) {
-  return estimate.Find("loss_backward") != nullptr && estimate.Find("lora_weights") == nullptr;
+  return (estimate.step_peaks.has_value() || estimate.Find("loss_backward") != nullptr) &&
+         estimate.Find("lora_weights") == nullptr;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -14,6 +15,7 @@
 #include "analysis/recorded_adapter.h"
 #include "estimator/model_presets.h"
 #include "estimator/model_spec_json.h"
+#include "estimator/parallel_layout.h"
 #include "estimator/training_memory.h"
 #include "nlohmann/json.hpp"
 
@@ -55,6 +57,11 @@ constexpr KeyInfo kKeys[] = {
     {"dtype", Mode::kInference, "precision"},
     {"kv_dtype", Mode::kInference, ""},
     {"prompt", Mode::kInference, ""},
+    // A pipeline rank (a predicted log's record): the schedule, the micro-batches per step, and
+    // the rank's stage indices ("1", or "1,3" with two stages per rank).
+    {"pp_schedule", Mode::kTraining, ""},
+    {"pp_microbatches", Mode::kTraining, ""},
+    {"pp_stages", Mode::kTraining, ""},
 };
 
 const KeyInfo* FindKey(absl::string_view key) {
@@ -97,6 +104,28 @@ absl::Status ApplyKey(absl::string_view key, absl::string_view value, absl::stri
   if (key == "batch") return set_int(&i.batch);
   if (key == "context") return set_int(&i.context);
   if (key == "prompt") return set_int(&i.prompt_tokens);
+  if (key == "pp_microbatches") return set_int(&t.layout.num_microbatches);
+  if (key == "pp_schedule") {
+    absl::StatusOr<est::PipelineSchedule> schedule =
+        est::ParsePipelineSchedule(value, std::string(where));
+    if (schedule.ok()) t.layout.schedule = *schedule;
+    return schedule.status();
+  }
+  if (key == "pp_stages") {
+    // Rank r holds stages r, r + pp, ...: its rank is the first, its stages per rank the count.
+    std::vector<int64_t> stages;
+    for (absl::string_view part : absl::StrSplit(value, ',')) {
+      int64_t stage = -1;
+      if (!absl::SimpleAtoi(part, &stage) || stage < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s expects stage indices (\"1\" or \"1,3\"), got '%s'", where, value));
+      }
+      stages.push_back(stage);
+    }
+    t.layout.stage = stages.front();
+    t.layout.vpp = static_cast<int64_t>(stages.size());
+    return absl::OkStatus();
+  }
   if (key == "tp" || key == "pp") {
     int64_t* field = key == "tp" ? &t.layout.tp : &t.layout.pp;
     if (absl::Status s = set_int(field); !s.ok()) return s;

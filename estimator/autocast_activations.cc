@@ -10,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+#include "estimator/autocast_parallel.h"
+#include "estimator/parallel_layout.h"
 #include "estimator/status_macros.h"
 
 namespace fragscope::estimator {
@@ -127,12 +129,23 @@ AutocastLayer Layer(const ModelSpec& spec, const TrainingConfig& config, bool mo
     layer.mlp = MlpBytes(spec, e) * s * b * static_cast<double>(spec.ffn());
   }
   layer.dropout = 2.0 * m * s * b * h;
+  // A pipeline stage's explicit causal mask makes SDPA run its memory-efficient kernel, which
+  // keeps a 16-bit copy of the queries' size beside the flash kernel's tensors.
+  if (config.layout.pp > 1 && layer.scores == 0 && !spec.is_mla()) layer.attention += e * s * b * q;
+  // Sequence parallelism (autocast_parallel.h): everything is a sequence or head/hidden shard
+  // but the projections' casts of the all-gathered input.
+  const double t = static_cast<double>(config.layout.tp);
+  for (double* part : {&layer.norms, &layer.qk_norms, &layer.attention, &layer.scores, &layer.mlp,
+                       &layer.router, &layer.experts, &layer.dropout}) {
+    *part /= t;
+  }
   return layer;
 }
 
 // The term for `count` layers of one kind: their total, and every part that is not zero by
 // name in the formula and the values.
-Term LayerTerm(const char* key, absl::string_view what, const AutocastLayer& layer, double count) {
+Term LayerTerm(const char* key, absl::string_view what, const AutocastLayer& layer, double count,
+               absl::string_view in_flight = "") {
   const std::pair<const char*, double> parts[] = {
       {"norms", layer.norms},         {"qk_norms", layer.qk_norms}, {"casts", layer.casts},
       {"attention", layer.attention}, {"scores", layer.scores},     {"mlp", layer.mlp},
@@ -148,19 +161,22 @@ Term LayerTerm(const char* key, absl::string_view what, const AutocastLayer& lay
   term.key = key;
   term.label = absl::StrCat("activations (", FormatNumber(count), " ", what, ")");
   term.value = layer.total() * count;
-  term.formula = absl::StrCat("per_layer * L;  per_layer = ", absl::StrJoin(names, " + "),
+  term.formula = absl::StrCat(in_flight.empty() ? "per_layer * L" : "per_layer * L_r * k",
+                              ";  per_layer = ", absl::StrJoin(names, " + "),
                               " (estimator/autocast_activations.h)");
   term.values = absl::StrCat(FormatCount(layer.total()), " * ", FormatNumber(count),
                              ";  per_layer = ", absl::StrJoin(values, " + "), " = ",
                              FormatCount(layer.total()));
+  if (!in_flight.empty()) absl::StrAppend(&term.values, ";  k = ", in_flight);
   term.source = kSource;
   return term;
 }
 
 absl::Status Unsupported(absl::string_view what) {
   return absl::InvalidArgumentError(
-      absl::StrCat("activation-model torch-autocast describes one GPU's eager PyTorch job: ", what,
-                   " is not modelled (use activation-model korthikanti)"));
+      absl::StrCat("activation-model torch-autocast describes eager PyTorch jobs on one GPU or "
+                   "as torchtitan splits them: ",
+                   what, " is not modelled (use activation-model korthikanti)"));
 }
 
 absl::Status CheckSupported(const ModelSpec& spec, const TrainingConfig& config) {
@@ -168,9 +184,16 @@ absl::Status CheckSupported(const ModelSpec& spec, const TrainingConfig& config)
       RequireArchitecture(spec, "activations (or pass --no-activations)"));
   const ParallelLayout& l = config.layout;
   if (config.precision == Precision::kFp32) return Unsupported("precision fp32 (no autocast)");
-  if (l.tp > 1) return Unsupported(absl::StrCat("tp = ", l.tp));
-  if (l.pp > 1) return Unsupported(absl::StrCat("pp = ", l.pp));
-  if (l.sequence_parallel) return Unsupported("sequence parallelism");
+  if (l.tp > 1 && !l.sequence_parallel) {
+    return Unsupported(
+        absl::StrCat("tp = ", l.tp, " without sequence parallelism (torchtitan's plan: pass sp)"));
+  }
+  if (l.sequence_parallel && l.tp == 1) return Unsupported("sequence parallelism with tp = 1");
+  if ((l.tp > 1 || l.pp > 1) && (spec.is_moe() || spec.is_mla() || SdpaRunsMath(spec))) {
+    return Unsupported(absl::StrCat(l.tp > 1 ? "tp" : "pp", " > 1 on ", spec.model_type,
+                                    " (measured on Llama-family dense decoders)"));
+  }
+  if (l.tp > 1 && l.pp > 1) return Unsupported("tp > 1 with pp > 1");
   if (config.recompute == Recompute::kSelective) {
     return absl::InvalidArgumentError(
         "activation-model torch-autocast with recompute selective: selective recompute is "
@@ -192,8 +215,9 @@ absl::Status CheckSupported(const ModelSpec& spec, const TrainingConfig& config)
 }  // namespace
 
 std::optional<Term> AttentionBackwardTerm(const ModelSpec& spec, const TrainingConfig& config) {
-  if (!spec.has_architecture() || spec.moe_layers() == spec.num_layers) {
-    return std::nullopt;
+  if (!spec.has_architecture() || spec.moe_layers() == spec.num_layers || config.layout.tp > 1 ||
+      config.layout.pp > 1) {
+    return std::nullopt;  // measured on one GPU's step
   }
   const AutocastLayer layer = Layer(spec, config, false);
   if (layer.scores == 0 || spec.is_mla()) return std::nullopt;
@@ -243,36 +267,71 @@ double AutocastBytesPerLayer(const ModelSpec& spec, const TrainingConfig& config
 absl::StatusOr<std::vector<Term>> AutocastActivationTerms(const ModelSpec& spec,
                                                           const TrainingConfig& config) {
   FRAGSCOPE_ESTIMATOR_RETURN_IF_ERROR(CheckSupported(spec, config));
+  const ParallelLayout& layout = config.layout;
   const double s = static_cast<double>(config.seq_len);
   const double b = static_cast<double>(config.micro_batch);
   const double h = static_cast<double>(spec.hidden_size);
   const double v = static_cast<double>(spec.vocab_size);
+  const double t = static_cast<double>(layout.tp);
   const double e = WeightBytes(config.precision);
   const double m = config.dropout ? 1.0 : 0.0;
+  const bool pipeline = layout.pp > 1;
+  // Micro-batches in flight on this rank (1 without a pipeline) and those of the output layer.
+  const double k = AutocastMicroBatchesInFlight(layout);
+  const double k_out = layout.schedule == PipelineSchedule::kGpipe
+                           ? static_cast<double>(PipelineMicroBatches(layout))
+                           : 1.0;
+  const std::string in_flight = pipeline ? InFlightValues(layout) : "";
   const double moe_layers = static_cast<double>(spec.moe_layers());
-  const double dense_layers = static_cast<double>(spec.num_layers) - moe_layers;
+  const double rank_layers = pipeline ? static_cast<double>(LayersOnFirstStage(spec, layout))
+                                      : static_cast<double>(spec.num_layers);
+  const double dense_layers = rank_layers - moe_layers;  // pp > 1: dense models only
   std::vector<Term> terms;
 
   if (dense_layers > 0) {
-    terms.push_back(LayerTerm(
-        "activations", spec.is_moe() ? "dense layers, torch.autocast" : "layers, torch.autocast",
-        Layer(spec, config, false), dense_layers));
+    const char* what = spec.is_moe() ? "dense layers, torch.autocast" : "layers, torch.autocast";
+    Term layers =
+        LayerTerm("activations", what, Layer(spec, config, false), dense_layers * k, in_flight);
+    if (pipeline) {
+      layers.label = absl::StrCat("activations (", FormatNumber(dense_layers), " layers x ",
+                                  FormatNumber(k), " micro-batches in flight, torch.autocast)");
+    }
+    terms.push_back(std::move(layers));
   }
   if (moe_layers > 0) {
     terms.push_back(LayerTerm("activations_moe", "MoE layers, torch.autocast",
                               Layer(spec, config, true), moe_layers));
   }
 
+  // Token ids on the first rank; a pipeline stage's bool causal mask on every rank; per
+  // micro-batch in flight.
+  const double ids = HoldsEmbedding(layout) ? 8.0 * s * b + m * s * b * h / t : 0.0;
+  const double mask = pipeline ? b * s * s : 0.0;
   Term embedding;
   embedding.key = "activations_embedding";
-  embedding.label = "activations (token ids + embedding dropout mask)";
-  embedding.value = 8.0 * s * b + m * s * b * h;
-  embedding.formula = "8 s b + m s b h";
-  embedding.values =
-      absl::StrFormat("8 * %s * %s + %s * %s * %s * %s", FormatNumber(s), FormatNumber(b),
-                      FormatNumber(m), FormatNumber(s), FormatNumber(b), FormatNumber(h));
+  embedding.label = pipeline ? "activations (token ids on rank 0, the stage's causal mask)"
+                             : "activations (token ids + embedding dropout mask)";
+  embedding.value = (ids + mask) * k;
+  embedding.formula = pipeline ? "(8 s b [rank 0] + b s^2) k" : "8 s b + m s b h / t";
+  embedding.values = pipeline
+                         ? absl::StrFormat("(%s + %s) * %g", FormatCount(ids), FormatCount(mask), k)
+                         : absl::StrFormat("8 * %s * %s + %s * %s * %s * %s / %s", FormatNumber(s),
+                                           FormatNumber(b), FormatNumber(m), FormatNumber(s),
+                                           FormatNumber(b), FormatNumber(h), FormatNumber(t));
   embedding.source = kSource;
   terms.push_back(embedding);
+  if (const double held = HeldStageOutputs(layout); held > 0) {
+    Term outputs;
+    outputs.key = "activations_stage_outputs";
+    outputs.label = "activations (the stage outputs kept for the backward, fp32)";
+    outputs.value = 4.0 * s * b * h * held;
+    outputs.formula = "4 s b h n_out  (n_out: estimator/autocast_parallel.h)";
+    outputs.values = absl::StrFormat("4 * %s * %s * %s * %g", FormatNumber(s), FormatNumber(b),
+                                     FormatNumber(h), held);
+    outputs.source = "torch.distributed.pipelining's PipelineStage, seen in fragscope's predictor";
+    terms.push_back(outputs);
+  }
+  if (!HoldsOutputLayer(layout)) return terms;
 
   const double norm = NormBytes(spec);
   // Soft-capped logits (cap * tanh(logits / cap)) keep the tanh's output, in the compute dtype.
@@ -282,25 +341,44 @@ absl::StatusOr<std::vector<Term>> AutocastActivationTerms(const ModelSpec& spec,
   output.label = spec.logit_softcapping
                      ? "activations (output layer + soft-capping tanh + loss: fp32 log-softmax)"
                      : "activations (output layer + loss: fp32 log-softmax)";
-  output.value = (4.0 + capped) * s * b * v + (norm + e) * s * b * h;
-  output.formula =
-      spec.logit_softcapping ? "(4 + E) s b V + (N + E) s b h" : "4 s b V + (N + E) s b h";
+  output.value = ((4.0 + capped) * s * b * v / t + (norm / t + e) * s * b * h) * k_out;
+  output.formula = absl::StrCat(spec.logit_softcapping ? "(4 + E) s b V / t + (N / t + E) s b h"
+                                                       : "4 s b V / t + (N / t + E) s b h",
+                                k_out > 1 ? ", times the m micro-batches GPipe holds" : "");
   output.values =
-      absl::StrFormat("%s * %s * %s * %s + (%s + %s) * %s * %s * %s", FormatNumber(4.0 + capped),
-                      FormatNumber(s), FormatNumber(b), FormatNumber(v), FormatNumber(norm),
-                      FormatNumber(e), FormatNumber(s), FormatNumber(b), FormatNumber(h));
+      absl::StrFormat("(%s * %s * %s * %s / %s + (%s / %s + %s) * %s * %s * %s) * %s",
+                      FormatNumber(4.0 + capped), FormatNumber(s), FormatNumber(b), FormatNumber(v),
+                      FormatNumber(t), FormatNumber(norm), FormatNumber(t), FormatNumber(e),
+                      FormatNumber(s), FormatNumber(b), FormatNumber(h), FormatNumber(k_out));
   output.source = kSource;
   terms.push_back(output);
 
   Term backward;
   backward.key = "loss_backward";
-  backward.label = "loss backward (two fp32 logits gradients at once)";
-  backward.value = 8.0 * s * b * v;
-  backward.formula = "8 s b V";
-  backward.values =
-      absl::StrFormat("8 * %s * %s * %s", FormatNumber(s), FormatNumber(b), FormatNumber(v));
-  backward.source = absl::StrCat(kSource, "; the step's peak is at the start of the backward");
+  if (layout.tp > 1) {
+    backward.label =
+        "loss-parallel cross-entropy (16-bit and fp32 logits shards, a second fp32 "
+        "log-softmax shard)";
+    backward.value = 10.0 * s * b * v / t;
+    backward.formula = "10 s b V / t";
+    backward.values = absl::StrFormat("10 * %s * %s * %s / %s", FormatNumber(s), FormatNumber(b),
+                                      FormatNumber(v), FormatNumber(t));
+    backward.source = absl::StrCat(
+        kSource,
+        "; torch's loss_parallel() under fragscope's predictor: its forward holds "
+        "these beside the saved log-softmax and the layers' tensors (the step's peak)");
+  } else {
+    backward.label = "loss backward (two fp32 logits gradients at once)";
+    backward.value = 8.0 * s * b * v;
+    backward.formula = "8 s b V";
+    backward.values =
+        absl::StrFormat("8 * %s * %s * %s", FormatNumber(s), FormatNumber(b), FormatNumber(v));
+    backward.source = absl::StrCat(kSource, "; the step's peak is at the start of the backward");
+  }
   terms.push_back(backward);
+  if (std::optional<Term> outputs = PipelineOutputsTerm(spec, config)) {
+    terms.push_back(*std::move(outputs));
+  }
   return terms;
 }
 

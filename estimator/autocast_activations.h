@@ -50,6 +50,7 @@
 // E s b h (the cast input of the output projection). Embedding: 8 s b (token ids) + m s b h.
 // Loss backward: 8 s b V, two fp32 logits-sized buffers alive together at the start of the
 // backward (measured: peak - end of forward = 8 s b V).
+// On a tensor- or pipeline-parallel rank: autocast_parallel.h. Under LoRA: lora_activations.h.
 // The 16-bit weight copies saved for the backward are the estimator's "weights" term; which of
 // the step's moments is the peak is decided in training_memory.cc (term.h, StepMoment).
 #pragma once
@@ -70,9 +71,11 @@ namespace fragscope::estimator {
 double AutocastBytesPerLayer(const ModelSpec& spec, const TrainingConfig& config);
 
 // Terms "activations" (dense layers), "activations_moe" (MoE layers), "activations_embedding",
-// "activations_output" and "loss_backward". Errors name the flag for what this model does not
-// describe: mixed precision only; no tensor, pipeline or sequence parallelism; no recompute; the
-// spec must have an architecture.
+// "activations_output" and "loss_backward" (the last two, and "activations_pipeline_outputs",
+// on the last pipeline rank only); tensor- and pipeline-parallel ranks as autocast_parallel.h
+// describes them. Errors name the flag for what this model does not describe: mixed precision
+// only; tp only with sequence parallelism, and neither tp nor pp on MoE, MLA or math-attention
+// models nor together; no recompute; the spec must have an architecture.
 absl::StatusOr<std::vector<Term>> AutocastActivationTerms(const ModelSpec& spec,
                                                           const TrainingConfig& config);
 

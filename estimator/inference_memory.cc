@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include "estimator/autocast_parallel.h"
 #include "estimator/parameter_count.h"
 #include "estimator/status_macros.h"
 
@@ -104,6 +105,25 @@ absl::StatusOr<MemoryEstimate> EstimateInference(const ModelSpec& spec,
     estimate.quantities.push_back(per_token_term);
   }
 
+  if (spec.has_architecture() && count.architectural && config.autocast.has_value() &&
+      *config.autocast != config.weights) {
+    // Weights held in another dtype than the forward's autocast (fp32 under bf16): autocast
+    // casts each linear layer's weight once and caches the copy for as long as the autocast
+    // region lasts, the whole of a generate (prefill and every decode step).
+    const double cast = AutocastCastWeights(spec, count, layout);
+    const double bytes = BytesPerElement(*config.autocast);
+    Term casts;
+    casts.key = "activations_autocast_weights";
+    casts.label =
+        absl::StrCat("autocast's ", DTypeName(*config.autocast), " weight copies (cached)");
+    casts.value = bytes * cast;
+    casts.formula = "bytes(autocast) * P_matmul";
+    casts.values = absl::StrCat(FormatNumber(bytes), " * ", FormatCount(cast));
+    casts.source =
+        "torch.autocast's weight cast cache (leaf tensors, until the region exits), seen in "
+        "fragscope's predictor (estimator/README.md)";
+    estimate.terms.push_back(casts);
+  }
   Term overhead;
   overhead.key = "overhead_rule";
   overhead.label =

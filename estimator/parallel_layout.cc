@@ -1,5 +1,6 @@
 #include "estimator/parallel_layout.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,16 @@ absl::Status ValidateParallelLayout(const ParallelLayout& layout, const ModelSpe
                                                    " must be in [0, ", kMaxMicrobatches, "]"));
   }
   if (layout.dp % layout.ep != 0) return NotDividing("ep", layout.ep, "dp", layout.dp);
+  if (layout.stage < 0 || layout.stage >= layout.pp) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline rank stage = ", layout.stage,
+                                                   " must be in [0, pp = ", layout.pp,
+                                                   ") (--pp-rank, a record's pp_stages)"));
+  }
+  if (layout.schedule == PipelineSchedule::kGpipe && layout.vpp > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pp-schedule gpipe with vpp = ", layout.vpp,
+                     ": GPipe runs one stage per rank (interleaving is 1F1B's)"));
+  }
   if (layout.vpp > 1 && layout.pp == 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("vpp = ", layout.vpp, " needs pp > 1 (interleaving splits pipeline stages)"));
@@ -81,6 +92,18 @@ int64_t LayersOnFirstStage(const ModelSpec& spec, const ParallelLayout& layout) 
   return (spec.num_layers + layout.pp - 1) / layout.pp;
 }
 
+absl::string_view PipelineScheduleName(PipelineSchedule schedule) {
+  return schedule == PipelineSchedule::kGpipe ? "gpipe" : "1f1b";
+}
+
+absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view text,
+                                                       absl::string_view field) {
+  if (text == "gpipe") return PipelineSchedule::kGpipe;
+  if (text == "1f1b" || text == "interleaved-1f1b") return PipelineSchedule::k1F1B;
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": expected gpipe, 1f1b or interleaved-1f1b, got '", text, "'"));
+}
+
 ParameterShard ShardParameters(const ModelSpec& spec, const ParameterCount& count,
                                const ParallelLayout& layout) {
   ParameterShard shard;
@@ -96,11 +119,24 @@ ParameterShard ShardParameters(const ModelSpec& spec, const ParameterCount& coun
   const double scale = count.given_count_scale();
   const int64_t stage_layers = LayersOnFirstStage(spec, layout);
   const double layers = static_cast<double>(stage_layers);
-  // Dense and MoE blocks on stage 0 (dense layers come first), each block's parameters by kind.
-  const LayerMix mix = FirstLayers(count, stage_layers);
+  // Dense and MoE blocks on the rank (dense layers come first), each block's parameters by kind:
+  // its virtual stages' layer ranges, rank + k pp for k < vpp, of L / (pp vpp) layers each (one
+  // range of ceil(L / pp) on rank 0 without interleaving).
+  LayerMix mix = FirstLayers(count, stage_layers);
+  if (layout.stage > 0) {
+    const int64_t chunk = stage_layers / layout.vpp;
+    mix = {};
+    for (int64_t k = 0; k < layout.vpp; ++k) {
+      const int64_t start = (layout.stage + k * layout.pp) * chunk;
+      const LayerMix before = FirstLayers(count, start);
+      const LayerMix through = FirstLayers(count, std::min(start + chunk, spec.num_layers));
+      mix.dense += through.dense - before.dense;
+      mix.moe += through.moe - before.moe;
+    }
+  }
   const double dense = static_cast<double>(mix.dense);
   const double moe = static_cast<double>(mix.moe);
-  const bool last_stage_too = layout.pp == 1;
+  const bool last_stage_too = HoldsOutputLayer(layout);
   const double split_total =
       layers * static_cast<double>(count.attention_weights + count.attention_column_biases) +
       dense * static_cast<double>(count.mlp_weights + count.mlp_column_biases) +
@@ -114,9 +150,11 @@ ParameterShard ShardParameters(const ModelSpec& spec, const ParameterCount& coun
   const double replicated_per_layer = replicated_total / layers;
   const double output = last_stage_too ? static_cast<double>(count.output_layer) : 0.0;
   const double final_norm = last_stage_too ? static_cast<double>(count.final_norm) : 0.0;
-  const double embedding = static_cast<double>(count.embedding);
+  const bool first = HoldsEmbedding(layout);
+  const double embedding = first ? static_cast<double>(count.embedding) : 0.0;
   const double outside_replicated =
-      static_cast<double>(count.position_embedding + count.embedding_norm) + final_norm;
+      (first ? static_cast<double>(count.position_embedding + count.embedding_norm) : 0.0) +
+      final_norm;
 
   shard.tensor_parallel = scale * (split_total + embedding + output) / t;
   shard.replicated = scale * (replicated_total + outside_replicated);
@@ -144,7 +182,7 @@ ParameterShard ShardParameters(const ModelSpec& spec, const ParameterCount& coun
 std::vector<Term> ParameterQuantities(const ModelSpec& spec, const ParameterCount& count,
                                       const ParameterShard& shard) {
   std::vector<Term> quantities = ParameterCountTerms(spec, count);
-  quantities.push_back(Term{"parameters_on_gpu", "parameters on this GPU (stage 0)", shard.total(),
+  quantities.push_back(Term{"parameters_on_gpu", "parameters on this GPU", shard.total(),
                             Unit::kCount, Placement::kDevice, shard.formula, shard.values,
                             "Megatron theoretical_memory_usage.py sharding rules"});
   return quantities;

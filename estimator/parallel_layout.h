@@ -26,11 +26,18 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 #include "estimator/model_spec.h"
 #include "estimator/parameter_count.h"
 
 namespace fragscope::estimator {
+
+// The order torch.distributed.pipelining runs a step's micro-batches in (the autocast activation
+// model's in-flight count, autocast_parallel.h): GPipe (all forwards, then all backwards) or 1F1B
+// (ScheduleInterleaved1F1B when vpp > 1). Korthikanti's model assumes Megatron's 1F1B.
+enum class PipelineSchedule : uint8_t { k1F1B, kGpipe };
 
 struct ParallelLayout {
   int64_t tp = 1;                  // tensor-parallel size t
@@ -40,6 +47,11 @@ struct ParallelLayout {
   int64_t vpp = 1;                 // virtual stages per rank v (interleaved 1F1B); 1 = off
   bool sequence_parallel = false;  // Megatron sequence parallelism (needs tp > 1 to matter)
   int64_t num_microbatches = 0;    // micro-batches per step m; 0 = at least pp
+  // The pipeline rank described, in [0, pp): rank 0 holds the embedding (and with vpp > 1
+  // stages 0, pp, ...), rank pp - 1 the final norm and the output layer. Korthikanti's model
+  // describes rank 0 only.
+  int64_t stage = 0;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
 
   int64_t gpus() const { return tp * pp * dp; }
 };
@@ -55,6 +67,16 @@ absl::Status ValidateParallelLayout(const ParallelLayout& layout, const ModelSpe
 // Layers on the most-loaded stage: ceil(L / pp).
 int64_t LayersOnFirstStage(const ModelSpec& spec, const ParallelLayout& layout);
 
+// Whether layout.stage holds the embedding (rank 0) / the final norm and output layer
+// (rank pp - 1; both with pp == 1).
+inline bool HoldsEmbedding(const ParallelLayout& layout) { return layout.stage == 0; }
+inline bool HoldsOutputLayer(const ParallelLayout& layout) { return layout.stage == layout.pp - 1; }
+
+absl::string_view PipelineScheduleName(PipelineSchedule schedule);
+// "1f1b", "gpipe", or "interleaved-1f1b" (1F1B; the caller sets vpp); errors name `field`.
+absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view text,
+                                                       absl::string_view field);
+
 struct ParameterShard {
   double tensor_parallel = 0;  // parameters split by tp (already divided)
   double replicated = 0;       // parameters every tp rank holds in full
@@ -66,8 +88,10 @@ struct ParameterShard {
   double total() const { return dense() + expert; }
 };
 
-// The parameters on pipeline stage 0, tensor rank 0. A given count (spec.parameter_count with
-// an architecture) scales every part by count.given_count_scale().
+// The parameters on pipeline rank layout.stage, tensor rank 0 (its ceil(L / pp) layers: the
+// first ones on rank 0; the others' evenly split ranges, with vpp > 1 its vpp virtual stages). A
+// given count (spec.parameter_count with an architecture) scales every part by
+// count.given_count_scale().
 //   REQUIRES: ValidateParallelLayout(layout, spec, ...) is OK.
 ParameterShard ShardParameters(const ModelSpec& spec, const ParameterCount& count,
                                const ParallelLayout& layout);

@@ -10,7 +10,9 @@
 
 #include "estimator/activation_memory.h"
 #include "estimator/autocast_activations.h"
+#include "estimator/autocast_parallel.h"
 #include "estimator/lora.h"
+#include "estimator/lora_activations.h"
 #include "estimator/optimizer_states.h"
 #include "estimator/optimizer_step.h"
 #include "estimator/overheads.h"
@@ -165,7 +167,8 @@ void ChoosePeak(const TrainingConfig& config, MemoryEstimate& estimate) {
           ? absl::StrFormat(", last layer's attention backward %.2f GiB (stored s^2 scores)",
                             peaks.attention_backward / kGiB)
           : ""));
-  if (peaks.peak == StepMoment::kBackwardStart && !config.persistent_gradients) {
+  if (peaks.peak == StepMoment::kBackwardStart && !config.persistent_gradients &&
+      !GradientsAccumulateAcrossMicroBatches(config.layout)) {
     estimate.notes.push_back(
         "the gradients are not alive at the start of the backward: zero_grad(set_to_none=True) "
         "frees them before the forward (--persistent-grads when they are kept across "
@@ -264,9 +267,8 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
       // norms or biases; not transformers 5's experts, whose grouped matmul runs in fp32; the
       // output layer's, also when it is tied), freed by the backward: not alive in the
       // optimizer step. Measured with scripts/estimator/saved_tensors_probe.py.
-      const double experts = static_cast<double>(count.moe_layers) *
-                             static_cast<double>(count.active_expert_parameters);
-      const double cast = static_cast<double>(count.matmul_weights_active) - experts;
+      // A rank of a tp or pp job casts its share (autocast_parallel.h).
+      const double cast = AutocastCastWeights(spec, count, layout);
       weights =
           StateTerm("weights",
                     absl::StrCat("weights (", PrecisionName(config.precision),
@@ -309,7 +311,8 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   // A torch-autocast step has three candidate peaks (StepPeaks): the start and the end of the
   // backward and the optimizer step; each term says at which it is alive.
   const bool step_moments = autocast && config.include_activations;
-  if (step_moments && !config.persistent_gradients) {
+  if (step_moments && !config.persistent_gradients &&
+      !GradientsAccumulateAcrossMicroBatches(layout)) {
     // zero_grad(set_to_none=True) frees them before the forward; the backward allocates them
     // while it frees more activations than that, so its start holds none.
     gradients.at_backward_start = false;
@@ -379,14 +382,21 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
     }
   }
 
-  if (step_moments && spec.tied_embeddings && count.architectural && !config.lora.enabled() &&
-      layout.tp == 1) {
+  // A pipeline's first rank computes it for every micro-batch but the first, untied too.
+  const bool pipeline_embedding_gradient = step_moments && layout.pp > 1 &&
+                                           HoldsEmbedding(layout) &&
+                                           GradientsAccumulateAcrossMicroBatches(layout);
+  if ((step_moments && spec.tied_embeddings && count.architectural && !config.lora.enabled() &&
+       layout.tp == 1) ||
+      pipeline_embedding_gradient) {
     // The output layer's gradient reaches the shared weight first; the embedding lookup's dense
     // gradient (embedding_dense_backward, fp32 V x h) is then alive beside it until it is added
     // in place: measured as the last and highest allocation of the backward of tied models.
     Term tied;
     tied.key = "embedding_gradient";
-    tied.label = "embedding lookup's gradient (tied weights, end of backward)";
+    tied.label = pipeline_embedding_gradient
+                     ? "embedding lookup's gradient (a later micro-batch's, end of backward)"
+                     : "embedding lookup's gradient (tied weights, end of backward)";
     tied.value = 4.0 * static_cast<double>(count.embedding);
     tied.formula = "4 V h";
     tied.values = absl::StrFormat("4 * %s", FormatCount(static_cast<double>(count.embedding)));
@@ -418,10 +428,12 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   }
 
   if (config.include_activations) {
-    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(
-        std::vector<Term> activations,
-        autocast ? AutocastActivationTerms(spec, config) : ActivationTerms(spec, config));
-    if (autocast && config.lora.enabled()) {
+    FRAGSCOPE_ESTIMATOR_ASSIGN_OR_RETURN(std::vector<Term> activations,
+                                         !autocast ? ActivationTerms(spec, config)
+                                         : LoraActivationsApply(spec, config)
+                                             ? LoraActivationTerms(spec, config)
+                                             : AutocastActivationTerms(spec, config));
+    if (autocast && config.lora.enabled() && !LoraActivationsApply(spec, config)) {
       // The model was measured on full fine-tuning: nothing measured stands behind it here.
       const char* const method = config.lora.qlora ? "QLoRA" : "LoRA";
       for (Term& term : activations) {
@@ -438,8 +450,19 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
                             : "",
           "); the activation terms are the full fine-tuning's"));
     }
+    if (!autocast && layout.stage > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage = ", layout.stage,
+                       ": activation-model korthikanti describes pipeline rank 0 "
+                       "(use activation-model torch-autocast for another rank)"));
+    }
     for (Term& term : activations) {
-      term.at_optimizer_step = false;  // freed by the backward
+      // Freed by the backward; a pipeline's merged output is kept until step() returns.
+      if (term.key == "activations_pipeline_outputs") {
+        estimate.terms.push_back(std::move(term));
+        continue;
+      }
+      term.at_optimizer_step = false;
       term.at_backward_end = false;
       estimate.terms.push_back(std::move(term));
     }
@@ -468,10 +491,12 @@ absl::StatusOr<MemoryEstimate> EstimateTraining(const ModelSpec& spec,
   for (Term& term : ParameterQuantities(spec, count, shard)) {
     estimate.quantities.push_back(std::move(term));
   }
-  if (layout.pp > 1) {
+  if (layout.pp > 1 && !autocast) {
     estimate.notes.push_back(
         "pipeline stage 0 is reported (embedding + the most micro-batches in flight); the last "
         "stage holds the output layer and loss instead");
+  } else if (layout.pp > 1) {
+    estimate.notes.push_back(PipelineRankNote(layout));
   }
   if (config.lora.enabled() && layout.tp > 1) {
     estimate.notes.push_back("LoRA adapters are assumed split by tp like their base matrices");

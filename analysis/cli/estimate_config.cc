@@ -44,6 +44,12 @@ absl::Status ReadLayout(const Flags& flags, est::ParallelLayout& layout) {
     return s;
   }
   layout.sequence_parallel = flags.Has("sp");
+  if (absl::Status s = ReadInt(flags, "pp-rank", 0, layout.stage); !s.ok()) return s;
+  if (absl::Status s = ReadEnum(flags, "pp-schedule", est::ParsePipelineSchedule, layout.schedule);
+      !s.ok()) {
+    return s;
+  }
+  if (flags.Value("pp-schedule") == "interleaved-1f1b" && !flags.Has("vpp")) layout.vpp = 2;
   return absl::OkStatus();
 }
 
@@ -150,6 +156,11 @@ absl::StatusOr<est::InferenceConfig> BuildInference(const Flags& flags) {
   FRAGSCOPE_RETURN_IF_ERROR(ReadLayout(flags, c.layout));
   FRAGSCOPE_RETURN_IF_ERROR(ReadEnum(flags, "dtype", est::ParseDType, c.weights));
   FRAGSCOPE_RETURN_IF_ERROR(ReadEnum(flags, "kv-dtype", est::ParseDType, c.kv_cache));
+  if (flags.Has("autocast")) {
+    est::DType autocast = est::DType::kBf16;
+    FRAGSCOPE_RETURN_IF_ERROR(ReadEnum(flags, "autocast", est::ParseDType, autocast));
+    c.autocast = autocast;
+  }
   FRAGSCOPE_RETURN_IF_ERROR(ReadInt(flags, "batch", 1, c.batch));
   FRAGSCOPE_RETURN_IF_ERROR(ReadInt(flags, "context", 0, c.context));
   FRAGSCOPE_RETURN_IF_ERROR(ReadInt(flags, "prompt", 1, c.prompt_tokens));
@@ -180,12 +191,15 @@ absl::Status CheckModeFlags(const Flags& flags, bool training) {
                                               "qlora",
                                               "no-double-quant",
                                               "microbatches",
+                                              "pp-rank",
+                                              "pp-schedule",
                                               "vpp",
                                               "sp",
                                               "ep",
                                               "dp"};
-  static const char* const kInferenceOnly[] = {
-      "dtype", "kv-dtype", "batch", "context", "prompt", "overhead-factor", "mfu", "bw-efficiency"};
+  static const char* const kInferenceOnly[] = {"dtype",           "kv-dtype", "autocast",
+                                               "batch",           "context",  "prompt",
+                                               "overhead-factor", "mfu",      "bw-efficiency"};
   const std::vector<const char*> other_mode =
       training ? std::vector<const char*>(std::begin(kInferenceOnly), std::end(kInferenceOnly))
                : std::vector<const char*>(std::begin(kTrainingOnly), std::end(kTrainingOnly));

@@ -41,6 +41,12 @@ GPU. Every term's formula, values and source: --explain. Units: bytes; GiB = 2^3
            {"--vpp", "N", "virtual pipeline stages per rank (interleaved 1F1B)", "Parallelism"},
            {"--sp", "", "sequence parallelism", "Parallelism"},
            {"--microbatches", "N", "micro-batches per step (default: >= pp)", "Parallelism"},
+           {"--pp-rank", "R",
+            "torch-autocast: the pipeline rank to estimate, 0 to pp - 1 (default 0)",
+            "Parallelism"},
+           {"--pp-schedule", "NAME",
+            "torch-autocast: gpipe, 1f1b (default) or interleaved-1f1b (--vpp 2 unless given)",
+            "Parallelism"},
            {"--precision", "fp32|fp16|bf16",
             "default bf16 (16-bit = mixed precision with fp32 master weights)", "Training"},
            {"--grads", "16bit|fp32|16bit+fp32",
@@ -72,9 +78,9 @@ GPU. Every term's formula, values and source: --explain. Units: bytes; GiB = 2^3
            {"--no-activations", "", "model states only", "Training"},
            {"--activation-model", "NAME",
             "korthikanti (default: Megatron's fused kernels) or torch-autocast (transformers' "
-            "eager "
-            "modules under torch.autocast, one GPU, no recompute; measured on an H100 for full "
-            "fine-tuning, not LoRA or QLoRA: estimator/README.md)",
+            "eager modules under torch.autocast, no recompute: one GPU, measured on an H100; "
+            "torchtitan's tp (with --sp) and pp ranks, and LoRA/QLoRA of Llama-family models, "
+            "read from fragscope's predictor: estimator/README.md)",
             "Training"},
            {"--persistent-grads", "", "torch-autocast: gradients live at the peak (accumulation)",
             "Training"},
@@ -84,6 +90,9 @@ GPU. Every term's formula, values and source: --explain. Units: bytes; GiB = 2^3
            {"--no-double-quant", "", "QLoRA without double quantization", "Training"},
            {"--dtype", "NAME", "weights: fp32, fp16, bf16 (default), fp8, int8, int4", "Inference"},
            {"--kv-dtype", "NAME", "KV cache dtype (default bf16)", "Inference"},
+           {"--autocast", "NAME",
+            "the forward's autocast dtype over --dtype weights (fp32 weights under bf16)",
+            "Inference"},
            {"--batch", "N", "concurrent sequences (default 1)", "Inference"},
            {"--context", "N", "tokens per sequence in the KV cache (default 2048)", "Inference"},
            {"--prompt", "N", "prefill tokens for the timing (default: --context)", "Inference"},

@@ -308,6 +308,30 @@ TEST(JobVerdictTest, ARankRecordsLayout) {
   EXPECT_EQ(job->train.zero_stage, 3);
 }
 
+// A pipeline rank's record: its schedule, micro-batches and stages (the first is the rank, their
+// count the stages per rank), estimated for that rank.
+TEST(JobVerdictTest, APipelineRankRecordsItsStages) {
+  auto job = [](absl::string_view stages) {
+    return ModelJobFromRecord(absl::StrCat(
+        R"({"format": "fragscope.model/1", "config": {"model_type": "llama", )"
+        R"("num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, )"
+        R"("intermediate_size": 512, "vocab_size": 1000, "tie_word_embeddings": false}, )"
+        R"("job": {"mode": "training", "seq": 64, "micro_batch": 1, "pp": 2, )"
+        R"("pp_schedule": "interleaved-1f1b", "pp_microbatches": 4, "pp_stages": ")",
+        stages, R"("}})"));
+  };
+  absl::StatusOr<ModelJob> rank = job("1,3");
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  EXPECT_EQ(rank->train.layout.pp, 2);
+  EXPECT_EQ(rank->train.layout.stage, 1);
+  EXPECT_EQ(rank->train.layout.vpp, 2);
+  EXPECT_EQ(rank->train.layout.num_microbatches, 4);
+  absl::StatusOr<estimator::MemoryEstimate> estimate = EstimateModelJob(*rank);
+  ASSERT_TRUE(estimate.ok()) << estimate.status();
+  EXPECT_NE(estimate->Find("activations_pipeline_outputs"), nullptr);  // the last rank's
+  EXPECT_THAT(std::string(job("one").status().message()), HasSubstr("job.pp_stages"));
+}
+
 // A record of a model_type the reader does not know is estimated as a Llama-style decoder, and
 // the footprint's assumptions say so; a needed field it lacks is named.
 TEST(JobVerdictTest, AnUnknownModelTypeIsEstimatedWithItsAssumptionStated) {
