@@ -66,7 +66,7 @@ double InputCasts(const ModelSpec& spec, bool moe_layer) {
 // Whether SDPA runs PyTorch's math kernel: Falcon passes its one (or few) key/value heads to
 // scaled_dot_product_attention without enable_gqa, and with fewer key heads than query heads
 // neither flash nor the memory-efficient kernel accepts the inputs (sdp_utils' head-count
-// check; fragscope's predictor makes the same choice, hooks/python/fragscope/predict_kernels.py).
+// check; fragscope's predictor makes the same choice, hooks/python/fragscope/predictor/kernels.py).
 bool SdpaRunsMath(const ModelSpec& spec) {
   return spec.model_type == "falcon" && spec.kv_heads() < spec.num_heads;
 }
