@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "analysis/open_trace.h"
-#include "analysis/replay.h"
-#include "analysis/report.h"
-#include "analysis/settings_check.h"
-#include "analysis/sweep.h"
+#include "analysis/explain/sweep.h"
+#include "analysis/replay/replay.h"
+#include "analysis/report/report.h"
+#include "analysis/sources/open_trace.h"
+#include "analysis/sources/settings_check.h"
 
 namespace fragscope {
 
