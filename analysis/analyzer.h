@@ -2,6 +2,8 @@
 // once with metrics and OOM explanations, sweep allocator settings on the same requests, attach
 // the smallest fixing setting to each OOM and compare with the model's theoretical footprint.
 // Several traces (one per rank) are analyzed one after the other and the worst rank is named.
+// One trace's pipeline is analyzer.cc; what its replays run under (capacity, settings, cap,
+// empty_cache() calls) is replay_config.cc; several traces are analyze_traces.cc.
 #pragma once
 
 #include <cstdint>
