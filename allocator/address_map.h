@@ -1,7 +1,7 @@
 // AddressMap<Value>: a hash map keyed by device address, for the lookups on the hot paths: the
 // allocator's map from an active block's address to its Block, for the blocks its segment table
 // does not find (active_block_index.h), and the replay's map of a trace's live blocks
-// (analysis/replay.h).
+// (analysis/replay/replay.h).
 //
 // For the blocks it holds, a free looks the pointer up and an allocation inserts it: the map is
 // on the hot path twice per malloc+free pair. absl::flat_hash_map cost ~200 instructions per pair

@@ -12,20 +12,18 @@
 #include "allocator/format_size.h"
 #include "allocator/memory_fraction.h"
 #include "allocator/memory_summary.h"
-#include "analysis/demand.h"
-#include "analysis/excerpt.h"
-#include "analysis/hook_list.h"
-#include "analysis/job_verdict.h"
-#include "analysis/metrics.h"
-#include "analysis/model_gap.h"
-#include "analysis/model_job.h"
-#include "analysis/oom_collector.h"
-#include "analysis/oom_explainer.h"
+#include "analysis/explain/job_verdict.h"
+#include "analysis/explain/model_gap.h"
+#include "analysis/explain/model_job.h"
+#include "analysis/explain/oom_collector.h"
+#include "analysis/explain/oom_explainer.h"
+#include "analysis/metrics/demand.h"
+#include "analysis/metrics/metrics.h"
+#include "analysis/replay/hook_list.h"
+#include "analysis/sources/excerpt.h"
 
 namespace fragscope {
 namespace {
-
-constexpr uint64_t kUnknownCapacityBytes = uint64_t{1} << 40;  // 1 TiB
 
 double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -152,163 +150,6 @@ std::vector<DemandTerm> EstimatorTerms(const estimator::MemoryEstimate& estimate
 }
 
 }  // namespace
-
-uint64_t ResolveCapacity(const TraceInfo& info, const AnalysisOptions& options,
-                         std::string* source) {
-  if (options.capacity_bytes.has_value()) {
-    *source = options.capacity_flag;
-    return *options.capacity_bytes;
-  }
-  if (info.capacity_bytes > 0) {
-    *source = info.capacity_source.empty() ? "trace" : info.capacity_source;
-    return info.capacity_bytes;
-  }
-  *source = "not recorded in the trace: assumed 1 TiB (pass --capacity for OOM counterfactuals)";
-  return kUnknownCapacityBytes;
-}
-
-AllocatorOptions TraceOwnOptions(const TraceInfo& info) {
-  AllocatorOptions options = info.settings.ok() ? *info.settings : AllocatorOptions();
-  if (info.expandable_segments) options.expandable_segments = true;
-  return options;
-}
-
-namespace {
-
-// Whether --conf names per_process_memory_fraction (any value, 1.0 included).
-bool ConfSetsFraction(const AnalysisOptions& options) {
-  return options.conf.has_value() && options.conf->Given(AllocatorKey::kPerProcessMemoryFraction);
-}
-
-// Settings that name another backend than the native allocator are not replayed: its pools
-// are the driver's (cudaMallocAsync), and the native allocator's figures under that name would
-// be of an allocator the job did not use. `settings` came from --conf or the trace (`path`'s,
-// named when they are its own), written as `text`.
-absl::Status NativeBackendOnly(const AllocatorOptions& settings, const std::string& text,
-                               bool from_conf, const std::string& path = "") {
-  if (settings.backend == "native") return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s '%s': backend:%s is not simulated (fragscope replays PyTorch's native caching "
-      "allocator)%s",
-      from_conf ? std::string("--conf") : absl::StrCat(path, ": the trace's allocator settings"),
-      Excerpt(text), settings.backend,
-      from_conf ? ""
-                : "; give --conf with native settings (e.g. --conf '') to see what the native "
-                  "allocator would do with these requests"));
-}
-
-// A cap set both in --conf and with --memory-fraction/--allowed: which one is meant?
-absl::Status OneCap(const AnalysisOptions& options) {
-  if (CapFromFlags(options) && ConfSetsFraction(options)) {
-    return absl::InvalidArgumentError(
-        "--conf sets per_process_memory_fraction and --memory-fraction/--allowed give a cap too: "
-        "give the cap once");
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::Status CheckConfOption(const AnalysisOptions& options) {
-  if (!options.conf.has_value()) return absl::OkStatus();
-  // As --memory-fraction: a cap of 0 bytes can serve nothing.
-  if (options.conf->per_process_memory_fraction <= 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--conf '%s': per_process_memory_fraction:0 caps the device at 0 bytes; expected a "
-        "fraction in (0, 1]",
-        options.conf->source));
-  }
-  if (absl::Status s = NativeBackendOnly(*options.conf, options.conf->source, true); !s.ok()) {
-    return s;
-  }
-  return OneCap(options);
-}
-
-std::optional<uint64_t> RecordedJobCapReplaced(const TraceInfo& info,
-                                               const AnalysisOptions& options,
-                                               uint64_t capacity_bytes) {
-  if (!options.conf.has_value() && !CapFromFlags(options)) return std::nullopt;
-  const double recorded = TraceOwnOptions(info).per_process_memory_fraction;
-  if (recorded >= 1.0) return std::nullopt;
-  return AllowedBytesForFraction(recorded, capacity_bytes);
-}
-
-std::shared_ptr<const std::vector<uint64_t>> TraceEmptyCacheCalls(const TraceOpener& opener,
-                                                                  const TraceInfo& info,
-                                                                  const AnalysisOptions& options) {
-  if (info.records_empty_cache) return nullptr;
-  AnalysisOptions own_options = options;
-  own_options.conf.reset();
-  absl::StatusOr<ReplayConfig> own = MakeReplayConfig(info, own_options);
-  if (!own.ok()) return nullptr;
-  // A cap --conf sets is the cap the user says the job had (the settings it replaces are not).
-  if (ConfSetsFraction(options) && !own->allowed_bytes.has_value()) {
-    own->options.per_process_memory_fraction = options.conf->per_process_memory_fraction;
-  }
-  absl::StatusOr<std::unique_ptr<TraceSource>> source = opener.Open();
-  if (!source.ok()) return nullptr;
-  Replayer replayer(**source, *own);
-  if (!replayer.Init().ok() || !replayer.Run(nullptr).ok()) return nullptr;
-  return std::make_shared<const std::vector<uint64_t>>(replayer.inferred_empty_cache_at());
-}
-
-absl::StatusOr<ReplayConfig> MakeReplayConfig(const TraceInfo& info,
-                                              const AnalysisOptions& options) {
-  ReplayConfig config;
-  std::string source;
-  config.capacity_bytes = ResolveCapacity(info, options, &source);
-  if (!options.conf.has_value() && !info.settings.ok()) {
-    // The trace's settings are the file's: name it, and quote an excerpt (a damaged header's
-    // text can be long and binary).
-    return absl::InvalidArgumentError(absl::StrFormat("%s: the trace's allocator settings '%s': %s",
-                                                      info.path, Excerpt(info.allocator_options),
-                                                      Excerpt(info.settings.status().message())));
-  }
-  const AllocatorOptions& settings = options.conf.has_value() ? *options.conf : *info.settings;
-  const std::string& text =
-      options.conf.has_value() ? options.conf->source : info.allocator_options;
-  if (absl::Status s = NativeBackendOnly(settings, text, options.conf.has_value(), info.path);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = OneCap(options); !s.ok()) return s;
-  config.options = settings;
-  if (options.conf.has_value()) {
-    // The job's cap is not among the settings --conf replaces (PyTorch sets it apart, with
-    // set_per_process_memory_fraction): a fraction the trace records stays, unless --conf sets
-    // its own.
-    const double recorded = TraceOwnOptions(info).per_process_memory_fraction;
-    if (recorded < 1.0 && !ConfSetsFraction(options)) {
-      config.options.per_process_memory_fraction = recorded;
-    }
-  }
-  config.follow_options_changes = !options.conf.has_value();
-  // Other settings make other segments: the trace's addresses would collide with them.
-  config.script_addresses = !options.conf.has_value();
-  if (options.allowed_bytes.has_value() || options.memory_fraction.has_value()) {
-    // The cap given replaces a fraction in the settings: the configurations tested (and
-    // recommended) must not name another cap than the one replayed.
-    config.options.per_process_memory_fraction = 1.0;
-  }
-  if (options.allowed_bytes.has_value()) {
-    if (*options.allowed_bytes > config.capacity_bytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--allowed %s is more than the %s device (%s): it would cap nothing",
-          FormatSize(*options.allowed_bytes), FormatSize(config.capacity_bytes), source));
-    }
-    config.allowed_bytes = options.allowed_bytes;
-  } else if (options.memory_fraction.has_value()) {
-    // PyTorch's cap for the fraction (Note [The memory fraction's bytes]).
-    config.allowed_bytes = AllowedBytesForFraction(*options.memory_fraction, config.capacity_bytes);
-    if (*config.allowed_bytes < kSmallBufferBytes) {  // as --allowed (cli_flags.cc)
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--memory-fraction %g caps the %s device at %s, below the smallest segment (2 MiB)",
-          *options.memory_fraction, FormatSize(config.capacity_bytes),
-          FormatSize(*config.allowed_bytes)));
-    }
-  }
-  return config;
-}
 
 void WithholdRecommendation(RankReport& report) {
   JobVerdict& v = report.verdict;
@@ -496,119 +337,6 @@ absl::StatusOr<RankReport> AnalyzeTrace(const TraceOpener& opener, const Analysi
     AttachRecommendation(report.sweep, trace_has_oom, report.verdict);
   }
   if (report.verdict.capacity_bound) WithholdRecommendation(report);
-  return report;
-}
-
-absl::StatusOr<AnalysisReport> AnalyzeTraces(const std::vector<std::string>& paths,
-                                             const AnalysisOptions& options) {
-  if (paths.empty()) return absl::InvalidArgumentError("no trace given");
-  std::vector<TraceOpener> openers;
-  std::map<int32_t, std::string> rank_paths;
-  std::optional<int32_t> world_size;
-  std::string world_size_path;
-  AnalysisReport report;
-  for (const std::string& path : paths) {
-    absl::StatusOr<TraceOpener> opener =
-        TraceOpener::Create(path, {.device = options.device, .every_device = paths.size() == 1});
-    if (!opener.ok()) return opener.status();
-    if (const std::vector<int> devices = opener->Devices();
-        paths.size() == 1 && options.device < 0 && devices.size() > 1) {
-      // One snapshot, several devices' traces: each device is a report of its own.
-      report.per_device = true;
-      for (const int device : devices) {
-        absl::StatusOr<TraceOpener> one = opener->ForDevice(device);
-        if (!one.ok()) return one.status();
-        openers.push_back(*std::move(one));
-      }
-      continue;
-    }
-    if (paths.size() > 1) {
-      absl::StatusOr<std::unique_ptr<TraceSource>> probe = opener->Open();
-      if (!probe.ok()) return probe.status();
-      const TraceInfo& info = (*probe)->info();
-      if (info.format != TraceFormat::kFslog) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: several traces are analyzed as the ranks of one job, which needs .fslog logs "
-            "(they record the rank); analyze %s traces one at a time",
-            path, TraceFormatName(info.format)));
-      }
-      auto [it, inserted] = rank_paths.emplace(info.rank, path);
-      if (!inserted) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "not the ranks of one job: %s and %s both claim rank %d; give one log per rank",
-            it->second, path, info.rank));
-      }
-      if (world_size.has_value() && *world_size != info.world_size) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("not the ranks of one job: %s has world size %d but %s has %d",
-                            world_size_path, *world_size, path, info.world_size));
-      }
-      world_size = info.world_size;
-      world_size_path = path;
-    }
-    openers.push_back(std::move(*opener));
-  }
-  for (const TraceOpener& opener : openers) {
-    absl::StatusOr<RankReport> rank = AnalyzeTrace(opener, options);
-    if (!rank.ok()) return rank.status();
-    report.ranks.push_back(std::move(*rank));
-  }
-  if (report.ranks.size() > 1) {
-    // Worst: the first to run out of memory (wall clock); else the highest peak reserved. Ties
-    // go to the lowest rank, whatever the order of the paths, and are said.
-    const auto first_oom_time = [&](const RankReport& r) {
-      return r.info.start_wall_ns + static_cast<int64_t>(r.ooms.front().time_ns);
-    };
-    std::vector<size_t> tied;  // the ranks (indices) that share the worst key
-    const auto consider = [&](size_t i, auto key_of) {
-      if (tied.empty() || key_of(report.ranks[i]) < key_of(report.ranks[tied.front()])) {
-        tied = {i};
-      } else if (key_of(report.ranks[i]) == key_of(report.ranks[tied.front()])) {
-        tied.push_back(i);
-      }
-    };
-    for (size_t i = 0; i < report.ranks.size(); ++i) {
-      if (!report.ranks[i].ooms.empty()) consider(i, first_oom_time);
-    }
-    const bool oom = !tied.empty();
-    if (!oom) {
-      for (size_t i = 0; i < report.ranks.size(); ++i) {
-        consider(i, [](const RankReport& r) {
-          return ~uint64_t{0} - r.metrics.peak_reserved_bytes;  // most reserved first
-        });
-      }
-    }
-    // A snapshot's devices are told apart by device, ranks by rank.
-    const auto id = [&](const RankReport& r) {
-      return report.per_device ? r.info.device : r.info.rank;
-    };
-    const char* unit = report.per_device ? "device" : "rank";
-    std::sort(tied.begin(), tied.end(),
-              [&](size_t a, size_t b) { return id(report.ranks[a]) < id(report.ranks[b]); });
-    const RankReport& worst = report.ranks[tied.front()];
-    report.worst = tied.front();
-    if (tied.size() == 1) {
-      report.worst_reason =
-          oom ? absl::StrFormat("%s %d ran out of memory first (event %d)", unit, id(worst),
-                                worst.ooms.front().event_index)
-              : absl::StrFormat("no %s ran out of memory; %s %d reserved the most (%s peak)", unit,
-                                unit, id(worst), FormatSize(worst.metrics.peak_reserved_bytes));
-    } else {
-      std::vector<std::string> ids;
-      for (size_t i : tied) ids.push_back(absl::StrCat(id(report.ranks[i])));
-      const std::string who = absl::StrJoin(ids, ", ");
-      report.worst_reason =
-          oom ? absl::StrFormat(
-                    "%ss %s ran out of memory at the same moment (event %d; %s %d "
-                    "shown)",
-                    unit, who, worst.ooms.front().event_index, unit, id(worst))
-              : absl::StrFormat(
-                    "no %s ran out of memory; %ss %s reserved the most (%s peak; "
-                    "%s %d shown)",
-                    unit, unit, who, FormatSize(worst.metrics.peak_reserved_bytes), unit,
-                    id(worst));
-    }
-  }
   return report;
 }
 

@@ -2,6 +2,8 @@
 // once with metrics and OOM explanations, sweep allocator settings on the same requests, attach
 // the smallest fixing setting to each OOM and compare with the model's theoretical footprint.
 // Several traces (one per rank) are analyzed one after the other and the worst rank is named.
+// One trace's pipeline is analyzer.cc; what its replays run under (capacity, settings, cap,
+// empty_cache() calls) is replay_config.cc; several traces are analyze_traces.cc.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +13,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "analysis/open_trace.h"
-#include "analysis/replay.h"
-#include "analysis/report.h"
-#include "analysis/settings_check.h"
-#include "analysis/sweep.h"
+#include "analysis/explain/sweep.h"
+#include "analysis/replay/replay.h"
+#include "analysis/report/report.h"
+#include "analysis/sources/open_trace.h"
+#include "analysis/sources/settings_check.h"
 
 namespace fragscope {
 

@@ -12,7 +12,7 @@
 #include "allocator/allocator_events.h"
 #include "allocator/allocator_options.h"
 #include "analysis/demo_workload.h"
-#include "analysis/fslog_file_writer.h"
+#include "analysis/report/fslog_file_writer.h"
 
 namespace fragscope {
 

@@ -62,8 +62,8 @@ std::vector<WorkloadOp> GenerateDemoWorkload(const DemoWorkloadConfig& config);
 // Parameters of the config's model (for reports).
 uint64_t DemoModelParameters(const DemoWorkloadConfig& config);
 
-// The config's model as an .fslog model record (analysis/model_job.h): a GPT-2-style config and
-// the job's shape at its longest sequence. The workload keeps Megatron-style tensors (a 16-bit
+// The config's model as an .fslog model record (analysis/explain/model_job.h): a GPT-2-style config
+// and the job's shape at its longest sequence. The workload keeps Megatron-style tensors (a 16-bit
 // residual stream, no dropout masks), which Korthikanti's activation model describes, so the
 // record names that model rather than the torch-autocast default of a Hugging Face config.
 std::string DemoModelRecord(const DemoWorkloadConfig& config);

@@ -27,14 +27,14 @@
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
 #include "analysis/analyzer.h"
-#include "analysis/fslog_file_writer.h"
-#include "analysis/fslog_source.h"
-#include "analysis/hook_list.h"
-#include "analysis/metrics.h"
-#include "analysis/oom_collector.h"
-#include "analysis/oom_explainer.h"
-#include "analysis/replay.h"
-#include "analysis/sweep.h"
+#include "analysis/explain/oom_collector.h"
+#include "analysis/explain/oom_explainer.h"
+#include "analysis/explain/sweep.h"
+#include "analysis/metrics/metrics.h"
+#include "analysis/replay/hook_list.h"
+#include "analysis/replay/replay.h"
+#include "analysis/report/fslog_file_writer.h"
+#include "analysis/sources/fslog_source.h"
 #include "benchmark/benchmark.h"
 
 namespace fragscope {
@@ -133,8 +133,9 @@ void BM_ReplayFslog(benchmark::State& state) {
 BENCHMARK(BM_ReplayFslog)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same with the log read and decoded on the replay's own thread (as each replay of a sweep
-// that fills the cores does; Note [Reading on a background thread] in analysis/fslog_source.h),
-// where BM_ReplayFslog uses a background reader when a core is free for it.
+// that fills the cores does; Note [Reading on a background thread] in
+// analysis/sources/fslog_source.h), where BM_ReplayFslog uses a background reader when a core is
+// free for it.
 void BM_ReplayFslogCallingThread(benchmark::State& state) {
   uint64_t log_events = 0;
   const std::string& path = SyntheticLog(&log_events);

@@ -22,8 +22,8 @@
 #include "absl/strings/numbers.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
-#include "analysis/fslog_source.h"
-#include "analysis/replay.h"
+#include "analysis/replay/replay.h"
+#include "analysis/sources/fslog_source.h"
 #include "bench/random_mix.h"
 
 namespace fragscope {

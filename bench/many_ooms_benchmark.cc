@@ -1,5 +1,5 @@
 // `fragscope analyze`'s work on a log with very many OOMs over very many segments (bench/README.md,
-// "Hostile inputs"; Note [A layout kept current] in analysis/live_layout.h):
+// "Hostile inputs"; Note [A layout kept current] in analysis/explain/live_layout.h):
 //
 //   BM_AnalyzeManyOoms/N  AnalyzeTrace without the sweep (the replay, metrics, OOM explanations,
 //                         verdict) of a log of N segments, each 12 MiB with one live 10.5 MiB
@@ -25,8 +25,8 @@
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
 #include "analysis/analyzer.h"
-#include "analysis/fslog_file_writer.h"
-#include "analysis/open_trace.h"
+#include "analysis/report/fslog_file_writer.h"
+#include "analysis/sources/open_trace.h"
 #include "benchmark/benchmark.h"
 
 namespace fragscope {

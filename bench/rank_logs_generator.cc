@@ -1,6 +1,6 @@
 // Writes the synthetic many-rank job of bench/RESULTS.md ("Many ranks"): one .fslog per rank
-// (analysis/synthetic_rank_job.h), with an outlier rank that holds more optimizer state and one
-// that has more memory outside the allocator, for `fragscope analyze DIR`, `summarize` and
+// (analysis/ranks/synthetic_rank_job.h), with an outlier rank that holds more optimizer state and
+// one that has more memory outside the allocator, for `fragscope analyze DIR`, `summarize` and
 // `merge` at scale.
 //
 //   rank_logs_generator DIR --ranks N --events M [--threads T] [--pp P] [--tp T]
@@ -16,7 +16,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "analysis/synthetic_rank_job.h"
+#include "analysis/ranks/synthetic_rank_job.h"
 
 namespace {
 

@@ -15,7 +15,7 @@ find_package(nlohmann_json 3.10 CONFIG QUIET)
 if(NOT TARGET nlohmann_json::nlohmann_json)
   message(FATAL_ERROR "nlohmann/json 3.10 or later was not found: install nlohmann-json3-dev")
 endif()
-# CLI11: the flag parser of every subcommand (analysis/cli/flag_parser.h; header-only, build time
+# CLI11: the flag parser of every subcommand (cli/flag_parser.h; header-only, build time
 # only). Debian: libcli11-dev.
 find_package(CLI11 2.1 CONFIG QUIET)
 if(NOT TARGET CLI11::CLI11)

@@ -45,7 +45,7 @@ install(DIRECTORY allocator/ DESTINATION ${_headers}/allocator COMPONENT develop
 install(DIRECTORY fslog/ DESTINATION ${_headers}/fslog COMPONENT development
         FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY analysis/ DESTINATION ${_headers}/analysis COMPONENT development
-        FILES_MATCHING PATTERN "*.h" PATTERN "cli" EXCLUDE PATTERN "view" EXCLUDE)
+        FILES_MATCHING PATTERN "*.h" PATTERN "view" EXCLUDE)
 install(DIRECTORY estimator/ DESTINATION ${_headers}/estimator COMPONENT development
         FILES_MATCHING PATTERN "*.h")
 

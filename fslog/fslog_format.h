@@ -88,7 +88,7 @@ static_assert(kMaxOptionsChangeRecords <= kMaxChunkRecords,
 
 // Note [Model records] (format 2.3)
 // The model a job runs (its Hugging Face config and the job's shape: sequence, micro-batch,
-// precision, ...) as JSON (analysis/model_job.h), in one kModel record and its
+// precision, ...) as JSON (analysis/explain/model_job.h), in one kModel record and its
 // continuation records, laid out as an options change is: at most kMaxModelTextBytes. The hooks
 // write one when the job names its model (fragscope.record_model); the last one counts. Readers
 // of 2.0-2.2 pass over it (a kind of a newer minor version).
@@ -150,12 +150,12 @@ inline bool IsStateRecord(uint8_t kind) {
 }
 
 // Note [Who wrote the log] (format 2.3)
-// Many-rank jobs are compared rank by rank (analysis/cross_rank.h), so the header says who wrote
-// the log: rank, local rank and world size (from the launcher's RANK, LOCAL_RANK, WORLD_SIZE),
-// host, device name and capacity (since 1.0), and since 2.3 the pipeline- and tensor-parallel
-// sizes given to the hooks (FRAGSCOPE_PP_SIZE, FRAGSCOPE_TP_SIZE) and the device's free memory
-// when the log opened, with the allocator's reserved bytes at that moment, from which memory held
-// outside the allocator (CUDA context, NCCL, other processes) follows:
+// Many-rank jobs are compared rank by rank (analysis/ranks/cross_rank.h), so the header says who
+// wrote the log: rank, local rank and world size (from the launcher's RANK, LOCAL_RANK,
+// WORLD_SIZE), host, device name and capacity (since 1.0), and since 2.3 the pipeline- and
+// tensor-parallel sizes given to the hooks (FRAGSCOPE_PP_SIZE, FRAGSCOPE_TP_SIZE) and the device's
+// free memory when the log opened, with the allocator's reserved bytes at that moment, from which
+// memory held outside the allocator (CUDA context, NCCL, other processes) follows:
 // device_total - free - reserved.
 enum FileHeaderFlag : uint32_t {
   // device_free_at_open and reserved_at_open are recorded.

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/json_report.h"
+#include "analysis/report/json_report.h"
 #include "analysis/view/view_replay.h"
 
 namespace fragscope {

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "analysis/analyzer.h"
-#include "analysis/open_trace.h"
+#include "analysis/sources/open_trace.h"
 #include "analysis/view/view_levels.h"
 #include "analysis/view/view_server.h"
 #include "estimator/json_document.h"

@@ -5,10 +5,10 @@
 #include <numeric>
 #include <utility>
 
-#include "analysis/demand.h"
-#include "analysis/hook_list.h"
-#include "analysis/json_report.h"
-#include "analysis/metrics.h"
+#include "analysis/metrics/demand.h"
+#include "analysis/metrics/metrics.h"
+#include "analysis/replay/hook_list.h"
+#include "analysis/report/json_report.h"
 #include "fslog/allocation_role.h"
 
 namespace fragscope {

@@ -10,8 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "analysis/analyzer.h"
-#include "analysis/open_trace.h"
-#include "analysis/segment_map.h"
+#include "analysis/explain/segment_map.h"
+#include "analysis/sources/open_trace.h"
 #include "analysis/view/view_levels.h"
 #include "estimator/json_document.h"
 

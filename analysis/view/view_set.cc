@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/comparison_render.h"
-#include "analysis/cross_rank_report.h"
-#include "analysis/rank_reduction.h"
-#include "analysis/report_comparison.h"
+#include "analysis/ranks/cross_rank_report.h"
+#include "analysis/ranks/rank_reduction.h"
+#include "analysis/report/comparison_render.h"
+#include "analysis/report/report_comparison.h"
 
 namespace fragscope {
 namespace {

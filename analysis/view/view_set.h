@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "analysis/open_trace.h"
+#include "analysis/sources/open_trace.h"
 #include "analysis/view/view_files.h"
 #include "analysis/view/view_server.h"
 #include "estimator/json_document.h"

@@ -8,7 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "analysis/fslog_file_writer.h"
+#include "analysis/report/fslog_file_writer.h"
 #include "estimator/json_value.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

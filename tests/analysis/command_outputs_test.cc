@@ -7,7 +7,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "analysis/cli/output_file.h"
+#include "cli/output_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/cli/command_line.h"
+#include "cli/command_line.h"
 
 namespace fragscope::testing {
 

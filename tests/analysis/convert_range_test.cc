@@ -3,7 +3,7 @@
 #include <fstream>
 #include <string>
 
-#include "analysis/pytorch_snapshot.h"
+#include "analysis/sources/pytorch_snapshot.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

@@ -1,7 +1,7 @@
-// The cross-rank report (analysis/cross_rank.h) on synthetic rank logs: an outlier rank named
+// The cross-rank report (analysis/ranks/cross_rank.h) on synthetic rank logs: an outlier rank named
 // with its phase, a rank with memory outside PyTorch, pipeline-stage grouping, a mix of .fslog
 // logs and snapshot pickles, and the rank rules.
-#include "analysis/cross_rank.h"
+#include "analysis/ranks/cross_rank.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "analysis/rank_inputs.h"
-#include "analysis/rank_reduction.h"
+#include "analysis/ranks/rank_inputs.h"
+#include "analysis/ranks/rank_reduction.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"

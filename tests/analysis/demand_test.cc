@@ -1,13 +1,13 @@
-// The trace's demand (analysis/demand.h) and the verdict it decides (Note [Demand against the
-// cap]): a job whose requests alone exceed its device is capacity-bound by their factor, whatever
-// its first OOM in the replay looks like, and no setting is recommended.
-#include "analysis/demand.h"
+// The trace's demand (analysis/metrics/demand.h) and the verdict it decides (Note [Demand against
+// the cap]): a job whose requests alone exceed its device is capacity-bound by their factor,
+// whatever its first OOM in the replay looks like, and no setting is recommended.
+#include "analysis/metrics/demand.h"
 
 #include <string>
 #include <vector>
 
-#include "analysis/open_trace.h"
-#include "analysis/replay.h"
+#include "analysis/replay/replay.h"
+#include "analysis/sources/open_trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

@@ -1,4 +1,4 @@
-// `fragscope diff A B` (analysis/cli/diff_command.cc): a log against itself differs by nothing;
+// `fragscope diff A B` (cli/diff_command.cc): a log against itself differs by nothing;
 // against a changed run, the difference is where the change is, phase by phase.
 #include <fstream>
 #include <string>

@@ -1,4 +1,4 @@
-#include "analysis/cli/dump_command.h"
+#include "cli/dump_command.h"
 
 #include <sstream>
 #include <string>

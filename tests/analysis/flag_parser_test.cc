@@ -1,7 +1,7 @@
-// The one flag parser (analysis/cli/flag_parser.h): the shape rules every command shares, and the
+// The one flag parser (cli/flag_parser.h): the shape rules every command shares, and the
 // help page every command renders; then every command's page and usage errors, through the
 // program.
-#include "analysis/cli/flag_parser.h"
+#include "cli/flag_parser.h"
 
 #include <sstream>
 #include <string>

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "analysis/fslog_file_writer.h"
-#include "analysis/fslog_source.h"
+#include "analysis/report/fslog_file_writer.h"
+#include "analysis/sources/fslog_source.h"
 #include "fslog/fslog_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,13 +1,13 @@
 // HookList: each callback reaches, in the order of Add, exactly the hooks whose callbacks() name
 // it; a hook that names none of them is never called; Stop asks only hooks that can stop; its
 // callbacks() is the union. Replayer::Run skips the per-event calls a hook does not name.
-#include "analysis/hook_list.h"
+#include "analysis/replay/hook_list.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "analysis/replay.h"
+#include "analysis/replay/replay.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/replay_verify_util.h"
 #include "tests/analysis/trace_builder.h"

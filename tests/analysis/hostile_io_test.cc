@@ -15,10 +15,10 @@
 
 #include "absl/strings/str_replace.h"
 
-#include "analysis/cli/output_file.h"
-#include "analysis/cli/temporary_files.h"
-#include "analysis/fslog_file_writer.h"
-#include "analysis/pytorch_snapshot.h"
+#include "analysis/report/fslog_file_writer.h"
+#include "analysis/sources/pytorch_snapshot.h"
+#include "cli/output_file.h"
+#include "cli/temporary_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"

@@ -1,13 +1,13 @@
-// The whole-job verdict (analysis/job_verdict.h): the headroom rule at its boundary, the footprint
-// rule, a recorded model used without a flag, and --model's strict keys.
-#include "analysis/job_verdict.h"
+// The whole-job verdict (analysis/explain/job_verdict.h): the headroom rule at its boundary, the
+// footprint rule, a recorded model used without a flag, and --model's strict keys.
+#include "analysis/explain/job_verdict.h"
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "analysis/model_job.h"
+#include "analysis/explain/model_job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"

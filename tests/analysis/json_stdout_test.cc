@@ -1,4 +1,4 @@
-// `--json -` (analysis/cli/json_output.h): analyze, sweep and demo write their JSON document to
+// `--json -` (cli/json_output.h): analyze, sweep and demo write their JSON document to
 // stdout, and nothing else there, so that a pipe reads valid JSON; `--json PATH` still writes the
 // file after the text.
 #include <filesystem>

@@ -1,8 +1,8 @@
-// LiveLayout (Note [A layout kept current] in analysis/live_layout.h): the layout kept current
-// from the allocator's events gives, after every operation of random jobs, the evidence that the
-// whole layout gives; and an OOM explanation reads what it reports, not the layout: the work is
-// counted, not timed.
-#include "analysis/live_layout.h"
+// LiveLayout (Note [A layout kept current] in analysis/explain/live_layout.h): the layout kept
+// current from the allocator's events gives, after every operation of random jobs, the evidence
+// that the whole layout gives; and an OOM explanation reads what it reports, not the layout: the
+// work is counted, not timed.
+#include "analysis/explain/live_layout.h"
 
 #include <optional>
 #include <random>
@@ -11,10 +11,10 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/caching_allocator.h"
-#include "analysis/oom_collector.h"
-#include "analysis/oom_layout_evidence.h"
-#include "analysis/replay.h"
-#include "analysis/segment_map.h"
+#include "analysis/explain/oom_collector.h"
+#include "analysis/explain/oom_layout_evidence.h"
+#include "analysis/explain/segment_map.h"
+#include "analysis/replay/replay.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/fragmented_oom_log.h"
 #include "tests/analysis/replay_verify_util.h"

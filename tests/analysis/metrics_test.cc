@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "analysis/analyzer.h"
-#include "analysis/timeline.h"
+#include "analysis/metrics/timeline.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/trace_builder.h"
 #include "tests/testing/status_matchers.h"

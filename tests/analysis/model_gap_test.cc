@@ -1,6 +1,6 @@
 // --model SPEC for analyze: the estimate it builds and what the comparison counts.
-#include "analysis/model_gap.h"
-#include "analysis/model_job.h"
+#include "analysis/explain/model_gap.h"
+#include "analysis/explain/model_job.h"
 
 #include <string>
 #include <utility>

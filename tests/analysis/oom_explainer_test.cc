@@ -1,6 +1,6 @@
 // OOM explanations: one scenario per cause, built on the simulated device so that the cause is
 // known by construction, with the figures each explanation must report.
-#include "analysis/oom_explainer.h"
+#include "analysis/explain/oom_explainer.h"
 #include "absl/strings/str_format.h"
 #include "analysis/analyzer.h"
 #include "gtest/gtest.h"

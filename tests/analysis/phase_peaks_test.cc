@@ -1,10 +1,10 @@
-// PhasePeakCollector (analysis/phase_peaks.h) on a hand-computed trace: each phase's rises of the
-// peaks add up to the peaks.
-#include "analysis/phase_peaks.h"
+// PhasePeakCollector (analysis/metrics/phase_peaks.h) on a hand-computed trace: each phase's rises
+// of the peaks add up to the peaks.
+#include "analysis/metrics/phase_peaks.h"
 
 #include <string>
 
-#include "analysis/rank_summary.h"
+#include "analysis/ranks/rank_summary.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/trace_builder.h"
 

@@ -1,5 +1,5 @@
-// Tests of the pickle reader (analysis/pickle/pickle_reader.h) and the value tree.
-#include "analysis/pickle/pickle_reader.h"
+// Tests of the pickle reader (analysis/sources/pickle/pickle_reader.h) and the value tree.
+#include "analysis/sources/pickle/pickle_reader.h"
 
 #include <cmath>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/pickle/pickle_opcodes.h"
+#include "analysis/sources/pickle/pickle_opcodes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/pickle_test_util.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "analysis/pickle/pickle_value.h"
+#include "analysis/sources/pickle/pickle_value.h"
 
 #ifndef FRAGSCOPE_TEST_DATA_DIR
 #error "FRAGSCOPE_TEST_DATA_DIR must point at tests/data"

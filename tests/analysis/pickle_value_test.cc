@@ -1,5 +1,6 @@
-// Tests of PickleValue (analysis/pickle/pickle_value.h): repr, big ints, and PickleRef paths.
-#include "analysis/pickle/pickle_value.h"
+// Tests of PickleValue (analysis/sources/pickle/pickle_value.h): repr, big ints, and PickleRef
+// paths.
+#include "analysis/sources/pickle/pickle_value.h"
 
 #include <cmath>
 #include <limits>

@@ -1,6 +1,7 @@
-// Tests of the pickle writer (analysis/pickle/pickle_writer.h): writer -> reader round trips, the
-// opcodes it emits, and (with FRAGSCOPE_PICKLE_WRITER_OUT set) files for verify_writer.py.
-#include "analysis/pickle/pickle_writer.h"
+// Tests of the pickle writer (analysis/sources/pickle/pickle_writer.h): writer -> reader round
+// trips, the opcodes it emits, and (with FRAGSCOPE_PICKLE_WRITER_OUT set) files for
+// verify_writer.py.
+#include "analysis/sources/pickle/pickle_writer.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -8,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/pickle/pickle_opcodes.h"
-#include "analysis/pickle/pickle_reader.h"
+#include "analysis/sources/pickle/pickle_opcodes.h"
+#include "analysis/sources/pickle/pickle_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/pickle_test_util.h"

@@ -1,7 +1,7 @@
-// `analyze --predict` (analysis/cli/predict_beside.h): the prediction's arguments from a model
+// `analyze --predict` (cli/predict_beside.h): the prediction's arguments from a model
 // record, and what is refused, naming the record's key. The prediction itself runs in
 // tests/predict (analyze_predict_test.py: it needs torch).
-#include "analysis/cli/predict_beside.h"
+#include "cli/predict_beside.h"
 
 #include <string>
 #include <vector>

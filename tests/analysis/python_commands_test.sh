@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `fragscope predict|carry|fit` run the Python package (analysis/cli/python_command.h): listed by
+# `fragscope predict|carry|fit` run the Python package (cli/python_command.h): listed by
 # `fragscope help`, an interpreter that cannot run is an error that says what to set, and with
 # Python 3 and torch each subcommand's --help is the package's.
 set -euo pipefail

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "analysis/pickle/pickle_reader.h"
-#include "analysis/pickle/pickle_writer.h"
-#include "analysis/pytorch_snapshot.h"
+#include "analysis/sources/pickle/pickle_reader.h"
+#include "analysis/sources/pickle/pickle_writer.h"
+#include "analysis/sources/pytorch_snapshot.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/pickle_test_util.h"

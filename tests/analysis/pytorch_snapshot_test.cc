@@ -1,13 +1,14 @@
-// Tests of the PyTorch snapshot model (analysis/pytorch_snapshot.h): import with exact values,
-// path-naming errors, legacy shapes, export with the keys memory_viz reads, and round trips.
-#include "analysis/pytorch_snapshot.h"
+// Tests of the PyTorch snapshot model (analysis/sources/pytorch_snapshot.h): import with exact
+// values, path-naming errors, legacy shapes, export with the keys memory_viz reads, and round
+// trips.
+#include "analysis/sources/pytorch_snapshot.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "analysis/pickle/pickle_reader.h"
-#include "analysis/pickle/pickle_writer.h"
+#include "analysis/sources/pickle/pickle_reader.h"
+#include "analysis/sources/pickle/pickle_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/pickle_test_util.h"

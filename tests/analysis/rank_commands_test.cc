@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_format.h"
-#include "analysis/rank_summary_json.h"
+#include "analysis/ranks/rank_summary_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"

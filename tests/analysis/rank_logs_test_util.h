@@ -1,5 +1,5 @@
 // Synthetic rank logs for the cross-rank tests: a fresh directory of rank{r}.fslog files written
-// by WriteSyntheticRankLog (analysis/synthetic_rank_job.h), with the given ranks changed.
+// by WriteSyntheticRankLog (analysis/ranks/synthetic_rank_job.h), with the given ranks changed.
 #pragma once
 
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "analysis/synthetic_rank_job.h"
+#include "analysis/ranks/synthetic_rank_job.h"
 #include "gtest/gtest.h"
 
 namespace fragscope::testing {

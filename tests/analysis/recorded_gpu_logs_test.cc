@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
-#include "analysis/open_trace.h"
+#include "analysis/sources/open_trace.h"
 #include "fslog/fslog_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,8 +1,8 @@
 // Random jobs with expandable segments, several streams, record_stream, empty_cache and OOMs,
 // recorded by fragscope's own allocator as an .fslog and as a PyTorch snapshot: both replay with
 // every event, address and statistic equal (Note [Stream-ordered frees in a replay] and
-// Note [Expandable segments in a replay] in analysis/replay.h), and so does a replay of the log
-// whose immediate frees come folded (TraceSource::FoldFreeCompletions), stopped anywhere.
+// Note [Expandable segments in a replay] in analysis/replay/replay.h), and so does a replay of the
+// log whose immediate frees come folded (TraceSource::FoldFreeCompletions), stopped anywhere.
 #include <memory>
 #include <random>
 #include <string>
@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/caching_allocator.h"
-#include "analysis/fslog_source.h"
-#include "analysis/pytorch_snapshot.h"
-#include "analysis/replay.h"
+#include "analysis/replay/replay.h"
+#include "analysis/sources/fslog_source.h"
+#include "analysis/sources/pytorch_snapshot.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/replay_verify_util.h"
 #include "tests/analysis/trace_builder.h"

@@ -1,6 +1,6 @@
 // Replaying traces that use expandable segments (Note [Expandable segments in a replay] in
-// analysis/replay.h): PyTorch 2.11's oracle trace replays with every page map, unmap and block
-// address equal; reservations land at the trace's bases; segment_unmap groups are told apart
+// analysis/replay/replay.h): PyTorch 2.11's oracle trace replays with every page map, unmap and
+// block address equal; reservations land at the trace's bases; segment_unmap groups are told apart
 // (user empty_cache, the OOM retry's full release, including one that follows a partial map) as
 // segment_free groups are; and expandable memory that existed before the trace is reported, not
 // rebuilt.
@@ -12,11 +12,11 @@
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
 #include "analysis/analyzer.h"
-#include "analysis/fidelity_check.h"
-#include "analysis/open_trace.h"
-#include "analysis/pytorch_snapshot.h"
-#include "analysis/replay.h"
-#include "analysis/snapshot_source.h"
+#include "analysis/replay/fidelity_check.h"
+#include "analysis/replay/replay.h"
+#include "analysis/sources/open_trace.h"
+#include "analysis/sources/pytorch_snapshot.h"
+#include "analysis/sources/snapshot_source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/replay_verify_util.h"

@@ -1,6 +1,6 @@
-// TraceLookahead (analysis/replay_lookahead.h): events in order, Peek at any depth, events that
-// stay put until passed, and a source error held back until the Next() that reaches it.
-#include "analysis/replay_lookahead.h"
+// TraceLookahead (analysis/replay/replay_lookahead.h): events in order, Peek at any depth, events
+// that stay put until passed, and a source error held back until the Next() that reaches it.
+#include "analysis/replay/replay_lookahead.h"
 
 #include <string>
 

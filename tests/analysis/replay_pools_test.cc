@@ -11,9 +11,9 @@
 
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
-#include "analysis/fslog_file_writer.h"
-#include "analysis/open_trace.h"
-#include "analysis/trace_event.h"
+#include "analysis/report/fslog_file_writer.h"
+#include "analysis/sources/open_trace.h"
+#include "analysis/sources/trace_event.h"
 #include "fslog/fslog_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,6 +1,6 @@
 // Reading an .fslog for a replay on a background thread (Note [Reading on a background thread]
-// in analysis/fslog_source.h): the same events, warnings and errors (with their offsets) as on
-// the calling thread; clean stops at any point; and kAuto's core budget.
+// in analysis/sources/fslog_source.h): the same events, warnings and errors (with their offsets) as
+// on the calling thread; clean stops at any point; and kAuto's core budget.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "analysis/fidelity_check.h"
-#include "analysis/fslog_source.h"
-#include "analysis/replay.h"
+#include "analysis/replay/fidelity_check.h"
+#include "analysis/replay/replay.h"
+#include "analysis/sources/fslog_source.h"
 #include "fslog/fslog_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "analysis/fidelity_check.h"
-#include "analysis/fslog_file_writer.h"
-#include "analysis/hook_list.h"
-#include "analysis/open_trace.h"
-#include "analysis/replay.h"
+#include "analysis/replay/fidelity_check.h"
+#include "analysis/replay/hook_list.h"
+#include "analysis/replay/replay.h"
+#include "analysis/report/fslog_file_writer.h"
+#include "analysis/sources/open_trace.h"
 #include "fslog/fslog_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/caching_allocator.h"
-#include "analysis/fidelity_check.h"
-#include "analysis/open_trace.h"
-#include "analysis/pytorch_snapshot.h"
-#include "analysis/replay.h"
-#include "analysis/snapshot_source.h"
+#include "analysis/replay/fidelity_check.h"
+#include "analysis/replay/replay.h"
+#include "analysis/sources/open_trace.h"
+#include "analysis/sources/pytorch_snapshot.h"
+#include "analysis/sources/snapshot_source.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 

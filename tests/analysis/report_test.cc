@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_split.h"
 #include "analysis/analyzer.h"
-#include "analysis/html_report.h"
-#include "analysis/json_report.h"
-#include "analysis/text_report.h"
+#include "analysis/report/html_report.h"
+#include "analysis/report/json_report.h"
+#include "analysis/report/text_report.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/fragmented_oom_log.h"
 #include "tests/testing/status_matchers.h"

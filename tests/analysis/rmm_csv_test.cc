@@ -1,5 +1,5 @@
-// Tests of the RMM logging_resource_adaptor CSV parser (analysis/rmm_csv.h).
-#include "analysis/rmm_csv.h"
+// Tests of the RMM logging_resource_adaptor CSV parser (analysis/sources/rmm_csv.h).
+#include "analysis/sources/rmm_csv.h"
 
 #include <cstdio>
 #include <fstream>

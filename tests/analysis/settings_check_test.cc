@@ -1,6 +1,6 @@
 // The effective-settings check (settings_check.h) on the oracle snapshots, which PyTorch 2.11
 // wrote with their `allocator_settings`, and through `fragscope analyze`.
-#include "analysis/settings_check.h"
+#include "analysis/sources/settings_check.h"
 
 #include <fstream>
 #include <iterator>
@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "analysis/open_trace.h"
+#include "analysis/sources/open_trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"

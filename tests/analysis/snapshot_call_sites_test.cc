@@ -1,6 +1,6 @@
 // Call sites from a PyTorch snapshot's stacks (snapshot_call_sites.h): the frame chosen, the
 // stacks of alloc entries and of the blocks still allocated, and the reports that show them.
-#include "analysis/snapshot_call_sites.h"
+#include "analysis/sources/snapshot_call_sites.h"
 
 #include <filesystem>
 #include <memory>

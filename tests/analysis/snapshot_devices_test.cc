@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "analysis/analyzer.h"
-#include "analysis/open_trace.h"
+#include "analysis/sources/open_trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/command_run.h"

@@ -1,5 +1,5 @@
 // The call sites a streamed snapshot read keeps of its trace entries' frames
-// (analysis/streamed_call_sites.h): entry by entry, the text the whole read's frames give
+// (analysis/sources/streamed_call_sites.h): entry by entry, the text the whole read's frames give
 // (CallSiteText), through the ways PyTorch shares frames lists and frame dicts in the pickle; the
 // whole read's errors for bad frames; a frames list changed after an entry read it (read whole).
 #include <cstddef>
@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "analysis/call_site_text.h"
-#include "analysis/pickle/pickle_reader.h"
-#include "analysis/pickle/pickle_writer.h"
-#include "analysis/pytorch_snapshot.h"
+#include "analysis/sources/call_site_text.h"
+#include "analysis/sources/pickle/pickle_reader.h"
+#include "analysis/sources/pickle/pickle_writer.h"
+#include "analysis/sources/pytorch_snapshot.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/pickle_test_util.h"

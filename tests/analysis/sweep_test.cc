@@ -1,6 +1,6 @@
 // The sweep: configuration grid, parallel replay equal to sequential, the recommendation rule,
 // and on the demo workload a max_split_size_mb setting that avoids a fragmentation OOM.
-#include "analysis/sweep.h"
+#include "analysis/explain/sweep.h"
 #include "analysis/demo_job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -242,7 +242,7 @@ TEST(SweepTest, ReplaysWithFailedAllocationsAreErrorRows) {
   EXPECT_EQ(rec->index, 0u);
 }
 
-// The demo's job (analysis/cli/demo_command.cc): a fragmentation OOM on 16 GiB that a
+// The demo's job (cli/demo_command.cc): a fragmentation OOM on 16 GiB that a
 // max_split_size_mb setting avoids.
 TEST(SweepTest, DemoWorkloadOomIsAvoidedByAMaxSplitSetting) {
   DemoWorkloadConfig w;

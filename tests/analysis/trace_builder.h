@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/simulated_backend.h"
-#include "analysis/fslog_file_writer.h"
+#include "analysis/report/fslog_file_writer.h"
 #include "gtest/gtest.h"
 
 namespace fragscope::testing {

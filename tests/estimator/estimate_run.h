@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/cli/estimate_command.h"
+#include "cli/estimate_command.h"
 
 namespace fragscope::testing {
 

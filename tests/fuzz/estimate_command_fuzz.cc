@@ -1,4 +1,4 @@
-// libFuzzer target for `fragscope estimate` (analysis/cli/estimate_command.h): its flag parser,
+// libFuzzer target for `fragscope estimate` (cli/estimate_command.h): its flag parser,
 // the configurations it builds, the estimator, the inverse searches (--solve) and the text, JSON
 // and --explain renderers. The input is the argument list, one argument per line.
 //
@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "allocator/check.h"
-#include "analysis/cli/estimate_command.h"
+#include "cli/estimate_command.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view input(reinterpret_cast<const char*>(data), size);

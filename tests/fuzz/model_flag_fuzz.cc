@@ -1,5 +1,5 @@
 // libFuzzer target for the `--model SPEC` argument of `fragscope analyze`
-// (analysis/model_job.h: PRESET[:key=value,...]).
+// (analysis/explain/model_job.h: PRESET[:key=value,...]).
 //
 // Properties checked on every input: nothing crashes or trips a sanitizer, and an accepted spec
 // gives an estimate with only finite, non-negative terms. (A name ending in .json is read as a
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "allocator/check.h"
-#include "analysis/model_job.h"
+#include "analysis/explain/model_job.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string spec(reinterpret_cast<const char*>(data), size);

@@ -1,5 +1,5 @@
-// libFuzzer target for the pickle codec and the snapshot model (analysis/pickle/,
-// analysis/pytorch_snapshot.h).
+// libFuzzer target for the pickle codec and the snapshot model (analysis/sources/pickle/,
+// analysis/sources/pytorch_snapshot.h).
 //
 // Properties checked on every input:
 //   - ReadPickle never crashes, hangs or allocates out of proportion to the input;
@@ -15,10 +15,10 @@
 #include <string_view>
 
 #include "allocator/check.h"
-#include "analysis/call_site_text.h"
-#include "analysis/pickle/pickle_reader.h"
-#include "analysis/pickle/pickle_writer.h"
-#include "analysis/pytorch_snapshot.h"
+#include "analysis/sources/call_site_text.h"
+#include "analysis/sources/pickle/pickle_reader.h"
+#include "analysis/sources/pickle/pickle_writer.h"
+#include "analysis/sources/pytorch_snapshot.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the RMM logging_resource_adaptor CSV parser (analysis/rmm_csv.h).
+// libFuzzer target for the RMM logging_resource_adaptor CSV parser (analysis/sources/rmm_csv.h).
 //
 // Properties checked on every input: ParseRmmCsv never crashes; accepted entries carry strictly
 // increasing line numbers and timestamps that differ from the time of day by whole days.
@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "allocator/check.h"
-#include "analysis/rmm_csv.h"
+#include "analysis/sources/rmm_csv.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fragscope;

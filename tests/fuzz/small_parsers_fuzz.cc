@@ -1,5 +1,5 @@
 // libFuzzer target for the small parsers of the command line and the hooks' environment: byte
-// sizes and counts (analysis/cli/cli_flags.h: --capacity, --allowed, --at, ...), list splitting
+// sizes and counts (cli/cli_flags.h: --capacity, --allowed, --at, ...), list splitting
 // (the sweep's grids), the trace commands' flags with the sweep grid (ParseFlags and
 // ApplyAnalysisFlags; arguments one per line), and FRAGSCOPE_LOG path patterns
 // (fslog/fslog_writer.h %p %r %%, hooks/hook_config.h %d and the per-device name).
@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "allocator/check.h"
-#include "analysis/cli/cli_flags.h"
+#include "cli/cli_flags.h"
 #include "fslog/fslog_writer.h"
 #include "hooks/hook_config.h"
 

@@ -25,7 +25,7 @@
 // allocator decision. A job program makes no record_stream calls under settings whose retry ladder
 // can tell a stream-ordered free from an immediate one only after the allocation's cache lookup
 // (garbage collection, max_split_size, expandable segments): Note [Stream-ordered frees in a
-// replay] in analysis/replay.h says why verify may then part from the job.
+// replay] in analysis/replay/replay.h says why verify may then part from the job.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <unistd.h>
 
@@ -48,9 +48,9 @@
 #include "allocator/check.h"
 #include "allocator/simulated_backend.h"
 #include "allocator/types.h"
-#include "analysis/cli/analysis_commands.h"
-#include "analysis/cli/dump_command.h"
-#include "analysis/fslog_file_writer.h"
+#include "analysis/report/fslog_file_writer.h"
+#include "cli/analysis_commands.h"
+#include "cli/dump_command.h"
 #include "estimator/json_value.h"
 #include "fslog/fslog_format.h"
 #include "tests/fuzz/fslog_crcs.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/cli/command_line.h"
+#include "cli/command_line.h"
 #include "fslog/fslog_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "analysis/fslog_source.h"
+#include "analysis/sources/fslog_source.h"
 #include "fslog/allocation_role.h"
 #include "fslog/fslog_reader.h"
 #include "gtest/gtest.h"

@@ -91,7 +91,7 @@ FS.renderBlock = function (nodes, block, segment, onSelectEvent) {
   details.appendChild(dl);
 };
 
-// Who holds a block, as the reports say it (analysis/block_holder.h): "saved_activations of
+// Who holds a block, as the reports say it (analysis/explain/block_holder.h): "saved_activations of
 // transformer.h.7.attn (aten::bmm)".
 FS.holder = function (role, c) {
   let text = role && role !== "unknown" ? role : "";
