@@ -1,5 +1,5 @@
 // TrainingConfig: everything about a training job that changes its per-GPU memory, other than
-// the model. Parsed from CLI flags by analysis/cli/estimate_command.cc; the Parse* helpers name
+// the model. Parsed from CLI flags by cli/estimate_command.cc; the Parse* helpers name
 // the field in their errors.
 #pragma once
 

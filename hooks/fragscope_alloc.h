@@ -114,7 +114,7 @@ size_t fragscope_snapshot_json(int device, char* buf, size_t len);
 /* --- Event log ------------------------------------------------------------------------------ */
 /* A phase annotation ("step 12 / forward") in every open device log; no-op without a log. */
 void fragscope_mark(const char* text);
-/* The job's model as JSON (fragscope.model/1: analysis/model_job.h) in every log. */
+/* The job's model as JSON (fragscope.model/1: analysis/explain/model_job.h) in every log. */
 void fragscope_record_model(const char* json);
 /* The role of the live block at `ptr` on `device` (fslog/allocation_role.h: 1 weights, 2
  * gradients, 3 optimizer states, 4 optimizer-step temporaries, 5 activations saved for backward,

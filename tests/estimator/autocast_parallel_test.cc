@@ -47,7 +47,7 @@ TrainingConfig Predicted() {
   return config;
 }
 
-// The estimate's activation category at its backward start, as analysis/model_gap.cc sorts
+// The estimate's activation category at its backward start, as analysis/explain/model_gap.cc sorts
 // terms: the 16-bit weight copies (full fine-tuning), the activation terms, the loss.
 double ActivationBytes(const MemoryEstimate& estimate, bool weights_are_casts = true) {
   double bytes = 0;

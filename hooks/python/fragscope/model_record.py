@@ -1,6 +1,6 @@
 """The model a job runs, as the JSON of an .fslog model record (format "fragscope.model/1").
 
-The analyzer reads it back (analysis/model_job.h) and compares the model's theoretical footprint
+The analyzer reads it back (analysis/explain/model_job.h) and compares the model's theoretical footprint
 with the job's memory cap, without a --model flag. The record holds the model's Hugging Face
 config (scalar entries only: a record carries at most 4096 bytes) and the job's shape.
 

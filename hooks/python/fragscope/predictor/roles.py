@@ -16,7 +16,7 @@ tagged (fslog/FORMAT.md, "Tag records") when its role becomes known later:
     unless autograd then saves it for backward (a later tag wins: eager attention saving the key).
 
 So at any moment the live bytes split by role sum to the allocated bytes (`fragscope analyze`
-reports them at the demand's peak: analysis/demand.h).
+reports them at the demand's peak: analysis/metrics/demand.h).
 """
 
 import contextlib
