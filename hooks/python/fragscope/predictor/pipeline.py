@@ -163,7 +163,7 @@ def split(model, stage, num_stages, layers):
         # Deep-copying a fake tensor reads its data pointer (Tensor.__deepcopy__), which the
         # fake tensor warns of; the copy holds no data.
         warnings.simplefilter("ignore", UserWarning)
-        part = copy.deepcopy(model)
+        part = copy.deepcopy(model, _sharing_fake_modes(model))
     first, last = stage == 0, stage == num_stages - 1
     inner = part.model
     inner.layers = torch.nn.ModuleList(inner.layers[layers[0]:layers[1]])
@@ -173,6 +173,26 @@ def split(model, stage, num_stages, layers):
         inner.norm = torch.nn.Identity()
         part.lm_head = None
     return _stage_module_class()(part, first, last)
+
+
+def _sharing_fake_modes(model):
+    """A deepcopy memo in which the fake modes of `model`'s tensors (and the one active) copy to
+    themselves. A fake tensor's __dict__ names its FakeTensorMode, so a plain deep copy copies the
+    mode, and with it the StorageWeakRefs of its converter's constants: each copy releases the
+    weak reference it never took (StorageWeakRef has no __deepcopy__; the copy shares `cdata`), and
+    the storage's last release then writes into freed memory (glibc's heap, in a later
+    prediction). The copied tensors belong to the capture's mode, as the model's do."""
+    import torch
+    from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import maybe_get_fake_mode
+
+    modes = [detect_fake_mode()]
+    for t in (*model.parameters(), *model.buffers()):
+        modes.append(maybe_get_fake_mode(t))
+    for module in model.modules():
+        modes.extend(maybe_get_fake_mode(v) for v in vars(module).values()
+                     if isinstance(v, torch.Tensor))
+    return {id(mode): mode for mode in modes if mode is not None}
 
 
 def _schedule_class(schedule):
