@@ -19,6 +19,8 @@ A four-layer Llama (untied embeddings) at pp 2 and pp 4:
   - InterleavedTest: interleaved-1f1b holds two stages per rank (r and r + pp) and runs;
   - Fsdp2Test: pp 2 x FSDP2 dp 2 (world 4, pp outermost): rank 3 holds stage 1, sharded in
     half; its receive buffers are bf16 (FSDP2's param_dtype); the record names pp, dp and zero;
+  - SplitTest: a stage's deep copy of the model keeps its FakeTensorMode (a copied mode's
+    StorageWeakRefs would each release a weak reference they never took);
   - CliTest: `python -m fragscope predict --pp ...` and its errors (a pp that does not divide
     the layers, pp with --parallel ddp, data-parallel ranks without fsdp2); pp with --tp:
     predict_pipeline_tp_test.py.
@@ -171,32 +173,11 @@ class InterleavedTest(unittest.TestCase):
 
 
 class Fsdp2Test(unittest.TestCase):
-    """Each FSDP2 x PP rank is predicted in a process of its own: a later prediction in the same
-    process crashed at times at its close (in the allocator's stats)."""
-
-    SCRIPT = ("import json, sys\n"
-              "from fragscope.predictor.pipeline_loop import predict_pp\n"
-              "p = predict_pp(json.loads(sys.argv[1]), sys.argv[2], seq=%d, micro_batch=%d, pp=2,"
-              " microbatches=4, rank=int(sys.argv[3]), world_size=4, parallel='fsdp2')\n"
-              "print(json.dumps({'job': p.job, 'pipeline': p.pipeline}))\n")
-
-    def predict(self, rank):
-        log = os.path.join(_TMP.name, f"fsdp2_pp2_rank{rank}.fslog")
-        result = subprocess.run([sys.executable, "-c", self.SCRIPT % (SEQ, MICRO_BATCH),
-                                 json.dumps(CONFIG), log, str(rank)], capture_output=True,
-                                text=True)
-        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-        out = json.loads(result.stdout.strip().splitlines()[-1])
-        report = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", log, "--gpu",
-                                 "h100-80gb", "--threads", "1", "--json", "-"], check=True,
-                                capture_output=True, text=True).stdout
-        return out, json.loads(report)["ranks"][0]
-
     def test_pp2_by_dp2(self):
-        out, report = self.predict(3)
-        self.assertEqual(out["pipeline"]["stages"], [1])
-        self.assertEqual(out["pipeline"]["dp"], 2)
-        job = out["job"]
+        prediction, report = run(2, "1f1b", 3, 4, world_size=4)
+        self.assertEqual(prediction.pipeline["stages"], [1])
+        self.assertEqual(prediction.pipeline["dp"], 2)
+        job = prediction.job
         self.assertEqual((job["pp"], job["dp"], job["zero"]), (2, 2, 3))
         self.assertEqual((report["trace"]["rank"], report["trace"]["world_size"]), (3, 4))
         whole = roles(run(2, "1f1b", 1, 4)[1], "init / weights")["weights"]
@@ -207,8 +188,30 @@ class Fsdp2Test(unittest.TestCase):
         # The activations received: bf16 (FSDP2's param_dtype), one per microbatch.
         self.assertEqual(roles(report, "step 0 / schedule").get("communication"),
                          4 * HIDDEN_BYTES // 2)
-        # Rank 1 of the same world holds stage 0 (pp outermost).
-        self.assertEqual(self.predict(1)[0]["pipeline"]["stages"], [0])
+        # Rank 1 of the same world holds stage 0 (pp outermost); a prediction after an FSDP2 x
+        # PP one in the same process.
+        self.assertEqual(run(2, "1f1b", 1, 4, world_size=4)[0].pipeline["stages"], [0])
+
+
+class SplitTest(unittest.TestCase):
+    def test_a_stage_keeps_the_fake_mode(self):
+        """A stage's deep copy shares the model's FakeTensorMode: a copied mode's converter
+        would hold copies of its constants' StorageWeakRefs, each releasing a weak reference it
+        never took (a write into freed memory that crashed a later prediction)."""
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode, maybe_get_fake_mode
+        from transformers import AutoModelForCausalLM
+
+        from fragscope.predictor import pipeline
+        from fragscope.predictor.hf_loop import load_config
+
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            torch.tensor(2.0)  # a constant: its storage's weak reference in the mode
+            self.assertTrue(mode.fake_tensor_converter.constant_storage_mapping)
+            model = AutoModelForCausalLM.from_config(load_config(CONFIG, None))
+            part = pipeline.split(model, 1, 2, (2, 4))
+        modes = {id(maybe_get_fake_mode(t)) for t in (*part.parameters(), *part.buffers())}
+        self.assertEqual(modes, {id(mode)})
 
 
 class CliTest(unittest.TestCase):

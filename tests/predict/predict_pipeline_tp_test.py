@@ -21,8 +21,7 @@ A four-layer Llama (untied embeddings), pp 2, 2 microbatches of 2 x 32 tokens, o
     the communication role: per layer two all-gathers and two reduce-scatters, the embedding's
     reduce-scatter on the first stage, lm_head's all-gather and the loss's all-reduces on the
     last;
-  - MeshTest: world 8 = pp 2 x dp 2 x tp 2 (each FSDP2 rank predicted in a process of its own,
-    as predict.pipeline does): ranks 0-3 hold stage 0, 4-7 stage 1; the record
+  - MeshTest: world 8 = pp 2 x dp 2 x tp 2: ranks 0-3 hold stage 0, 4-7 stage 1; the record
     names pp, dp, zero, tp and sp; `fragscope analyze` reads the log (its header's rank) and
     groups ranks 3 and 4 by stage and by tensor-parallel group;
   - CliTest: `--pp 2 --tp 2` runs; the combinations that do not split are errors naming them.
@@ -85,10 +84,10 @@ _TMP = tempfile.TemporaryDirectory()
 _RUNS = {}
 
 
-def predict(rank, tp=1, world_size=None, directory=None):
+def predict(rank, tp=1, world_size=None):
     """(the Prediction, its allocations as (phase, op, bytes, role, pointer) and frees as
-    ("free", phase, pointer), in order) of one rank, made once, its log in `directory` (default:
-    the test's); world_size above pp x tp: FSDP2 over the data-parallel ranks (fsdp2_rank)."""
+    ("free", phase, pointer), in order) of one rank, made once; world_size above pp x tp: FSDP2
+    over the data-parallel ranks."""
     key = (rank, tp, world_size)
     if key in _RUNS:
         return _RUNS[key]
@@ -114,7 +113,7 @@ def predict(rank, tp=1, world_size=None, directory=None):
 
     capture._Session.malloc, capture._Session.free = record_malloc, record_free
     capture._Session.mark = record_mark
-    log = os.path.join(directory or _TMP.name, f"r{rank}_tp{tp}_w{world_size}.fslog")
+    log = os.path.join(_TMP.name, f"r{rank}_tp{tp}_w{world_size}.fslog")
     fsdp2 = world_size is not None and world_size > PP * tp
     try:
         prediction = predict_pp(CONFIG, log, seq=SEQ, micro_batch=MICRO_BATCH, pp=PP,
@@ -125,28 +124,6 @@ def predict(rank, tp=1, world_size=None, directory=None):
         capture._Session.mark = mark
     _RUNS[key] = (prediction, events)
     return _RUNS[key]
-
-
-_FSDP2 = {}
-_CHILD = ("import json, sys\n"
-          "sys.path.insert(0, sys.argv[1])\n"
-          "import predict_pipeline_tp_test as t\n"
-          "p, events = t.predict(int(sys.argv[2]), tp=2, world_size=8, directory=sys.argv[3])\n"
-          "print(json.dumps({'weights': t.weights_held(events), 'pipeline': p.pipeline,"
-          " 'job': p.job, 'log': p.log}))\n")
-
-
-def fsdp2_rank(rank):
-    """{weights, pipeline, job, log} of rank `rank` of pp 2 x dp 2 x tp 2 (world 8), predicted
-    in a process of its own: in one process, a prediction after an FSDP2 x PP one crashed at
-    times (hooks/README.md)."""
-    if rank not in _FSDP2:
-        result = subprocess.run([sys.executable, "-c", _CHILD, HERE, str(rank), _TMP.name],
-                                capture_output=True, text=True)
-        if result.returncode:
-            raise AssertionError(f"rank {rank}: {result.stderr[-2000:]}")
-        _FSDP2[rank] = json.loads(result.stdout.strip().splitlines()[-1])
-    return _FSDP2[rank]
 
 
 def weights_held(events):
@@ -182,7 +159,7 @@ class StageWeightsTest(unittest.TestCase):
     def test_fsdp2_shards_the_split_stage(self):
         buffers = buffer_bytes()
         for stage, rank in ((0, 3), (1, 4)):
-            held = fsdp2_rank(rank)["weights"]
+            held = weights_held(predict(rank, tp=2, world_size=8)[1])
             self.assertEqual(held, sharded_bytes(stage) // 4 + norm_bytes(stage) // 2 + buffers)
 
 
@@ -216,20 +193,20 @@ class CollectivesTest(unittest.TestCase):
 class MeshTest(unittest.TestCase):
     def test_pp_outermost_tp_innermost(self):
         for rank, stage in ((3, 0), (4, 1)):
-            prediction = fsdp2_rank(rank)
-            self.assertEqual(prediction["pipeline"]["stages"], [stage], rank)
-            self.assertEqual((prediction["pipeline"]["dp"], prediction["pipeline"]["tp"]), (2, 2))
-        job = prediction["job"]
+            prediction = predict(rank, tp=2, world_size=8)[0]
+            self.assertEqual(prediction.pipeline["stages"], [stage], rank)
+            self.assertEqual((prediction.pipeline["dp"], prediction.pipeline["tp"]), (2, 2))
+        job = prediction.job
         self.assertEqual({k: job[k] for k in ("pp", "dp", "zero", "tp", "sp")},
                          {"pp": 2, "dp": 2, "zero": 3, "tp": 2, "sp": True})
-        report = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", prediction["log"],
-                                 "--gpu", "h100-80gb", "--threads", "1", "--json", "-"],
+        report = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", prediction.log, "--gpu",
+                                 "h100-80gb", "--threads", "1", "--json", "-"],
                                 capture_output=True, text=True)
         self.assertEqual(report.returncode, 0, report.stderr)
         trace = json.loads(report.stdout)["ranks"][0]["trace"]
         self.assertEqual((trace["rank"], trace["world_size"]), (4, 8))
         # The headers' pipeline- and tensor-parallel sizes group the ranks' logs.
-        logs = [fsdp2_rank(rank)["log"] for rank in (3, 4)]
+        logs = [predict(rank, tp=2, world_size=8)[0].log for rank in (3, 4)]
         report = subprocess.run([os.environ["FRAGSCOPE_BIN"], "analyze", *logs, "--gpu",
                                  "h100-80gb", "--no-sweep", "--no-summary", "--threads", "1"],
                                 capture_output=True, text=True)

@@ -31,9 +31,8 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
     (pipeline.plan: the schedule "gpipe", "1f1b" or "interleaved-1f1b", `microbatches`
     microbatches of `micro_batch` sequences per step; default: one per stage). world_size
     (default pp): pp x dp ranks, with parallel="fsdp2" sharding each stage over its dp ranks (a
-    ("pp", "dp") mesh, pp outermost as torchtitan lays it out; predict such a rank in a process
-    of its own: a later prediction in the same process crashed at times). tp: each stage's
-    layers split over tp ranks as well (a ("pp", "dp", "tp") mesh; world_size default pp x tp).
+    ("pp", "dp") mesh, pp outermost as torchtitan lays it out). tp: each stage's layers split
+    over tp ranks as well (a ("pp", "dp", "tp") mesh; world_size default pp x tp).
     `Prediction.pipeline`: the rank's plan as a dict."""
     import torch
 
