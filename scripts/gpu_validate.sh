@@ -39,6 +39,9 @@
 #              4-layer Llama's generate, dynamic and static caches, against predict --generate
 #   compile    GPT-2 124M (four layers) torch.compile'd (inductor), trained and run for
 #              inference, observed, against `python -m fragscope predict --compile`
+#   adapters   a 4-layer Llama's peft LoRA (and QLoRA where bitsandbytes' kernels run) trained,
+#              and its forward captured into a CUDA graph and replayed, observed, against
+#              `python -m fragscope predict --lora|--qlora|--cuda-graphs`
 # then OUT_DIR/summary.md (also rewritten after every step) with every figure, the GPU, driver,
 # torch version, date and commit. Artifacts are kept small: snapshots under 1 MB each, .fslog
 # files over 1 MB are deleted once checked.
@@ -260,6 +263,15 @@ step_compile() {
   drop_logs_over 1
   exit "$rc"
 }
+step_adapters() {
+  set_dry
+  need "$FRAGSCOPE_BIN"
+  python3 scripts/gpu/adapters_graphs_check.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
+    --timeout 150 "${dry[@]}"
+  rc=$?
+  drop_logs_over 1
+  exit "$rc"
+}
 step_parallel() {
   set_dry
   need "$FRAGSCOPE_BIN"
@@ -271,7 +283,7 @@ step_parallel() {
 }
 export -f need drop_logs_over set_dry step_tests step_oracle step_modes step_oom step_bench \
   step_estimator step_predict step_predict3 step_bigjob step_pools step_observecost step_wheel \
-  step_parallel step_contexts step_compile
+  step_parallel step_contexts step_compile step_adapters
 export GPU_VALIDATE_DRY_RUN=${GPU_VALIDATE_DRY_RUN:-0}
 
 run_step() {  # NAME LIMIT_SECONDS
@@ -324,6 +336,7 @@ run_step parallel 120
 run_step predict3 560
 run_step contexts 300
 run_step compile 500
+run_step adapters 300
 python3 scripts/gpu/summary.py write "$out"
 echo "gpu_validate: $failures step(s) failed, timed out or not run, in ${SECONDS}s"
 echo "gpu_validate: summary: $out/summary.md"
