@@ -25,7 +25,6 @@ Writes OUT_DIR/adapters.md and adapters.json. Exit 0 when every run not skipped 
 predicted and diffed (and, in a dry run, agrees); "skipped: no CUDA device" and 0 without a GPU
 and without --dry-run.
 """
-import argparse
 import json
 import os
 import sys
@@ -34,9 +33,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import compile_check  # noqa: E402
 import contexts_check  # noqa: E402
 import train_job  # noqa: E402
-from predict_accuracy import commit, delta, gpu_key  # noqa: E402
+from predict_accuracy import gpu_key  # noqa: E402
 
 JOB = dict(config=dict(train_job.TINYLLAMA_1B, num_hidden_layers=4), seq=512, micro_batch=4,
            steps=3)
@@ -234,52 +234,13 @@ def run_all(a):
                        for k in ("peak_allocated_bytes", "peak_reserved_bytes", "allocations"))
             checks.append((same, f"{kind}: the job on the simulated device and `predict "
                                  f"{' '.join(flags(kind))}` agree (peaks, allocations)"))
-    write(a, gpu, rows, checks)
+    compile_check.write(a, gpu, rows, checks, "LoRA, QLoRA and CUDA graphs", "adapters")
     wanted = len(KINDS) - len(skipped)
     return 1 if any(not ok for ok, _ in checks) or len(rows) < wanted else 0
 
 
-def write(a, gpu, rows, checks):
-    """OUT_DIR/adapters.md (compile_check.py's table) and adapters.json."""
-    figures = ("peak_allocated_bytes", "peak_reserved_bytes", "allocations")
-    lines = [f"# LoRA, QLoRA and CUDA graphs on {gpu} ({commit()}, {time.strftime('%Y-%m-%d')}"
-             f"{', dry run' if a.dry_run else ''})", "",
-             "| run | peak allocated measured / predicted | peak reserved measured / predicted "
-             "| allocations measured / predicted |", "|---|---|---|---|"]
-    for kind, c in rows.items():
-        lines.append(f"| {kind} | " + " | ".join(
-            f"{c['a_figures'][k]} / {c['b_figures'][k]} "
-            f"({delta(c['a_figures'][k], c['b_figures'][k])})" for k in figures) + " |")
-    lines += ["", "Where measured and predicted differ (per phase; `fragscope diff`):", ""]
-    for kind, c in rows.items():
-        lines += [f"- {kind}: {json.dumps(d)[:400]}" for d in c.get("differences", [])[:12]]
-    lines += ["", "Checks:", ""] + [f"- {'ok' if ok else 'FAILED'}: {text}"
-                                    for ok, text in checks]
-    with open(os.path.join(a.out_dir, "adapters.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(a.out_dir, "adapters.json"), "w") as f:
-        json.dump({"gpu": gpu, "rows": rows,
-                   "checks": [{"ok": ok, "check": t} for ok, t in checks]}, f)
-    print("\n".join(lines))
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["all", "child"])
-    parser.add_argument("args", nargs="+")
-    parser.add_argument("--fragscope", default="")
-    parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--timeout", type=int, default=150)
-    a = parser.parse_args()
-    if a.what == "child":
-        kind, out, log = a.args
-        if kind not in KINDS:
-            parser.error(f"KIND must be one of {', '.join(KINDS)}")
-        return child(kind, out, log, a.dry_run)
-    (a.out_dir,) = a.args
-    if not a.fragscope:
-        parser.error("all needs --fragscope BIN")
-    return run_all(a)
+    return contexts_check.step_main(__doc__, KINDS, child, run_all, 150)
 
 
 if __name__ == "__main__":

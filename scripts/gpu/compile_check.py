@@ -17,7 +17,6 @@ predicted then agree exactly). Writes OUT_DIR/compile.md and compile.json. Exit 
 were measured, predicted and diffed (and, in a dry run, agree); "skipped: no CUDA device" and 0
 without a GPU and without --dry-run.
 """
-import argparse
 import json
 import os
 import sys
@@ -115,8 +114,9 @@ def run_all(a):
     return 1 if any(not ok for ok, _ in checks) or len(rows) < len(KINDS) else 0
 
 
-def write(a, gpu, rows, checks):
-    lines = [f"# torch.compile on {gpu} ({commit()}, {time.strftime('%Y-%m-%d')}"
+def write(a, gpu, rows, checks, title="torch.compile", name="compile"):
+    """OUT_DIR/NAME.md, the measured and predicted figures of each run, and NAME.json."""
+    lines = [f"# {title} on {gpu} ({commit()}, {time.strftime('%Y-%m-%d')}"
              f"{', dry run' if a.dry_run else ''})", "",
              "| run | peak allocated measured / predicted | peak reserved measured / predicted "
              "| allocations measured / predicted |", "|---|---|---|---|"]
@@ -130,31 +130,16 @@ def write(a, gpu, rows, checks):
         lines += [f"- {kind}: {json.dumps(d)[:400]}" for d in c.get("differences", [])[:12]]
     lines += ["", "Checks:", ""] + [f"- {'ok' if ok else 'FAILED'}: {text}"
                                     for ok, text in checks]
-    with open(os.path.join(a.out_dir, "compile.md"), "w") as f:
+    with open(os.path.join(a.out_dir, f"{name}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    with open(os.path.join(a.out_dir, "compile.json"), "w") as f:
+    with open(os.path.join(a.out_dir, f"{name}.json"), "w") as f:
         json.dump({"gpu": gpu, "rows": rows,
                    "checks": [{"ok": ok, "check": t} for ok, t in checks]}, f)
     print("\n".join(lines))
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["all", "child"])
-    parser.add_argument("args", nargs="+")
-    parser.add_argument("--fragscope", default="")
-    parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--timeout", type=int, default=300)
-    a = parser.parse_args()
-    if a.what == "child":
-        kind, out, log = a.args
-        if kind not in KINDS:
-            parser.error(f"KIND must be one of {', '.join(KINDS)}")
-        return child(kind, out, log, a.dry_run)
-    (a.out_dir,) = a.args
-    if not a.fragscope:
-        parser.error("all needs --fragscope BIN")
-    return run_all(a)
+    return contexts_check.step_main(__doc__, KINDS, child, run_all, 300)
 
 
 if __name__ == "__main__":

@@ -259,23 +259,29 @@ def write(a, rows, checks, gpu):
     print("\n".join(lines))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def step_main(doc, kinds, child_fn, run_all_fn, timeout):
+    """The command line of a comparison step: `all OUT_DIR --fragscope BIN [--dry-run]` runs
+    every job and compares; `child KIND OUT LOG` runs one job (observed, or simulated)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("what", choices=["all", "child"])
     parser.add_argument("args", nargs="+")
     parser.add_argument("--fragscope", default="")
     parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--timeout", type=int, default=120)
+    parser.add_argument("--timeout", type=int, default=timeout)
     a = parser.parse_args()
     if a.what == "child":
         kind, out, log = a.args
-        if kind not in KINDS:
-            parser.error(f"KIND must be one of {', '.join(KINDS)}")
-        return child(kind, out, log, a.dry_run)
+        if kind not in kinds:
+            parser.error(f"KIND must be one of {', '.join(kinds)}")
+        return child_fn(kind, out, log, a.dry_run)
     (a.out_dir,) = a.args
     if not a.fragscope:
         parser.error("all needs --fragscope BIN")
-    return run_all(a)
+    return run_all_fn(a)
+
+
+def main():
+    return step_main(__doc__, KINDS, child, run_all, 120)
 
 
 if __name__ == "__main__":
