@@ -62,35 +62,14 @@ def predict(config=None, tag="mixtral", **options):
     key = (tag, tuple(sorted(options.items())))
     if key in _RUNS:
         return _RUNS[key]
-    from fragscope.predictor import capture
     from fragscope.predictor.hf_loop import predict_hf
+    from recorded_events import op_and_role, recording
 
-    events, phase = [], [""]
-    malloc, free, mark = capture._Session.malloc, capture._Session.free, capture._Session.mark
-
-    def record_malloc(session, size, stream=0, role=None):
-        ptr = malloc(session, size, stream, role)
-        events.append((phase[0], session.contexts.op, size,
-                       session.role if role is None else role, ptr))
-        return ptr
-
-    def record_free(session, ptr):
-        events.append(("free", phase[0], ptr))
-        return free(session, ptr)
-
-    def record_mark(session, text):
-        phase[0] = text
-        return mark(session, text)
-
-    capture._Session.malloc, capture._Session.free = record_malloc, record_free
-    capture._Session.mark = record_mark
     log = os.path.join(tempfile.mkdtemp(), f"{tag}.fslog")
-    try:
+    # An allocation without its "alloc" tag: (phase, op, bytes, role, pointer).
+    with recording(lambda *allocation: op_and_role(*allocation)[1:]) as events:
         prediction = predict_hf(config or MIXTRAL, log, seq=SEQ, micro_batch=MICRO_BATCH,
                                 optimizer="none", parallel="fsdp2", **options)
-    finally:
-        capture._Session.malloc, capture._Session.free = malloc, free
-        capture._Session.mark = mark
     _RUNS[key] = (prediction, events)
     return _RUNS[key]
 

@@ -56,35 +56,11 @@ def _missing():
 def record(run):
     """(run()'s result, its events): ("alloc", phase, bytes, stream, pointer) and ("free",
     phase, pointer), in order."""
-    from fragscope.predictor import capture
+    from recorded_events import recording
 
-    events = []
-    phase = [""]
-    malloc, free = capture._Session.malloc, capture._Session.free
-    mark = capture._Session.mark
-
-    def record_malloc(session, size, stream=0, role=None):
-        ptr = malloc(session, size, stream, role)
-        events.append(("alloc", phase[0], size, stream, ptr))
-        return ptr
-
-    def record_free(session, ptr):
-        events.append(("free", phase[0], ptr))
-        return free(session, ptr)
-
-    def record_mark(session, text):
-        phase[0] = text
-        return mark(session, text)
-
-    capture._Session.malloc = record_malloc
-    capture._Session.free = record_free
-    capture._Session.mark = record_mark
-    try:
+    with recording(lambda phase, session, size, stream, role, ptr:
+                   ("alloc", phase, size, stream, ptr)) as events:
         result = run()
-    finally:
-        capture._Session.malloc = malloc
-        capture._Session.free = free
-        capture._Session.mark = mark
     return result, events
 
 

@@ -91,37 +91,15 @@ def predict(rank, tp=1, world_size=None):
     key = (rank, tp, world_size)
     if key in _RUNS:
         return _RUNS[key]
-    from fragscope.predictor import capture
     from fragscope.predictor.pipeline_loop import predict_pp
+    from recorded_events import recording
 
-    events, phase = [], [""]
-    malloc, free, mark = capture._Session.malloc, capture._Session.free, capture._Session.mark
-
-    def record_malloc(session, size, stream=0, role=None):
-        ptr = malloc(session, size, stream, role)
-        events.append(("alloc", phase[0], session.contexts.op, size,
-                       session.role if role is None else role, ptr))
-        return ptr
-
-    def record_free(session, ptr):
-        events.append(("free", phase[0], ptr))
-        return free(session, ptr)
-
-    def record_mark(session, text):
-        phase[0] = text
-        return mark(session, text)
-
-    capture._Session.malloc, capture._Session.free = record_malloc, record_free
-    capture._Session.mark = record_mark
     log = os.path.join(_TMP.name, f"r{rank}_tp{tp}_w{world_size}.fslog")
     fsdp2 = world_size is not None and world_size > PP * tp
-    try:
+    with recording() as events:
         prediction = predict_pp(CONFIG, log, seq=SEQ, micro_batch=MICRO_BATCH, pp=PP,
                                 microbatches=MICROBATCHES, rank=rank, world_size=world_size,
                                 parallel="fsdp2" if fsdp2 else None, tp=tp, optimizer="none")
-    finally:
-        capture._Session.malloc, capture._Session.free = malloc, free
-        capture._Session.mark = mark
     _RUNS[key] = (prediction, events)
     return _RUNS[key]
 

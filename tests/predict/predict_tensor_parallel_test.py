@@ -82,38 +82,13 @@ def predict(kv_heads, tag, **options):
     """(the prediction, its allocations (phase, op, bytes, role, pointer), its frees
     (phase, pointer)), every allocation and free recorded in order as ("alloc", ...) and
     ("free", ...)."""
-    from fragscope.predictor import capture
     from fragscope.predictor.hf_loop import predict_hf
+    from recorded_events import recording
 
-    events, phase = [], [""]
-    malloc, free, mark = (capture._Session.malloc, capture._Session.free,
-                          capture._Session.mark)
-
-    def record_malloc(session, size, stream=0, role=None):
-        ptr = malloc(session, size, stream, role)
-        events.append(("alloc", phase[0], session.contexts.op, size,
-                       session.role if role is None else role, ptr))
-        return ptr
-
-    def record_free(session, ptr):
-        events.append(("free", phase[0], ptr))
-        return free(session, ptr)
-
-    def record_mark(session, text):
-        phase[0] = text
-        return mark(session, text)
-
-    capture._Session.malloc = record_malloc
-    capture._Session.free = record_free
-    capture._Session.mark = record_mark
     log = os.path.join(tempfile.mkdtemp(), f"{tag}.fslog")
-    try:
+    with recording() as events:
         prediction = predict_hf(config(kv_heads), log, seq=SEQ, micro_batch=MICRO_BATCH,
                                 **options)
-    finally:
-        capture._Session.malloc = malloc
-        capture._Session.free = free
-        capture._Session.mark = mark
     return prediction, events
 
 
