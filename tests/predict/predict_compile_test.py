@@ -241,8 +241,8 @@ class RefusalTest(unittest.TestCase):
     def test_cli_names_the_combination(self):
         cases = [(["--compile", "--cuda-graphs", "--mode", "inference"],
                   "--compile with --cuda-graphs is not predicted"),
-                 (["--compile", "--compile-mode", "reduce-overhead"],
-                  "--compile-mode 'reduce-overhead' is not predicted"),
+                 (["--compile", "--compile-mode", "max-autotune"],
+                  "--compile-mode 'max-autotune' is not predicted"),
                  (["--compile", "--generate", "4"], "--compile with --generate is not predicted"),
                  (["--compile", "--pp", "2"], "--compile with --pp is not predicted"),
                  (["--compile-mode", "default"], "--compile-mode goes with --compile")]

@@ -6,6 +6,10 @@ from .device import current_stream_handle
 
 session = None
 
+# Whether compile support is on in the running capture (compile.compilable): the Recorder lets
+# torch.compile compile under it only then (kernels.py); otherwise dynamo runs the frames eagerly.
+compile_support = False
+
 
 def track(storage):
     """Inside capture: allocates `storage` (one made while nothing was recorded) on the current

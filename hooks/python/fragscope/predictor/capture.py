@@ -87,6 +87,9 @@ class _Session:
         self.contexts = Contexts(self.lib)
         self.live = {}  # storage key -> device pointer, while it holds memory
         self.watched = set()  # keys of the CUDA storages seen, whose death frees their memory
+        # keys of storages whose address is not a block of their own -> that address: a CUDA
+        # graph replay's outputs, and storages freed under their tensors (graph_trees.py)
+        self.aliases = {}
         self.allocations = 0
         self.open = True
 
@@ -144,6 +147,7 @@ class _Session:
 
     def _storage_died(self, key):
         self.watched.discard(key)
+        self.aliases.pop(key, None)
         ptr = self.live.pop(key, None)
         if ptr is not None:
             self.free(ptr)

@@ -24,8 +24,9 @@ Replaced, because they need a GPU (`compilable`):
     only from the compiled kernel: not modeled; inductor's pointwise and reduction kernels
     need none);
   - Triton's active driver (its NVIDIA driver loads libcuda) by the target's
-    (SimulatedTritonDriver), dynamo's CudaInterface by the simulated torch.cuda, inductor's
-    input-alignment check by the storage offset (a fake tensor's data_ptr() is 0);
+    (SimulatedTritonDriver), dynamo's CudaInterface by the simulated torch.cuda, a fake CUDA
+    tensor's data_ptr() by its block's address in the simulated allocator (inductor's
+    input-alignment check reads it; graph_trees.py);
   - what compilation computes on the device for real: make_fx's constant propagation of
     one-element tensors (off: each stays a graph node, a block of at most 512 bytes per call
     where the GPU would hold a constant) and inductor's uniform-value constant folding (computed
@@ -33,23 +34,24 @@ Replaced, because they need a GPU (`compilable`):
 The SDPA backend is chosen as in eager (kernels.sdp_choice, a constant to dynamo), so the
 chosen kernel's op is traced into the graph and runs as an ATen fallback.
 No benchmark runs: max_autotune and coordinate-descent tuning stay off (inductor's heuristics
-pick each kernel's launch configs, which change no allocation; the autotuner that would benchmark
-several at the first launch is the stubbed kernel), no CUDA graphs (mode "default"), compiled
-graphs are not cached (fx_graph_cache, the autograd cache) so that each prediction compiles for
-its own target GPU, and compilation runs in this process (compile_threads=1). pad_mm, which
-would time a padded against an unpadded GEMM on the device for an unaligned operand, is off:
-assumed not to pad.
+pick each kernel's launch configs, which change no allocation), compiled graphs are not cached
+(fx_graph_cache, the autograd cache) so that each prediction compiles for its own target GPU, and
+compilation runs in this process (compile_threads=1). pad_mm, which would time a padded against
+an unpadded GEMM on the device for an unaligned operand, is off: assumed not to pad. Not modeled:
+the first launch of a kernel with several launch configs times each on the GPU (CachingAutotuner:
+an L2-sized flush buffer and clones of the arguments it writes, freed before its first real run;
+the stub does nothing). Mode "reduce-overhead" runs inductor's CUDA graph trees (graph_trees.py).
 """
 
 import contextlib
 
+from . import active as running, graph_trees
 from .device import current_stream_handle
 from .errors import PredictionError
 
-# torch.compile's modes the prediction runs (its own default). reduce-overhead adds CUDA graph
-# trees (their private pools and static inputs are cudagraph_trees.py's, not modeled here) and
-# max-autotune benchmarks candidate kernels on the device.
-MODES = ("default",)
+# torch.compile's modes the prediction runs: max-autotune benchmarks candidate kernels on the
+# device.
+MODES = ("default", "reduce-overhead")
 
 
 def check_mode(mode):
@@ -57,8 +59,7 @@ def check_mode(mode):
     if mode not in MODES:
         raise PredictionError(
             f"compile mode {mode!r} is not predicted (only {', '.join(MODES)}): "
-            "reduce-overhead captures CUDA graph trees and max-autotune benchmarks kernels on "
-            "the GPU")
+            "max-autotune benchmarks kernels on the GPU")
 
 
 class StubKernel:
@@ -91,23 +92,6 @@ def _reinterpret_tensor(t, size, stride, offset_increment=0):
 
 def _no_alignment_check(*args, **kwargs):
     pass
-
-
-def _copy_misaligned_inputs(new_inputs, check_inputs_idxs, return_pair_idxs=None):
-    """inductor's copy_misaligned_inputs (torch/_inductor/utils.py) with a fake tensor's device
-    address: its block is aligned (the caching allocator's 512 bytes), so its storage offset
-    decides; a fake tensor's data_ptr() is 0."""
-    from torch._inductor.utils import ALIGNMENT, clone_preserve_strides
-
-    old_tensors, new_tensors = [], []
-    for i in check_inputs_idxs:
-        t = new_inputs[i]
-        if t.storage_offset() * t.element_size() % ALIGNMENT:
-            new_inputs[i] = clone_preserve_strides(t)
-            if return_pair_idxs is not None and i in return_pair_idxs:
-                old_tensors.append(t)
-                new_tensors.append(new_inputs[i])
-    return old_tensors, new_tensors
 
 
 def _on_the_cpu(run):
@@ -217,11 +201,6 @@ def _delegate(name):
     return staticmethod(lambda *args, **kwargs: getattr(torch.cuda, name)(*args, **kwargs))
 
 
-# Whether compile support is on in the running capture: the Recorder lets torch.compile compile
-# under it only then (kernels.py); otherwise dynamo runs the frames eagerly.
-active = False
-
-
 def _summary(counters):
     """What dynamo compiled, from its counters: graphs, graph breaks and their first reasons (a
     graph break of the prediction is one of the real job only where the same code breaks)."""
@@ -243,7 +222,7 @@ def compilable(gpu, summary=None):
     from torch._dynamo.device_interface import CudaInterface
     from torch._dynamo.utils import counters
     from torch._functorch import config as functorch_config
-    from torch._inductor import async_compile, compile_fx, utils as inductor_utils
+    from torch._inductor import async_compile
     from torch._inductor.fx_passes.joint_graph import UniformValueConstantFolder
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental import proxy_tensor
@@ -268,8 +247,6 @@ def compilable(gpu, summary=None):
         (torch.cuda, "_exchange_device", lambda device: 0),
         (torch.cuda, "_maybe_exchange_device", lambda device: 0),
         (async_compile.AsyncCompile, "triton", triton),
-        (compile_fx, "copy_misaligned_inputs", _copy_misaligned_inputs),
-        (inductor_utils, "copy_misaligned_inputs", _copy_misaligned_inputs),
         # The fake modes compilation makes of its own (inductor's pattern tracing, AOTAutograd's)
         # must not run a CUDA op for real either, as the capture's own (capture.py).
         (FakeTensorMode, "avoid_device_init", True),
@@ -279,7 +256,7 @@ def compilable(gpu, summary=None):
         # computed, each stays a node of the graph.
         (proxy_tensor, "CONSTANT_NUMEL_LIMIT", -1),
         (UniformValueConstantFolder, "run", _on_the_cpu(UniformValueConstantFolder.run)),
-    ]
+    ] + graph_trees.patches(running.session)
     settings = {
         "fx_graph_cache": False, "fx_graph_remote_cache": False, "autotune_local_cache": False,
         "compile_threads": 1, "max_autotune": False, "max_autotune_gemm": False,
@@ -288,6 +265,7 @@ def compilable(gpu, summary=None):
         # pad_mm times a padded against an unpadded GEMM on the device when an operand's
         # dimension is not aligned: assumed not padded (the pass off).
         "shape_padding": False,
+        **graph_trees.SETTINGS,
     }
     with _patched(patches), inductor_config.patch(settings), \
             functorch_config.patch(enable_autograd_cache=False):
@@ -298,12 +276,11 @@ def compilable(gpu, summary=None):
         caches = (torch_triton.triton_backend, torch_triton.triton_hash_with_backend)
         for cached in caches:
             cached.cache_clear()
-        global active
-        active = True
+        running.compile_support = True
         try:
             yield
         finally:
-            active = False
+            running.compile_support = False
             if summary is not None:
                 summary.update(_summary(counters))
             torch._dynamo.reset()
@@ -328,7 +305,7 @@ def on_demand(gpu, now=False, summary=None):
         original = torch.compile
 
         def compile(*args, **kwargs):
-            if not active:
+            if not running.compile_support:
                 stack.enter_context(compilable(gpu, summary))
             return original(*args, **kwargs)
 
@@ -358,7 +335,7 @@ def add_flags(parser):
                         "start for what the functions compile")
     parser.add_argument("--compile-mode", choices=["default", "reduce-overhead", "max-autotune",
                                                    "max-autotune-no-cudagraphs"],
-                        help="torch.compile's mode (only default is predicted)")
+                        help="torch.compile's mode (default and reduce-overhead are predicted)")
 
 
 def options(args):

@@ -33,6 +33,7 @@ GPU is replaced while a prediction runs (simulated(), installed by capture.captu
   - torch.cuda.graph.default_capture_stream: None while the prediction runs (the class makes it
     once, with torch.cuda.Stream(): one from an earlier prediction would carry that prediction's
     stream handle).
+  - torch._C._cuda_clearCublasWorkspaces: the workspace blocks freed (cublas.Workspaces.clear).
 
 torch.cuda.graph itself runs unchanged: torch.cuda.synchronize() (a no-op on the simulated
 device), gc.collect() only under torch.compiler.config.force_cudagraph_gc (off by default in
@@ -47,16 +48,18 @@ Two allocations of capture_begin are not the pool's: before it begins the pool, 
 generator registers the graph, and the generator's first registered graph makes its graph-safe
 seed and offset (an int64 each, on the capture stream, in the default pool: a small segment of
 that stream), freed when the last graph registered with it is deleted (not at reset()). A GEMM in
-the capture takes a cuBLAS workspace for the capture stream (kernels.py: one per handle
-and stream, kept), which lands in the pool and keeps its segment reserved for the process, as
-cuBLAS's handle-and-stream map holds it on the GPU (torch._C._cuda_clearCublasWorkspaces() is
-not modeled). Both, and the rest, as an H100 logged them for scripts/gpu/pools_oracle.py's
-graph-pool job (tests/predict/predict_cuda_graphs_test.py, RecordedGraphPoolTest).
+the capture takes a cuBLAS workspace for the capture stream (cublas.py: one per handle and
+stream, kept), which lands in the pool and keeps its segment reserved for the process, as
+cuBLAS's handle-and-stream map holds it on the GPU, until torch._C._cuda_clearCublasWorkspaces()
+frees every workspace (answered here). Both, and the rest, as an H100 logged them for
+scripts/gpu/pools_oracle.py's graph-pool job (tests/predict/predict_cuda_graphs_test.py,
+RecordedGraphPoolTest).
 
 Not modeled: streams forked from the capture stream (PyTorch's filter accepts every stream
 joined to the capture; here only the capture stream), the deferred frees of blocks used on other
-streams during a capture (record_stream is not modeled), graph_capture_record_stream_reuse,
-torch.cuda.MemPool / use_mem_pool, and torch.compile's CUDA graph trees (mode="reduce-overhead").
+streams during a capture (record_stream is not modeled), graph_capture_record_stream_reuse and
+torch.cuda.MemPool / use_mem_pool. torch.compile's CUDA graph trees (mode="reduce-overhead") are
+graph_trees.py's.
 """
 
 import contextlib
@@ -307,6 +310,7 @@ def simulated(session):
                                    ("graph_pool_handle", graph_pool_handle),
                                    ("is_current_stream_capturing", is_current_stream_capturing))]
     patches += [(torch._C, "_cuda_isCurrentStreamCapturing", is_current_stream_capturing),
+                (torch._C, "_cuda_clearCublasWorkspaces", session.workspaces.clear),
                 (graphs, "_cuda_isCurrentStreamCapturing", is_current_stream_capturing),
                 (graphs.graph, "default_capture_stream", None)]
     try:

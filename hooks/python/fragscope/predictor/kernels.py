@@ -3,8 +3,8 @@
 Recorder is the TorchDispatchMode of a capture: it sees every op below autograd (after autocast
 and the CompositeImplicit decompositions, as the CUDA kernels do), allocates each new storage of
 its outputs from fragscope's allocator, and adds the kernels' own allocations:
-  - the cuBLAS workspace (one per handle and stream, kept: allocated at the first GEMM) and the
-    cuBLASLt workspace (at the first GEMM that runs through cuBLASLt: addmm with a bias vector);
+  - the cuBLAS workspace (one per handle and stream, kept) and the cuBLASLt workspace (at the
+    first GEMM that runs through cuBLASLt: addmm with a bias vector), cublas.py;
   - the SDPA backend: aten._fused_sdp_choice is answered as PyTorch 2.11's CUDA selection would
     on the target GPU (flash, then memory-efficient, then math; the torch.backends.cuda switches
     and sdpa_kernel() respected), so that the kernel that runs, and what it saves for backward
@@ -16,55 +16,20 @@ its outputs from fragscope's allocator, and adds the kernels' own allocations:
   - the functional collectives' outputs, with the communication role (collectives).
 """
 
-import os
 import threading
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import collectives, context, copy_metadata, reductions
+from . import active, collectives, context, copy_metadata, reductions
+from .cublas import GEMMS, Workspaces
 from .device import current_stream_handle
 from .roles import WORKSPACES
 
 aten = torch.ops.aten
 
 _MATH, _FLASH, _EFFICIENT = 0, 1, 2
-
-# GEMMs that take a cuBLAS handle (and so its workspace) on the current stream.
-_GEMMS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
-          aten.addmm_.default, aten.addbmm.default, aten._addmm_activation.default,
-          aten.mm.out, aten.addmm.out, aten.bmm.out, aten.baddbmm.out}
-
-
-def cublas_workspace_bytes(gpu):
-    """torch 2.11's cuBLAS workspace size: CUBLAS_WORKSPACE_CONFIG (":SIZE_KIB:COUNT" pairs),
-    else 32 MiB on compute capability 9.0 and later, 4096 KiB x 2 + 16 KiB x 8 before."""
-    config = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
-    if config:
-        total = 0
-        parts = [p for p in config.split(":") if p]
-        for size, count in zip(parts[0::2], parts[1::2]):
-            total += int(size) * 1024 * int(count)
-        if total:
-            return total
-    if gpu.capability >= (9, 0):
-        return 4096 * 1024 * 8
-    return 4096 * 1024 * 2 + 16 * 1024 * 8
-
-
-def cublaslt_workspace_bytes():
-    """CUBLASLT_WORKSPACE_SIZE (KiB), else 1 MiB."""
-    return int(os.environ.get("CUBLASLT_WORKSPACE_SIZE", "1024")) * 1024
-
-
-def _uses_cublaslt(func, args):
-    """addmm(bias, a, b) with a bias vector and beta 1 runs cuBLASLt's GEMM with a bias epilogue."""
-    if func not in (aten.addmm.default, aten._addmm_activation.default):
-        return False
-    bias = args[0]
-    return isinstance(bias, torch.Tensor) and bias.dim() == 1
-
 
 @torch.compiler.assume_constant_result
 def _sdp_backends():
@@ -333,8 +298,7 @@ class Recorder(TorchDispatchMode):
         super().__init__()
         self.session = session
         self.gpu = gpu
-        self.cublas_handles = set()
-        self.cublaslt_handles = set()
+        session.workspaces = Workspaces(session, gpu)
         # The storage use count of a fake tensor that shares its storage with no other tensor
         # (a fake tensor and the meta tensor it wraps); made under the fake mode, not recorded.
         probe = torch.empty(1, device="cuda")
@@ -346,9 +310,7 @@ class Recorder(TorchDispatchMode):
         False): off while dynamo traces and inductor compiles, on while the compiled code runs,
         which allocates its buffers through it (compile.py); while compile support is off,
         dynamo runs the frames eagerly."""
-        from . import compile as compiled
-
-        return compiled.active
+        return active.compile_support
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -388,16 +350,8 @@ class Recorder(TorchDispatchMode):
             t = outputs[index]
             if isinstance(t, torch.Tensor) and t.device.type == "cuda":
                 self.session.track(t.untyped_storage(), stream)
-        if func in _GEMMS:
-            # One cuBLAS handle per thread (the autograd engine's device thread runs backward
-            # with its own), and one workspace per handle and stream.
-            handle = (threading.get_ident(), stream)
-            if handle not in self.cublas_handles:
-                self.cublas_handles.add(handle)
-                self.session.malloc(cublas_workspace_bytes(self.gpu), stream, WORKSPACES)
-            if _uses_cublaslt(func, args) and handle not in self.cublaslt_handles:
-                self.cublaslt_handles.add(handle)
-                self.session.malloc(cublaslt_workspace_bytes(), stream, WORKSPACES)
+        if func in GEMMS:
+            self.session.workspaces.take(func, args, stream)
         scratch = scratch or copy_metadata.metadata_bytes(self.gpu, func, args, kwargs,
                                                           out)
         if scratch:
