@@ -18,11 +18,12 @@ Replaced, because they need a GPU (`compilable`):
     see it), `reinterpret_tensor` (C++ that builds a TensorImpl a fake tensor cannot be) by
     as_strided on the same storage, `assert_alignment` (a device pointer's) by a no-op, and
     `get_raw_stream` by the simulated stream's handle;
-  - each Triton kernel (`async_compile.triton`): its source is generated but not compiled by
-    Triton, and its launch (`.run`) does nothing. A kernel's launch allocates nothing from the
-    caching allocator except Triton's global scratch for kernels that need one (its size known
-    only from the compiled kernel: not modeled; inductor's pointwise and reduction kernels
-    need none);
+  - each Triton kernel (`async_compile.triton`): the CachingAutotuner of its generated module
+    with launchers that launch nothing, never compiled by Triton (autotune.py: what its first
+    launch's timing of several configs allocates is PyTorch's own code). A launch allocates
+    nothing else from the caching allocator except Triton's global scratch for kernels that
+    need one (its size known only from the compiled kernel: not modeled; inductor's pointwise
+    and reduction kernels need none);
   - Triton's active driver (its NVIDIA driver loads libcuda) by the target's
     (SimulatedTritonDriver), dynamo's CudaInterface by the simulated torch.cuda, a fake CUDA
     tensor's data_ptr() by its block's address in the simulated allocator (inductor's
@@ -33,19 +34,16 @@ Replaced, because they need a GPU (`compilable`):
     on the CPU, the same values).
 The SDPA backend is chosen as in eager (kernels.sdp_choice, a constant to dynamo), so the
 chosen kernel's op is traced into the graph and runs as an ATen fallback.
-No benchmark runs: max_autotune and coordinate-descent tuning stay off (inductor's heuristics
-pick each kernel's launch configs, which change no allocation), compiled graphs are not cached
-(fx_graph_cache, the autograd cache) so that each prediction compiles for its own target GPU, and
-compilation runs in this process (compile_threads=1). pad_mm, which would time a padded against
-an unpadded GEMM on the device for an unaligned operand, is off: assumed not to pad. Not modeled:
-the first launch of a kernel with several launch configs times each on the GPU (CachingAutotuner:
-an L2-sized flush buffer and clones of the arguments it writes, freed before its first real run;
-the stub does nothing). Mode "reduce-overhead" runs inductor's CUDA graph trees (graph_trees.py).
+No compile-time benchmark runs: max_autotune and coordinate-descent tuning stay off, compiled
+graphs are not cached (fx_graph_cache, the autograd cache) so that each prediction compiles for
+its own target GPU, and compilation runs in this process (compile_threads=1). pad_mm, which
+would time a padded against an unpadded GEMM on the device for an unaligned operand, is off:
+assumed not to pad. Mode "reduce-overhead" runs inductor's CUDA graph trees (graph_trees.py).
 """
 
 import contextlib
 
-from . import active as running, graph_trees
+from . import active as running, autotune, graph_trees
 from .device import current_stream_handle
 from .errors import PredictionError
 
@@ -60,24 +58,6 @@ def check_mode(mode):
         raise PredictionError(
             f"compile mode {mode!r} is not predicted (only {', '.join(MODES)}): "
             "max-autotune benchmarks kernels on the GPU")
-
-
-class StubKernel:
-    """A Triton kernel of the generated wrapper, not compiled: its launch does nothing."""
-
-    def __init__(self, name, source):
-        self.kernel_name = name
-        self.source = source
-        self.launches = 0
-
-    def run(self, *args, **kwargs):
-        self.launches += 1
-
-    def __getattr__(self, name):
-        # The wrapper and its runtime ask for nothing else of a kernel it only launches; a new
-        # question is a failure that names it, not a silent answer.
-        raise AttributeError(f"the stubbed Triton kernel {self.kernel_name} has no {name!r} "
-                             "(fragscope.predictor.compile.StubKernel)")
 
 
 def _empty_strided_cuda(size, stride, dtype):
@@ -233,7 +213,7 @@ def compilable(gpu, summary=None):
         raise PredictionError(f"torch.compile in a prediction needs triton: {e}") from e
 
     def triton(self, kernel_name, source_code, device_str="cuda"):
-        return StubKernel(kernel_name, source_code)
+        return autotune.load(kernel_name, source_code)
 
     guards = torch._C._dynamo.guards
     patches = [(CudaInterface, name, _delegate(name)) for name in _INTERFACE] + [
@@ -256,7 +236,7 @@ def compilable(gpu, summary=None):
         # computed, each stays a node of the graph.
         (proxy_tensor, "CONSTANT_NUMEL_LIMIT", -1),
         (UniformValueConstantFolder, "run", _on_the_cpu(UniformValueConstantFolder.run)),
-    ] + graph_trees.patches(running.session)
+    ] + graph_trees.patches(running.session) + autotune.patches()
     settings = {
         "fx_graph_cache": False, "fx_graph_remote_cache": False, "autotune_local_cache": False,
         "compile_threads": 1, "max_autotune": False, "max_autotune_gemm": False,

@@ -14,20 +14,22 @@ import itertools
 import threading
 import types
 
-# name: (torch device name, total_memory bytes, compute capability, multiprocessors). The memory
-# sizes are the estimator's presets (estimator/gpu_presets.cc), so that `--gpu NAME` means the
-# same device in `predict`, `analyze`, `sweep` and `estimate`.
+# name: (torch device name, total_memory bytes, compute capability, multiprocessors, L2 cache
+# bytes). The memory sizes are the estimator's presets (estimator/gpu_presets.cc), so that
+# `--gpu NAME` means the same device in `predict`, `analyze`, `sweep` and `estimate`. The L2 sizes
+# are cudaDeviceProp::l2CacheSize (an H100's flush buffer in a recorded autotuning is 50 MiB; the
+# H200 is the same GH100 die); inductor's benchmarker allocates one of that size (autotune.py).
 GPUS = {
-    "a100-40gb": ("NVIDIA A100-SXM4-40GB", 42405855232, (8, 0), 108),
-    "a100-80gb": ("NVIDIA A100-SXM4-80GB", 85093302272, (8, 0), 108),
-    "h100-80gb": ("NVIDIA H100 80GB HBM3", 85017493504, (9, 0), 132),
-    "h200": ("NVIDIA H200", 150109880320, (9, 0), 132),
-    "rtx-4090": ("NVIDIA GeForce RTX 4090", 25383469957, (8, 9), 128),
+    "a100-40gb": ("NVIDIA A100-SXM4-40GB", 42405855232, (8, 0), 108, 40 << 20),
+    "a100-80gb": ("NVIDIA A100-SXM4-80GB", 85093302272, (8, 0), 108, 40 << 20),
+    "h100-80gb": ("NVIDIA H100 80GB HBM3", 85017493504, (9, 0), 132, 50 << 20),
+    "h200": ("NVIDIA H200", 150109880320, (9, 0), 132, 50 << 20),
+    "rtx-4090": ("NVIDIA GeForce RTX 4090", 25383469957, (8, 9), 128, 72 << 20),
 }
 _ALIASES = {"a100": "a100-80gb", "h100": "h100-80gb", "h100-sxm": "h100-80gb",
             "h200-141gb": "h200", "4090": "rtx-4090", "rtx4090": "rtx-4090"}
 
-Gpu = collections.namedtuple("Gpu", "key name total_memory capability multiprocessors")
+Gpu = collections.namedtuple("Gpu", "key name total_memory capability multiprocessors l2_cache")
 
 
 def max_threads_per_multiprocessor(gpu):
@@ -188,7 +190,7 @@ def simulated_cuda(gpu, stats, empty_cache):
     props = types.SimpleNamespace(
         name=gpu.name, total_memory=gpu.total_memory, major=gpu.capability[0],
         minor=gpu.capability[1], multi_processor_count=gpu.multiprocessors, is_integrated=False,
-        is_multi_gpu_board=False, L2_cache_size=50 << 20, gcnArchName="", uuid="simulated",
+        is_multi_gpu_board=False, L2_cache_size=gpu.l2_cache, gcnArchName="", uuid="simulated",
         warp_size=32, max_threads_per_multi_processor=max_threads_per_multiprocessor(gpu))
     rng_state = torch.zeros(16, dtype=torch.uint8)
 
