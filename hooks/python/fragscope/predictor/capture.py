@@ -90,6 +90,7 @@ class _Session:
         # keys of storages whose address is not a block of their own -> that address: a CUDA
         # graph replay's outputs, and storages freed under their tensors (graph_trees.py)
         self.aliases = {}
+        self.carried_peaks = {}  # the job's peaks before the current phase (stats)
         self.allocations = 0
         self.open = True
 
@@ -158,11 +159,30 @@ class _Session:
             self.journal.append(("mark", str(text)))
 
     def stats(self):
+        """The allocator's statistics as torch.cuda reports them to the job: its peaks since the
+        job's own last reset_peak_memory_stats, not since the last phase began (inductor's
+        autotuning, for one, sizes its argument clones by max_memory_allocated)."""
+        stats = self.phase_stats()
+        for key, value in self.carried_peaks.items():
+            stats[key] = max(stats.get(key, 0), value)
+        return stats
+
+    def phase_stats(self):
+        """The allocator's statistics, peaks since the phase began."""
         from ..memory_stats import replace_stats
 
         return replace_stats(0)
 
+    def begin_phase(self):
+        """The next phase's peaks start from the memory in use; the job's are carried over."""
+        for key, value in self.phase_stats().items():
+            if key.endswith(".peak"):
+                self.carried_peaks[key] = max(self.carried_peaks.get(key, 0), value)
+        self.lib.fragscope_reset_peak_stats(0)
+
     def reset_peak_stats(self):
+        """torch.cuda.reset_peak_memory_stats in the job."""
+        self.carried_peaks.clear()
         self.lib.fragscope_reset_peak_stats(0)
 
     def empty_cache(self):
@@ -228,7 +248,7 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None, compile=False):
 
     def close_phase():
         if prediction.phases:
-            stats = session.stats()
+            stats = session.phase_stats()
             last = prediction.phases[-1]
             last.allocations = session.allocations - counted[0]
             last.peak_allocated = stats["allocated_bytes.all.peak"]
@@ -236,7 +256,7 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None, compile=False):
             prediction.peak_allocated = max(prediction.peak_allocated, last.peak_allocated)
             prediction.peak_reserved = max(prediction.peak_reserved, last.peak_reserved)
         counted[0] = session.allocations
-        session.reset_peak_stats()
+        session.begin_phase()
 
     def mark(text):
         close_phase()
@@ -258,7 +278,7 @@ def capture(log, gpu="h100-80gb", conf=None, journal=None, compile=False):
         original_sdpa = functional.scaled_dot_product_attention
         functional.scaled_dot_product_attention = scaled_dot_product_attention(target,
                                                                                original_sdpa)
-        with simulated_cuda(target, session.stats, session.empty_cache):
+        with simulated_cuda(target, session.stats, session.empty_cache, session.reset_peak_stats):
             fake = _FakeMode(allow_non_fake_inputs=True)
             with fake, _swappable_parameters(fake), _foreach_takes_fake_tensors(), \
                     _resizable_storages(session), Recorder(session, target), \

@@ -181,9 +181,9 @@ def patched_attributes(patches):
 
 
 @contextlib.contextmanager
-def simulated_cuda(gpu, stats, empty_cache):
+def simulated_cuda(gpu, stats, empty_cache, reset_peaks):
     """torch.cuda answers as `gpu` (a Gpu) would; stats() gives fragscope's memory statistics,
-    empty_cache() releases its cache."""
+    empty_cache() releases its cache, reset_peaks() starts its peaks anew."""
     import torch
     import torch.cuda.amp.common as amp_common
 
@@ -239,6 +239,7 @@ def simulated_cuda(gpu, stats, empty_cache):
         (cuda, "memory_reserved", stat("reserved_bytes.all.current")),
         (cuda, "max_memory_reserved", stat("reserved_bytes.all.peak")),
         (cuda, "memory_stats", lambda device=None: dict(stats())),
+        (cuda, "reset_peak_memory_stats", lambda device=None: reset_peaks()),
         (amp_common, "amp_definitely_not_available", lambda: False),
         # The accelerator FSDP2's default device mesh and torch.accelerator name.
         (torch._C, "_get_accelerator", lambda: torch.device("cuda")),
