@@ -37,8 +37,9 @@
 #   contexts   GPT-2 124M observed plainly and with name_modules() + name_roles() (the same
 #              allocations; roles and modules at the peak; diffed against predict), and a
 #              4-layer Llama's generate, dynamic and static caches, against predict --generate
-#   compile    GPT-2 124M (four layers) torch.compile'd (inductor), trained and run for
-#              inference, observed, against `python -m fragscope predict --compile`
+#   compile    GPT-2 124M (four layers) torch.compile'd (inductor; modes default and
+#              reduce-overhead), trained and run for inference, observed, against
+#              `python -m fragscope predict --compile [--compile-mode reduce-overhead]`
 #   adapters   a 4-layer Llama's peft LoRA (and QLoRA where bitsandbytes' kernels run) trained,
 #              and its forward captured into a CUDA graph and replayed, observed, against
 #              `python -m fragscope predict --lora|--qlora|--cuda-graphs`
@@ -335,7 +336,7 @@ run_step wheel 150
 run_step parallel 120
 run_step predict3 560
 run_step contexts 300
-run_step compile 500
+run_step compile 700
 run_step adapters 300
 python3 scripts/gpu/summary.py write "$out"
 echo "gpu_validate: $failures step(s) failed, timed out or not run, in ${SECONDS}s"

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """A torch.compile'd job recorded on the GPU against its prediction (the validation's compile
-step): GPT-2 124M's width in four layers, `model = torch.compile(model)` (inductor, mode "default"), trained with fused
-AdamW under bf16 autocast (train_job.py's loop) and run for inference (no_grad forward, as
+step): GPT-2 124M's width in four layers, `model = torch.compile(model)` (inductor, mode
+"default"; the kinds ending in -ro with mode "reduce-overhead", CUDA graph trees), trained with
+fused AdamW under bf16 autocast (train_job.py's loop) and run for inference (no_grad forward, as
 predict_hf's), each observed by fragscope.observe() and diffed (`fragscope diff`: peaks, each
-phase's allocations) against `python -m fragscope predict --config ... --compile`. The first
-step compiles: its allocations are the compiled code's too (compilation itself allocates
-nothing on the device but inductor's benchmarks, which mode "default" does not run, and pad_mm's,
-which the predictor assumes do not pad).
+phase's allocations) against `python -m fragscope predict --config ... --compile
+[--compile-mode reduce-overhead]`. The first step compiles, and its kernels' first launches
+time their launch configs (predicted); compilation itself allocates on the device only for
+pad_mm's timing, which the predictor assumes does not pad.
 
     compile_check.py all OUT_DIR --fragscope BIN [--dry-run] [--timeout S]
-    compile_check.py child KIND OUT.json LOG [--dry-run]   # KIND: training, inference
+    compile_check.py child KIND OUT.json LOG [--dry-run]
+    # KIND: training, inference, training-ro, inference-ro
 
 --dry-run (no GPU): the "measured" runs are the same loops on fragscope's simulated device, so
 that the loops, the compile, the command lines and the diffs run on a CPU (measured and
@@ -33,7 +35,12 @@ from predict_accuracy import commit, delta, gpu_key  # noqa: E402
 JOB = dict(config=dict(train_job.GPT2_124M, n_layer=4), seq=512, micro_batch=8, steps=3)
 DRY_JOB = dict(config=dict(train_job.GPT2_124M, n_layer=1, n_embd=128, n_head=4,
                            vocab_size=2048), seq=64, micro_batch=2, steps=2)
-KINDS = ("training", "inference")
+KINDS = ("training", "inference", "training-ro", "inference-ro")
+
+
+def mode(kind):
+    """torch.compile's mode of a kind."""
+    return "reduce-overhead" if kind.endswith("-ro") else "default"
 
 
 def child(kind, out, log, dry_run):
@@ -48,12 +55,12 @@ def child(kind, out, log, dry_run):
     with contexts_check.device(log, dry_run) as mark:
         mark("init / weights")
         model, opt = train_job.build(job["config"])
-        if kind == "inference":
+        if kind.startswith("inference"):
             model.eval()
             opt = None
-        model = torch.compile(model)
+        model = torch.compile(model, mode=mode(kind))
         shapes = [(job["seq"], job["micro_batch"])] * job["steps"]
-        if kind == "training":
+        if kind.startswith("training"):
             train_job.train(model, opt, vocab, shapes, mark)
         else:
             for step, (seq, batch) in enumerate(shapes):
@@ -95,7 +102,8 @@ def run_all(a):
             checks.append((False, f"{kind}: the run ended with exit {rc}: {text.strip()[-300:]}"))
             continue
         predicted = p.path(f"{kind}.predicted.fslog")
-        flags = ["--optimizer", "adamw-fused"] if kind == "training" else ["--mode", "inference"]
+        flags = (["--optimizer", "adamw-fused"] if kind.startswith("training")
+                 else ["--mode", "inference"]) + ["--compile-mode", mode(kind)]
         try:
             p.json_of(f"{kind}.predict", [
                 sys.executable, "-m", "fragscope", "predict", "--config", config, "--seq",
