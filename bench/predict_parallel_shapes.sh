@@ -8,7 +8,9 @@
 # of 1), llama70b-pp4-fsdp2-tp8 (Llama-3-70B, the same layout), deepseek-v3-ep8 (DeepSeek-V3's
 # shape, 61 layers, 256 routed experts, EP 8 with FSDP2 over 64 GPUs, seq 4096; -ac: with full
 # activation checkpointing), llama8b-cp8-fsdp8 (Llama-3-8B, seq 131072 split over CP 8, FSDP2 over
-# the 64 GPUs). RANK default: the first and the last rank. Logs and the time reports go to $OUT
+# the 64 GPUs), llama8b-fsdp8 and llama8b-fsdp8-compile (Llama-3-8B, FSDP2 over 8 GPUs, seq 8192,
+# no KV cache in the training forward; -compile: each block compiled before fully_shard; rank 0
+# by default). RANK default: the first and the last rank. Logs and the time reports go to $OUT
 # (default /tmp/fragscope-shapes).
 set -euo pipefail
 case_name=${1:?usage: $0 CASE [RANK...]}
@@ -36,6 +38,14 @@ case $case_name in
     flags=(--config "$config" --seq 8192 --micro-batch 1 --pp 4 --pp-schedule 1f1b
            --parallel fsdp2 --tp 8 --world-size 64)
     ((${#ranks[@]})) || ranks=(0 63)
+    ;;
+  llama8b-fsdp8|llama8b-fsdp8-compile)
+    config=$out/llama8b.json
+    echo "$llama8b" >"$config"
+    flags=(--config "$config" --seq 8192 --micro-batch 1 --parallel fsdp2 --world-size 8
+           --set use_cache=false)
+    [[ $case_name == *-compile ]] && flags+=(--compile)
+    ((${#ranks[@]})) || ranks=(0)
     ;;
   llama8b-cp8-fsdp8)
     config=$out/llama8b.json

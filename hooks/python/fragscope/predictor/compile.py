@@ -298,13 +298,25 @@ def on_demand(gpu, now=False, summary=None):
 
 def check_job(mode="default", **others):
     """PredictionError naming the first setting torch.compile is not predicted with: `others`
-    maps a setting's name (as the CLI or predict_hf spells it) to whether it is on. Gradient
-    checkpointing is one: AOTAutograd's functionalization of the RNG of a recomputed region
-    clones the CUDA generator's state (torch.cuda.default_generators, empty without a GPU)."""
+    maps a setting's name (as the CLI or predict_hf spells it) to whether it is on, or for
+    "parallel"/"--parallel" to the layout (None, "fsdp2", "ddp"): FSDP2 is predicted with each
+    block compiled (block_compile.py), DDP is refused with its reason. Gradient checkpointing
+    is refused: AOTAutograd's functionalization of the RNG of a recomputed region clones the
+    CUDA generator's state (torch.cuda.default_generators, empty without a GPU)."""
+    from .block_compile import REFUSED
+
     check_mode(mode)
     for name, on in others.items():
+        if name.lstrip("-") == "parallel":
+            if on in (None, False, "fsdp2"):
+                continue
+            reason = REFUSED.get(on)
+            name = f"{name} {on}" if name.startswith("--") else f"{name}={on!r}"
+        else:
+            reason = REFUSED.get(name.lstrip("-"))
         if on:
-            raise PredictionError(f"compile with {name} is not predicted")
+            raise PredictionError(f"compile with {name} is not predicted"
+                                  + (f": {reason}" if reason else ""))
 
 
 def add_flags(parser):
@@ -330,12 +342,18 @@ def options(args):
         check_job(mode, **{"--pp": getattr(args, "pp", 1) not in (None, 1),
                            "--cuda-graphs": getattr(args, "cuda_graphs", False),
                            "--generate": args.generate is not None,
-                           "--parallel": getattr(args, "parallel", None) is not None,
-                           "--tp": getattr(args, "tp", 1) not in (None, 1),
+                           "--parallel": getattr(args, "parallel", None),
+                           "--ep": getattr(args, "ep", 1) not in (None, 1),
+                           "--cp": getattr(args, "cp", 1) not in (None, 1),
                            "--lora": getattr(args, "lora", False),
                            "--qlora": getattr(args, "qlora", False),
                            "--recompute": getattr(args, "recompute", False)})
     except PredictionError as e:
         raise ValueError(str(e).replace("compile with", "--compile with")
                          .replace("compile mode", "--compile-mode")) from e
+    if not args.config and (getattr(args, "parallel", None) or getattr(args, "tp", 1) > 1):
+        # The standard loop compiles each transformer block before fully_shard
+        # (block_compile.py); a model function of one's own compiles what it wants itself.
+        raise ValueError("--compile with --parallel goes with --config (each transformer block "
+                         "compiled before fully_shard); a --model-fn compiles its own modules")
     return {"compile": True} if not args.config else {"compile": True, "compile_mode": mode}

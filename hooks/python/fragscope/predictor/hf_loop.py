@@ -118,7 +118,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
     forward warmed up, captured once into a CUDA graph and replayed each step
     (cuda_graphs.GraphedForward); `Prediction.graph_pool`: the graph's pool id. compile: the
     model compiled as `model = torch.compile(model, mode=compile_mode)` once built (training or
-    inference; compile.py)."""
+    inference; compile.py); for a rank (fsdp2, tp) each block compiled (block_compile.py)."""
     import contextlib
 
     import torch
@@ -140,7 +140,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
         from .compile import check_job
 
         check_job(compile_mode, **{"cuda_graphs": cuda_graphs, "generate": generate is not None,
-                                   "parallel": parallel is not None, "tp": tp != 1,
+                                   "parallel": parallel, "ep": ep != 1, "cp": cp != 1,
                                    "lora": lora, "qlora": qlora, "recompute": recompute})
     adapter = adapters.adapter(lora, qlora, lora_rank, lora_alpha, lora_targets,
                                lora_dropout)
@@ -213,6 +213,10 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
             if rank_job is not None:
                 mesh = ranks.enter_context(parallelism.fake_process_group(rank_job))
                 ranks.enter_context(loss_parallel(rank_job.tp > 1))
+                if compile:
+                    from .block_compile import unwarned
+
+                    ranks.enter_context(unwarned())
             marked("init / weights")
             torch.manual_seed(0)
 
@@ -246,8 +250,10 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                 if rank_job is None:
                     model = make_model()
                 else:
+                    # compile: each block compiled before fully_shard (block_compile.py).
                     model = parallelism.build(make_model, rank_job, mesh,
-                                              param_dtype=param_dtype)
+                                              param_dtype=param_dtype,
+                                              compile_mode=compile_mode if compile else None)
                 built["job"] = _record_job(job, model, built["attention"])
                 # A rank's layout: tp, dp, zero, sp (parallel.record_keys).
                 built["job"].update(parallelism.record_keys(rank_job))
@@ -255,7 +261,7 @@ def predict_hf(config, log, *, seq, micro_batch, steps=1, mode="training", optim
                     _write_model_record(cfg, built["job"])
             roles.name_parameters(model)
             opt = _optimizer(model, optimizer, lr) if training else None
-            if compile:
+            if compile and rank_job is None:
                 model = torch.compile(model, mode=compile_mode)
             roles.tag_states_when_made(opt)
             if training:

@@ -22,10 +22,14 @@ def parse_set(values):
 def add_rank_flags(p):
     """One rank of a data- or tensor-parallel job (parallel.py)."""
     p.add_argument("--parallel", choices=["fsdp2", "ddp"],
-                   help="wrap the model in FSDP2 (fully_shard per block and root) or DDP")
+                   help="wrap the model in FSDP2 (fully_shard per block and root) or DDP; "
+                   "with --compile under fsdp2 each transformer block is compiled before "
+                   "fully_shard (torchtitan's apply_compile) instead of the whole model "
+                   "(--compile on one GPU); ddp with --compile is refused")
     p.add_argument("--tp", type=int, default=1,
                    help="tensor and sequence parallelism over N ranks (a Llama-family "
-                   "--config), alone or with --parallel fsdp2 over --world-size / N")
+                   "--config), alone or with --parallel fsdp2 over --world-size / N; with "
+                   "--compile each transformer block is compiled after the split")
     p.add_argument("--ep", type=int, default=1,
                    help="expert parallelism: a mixture-of-experts --config's experts split "
                    "over N of the --parallel fsdp2 ranks (torchtitan's ExpertParallel)")

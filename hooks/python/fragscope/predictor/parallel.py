@@ -255,21 +255,22 @@ def mixed_precision(param_dtype):
     return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
 
 
-def build(make_model, rank_job, mesh, blocks=None, param_dtype=None):
+def build(make_model, rank_job, mesh, blocks=None, param_dtype=None, compile_mode=None):
     """make_model()'s module made one rank of `rank_job` (wrap). fsdp2 is initialised as
     torchtitan does it: the model built on the meta device, sharded, then materialised on the GPU
     (`to_empty`), so that the device never holds the whole model: here the model is built and
     sharded with nothing recorded, and then each parameter's local shard and each buffer is
     allocated in to_empty's order (_to_empty_order). ddp: the model is built on the device (DDP
     broadcasts it from there) and wrapped, all recorded. Tensor parallelism (with fsdp2 or
-    alone) is initialised as fsdp2 is: each parameter's local shard allocated."""
+    alone) is initialised as fsdp2 is: each parameter's local shard allocated. compile_mode:
+    each block compiled before fully_shard (wrap)."""
     if rank_job.parallel != "fsdp2" and rank_job.tp == 1:
-        return wrap(make_model(), rank_job, mesh, blocks, param_dtype)
+        return wrap(make_model(), rank_job, mesh, blocks, param_dtype, compile_mode)
     from .kernels import metadata_only
 
     metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
     try:
-        model = wrap(make_model(), rank_job, mesh, blocks, param_dtype)
+        model = wrap(make_model(), rank_job, mesh, blocks, param_dtype, compile_mode)
     finally:
         metadata_only.depth -= 1
     materialize([model])
@@ -305,14 +306,16 @@ def _to_empty_order(module):
     yield from (b for b in module._buffers.values() if b is not None)
 
 
-def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
+def wrap(model, rank_job, mesh, blocks=None, param_dtype=None, compile_mode=None):
     """`model` (on the simulated device) made one rank of `rank_job`: with tensor parallelism
     first split over the mesh's "tp" dimension (tensor_parallel.parallelize); fsdp2:
     fully_shard on each block (`blocks`, default transformer_blocks(model)) and then on the
     root, with mixed_precision(param_dtype), over the data-parallel ranks; with expert
     parallelism the experts first split over "ep" (expert_parallel.parallelize), and each
     block's experts sharded over "dp_mod_ep" before the block; ddp: DistributedDataParallel
-    with the job's bucket cap. Returns the module the steps call."""
+    with the job's bucket cap. compile_mode (fsdp2, tp): each block replaced by
+    torch.compile(block, mode=compile_mode) after tensor parallelism and before fully_shard, as
+    torchtitan's apply_compile (block_compile.py). Returns the module the steps call."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
@@ -327,6 +330,11 @@ def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
 
         parallelize(model, mesh["tp"])
         if rank_job.parallel is None:
+            if compile_mode is not None:
+                from .block_compile import compiled_blocks
+
+                compiled_blocks(model, transformer_blocks(model) if blocks is None else blocks,
+                                compile_mode)
             return model
         mesh = mesh["dp"]
     experts = {}
@@ -346,6 +354,10 @@ def wrap(model, rank_job, mesh, blocks=None, param_dtype=None):
     if not blocks:
         raise PredictionError("fsdp2: the model has no transformer blocks to shard (no "
                               "_no_split_modules, no nn.ModuleList): pass blocks")
+    if compile_mode is not None:
+        from .block_compile import compiled_blocks
+
+        blocks = compiled_blocks(model, blocks, compile_mode)
     for block in blocks:
         for module in block.modules():
             if id(module) in experts:

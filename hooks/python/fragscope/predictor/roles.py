@@ -76,6 +76,9 @@ def name_parameters(model):
     up_proj"): their weights are tagged so now (they were made before any forward ran, outside
     every module), and their gradients and optimizer states when they are."""
     for name, p in model.named_parameters():
+        # A compiled block's wrapper (torch.compile's OptimizedModule) holds the block as
+        # `_orig_mod`: the parameter is named as in the model's state dict.
+        name = name.replace("._orig_mod.", ".")
         module = name.rpartition(".")[0] or type(model).__name__
         _parameter_modules[id(p)] = module
         tag_tensor(p, WEIGHTS, module)
