@@ -20,10 +20,12 @@
 #include "tests/analysis/fragmented_oom_log.h"
 #include "tests/analysis/replay_verify_util.h"
 #include "tests/analysis/trace_builder.h"
+#include "tests/testing/sanitized.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fragscope {
 namespace {
+using ::fragscope::testing::SeedsToRun;
 
 using ::fragscope::testing::TraceBuilder;
 
@@ -217,7 +219,7 @@ class EventRecorder final : public ReplayHooks {
 // lets the replay free pending blocks one at a time, so it cannot choose the order. Which seeds
 // differ changes from run to run with the hash seed.
 TEST(ReplayTest, RandomJobsMatchTheJobsEventsAndStatsUpToTheOrderOfOnePoll) {
-  for (uint64_t seed = 1; seed <= 40; ++seed) {
+  for (uint64_t seed : SeedsToRun(40)) {
     SCOPED_TRACE(seed);
     DeviceStats job;
     const std::string path = RecordRandomJob(seed, &job);
