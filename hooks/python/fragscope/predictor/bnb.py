@@ -149,14 +149,11 @@ def load_4bit(build, dtype, double_quant=True):
     from transformers.quantizers import AutoHfQuantizer
 
     from .active import track
-    from .kernels import metadata_only
+    from .kernels import untracked
 
     bnb = import_quietly()
-    metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
-    try:
+    with untracked():
         model = build()
-    finally:
-        metadata_only.depth -= 1
     quantizer = AutoHfQuantizer.from_config(quantization_config(dtype, double_quant),
                                             pre_quantized=False)
     # The quantizer makes its Linear4bit modules on the meta device: real meta tensors (a

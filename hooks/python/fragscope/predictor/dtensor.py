@@ -19,16 +19,13 @@ def metadata_allocates_nothing():
     (ShardingPropagator._propagate_tensor_meta_non_cached); on the GPU that allocates nothing."""
     from torch.distributed.tensor._sharding_prop import ShardingPropagator
 
-    from .kernels import metadata_only
+    from .kernels import untracked
 
     original = ShardingPropagator._propagate_tensor_meta_non_cached
 
     def propagate(propagator, op_schema):
-        metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
-        try:
+        with untracked():
             return original(propagator, op_schema)
-        finally:
-            metadata_only.depth -= 1
 
     ShardingPropagator._propagate_tensor_meta_non_cached = propagate
     try:

@@ -39,22 +39,10 @@ pool to a checkpoint (setCheckpointPoolState: a new graph recorded while the tre
 e.g. after a shape change or a function first called after others were recorded).
 """
 
-import contextlib
-
 from . import cuda_graphs
 from .device import current_stream_handle
 from .errors import PredictionError
-from .kernels import metadata_only
-
-
-@contextlib.contextmanager
-def _untracked():
-    """Ops that build metadata only: the Recorder allocates nothing for them."""
-    metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        metadata_only.depth -= 1
+from .kernels import untracked
 
 
 class _Checkpoint:
@@ -105,14 +93,14 @@ def patches(session):
         return base + t.storage_offset() * t.element_size() if base else 0
 
     def storage_from_address(ptr, device, nbytes):
-        with _untracked():
+        with untracked():
             storage = torch.empty(int(nbytes), dtype=torch.uint8, device=device).untyped_storage()
         session.track(storage, size=0)  # known to the Recorder, never allocated
         session.aliases[storage._cdata] = int(ptr)
         return storage
 
     def tensor_on_storage(metadata, storage):
-        with _untracked():
+        with untracked():
             t = torch.empty(0, dtype=metadata["dtype"], device=metadata["device"])
             # Not through the fake mode's dispatch cache: its key would keep the storage alive.
             with disable_fake_tensor_cache(t.fake_mode):

@@ -16,6 +16,7 @@ its outputs from fragscope's allocator, and adds the kernels' own allocations:
   - the functional collectives' outputs, with the communication role (collectives).
 """
 
+import contextlib
 import threading
 
 import torch
@@ -279,8 +280,19 @@ _OUTPUT_ORDER = {aten.native_dropout.default: (1, 0)}
 
 # Ops run only to learn their outputs' metadata (DTensor's sharding propagation runs the op on
 # fake tensors of the global shape) allocate nothing on the GPU: the Recorder lets them through
-# while this thread's depth is positive (parallel.py).
+# while this thread's depth is positive (untracked()).
 metadata_only = threading.local()
+
+
+@contextlib.contextmanager
+def untracked():
+    """The ops of the block allocate nothing: they only build metadata (DTensor's sharding
+    propagation, a 4-bit model's build, a CUDA graph replay's rebuilt outputs)."""
+    metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        metadata_only.depth -= 1
 
 
 def _wraps_tensors(args, kwargs):

@@ -266,13 +266,10 @@ def build(make_model, rank_job, mesh, blocks=None, param_dtype=None, compile_mod
     each block compiled before fully_shard (wrap)."""
     if rank_job.parallel != "fsdp2" and rank_job.tp == 1:
         return wrap(make_model(), rank_job, mesh, blocks, param_dtype, compile_mode)
-    from .kernels import metadata_only
+    from .kernels import untracked
 
-    metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
-    try:
+    with untracked():
         model = wrap(make_model(), rank_job, mesh, blocks, param_dtype, compile_mode)
-    finally:
-        metadata_only.depth -= 1
     materialize([model])
     return model
 

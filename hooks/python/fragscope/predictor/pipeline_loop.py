@@ -166,11 +166,10 @@ def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, pa
     from transformers import AutoModelForCausalLM
 
     from . import attention as attention_impl, pipeline as pipelining, roles
-    from .kernels import metadata_only
+    from .kernels import untracked
     from .parallel import materialize
 
-    metadata_only.depth = getattr(metadata_only, "depth", 0) + 1
-    try:
+    with untracked():
         with torch.device("cuda"):
             whole = AutoModelForCausalLM.from_config(
                 cfg, attn_implementation=attention_impl.requested(attention))
@@ -197,8 +196,6 @@ def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, pa
                 for layer in module.causal.model.layers:
                     fully_shard(layer, **options)
                 fully_shard(module, **options)
-    finally:
-        metadata_only.depth -= 1
     with roles.current(roles.WEIGHTS):
         materialize(modules)
     return modules
