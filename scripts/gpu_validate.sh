@@ -54,8 +54,8 @@
 # GPU_VALIDATE_BUDGET_S (default 540: no step starts after it, and each step's limit is cut to
 # what is left). Without a CUDA device every GPU step prints "skipped: no CUDA device" (the oom
 # step still runs its CPU design check) and the script exits 0. GPU_VALIDATE_DRY_RUN=1 runs the
-# second round's predict, bigjob, pools and parallel steps on the CPU with small models (ctest
-# scripts.gpu.round2_dry_run). Exit status: the number of steps that failed, timed out or were
+# predict, bigjob, pools, parallel, predict3, contexts, compile and adapters steps on the CPU
+# with small models (scripts/gpu/dry_run.sh, ctest scripts.gpu.dry_run.*). Exit status: the number of steps that failed, timed out or were
 # not run for lack of time.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then

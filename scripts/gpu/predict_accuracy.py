@@ -20,7 +20,7 @@ The predictions run on the host's CPUs (--jobs at a time) while the GPU runs go 
 simulated device (the capped ones: the replay of that log under the caps), so that every part but
 the GPU runs itself (the loop, the predictor's command line, the replays, the comparison, the
 table) is exercised on a CPU; the loop and the predictor must then agree exactly (ctest
-scripts.gpu.round2_dry_run). Writes OUT_DIR/predict_accuracy.md (the table, with the date,
+scripts.gpu.dry_run.predict). Writes OUT_DIR/predict_accuracy.md (the table, with the date,
 machine and commit), predict_accuracy.json, each run's .json and .fslog (observed logs over 4 MB
 are deleted, except the two kept under keep/ for tests/data/gpu/). Exit 0 when every row was
 measured and predicted (the accuracy is reported, not enforced; in a dry run it is enforced);
