@@ -9,7 +9,8 @@ validation's contexts step).
    against `python -m fragscope predict` of the same job (roles and modules by phase); steps/s
    of both runs show the hooks' cost.
 2. Generation: a 4-layer TinyLlama-width model's `generate` (prompt x batch, N new tokens,
-   greedy, bf16 autocast over fp32 weights, dynamic and static caches, no compile) under observe,
+   greedy, bf16 autocast over fp32 weights, dynamic and static caches; a static cache's decode
+   forward compiled by transformers, mode reduce-overhead, as by default) under observe,
    with the predictor's markers (prefill, each decode step, generated), against `predict
    --generate N --cache C`: peaks and each phase's allocations (`fragscope diff`), and the
    sequences' length (an early EOS would make the GPU run shorter than the prediction assumes).
@@ -106,7 +107,8 @@ def name(model, opt, dry_run):
 
 def generate(cache, mark, dry_run):
     """The predictor's generation (predictor.hf_loop's: random prompts, all-ones mask, greedy,
-    no compile) with its markers; (the generated sequences' length, the model)."""
+    transformers' own auto-compile of a static cache's decode) with its markers; (the generated
+    sequences' length, the model)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -130,7 +132,7 @@ def generate(cache, mark, dry_run):
             mask = torch.ones_like(ids)
             out = model.generate(input_ids=ids, attention_mask=mask,
                                  max_new_tokens=job["new_tokens"], do_sample=False,
-                                 cache_implementation=cache, disable_compile=True,
+                                 cache_implementation=cache,
                                  return_dict_in_generate=True)
             del ids, mask
         mark("step 0 / generated")

@@ -16,7 +16,10 @@ key and value is 4 bytes); about 15 s on two cores.
     after the prefill (the growing cache takes blocks freed before).
   - StaticCacheTest: the cache's 2 x layers tensors are allocated once, in the prefill, at
     prompt + new - 1 positions (transformers' max_length - 1), the same blocks live at every
-    decode step, and no decode step allocates a tensor of a cache layer's size.
+    decode step, and no decode step allocates a tensor of a cache layer's size; the decode
+    forward is compiled as transformers compiles it on a GPU (mode reduce-overhead: decode 1
+    warms the graph tree up in its pool, decode 2 records, the rest replay: nothing in the pool,
+    fewer allocations than the recording).
   - RecordTest: the model record says the generation (context = the positions the cache holds,
     use_cache true, prompt, new_tokens, cache, kv_dtype) and `fragscope analyze` reads it; under
     bf16 autocast a Llama (fp32 weights) caches fp32 keys and values (the rotary embedding
@@ -223,6 +226,22 @@ class StaticCacheTest(unittest.TestCase):
         self.assertGreaterEqual(generated["bytes"], cache_bytes(positions))
         print(f"static: 2 x {LAYERS} tensors of {full} bytes in the prefill; cache "
               f"{generated['bytes']} bytes (with each layer's 8-byte position counter)")
+
+    def test_decode_compiled_as_on_a_gpu(self):
+        # transformers compiles a static cache's decode forward (its auto-compile, mode
+        # reduce-overhead): decode 1 warms the graph tree up, decode 2 records, the rest replay,
+        # allocating only what runs outside the graph (the growing sequences), nothing in the
+        # tree's pool (0, 1).
+        from predict_cuda_graphs_test import events
+
+        self.assertGreaterEqual(self.prediction.compiled["graphs"], 1)
+        allocs = [e for e in events(self.prediction.log) if e.kind == "alloc"]
+        by_phase = {k: [e for e in allocs if e.phase == _decode(k)] for k in range(1, NEW)}
+        for k in (1, 2):
+            self.assertTrue(any(e.pool == (0, 1) for e in by_phase[k]), k)
+        for k in range(3, NEW):
+            self.assertFalse([e for e in by_phase[k] if e.pool != (0, 0)], k)
+            self.assertLess(len(by_phase[k]), len(by_phase[2]), k)
 
 
 class RecordTest(unittest.TestCase):

@@ -25,10 +25,10 @@ reads data the prediction does not have is answered or patched, each for a state
      reads that follow are answered by (1).
   4. The prompts come with their attention mask, all ones (every prompt is `seq` tokens, no
      padding), as a tokenizer's output gives it; `generate` then infers no mask from pad tokens.
-  5. A static cache: on a GPU transformers would torch.compile the forward (its auto-compile:
-     CompileConfig's "reduce-overhead" mode, CUDA graphs and their private memory pool). The
-     prediction passes `disable_compile=True` and runs the forward eagerly; the compiled
-     graphs' pool is not modeled.
+  5. A static cache: transformers torch.compiles the decode forward as on a GPU (its
+     auto-compile: CompileConfig's "reduce-overhead" mode, CUDA graph trees and their private
+     pool; graph_trees.py): the first decode step warms the tree up, the second records, the
+     rest replay. KnownValues lets dynamo compile under it (ignore_compile_internals).
 
 Greedy decoding (`do_sample=False`; sampling's softmax over the vocabulary is not run), with the
 last position's logits only (transformers' `logits_to_keep=1`), over the generation config
@@ -176,7 +176,7 @@ def generate(model, *, step, prompt, batch, new_tokens, cache, vocab_size, marke
         ids = torch.randint(0, vocab_size, (batch, prompt), device="cuda")
         mask = torch.ones(batch, prompt, dtype=torch.long, device="cuda")
         out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens,
-                             do_sample=False, cache_implementation=cache, disable_compile=True,
+                             do_sample=False, cache_implementation=cache,
                              return_dict_in_generate=True)
         del ids, mask
     marked(f"step {step} / generated")

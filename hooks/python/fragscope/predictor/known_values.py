@@ -78,6 +78,12 @@ class KnownValues(TorchDispatchMode):
                 known = torch.full(tuple(t.shape), value, dtype=t.dtype)
         self.values[t] = (known, t._version)
 
+    @classmethod
+    def ignore_compile_internals(cls):
+        # torch.compile runs with this mode on (dynamo skips a frame under any other mode): a
+        # static cache's decode steps, which transformers compiles on a GPU (generate.py).
+        return True
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if any(hasattr(t, "__tensor_flatten__") for t in types):
