@@ -16,6 +16,9 @@ A two-layer Mixtral (8 experts, 2 per token), 2 x 32 tokens per rank, bf16 FSDP2
     routing assumed is in the notes and the record names ep;
   - DeepSeekTest: a three-layer DeepSeek-V3 shape (a dense first layer, shared experts, grouped
     routing, MLA) at ep 2 runs and `fragscope analyze` reads its log;
+  - PipelineTest: four layers in two pipeline stages over 8 ranks (FSDP2 and ep 2 inside each
+    stage, torchtitan's DeepSeek-V3 layout): both stages' ranks dispatch three all-to-alls per
+    MoE layer and microbatch, and hold at rest what FSDP2 alone over the stage's ranks holds;
   - ErrorTest: --ep without --parallel fsdp2, with --tp, a world size that ep does not divide,
     --ep-routing without --ep (exit 2); ep not dividing the experts and a dense model
     (PredictionError naming them).
@@ -148,6 +151,41 @@ class DeepSeekTest(unittest.TestCase):
         self.assertIn("rank 0)", report.stdout.splitlines()[0])
 
 
+class PipelineTest(unittest.TestCase):
+    """Pipeline x FSDP2 x EP as torchtitan runs DeepSeek-V3: a four-layer Mixtral in two stages
+    over 8 ranks (a stage's 4 data-parallel ranks: dp_mod_ep 2 x ep 2)."""
+
+    def _predict(self, rank, ep):
+        from fragscope.predictor.pipeline_loop import predict_pp
+        from recorded_events import op_and_role, recording
+
+        log = os.path.join(tempfile.mkdtemp(), f"pp-ep{ep}-{rank}.fslog")
+        with recording(lambda *allocation: op_and_role(*allocation)[1:]) as events:
+            prediction = predict_pp(dict(MIXTRAL, num_hidden_layers=4), log, seq=SEQ,
+                                    micro_batch=MICRO_BATCH, pp=2, rank=rank, world_size=8,
+                                    parallel="fsdp2", optimizer="none", ep=ep)
+        return prediction, events
+
+    def test_each_stage_dispatches_to_its_experts(self):
+        for rank in (0, 7):  # the first stage's and the last's
+            prediction, events = self._predict(rank, 2)
+            self.assertEqual(prediction.pipeline["ep"], 2)
+            self.assertIn("balanced routing", prediction.notes[0])
+            # Three all-to-alls per MoE layer and microbatch: two layers a stage.
+            for microbatch in (0, 1):
+                forward = made(events, f"step 0 / forward {microbatch}", ALL_TO_ALL)
+                self.assertEqual(len(forward), 3 * 2, (rank, microbatch))
+                self.assertTrue(all(role == COMMUNICATION for _, role in forward))
+
+    def test_weights_at_rest_are_fsdp2s(self):
+        # ep x dp_mod_ep = a stage's dp ranks: each expert tensor / 4, as FSDP2 alone shards it.
+        def weights(events):
+            return sum(e[2] for e in events
+                       if e[0] == "init / weights" and len(e) == 5 and e[3] == WEIGHTS)
+
+        self.assertEqual(weights(self._predict(0, 2)[1]), weights(self._predict(0, 1)[1]))
+
+
 class ErrorTest(unittest.TestCase):
     def run_cli(self, *flags):
         config = os.path.join(tempfile.mkdtemp(), "mixtral.json")
@@ -171,7 +209,9 @@ class ErrorTest(unittest.TestCase):
                  "--world-size 6 is not a multiple of --ep 4"),
                 (["--ep-routing", "worst", "--parallel", "fsdp2", "--world-size", "2"],
                  "--ep-routing goes with --ep"),
-                (["--ep", "2", "--pp", "2"], "--pp with --ep 2 is not modeled")):
+                (["--ep", "2", "--pp", "2"], "--pp with --ep 2 needs --parallel fsdp2"),
+                (["--ep", "2", "--pp", "2", "--parallel", "fsdp2", "--world-size", "6"],
+                 "--ep 2 does not divide a stage's 3 data-parallel ranks")):
             result = self.run_cli(*flags)
             self.assertEqual(result.returncode, 2, (flags, result.stderr))
             self.assertIn(words, result.stderr, flags)

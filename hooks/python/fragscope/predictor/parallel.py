@@ -164,7 +164,8 @@ def fake_process_group(rank_job):
     ("pp", "dp") or ("pp", "dp", "tp") as torchtitan lays it out (pp outermost, tp innermost: a
     tensor-parallel group is tp consecutive ranks, a stage's ranks world / pp consecutive
     ones); with expert parallelism a dict of the meshes "dp_mod_ep" and "ep" (ep innermost) and
-    "dp", the two flattened (expert_parallel.py); with context parallelism a dict of "cp" (cp
+    "dp", the two flattened (expert_parallel.py), and "pp" outermost with pipeline parallelism;
+    with context parallelism a dict of "cp" (cp
     innermost) and "dp", FSDP2's: the data- and context-parallel ranks flattened."""
     import torch.distributed as dist
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -202,11 +203,17 @@ def fake_process_group(rank_job):
             dims = [("pp", rank_job.pp), ("dp", dp), ("tp", rank_job.tp)]
             dims = [d for d in dims if d[0] == "dp" or d[1] > 1]
             if rank_job.ep > 1:
-                # The experts' ranks: ("dp_mod_ep", "ep"), the data-parallel ones the whole.
-                root = init_device_mesh("cuda", (dp // rank_job.ep, rank_job.ep),
-                                        mesh_dim_names=("dp_mod_ep", "ep"))
+                # The experts' ranks: ("dp_mod_ep", "ep"), the data-parallel ones the whole;
+                # under pipeline parallelism inside each stage's ranks (pp outermost).
+                shape, names = (dp // rank_job.ep, rank_job.ep), ("dp_mod_ep", "ep")
+                if rank_job.pp > 1:
+                    shape, names = (rank_job.pp, *shape), ("pp", *names)
+                root = init_device_mesh("cuda", shape, mesh_dim_names=names)
+                experts = root if rank_job.pp == 1 else root["dp_mod_ep", "ep"]
                 mesh = {"dp_mod_ep": root["dp_mod_ep"], "ep": root["ep"],
-                        "dp": root._flatten("dp")}
+                        "dp": experts._flatten("dp")}
+                if rank_job.pp > 1:
+                    mesh["pp"] = root["pp"]
             elif rank_job.cp > 1:
                 # The sequence's ranks ("cp", innermost); FSDP2's the world ("dp" x "cp").
                 root = init_device_mesh("cuda", (dp // rank_job.cp, rank_job.cp),

@@ -32,7 +32,9 @@ under autocast). With data parallelism (FSDP2 over a ("pp", "dp") mesh: pipeline
 the stages compute in FSDP2's param_dtype and pass it. With tensor parallelism (a ("pp", "dp",
 "tp") mesh) each stage's modules are split by tensor_parallel.py's plan after the split, and the
 stages pass the local seq / tp positions of their hidden states (torchtitan's local outputs).
-Not modeled: pipeline parallelism with DDP, zero-bubble schedules, uneven splits.
+Not modeled: pipeline parallelism with DDP or context parallelism, zero-bubble schedules, uneven
+splits. Expert parallelism splits each stage's experts over its data-parallel ranks
+(pipeline_loop._build_stages).
 """
 
 import collections

@@ -26,14 +26,16 @@ from .pipeline import SCHEDULES
 def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatches=None,
                rank=0, world_size=None, steps=1, optimizer="adamw", dtype="bf16",
                attention="auto", gpu="h100-80gb", conf=None, overrides=None, lr=1e-4,
-               journal=None, parallel=None, tp=1):
+               journal=None, parallel=None, tp=1, ep=1, ep_routing="balanced"):
     """Predicts `steps` training steps of rank `rank` of a job split into `pp` pipeline stages
     (pipeline.plan: the schedule "gpipe", "1f1b" or "interleaved-1f1b", `microbatches`
     microbatches of `micro_batch` sequences per step; default: one per stage). world_size
     (default pp): pp x dp ranks, with parallel="fsdp2" sharding each stage over its dp ranks (a
     ("pp", "dp") mesh, pp outermost as torchtitan lays it out). tp: each stage's layers split
-    over tp ranks as well (a ("pp", "dp", "tp") mesh; world_size default pp x tp).
-    `Prediction.pipeline`: the rank's plan as a dict."""
+    over tp ranks as well (a ("pp", "dp", "tp") mesh; world_size default pp x tp). ep (with
+    parallel="fsdp2", without tp): each stage's experts split over ep of its dp ranks, as
+    torchtitan runs DeepSeek-V3 (a ("pp", "dp_mod_ep", "ep") mesh; expert_parallel.py, routing
+    `ep_routing`). `Prediction.pipeline`: the rank's plan as a dict."""
     import torch
 
     from . import attention as attention_impl, parallel as parallelism, pipeline as pipelining
@@ -54,6 +56,12 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
             from .tensor_parallel import check
 
             check(cfg, tp, seq)
+        if ep != 1:
+            # A stage's experts split over ep of its data-parallel ranks (torchtitan's layout).
+            if isinstance(ep, int) and not isinstance(ep, bool) and ep > 1 and rank_plan.dp % ep:
+                raise ValueError(f"ep {ep} does not divide a stage's {rank_plan.dp} "
+                                 "data-parallel ranks")
+            parallelism.job(parallel, rank_plan.dp * tp, 0, tp=tp, ep=ep, ep_routing=ep_routing)
     except ValueError as e:
         raise PredictionError(str(e)) from e
     num_stages = pp * pipelining.stages_per_rank(schedule)
@@ -70,9 +78,10 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
            "pp_schedule": schedule, "pp_microbatches": rank_plan.microbatches,
            "pp_stages": ",".join(map(str, rank_plan.stages)),
            "dp": rank_plan.dp if parallel else None, "zero": 3 if parallel else None,
-           "tp": tp if tp > 1 else None, "sp": True if tp > 1 else None}
+           "tp": tp if tp > 1 else None, "sp": True if tp > 1 else None,
+           "ep": ep if ep > 1 else None}
     job = {k: v for k, v in job.items() if v is not None}
-    rank_job = parallelism.Job(None, pp * rank_plan.dp * tp, rank, None, tp, pp)
+    rank_job = parallelism.Job(None, pp * rank_plan.dp * tp, rank, None, tp, pp, ep, ep_routing)
     location = Location()
     built = {}
     with capture(log, gpu=gpu, conf=conf, journal=journal) as (prediction, mark):
@@ -90,7 +99,8 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
                 torch.manual_seed(0)
                 modules = _build_stages(cfg, attention, rank_plan, num_stages, built,
                                         mesh["dp"] if parallel else None, param_dtype,
-                                        mesh["tp"] if tp > 1 else None)
+                                        mesh["tp"] if tp > 1 else None,
+                                        experts=mesh if ep > 1 else None, routing=ep_routing)
                 for m in modules:
                     location.name_modules(m)
                 built["params"] = sum(p.numel() for m in modules for p in m.parameters())
@@ -144,8 +154,13 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
     prediction.job = built.get("job", job)
     prediction.attention = built.get("attention")
     prediction.params = built.get("params")
-    prediction.notes = []
-    prediction.pipeline = {"pp": pp, "dp": rank_plan.dp, "tp": tp, "schedule": schedule,
+    if ep > 1:
+        from .expert_parallel import routing_note
+
+        prediction.notes = [routing_note(ep, ep_routing)]
+    else:
+        prediction.notes = []
+    prediction.pipeline = {"pp": pp, "dp": rank_plan.dp, "tp": tp, "ep": ep, "schedule": schedule,
                            "microbatches": rank_plan.microbatches,
                            "stages": list(rank_plan.stages),
                            "layers": [list(r) for r in rank_plan.layers]}
@@ -153,7 +168,7 @@ def predict_pp(config, log, *, seq, micro_batch, pp, schedule="1f1b", microbatch
 
 
 def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, param_dtype=None,
-                  tp_mesh=None):
+                  tp_mesh=None, experts=None, routing="balanced"):
     """The rank's stage modules, built as torchtitan builds them: the whole model made and split
     with nothing recorded (torchtitan: on the meta device), with tp_mesh each stage's modules
     split by the tensor-parallel plan (tensor_parallel.parallelize), with dp_mesh each stage
@@ -183,6 +198,12 @@ def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, pa
             for module in modules:
                 parallelize(module.causal, tp_mesh, stage=True)
                 module.tp_mesh = tp_mesh
+        if experts is not None:
+            from . import expert_parallel
+
+            for module in modules:  # a stage of dense layers only has none
+                if expert_parallel.experts_modules(module):
+                    expert_parallel.parallelize(module, experts["ep"], routing)
         if dp_mesh is not None:
             from torch.distributed.fsdp import fully_shard
 
@@ -194,6 +215,13 @@ def _build_stages(cfg, attention, rank_plan, num_stages, built, dp_mesh=None, pa
                 options["mp_policy"] = policy
             for module in modules:
                 for layer in module.causal.model.layers:
+                    for experts_module in ([] if experts is None
+                                           else expert_parallel.experts_modules(layer)):
+                        # A layer's experts over "dp_mod_ep" first, as parallel.wrap shards them.
+                        fully_shard(experts_module, **dict(options, mesh=experts["dp_mod_ep"]),
+                                    shard_placement_fn=expert_parallel.fsdp_placement(
+                                        experts_module, experts["dp_mod_ep"].size(),
+                                        experts["ep"].size()))
                     fully_shard(layer, **options)
                 fully_shard(module, **options)
     with roles.current(roles.WEIGHTS):
@@ -225,10 +253,13 @@ def options(args):
         raise ValueError(f"--pp must be at least 2, not {args.pp}")
     if not args.config:
         raise ValueError("--pp goes with --config (the split is for Llama-family models)")
-    for flag in ("ep", "cp"):
-        if getattr(args, flag, 1) > 1:
-            raise ValueError(f"--pp with --{flag} {getattr(args, flag)} is not modeled: pipeline "
-                             "parallelism is predicted alone, with --tp or with --parallel fsdp2")
+    if getattr(args, "cp", 1) > 1:
+        raise ValueError(f"--pp with --cp {args.cp} is not modeled: pipeline parallelism is "
+                         "predicted alone, with --tp, with --parallel fsdp2, or with --ep under it")
+    ep = getattr(args, "ep", 1)
+    if ep > 1 and (args.parallel != "fsdp2" or args.tp > 1):
+        raise ValueError(f"--pp with --ep {ep} needs --parallel fsdp2 without --tp (torchtitan "
+                         "splits each stage's experts over its data-parallel ranks)")
     if args.parallel == "ddp":
         raise ValueError("--pp with --parallel ddp is not modeled (torchtitan shards each stage "
                          "with FSDP2): use --parallel fsdp2")
@@ -254,9 +285,13 @@ def options(args):
     if not 0 <= args.rank < world:
         raise ValueError(f"--rank must be in [0, {world}) for --world-size {world}, not "
                          f"{args.rank}")
+    if ep > 1 and (world // within) % ep:
+        raise ValueError(f"--ep {ep} does not divide a stage's {world // within} data-parallel "
+                         "ranks")
     args.world_size = world
     return {"pp": args.pp, "schedule": args.pp_schedule, "microbatches": args.pp_microbatches,
-            "rank": args.rank, "world_size": world, "parallel": args.parallel, "tp": args.tp}
+            "rank": args.rank, "world_size": world, "parallel": args.parallel, "tp": args.tp,
+            "ep": ep, "ep_routing": getattr(args, "ep_routing", "balanced")}
 
 
 def describe(pipeline):
