@@ -90,31 +90,58 @@ absl::StatusOr<int64_t> LayoutSize(const Json& job, const char* key) {
   return n;
 }
 
-// One rank of a parallel job (the record of a --parallel/--tp prediction or of a job that
-// recorded its layout: dp, tp, zero): the same rank of the same layout, FSDP2 for ZeRO-3, DDP
-// for replicated data parallelism.
+// One rank of a parallel job (the record of a --parallel/--tp/--pp/--ep/--cp prediction or of a
+// job that recorded its layout: dp, tp, zero; pp with its schedule and microbatches, ep, cp):
+// the same rank of the same layout, FSDP2 for ZeRO-3, DDP for replicated data parallelism. The
+// world is pp x dp x tp x cp (a record's dp is a stage's data-parallel ranks, with the
+// expert-parallel ones among them); expert routing is the predictor's default (balanced), which
+// the record does not name.
 absl::Status AddLayout(const Json& job, int32_t rank, std::vector<std::string>& args) {
-  absl::StatusOr<int64_t> dp = LayoutSize(job, "dp");
-  if (!dp.ok()) return dp.status();
-  absl::StatusOr<int64_t> tp = LayoutSize(job, "tp");
-  if (!tp.ok()) return tp.status();
+  int64_t size[5] = {};
+  const char* keys[5] = {"dp", "tp", "pp", "ep", "cp"};
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<int64_t> n = LayoutSize(job, keys[i]);
+    if (!n.ok()) return n.status();
+    size[i] = *n;
+  }
+  const auto [dp, tp, pp, ep, cp] = size;
   const std::string zero = JobText(job, "zero");
-  if (*dp * *tp == 1 && zero.empty()) return absl::OkStatus();
+  if (dp * tp * pp * cp == 1 && zero.empty()) return absl::OkStatus();
   if (zero == "3") {
     args.insert(args.end(), {"--parallel", "fsdp2"});
-  } else if (*dp > 1) {
+  } else if (dp > 1) {
     if (!zero.empty() && zero != "0") {
       return absl::InvalidArgumentError(absl::StrCat(
           "job.zero ", Excerpt(zero), " is not a layout the predictor runs (3: FSDP2, 0: DDP)"));
     }
     args.insert(args.end(), {"--parallel", "ddp"});
   }
-  if (*tp > 1) args.insert(args.end(), {"--tp", std::to_string(*tp)});
-  const int64_t world = *dp * *tp;
+  if (tp > 1) args.insert(args.end(), {"--tp", std::to_string(tp)});
+  if (pp > 1) {
+    args.insert(args.end(), {"--pp", std::to_string(pp)});
+    const std::string schedule = JobText(job, "pp_schedule");
+    if (!schedule.empty()) {
+      if (schedule != "gpipe" && schedule != "1f1b" && schedule != "interleaved-1f1b") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("job.pp_schedule \"", Excerpt(schedule),
+                         "\" is not a schedule the "
+                         "predictor runs (gpipe, 1f1b, interleaved-1f1b)"));
+      }
+      args.insert(args.end(), {"--pp-schedule", schedule});
+    }
+    if (!JobText(job, "pp_microbatches").empty()) {
+      absl::StatusOr<int64_t> microbatches = LayoutSize(job, "pp_microbatches");
+      if (!microbatches.ok()) return microbatches.status();
+      args.insert(args.end(), {"--pp-microbatches", std::to_string(*microbatches)});
+    }
+  }
+  if (ep > 1) args.insert(args.end(), {"--ep", std::to_string(ep)});
+  if (cp > 1) args.insert(args.end(), {"--cp", std::to_string(cp)});
+  const int64_t world = pp * dp * tp * cp;
   if (rank < 0 || rank >= world) {
     return absl::InvalidArgumentError(absl::StrCat("the log's rank ", rank,
                                                    " is outside the recorded job's ", world,
-                                                   " ranks (job.dp x job.tp)"));
+                                                   " ranks (job.pp x job.dp x job.tp x job.cp)"));
   }
   args.insert(args.end(), {"--world-size", std::to_string(world), "--rank", std::to_string(rank)});
   return absl::OkStatus();

@@ -74,6 +74,24 @@ TEST(PredictBesideTest, AParallelRankIsPredictedAsThatRank) {
   EXPECT_THAT(std::string(args(R"("dp": 2, "zero": 1)", 0).status().message()),
               HasSubstr("job.zero"));
   EXPECT_THAT(std::string(args(R"("tp": "x")", 0).status().message()), HasSubstr("job.tp"));
+  // A pipeline stage's rank, with experts split over its data-parallel ranks: pp x dp ranks.
+  absl::StatusOr<std::vector<std::string>> pp_ep = args(
+      R"("dp": 4, "zero": 3, "pp": 2, "pp_schedule": "interleaved-1f1b", "pp_microbatches": 4,
+         "pp_stages": "1,3", "ep": 2)",
+      7);
+  ASSERT_TRUE(pp_ep.ok()) << pp_ep.status();
+  EXPECT_THAT(*pp_ep, ::testing::IsSupersetOf({"--parallel", "fsdp2", "--pp", "2", "--pp-schedule",
+                                               "interleaved-1f1b", "--pp-microbatches", "4", "--ep",
+                                               "2", "--world-size", "8", "--rank", "7"}));
+  absl::StatusOr<std::vector<std::string>> cp = args(R"("dp": 2, "zero": 3, "cp": 4)", 6);
+  ASSERT_TRUE(cp.ok()) << cp.status();
+  EXPECT_THAT(*cp, ::testing::IsSupersetOf({"--cp", "4", "--world-size", "8", "--rank", "6"}));
+  EXPECT_THAT(
+      std::string(
+          args(R"("dp": 1, "zero": 3, "pp": 2, "pp_schedule": "zb")", 0).status().message()),
+      HasSubstr("job.pp_schedule \"zb\""));
+  EXPECT_THAT(std::string(args(R"("dp": 1, "pp": 2, "pp_microbatches": 0)", 0).status().message()),
+              HasSubstr("job.pp_microbatches"));
 }
 
 TEST(PredictBesideTest, WhatCannotBePredictedNamesTheKey) {
