@@ -7,7 +7,8 @@
 # CASE: llama8b-pp4-fsdp2-tp8 (Llama-3-8B, PP 4 x FSDP2 2 x TP 8, seq 8192, 1f1b, 4 microbatches
 # of 1), llama70b-pp4-fsdp2-tp8 (Llama-3-70B, the same layout), deepseek-v3-ep8 (DeepSeek-V3's
 # shape, 61 layers, 256 routed experts, EP 8 with FSDP2 over 64 GPUs, seq 4096; -ac: with full
-# activation checkpointing), llama8b-cp8-fsdp8 (Llama-3-8B, seq 131072 split over CP 8, FSDP2 over
+# activation checkpointing; deepseek-v3-pp4-ep8: 60 layers in PP 4 x FSDP2 16 with EP 8 inside
+# each stage, 1f1b, 4 microbatches of 1, torchtitan's DeepSeek-V3 layout), llama8b-cp8-fsdp8 (Llama-3-8B, seq 131072 split over CP 8, FSDP2 over
 # the 64 GPUs), llama8b-fsdp8 and llama8b-fsdp8-compile (Llama-3-8B, FSDP2 over 8 GPUs, seq 8192,
 # no KV cache in the training forward; -compile: each block compiled before fully_shard; rank 0
 # by default). RANK default: the first and the last rank. Logs and the time reports go to $OUT
@@ -54,13 +55,16 @@ case $case_name in
            --world-size 64)
     ((${#ranks[@]})) || ranks=(0 63)
     ;;
-  deepseek-v3-ep8|deepseek-v3-ep8-ac)
-    config=$out/deepseek_v3.json
-    python3 - "$config" <<'PY'
+  deepseek-v3-ep8|deepseek-v3-ep8-ac|deepseek-v3-pp4-ep8)
+    config=$out/$case_name.json
+    layers=61
+    # Four pipeline stages need a multiple of 4 layers (uneven splits are not modeled): 60.
+    [[ $case_name == *-pp4-* ]] && layers=60
+    python3 - "$config" "$layers" <<'PY'
 import json, sys
 # DeepSeek-V3's shape (its config.json): 61 layers (the first 3 dense), 256 routed experts of
 # width 2048 and one shared, 8 per token, MLA attention; no multi-token-prediction module.
-json.dump({"model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": 61,
+json.dump({"model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": int(sys.argv[2]),
            "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 256,
            "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
            "n_group": 8, "topk_group": 4, "num_attention_heads": 128,
@@ -72,6 +76,7 @@ PY
     flags=(--config "$config" --seq 4096 --micro-batch 1 --parallel fsdp2 --ep 8
            --world-size 64)
     [[ $case_name == *-ac ]] && flags+=(--recompute)
+    [[ $case_name == *-pp4-* ]] && flags+=(--pp 4 --pp-schedule 1f1b)
     ((${#ranks[@]})) || ranks=(0 63)
     ;;
   *) echo "unknown case $case_name" >&2; exit 2 ;;

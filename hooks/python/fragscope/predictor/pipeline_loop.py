@@ -296,10 +296,13 @@ def options(args):
 
 def describe(pipeline):
     """One line of a Prediction.pipeline: "pp 4, 1f1b, 4 microbatches, stage 0 (layers 0-1)",
-    with ", fsdp2 dp 2" under FSDP2."""
+    with " x fsdp2 dp 2" under FSDP2, " x tp 2" and " (ep 2)" (the experts over ep of the dp
+    ranks)."""
     stages = ", ".join(f"stage {s} (layers {a}-{b - 1})"
                        for s, (a, b) in zip(pipeline["stages"], pipeline["layers"]))
     dp = f" x fsdp2 dp {pipeline['dp']}" if pipeline["dp"] > 1 else ""
+    if pipeline.get("ep", 1) > 1:
+        dp += f" (ep {pipeline['ep']})"
     if pipeline.get("tp", 1) > 1:
         dp += f" x tp {pipeline['tp']}"
     return (f"pp {pipeline['pp']}{dp}, {pipeline['schedule']}, {pipeline['microbatches']} "
