@@ -246,45 +246,25 @@ step_wheel() {
   drop_logs_over 1
   exit "$rc"
 }
-step_contexts() {
+# A comparison step: scripts/gpu/SCRIPT runs its jobs observed (or, in a dry run, simulated) and
+# diffs each against `fragscope predict`, each child within TIMEOUT seconds; its logs over MAX_MB
+# are deleted once checked.
+comparison_step() {  # SCRIPT TIMEOUT MAX_MB
   set_dry
   need "$FRAGSCOPE_BIN"
-  python3 scripts/gpu/contexts_check.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
-    --timeout 120 "${dry[@]}"
+  python3 "scripts/gpu/$1" all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" --timeout "$2" \
+    "${dry[@]}"
   rc=$?
-  drop_logs_over 1
+  drop_logs_over "$3"
   exit "$rc"
 }
-step_compile() {
-  set_dry
-  need "$FRAGSCOPE_BIN"
-  python3 scripts/gpu/compile_check.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
-    --timeout 300 "${dry[@]}"
-  rc=$?
-  drop_logs_over 1
-  exit "$rc"
-}
-step_adapters() {
-  set_dry
-  need "$FRAGSCOPE_BIN"
-  python3 scripts/gpu/adapters_graphs_check.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
-    --timeout 150 "${dry[@]}"
-  rc=$?
-  drop_logs_over 1
-  exit "$rc"
-}
-step_parallel() {
-  set_dry
-  need "$FRAGSCOPE_BIN"
-  python3 scripts/gpu/parallel_check.py all "$STEP_DIR" --fragscope "$FRAGSCOPE_BIN" \
-    --timeout 90 "${dry[@]}"
-  rc=$?
-  drop_logs_over 4
-  exit "$rc"
-}
-export -f need drop_logs_over set_dry step_tests step_oracle step_modes step_oom step_bench \
-  step_estimator step_predict step_predict3 step_bigjob step_pools step_observecost step_wheel \
-  step_parallel step_contexts step_compile step_adapters
+step_contexts() { comparison_step contexts_check.py 120 1; }
+step_compile() { comparison_step compile_check.py 300 1; }
+step_adapters() { comparison_step adapters_graphs_check.py 150 1; }
+step_parallel() { comparison_step parallel_check.py 90 4; }
+export -f need drop_logs_over set_dry comparison_step step_tests step_oracle step_modes step_oom \
+  step_bench step_estimator step_predict step_predict3 step_bigjob step_pools step_observecost \
+  step_wheel step_parallel step_contexts step_compile step_adapters
 export GPU_VALIDATE_DRY_RUN=${GPU_VALIDATE_DRY_RUN:-0}
 
 run_step() {  # NAME LIMIT_SECONDS

@@ -36,7 +36,6 @@ sys.path.insert(0, HERE)
 import compile_check  # noqa: E402
 import contexts_check  # noqa: E402
 import train_job  # noqa: E402
-from predict_accuracy import gpu_key  # noqa: E402
 
 JOB = dict(config=dict(train_job.TINYLLAMA_1B, num_hidden_layers=4), seq=512, micro_batch=4,
            steps=3)
@@ -184,59 +183,16 @@ def child(kind, out, log, dry_run):
 
 
 def flags(kind):
-    """The predict flags of a kind's job."""
+    """The predict flags of a kind's job (bf16 autocast, as the job runs)."""
     if kind == "graphs":
-        return ["--mode", "inference", "--cuda-graphs"]
-    return ["--optimizer", "adamw-fused", f"--{kind}", "--lora-rank", "8"]
+        return ["--dtype", "bf16", "--mode", "inference", "--cuda-graphs"]
+    return ["--dtype", "bf16", "--optimizer", "adamw-fused", f"--{kind}", "--lora-rank", "8"]
 
 
 def run_all(a):
-    import torch
-
-    if not a.dry_run and not torch.cuda.is_available():
-        print("skipped: no CUDA device")
-        return 0
-    os.makedirs(a.out_dir, exist_ok=True)
-    p = contexts_check.Parent(a)
-    gpu = "h100-80gb" if a.dry_run else gpu_key(torch.cuda.get_device_name())
-    job = DRY_JOB if a.dry_run else JOB
-    config = p.path("adapters.config.json")
-    with open(config, "w") as f:
-        json.dump(job["config"], f)
-    rows, checks, skipped = {}, [], []
-    for kind in KINDS:
-        reason = qlora_unavailable(a.dry_run) if kind == "qlora" else None
-        if reason:
-            skipped.append(kind)
-            checks.append((True, f"qlora skipped: {reason}"))
-            print(f"qlora skipped: {reason}")
-            continue
-        log = p.path(f"{kind}.fslog")
-        args = [sys.executable, __file__, "child", kind, p.path(f"{kind}.json"), log]
-        rc, text = p.call(f"{kind}.run", args + (["--dry-run"] if a.dry_run else []), a.timeout)
-        if rc != 0:
-            checks.append((False, f"{kind}: the run ended with exit {rc}: {text.strip()[-300:]}"))
-            continue
-        predicted = p.path(f"{kind}.predicted.fslog")
-        try:
-            p.json_of(f"{kind}.predict", [
-                sys.executable, "-m", "fragscope", "predict", "--config", config, "--seq",
-                str(job["seq"]), "--micro-batch", str(job["micro_batch"]), "--steps",
-                str(job["steps"]), "--attention", "sdpa", "--dtype", "bf16", *flags(kind),
-                "--gpu", gpu, "--json", "--out", predicted])
-            rows[kind] = p.diff(f"{kind}.diff", log, predicted)
-        except RuntimeError as e:
-            checks.append((False, str(e)))
-            continue
-        if a.dry_run:
-            c = rows[kind]
-            same = all(c["a_figures"][k] == c["b_figures"][k]
-                       for k in ("peak_allocated_bytes", "peak_reserved_bytes", "allocations"))
-            checks.append((same, f"{kind}: the job on the simulated device and `predict "
-                                 f"{' '.join(flags(kind))}` agree (peaks, allocations)"))
-    compile_check.write(a, gpu, rows, checks, "LoRA, QLoRA and CUDA graphs", "adapters")
-    wanted = len(KINDS) - len(skipped)
-    return 1 if any(not ok for ok, _ in checks) or len(rows) < wanted else 0
+    return compile_check.compare(
+        a, __file__, DRY_JOB if a.dry_run else JOB, KINDS, flags, "LoRA, QLoRA and CUDA graphs",
+        "adapters", lambda kind: qlora_unavailable(a.dry_run) if kind == "qlora" else None)
 
 
 def main():

@@ -80,7 +80,12 @@ def child(kind, out, log, dry_run):
     return 0
 
 
-def run_all(a):
+def compare(a, script, job, kinds, flags, title, name, unavailable=lambda kind: None):
+    """A comparison step's parent (compile, adapters): each kind's job run by `script`'s child
+    (observed on the GPU, or on the simulated device with --dry-run), predicted by `python -m
+    fragscope predict` with `flags(kind)` after the job's shape, and diffed; a kind for which
+    `unavailable(kind)` gives a reason is skipped with it. Writes OUT_DIR/NAME.md and NAME.json
+    (write); exit 1 when a run, prediction or (dry run) agreement failed."""
     import torch
 
     if not a.dry_run and not torch.cuda.is_available():
@@ -89,26 +94,29 @@ def run_all(a):
     os.makedirs(a.out_dir, exist_ok=True)
     p = contexts_check.Parent(a)
     gpu = "h100-80gb" if a.dry_run else gpu_key(torch.cuda.get_device_name())
-    job = DRY_JOB if a.dry_run else JOB
-    config = p.path("compile.config.json")
+    config = p.path(f"{name}.config.json")
     with open(config, "w") as f:
         json.dump(job["config"], f)
-    rows, checks = {}, []
-    for kind in KINDS:
+    rows, checks, wanted = {}, [], 0
+    for kind in kinds:
+        reason = unavailable(kind)
+        if reason:
+            checks.append((True, f"{kind} skipped: {reason}"))
+            print(f"{kind} skipped: {reason}")
+            continue
+        wanted += 1
         log = p.path(f"{kind}.fslog")
-        args = [sys.executable, __file__, "child", kind, p.path(f"{kind}.json"), log]
+        args = [sys.executable, script, "child", kind, p.path(f"{kind}.json"), log]
         rc, text = p.call(f"{kind}.run", args + (["--dry-run"] if a.dry_run else []), a.timeout)
         if rc != 0:
             checks.append((False, f"{kind}: the run ended with exit {rc}: {text.strip()[-300:]}"))
             continue
         predicted = p.path(f"{kind}.predicted.fslog")
-        flags = (["--optimizer", "adamw-fused"] if kind.startswith("training")
-                 else ["--mode", "inference"]) + ["--compile-mode", mode(kind)]
         try:
             p.json_of(f"{kind}.predict", [
                 sys.executable, "-m", "fragscope", "predict", "--config", config, "--seq",
                 str(job["seq"]), "--micro-batch", str(job["micro_batch"]), "--steps",
-                str(job["steps"]), "--attention", "sdpa", "--compile", *flags, "--gpu", gpu,
+                str(job["steps"]), "--attention", "sdpa", *flags(kind), "--gpu", gpu,
                 "--json", "--out", predicted])
             rows[kind] = p.diff(f"{kind}.diff", log, predicted)
         except RuntimeError as e:
@@ -118,13 +126,25 @@ def run_all(a):
             c = rows[kind]
             same = all(c["a_figures"][k] == c["b_figures"][k]
                        for k in ("peak_allocated_bytes", "peak_reserved_bytes", "allocations"))
-            checks.append((same, f"{kind}: the loop on the simulated device and `predict "
-                                 "--compile` agree (peaks, allocations)"))
-    write(a, gpu, rows, checks)
-    return 1 if any(not ok for ok, _ in checks) or len(rows) < len(KINDS) else 0
+            checks.append((same, f"{kind}: the job on the simulated device and `predict "
+                                 f"{' '.join(flags(kind))}` agree (peaks, allocations)"))
+    write(a, gpu, rows, checks, title, name)
+    return 1 if any(not ok for ok, _ in checks) or len(rows) < wanted else 0
 
 
-def write(a, gpu, rows, checks, title="torch.compile", name="compile"):
+def flags(kind):
+    """The predict flags of a kind's job."""
+    job = (["--optimizer", "adamw-fused"] if kind.startswith("training")
+           else ["--mode", "inference"])
+    return ["--compile", *job, "--compile-mode", mode(kind)]
+
+
+def run_all(a):
+    return compare(a, __file__, DRY_JOB if a.dry_run else JOB, KINDS, flags, "torch.compile",
+                   "compile")
+
+
+def write(a, gpu, rows, checks, title, name):
     """OUT_DIR/NAME.md, the measured and predicted figures of each run, and NAME.json."""
     lines = [f"# {title} on {gpu} ({commit()}, {time.strftime('%Y-%m-%d')}"
              f"{', dry run' if a.dry_run else ''})", "",
